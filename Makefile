@@ -1,0 +1,39 @@
+# The two entry points of the README. Each creates the virtual environment it needs, so a fresh
+# clone works with nothing installed by hand (Go 1.26+ and Python 3.11+ must be on the machine).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-unit test-integration lint build-plane clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Builds the control plane if it is not cached yet (20-40 min cold), then waits for it.
+build-plane: $(STAMP)
+	$(BIN)/vk-provider dev build
+
+demo: build-plane
+	$(BIN)/vk-provider dev up
+	$(BIN)/vk-provider dev kubectl -- get nodes -o wide
+
+lint: $(STAMP)
+	$(BIN)/ruff check vk_provider providers tests
+	$(BIN)/ruff format --check vk_provider providers tests
+	$(BIN)/mypy
+
+test-unit: lint
+	$(BIN)/pytest -m unit
+
+test-integration: build-plane
+	$(BIN)/pytest -m integration
+
+test: lint build-plane
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

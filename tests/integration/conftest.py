@@ -1,0 +1,98 @@
+"""Fixtures for tests against the real control plane.
+
+One plane is started per test run (session scope) with short node-lifecycle timings, or an already
+running one is reused when VK_PROVIDER_TEST_CLUSTER names its folder (`vk-provider dev up --dir X`, then
+`VK_PROVIDER_TEST_CLUSTER=X pytest -m integration`). Tests isolate themselves with a namespace each.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from tests.integration.waiting import wait_for
+from vk_provider.devcluster import cluster
+from vk_provider.devcluster.building import BinaryCache
+
+REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
+NODE_MONITOR_GRACE_PERIOD_SECONDS = 20
+DEFAULT_TOLERATION_SECONDS = 30
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterState]:
+    reuse = os.environ.get(REUSE_VARIABLE)
+    if reuse:
+        state = cluster.ClusterState.load(Path(reuse))
+        if state is None or not state.is_fully_running():
+            pytest.fail(
+                f"{REUSE_VARIABLE}={reuse} names no running control plane; start it with `vk-provider dev up`"
+            )
+        yield state
+        return
+    cache = BinaryCache.default()
+    bin_dir = cache.ensure(wait=True, out=sys.stderr)
+    settings = cluster.ClusterSettings(
+        directory=tmp_path_factory.mktemp("control-plane"),
+        node_monitor_grace_period_seconds=NODE_MONITOR_GRACE_PERIOD_SECONDS,
+        default_toleration_seconds=DEFAULT_TOLERATION_SECONDS,
+        use_preferred_ports=False,
+    )
+    result = cluster.up(
+        settings, bin_dir=bin_dir, kubernetes_version=cache.pins.kubernetes_version, out=sys.stderr
+    )
+    try:
+        yield result.state
+    finally:
+        cluster.down(settings.directory)
+
+
+@pytest.fixture
+async def kube_api(control_plane: cluster.ClusterState) -> AsyncIterator[client.ApiClient]:
+    api = await config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+    async with api:
+        yield api
+
+
+@pytest.fixture
+async def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh namespace per test, ready for pods (its `default` service account exists)."""
+    core = client.CoreV1Api(kube_api)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in request.node.name.lower())[:40].strip("-")
+    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    await core.create_namespace({"metadata": {"name": name, "labels": {"vk-provider.dev/test": "true"}}})
+
+    async def default_service_account_exists() -> bool:
+        accounts = await core.list_namespaced_service_account(name, field_selector="metadata.name=default")
+        return bool(accounts.items)
+
+    await wait_for(default_service_account_exists, timeout_seconds=60, what=f"ServiceAccount {name}/default")
+    try:
+        yield name
+    finally:
+        await core.delete_namespace(name)
+
+
+@pytest.fixture
+def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
+    """Run the plane's own kubectl as admin; returns the completed process (text)."""
+
+    def run(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = [str(control_plane.bin_dir / "kubectl"), f"--kubeconfig={control_plane.kubeconfig}"]
+        completed = subprocess.run(
+            [*command, *arguments], capture_output=True, text=True, timeout=120, check=False
+        )
+        if check and completed.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(arguments)} failed: {completed.stderr}")
+        return completed
+
+    return run

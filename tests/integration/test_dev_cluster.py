@@ -1,0 +1,91 @@
+"""`vk-provider dev ...` against a real plane: reporting, refusing to double-start, failing loudly."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vk_provider.devcluster import cluster, processes
+from vk_provider.devcluster.building import BinaryCache
+from vk_provider.devcluster.processes import ComponentFailedError
+
+
+def vk_provider(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vk_provider", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_dev_up_on_a_running_plane_reports_it_and_starts_nothing(control_plane: cluster.ClusterState) -> None:
+    before = control_plane.processes
+    result = vk_provider("dev", "up", "--dir", str(control_plane.directory))
+    assert result.returncode == 0, result.stderr
+    assert "already running" in result.stdout
+    assert control_plane.server in result.stdout
+    after = cluster.ClusterState.load(control_plane.directory)
+    assert after is not None
+    assert after.processes == before
+    assert all(processes.is_running(record) for record in after.processes)
+
+
+def test_dev_status_and_kubeconfig_describe_the_running_plane(control_plane: cluster.ClusterState) -> None:
+    status = vk_provider("dev", "status", "--dir", str(control_plane.directory))
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "readyz: ok" in status.stdout
+    for name in cluster.START_ORDER:
+        assert f"{name}" in status.stdout
+    kubeconfig = vk_provider("dev", "kubeconfig", "--dir", str(control_plane.directory))
+    assert kubeconfig.returncode == 0
+    assert Path(kubeconfig.stdout.strip()) == control_plane.kubeconfig
+
+
+def test_kubectl_with_the_printed_kubeconfig_reads_readyz(control_plane: cluster.ClusterState) -> None:
+    kubeconfig = vk_provider("dev", "kubeconfig", "--dir", str(control_plane.directory)).stdout.strip()
+    result = subprocess.run(
+        [str(control_plane.bin_dir / "kubectl"), "--kubeconfig", kubeconfig, "get", "--raw", "/readyz"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.strip() == "ok"
+
+
+def test_a_component_that_exits_during_start_is_named_with_its_log_and_the_others_are_stopped(
+    tmp_path: Path,
+) -> None:
+    cache = BinaryCache.default()
+    settings = cluster.ClusterSettings(
+        directory=tmp_path / "broken",
+        use_preferred_ports=False,
+        extra_args={"kube-controller-manager": ("--no-such-flag-for-this-test",)},
+    )
+    with pytest.raises(ComponentFailedError) as failure:
+        cluster.up(
+            settings,
+            bin_dir=cache.ensure(wait=True),
+            kubernetes_version=cache.pins.kubernetes_version,
+            out=io.StringIO(),
+        )
+    assert failure.value.component == "kube-controller-manager"
+    assert "exited with code" in str(failure.value)
+    assert "no-such-flag-for-this-test" in str(failure.value)  # the end of its log is in the message
+    state = cluster.ClusterState.load(settings.directory)
+    assert state is not None
+    assert [record.name for record in state.processes] == [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+    ]
+    assert not any(processes.is_running(record) for record in state.processes)
+    assert vk_provider("dev", "down", "--dir", str(settings.directory)).stdout.startswith(
+        "no control plane is running"
+    )

@@ -1,0 +1,44 @@
+"""The command lines answer --help and --version, and reject bad arguments with exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from vk_provider import __version__
+from vk_provider.cli import main, offload_main
+
+
+@pytest.mark.parametrize(("entry", "name"), [(main, "vk-provider"), (offload_main, "kubectl-offload")])
+def test_version_prints_the_package_version(entry, name, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        entry(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"{name} {__version__}"
+
+
+@pytest.mark.parametrize("entry", [main, offload_main])
+def test_help_lists_the_dev_commands(entry, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        entry(["dev", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("up", "down", "status", "kubeconfig", "build"):
+        assert command in out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "required: COMMAND"),
+        (["dev"], "required: COMMAND"),
+        (["dev", "explode"], "invalid choice: 'explode'"),
+        (["dev", "up", "--node-monitor-grace-period", "-5"], "'-5' must be greater than zero"),
+        (["dev", "up", "--default-toleration-seconds", "soon"], "'soon' is not a whole number"),
+        (["dev", "build", "--background", "--no-wait"], "not allowed with argument"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(arguments, message, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(arguments)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

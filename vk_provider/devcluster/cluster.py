@@ -1,0 +1,493 @@
+"""The development control plane: etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
+
+`up` generates the PKI and kubeconfigs, picks loopback ports, starts the components in order and waits
+for each to be healthy; `down` stops them; the state file (`state.json` in the cluster's folder) lets
+another command find the processes again. Everything a run leaves behind (certificates, etcd data,
+one log per component) is in the cluster's folder.
+
+The settings are secure by default, like a real cluster: `Node,RBAC` authorization, the NodeRestriction
+admission plugin, client certificates for every identity, and an apiserver that verifies kubelet serving
+certificates against the cluster CA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from vk_provider.devcluster import processes
+from vk_provider.devcluster.kubeconfigs import write_kubeconfig
+from vk_provider.devcluster.pki import (
+    CertificateAuthority,
+    ClientIdentity,
+    KeyPair,
+    write_service_account_keys,
+)
+from vk_provider.devcluster.ports import LOOPBACK, PortPicker
+from vk_provider.devcluster.processes import ComponentFailedError, ProcessRecord
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Stop order is the reverse: clients first, storage last.
+START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+PREFERRED_PORTS = {
+    "etcd-client": 2379,
+    "etcd-peer": 2380,
+    "kube-apiserver": 6443,
+    "kube-controller-manager": 10257,
+    "kube-scheduler": 10259,
+}
+
+ADMIN = ClientIdentity("admin", "vk-provider-admin", ("system:masters",))
+CONTROLLER_MANAGER = ClientIdentity("controller-manager", "system:kube-controller-manager")
+SCHEDULER = ClientIdentity("scheduler", "system:kube-scheduler")
+# The identity the apiserver presents to kubelets (and so to virtual nodes) for logs and exec.
+APISERVER_KUBELET_CLIENT = ClientIdentity("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
+# Kubelets (and our virtual nodes) authorize the apiserver's requests with SubjectAccessReviews, so its
+# kubelet-client user needs the bootstrap role for the kubelet API, bound as kubeadm binds it.
+KUBELET_API_ADMIN_BINDING = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRoleBinding",
+    "metadata": {"name": "kube-apiserver:kubelet-api-admin"},
+    "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "system:kubelet-api-admin",
+    },
+    "subjects": [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": APISERVER_KUBELET_CLIENT.user}
+    ],
+}
+FRONT_PROXY_CLIENT = ClientIdentity("front-proxy-client", "front-proxy-client")
+MARKER_FILE = ".vk-provider-dev-cluster"
+
+
+def default_directory() -> Path:
+    """$VK_PROVIDER_DEV_DIR, else the XDG state folder."""
+    explicit = os.environ.get("VK_PROVIDER_DEV_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "vk-provider" / "dev"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    directory: Path
+    node_monitor_grace_period_seconds: int = 40
+    """How long without a heartbeat before the controller-manager marks a node Unknown."""
+    node_monitor_period_seconds: int = 5
+    default_toleration_seconds: int = 300
+    """Added to every pod as not-ready/unreachable tolerations: how long before eviction."""
+    use_preferred_ports: bool = True
+    """Use the well-known ports (6443, 2379, ...) when free; tests set False to stay out of the way."""
+    start_timeout_seconds: float = 180.0
+    extra_args: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """Extra flags per component name, for debugging and for the tests of start-up failures."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterState:
+    """What `up` wrote to state.json, read back by `down`, `status` and `kubeconfig`."""
+
+    directory: Path
+    kubernetes_version: str
+    bin_dir: Path
+    server: str
+    ports: dict[str, int]
+    processes: tuple[ProcessRecord, ...]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.directory / "pki" / "ca.crt"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "kubernetes": self.kubernetes_version,
+                "bin_dir": str(self.bin_dir),
+                "server": self.server,
+                "ports": self.ports,
+                "processes": [dataclasses.asdict(record) for record in self.processes],
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState | None:
+        try:
+            raw = json.loads((directory / "state.json").read_text())
+            return cls(
+                directory=directory,
+                kubernetes_version=raw["kubernetes"],
+                bin_dir=Path(raw["bin_dir"]),
+                server=raw["server"],
+                ports=dict(raw["ports"]),
+                processes=tuple(ProcessRecord(**record) for record in raw["processes"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self) -> None:
+        temporary = self.directory / "state.json.tmp"
+        temporary.write_text(self.to_json() + "\n")
+        temporary.replace(self.directory / "state.json")
+
+    def running(self) -> dict[str, bool]:
+        return {record.name: processes.is_running(record) for record in self.processes}
+
+    def is_fully_running(self) -> bool:
+        running = self.running()
+        return set(running) == set(START_ORDER) and all(running.values())
+
+
+def _admin_ssl_context(directory: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(directory / "pki" / "ca.crt"))
+    context.load_cert_chain(str(directory / "pki" / "admin.crt"), str(directory / "pki" / "admin.key"))
+    return context
+
+
+def _insecure_ssl_context() -> ssl.SSLContext:
+    # The controller-manager and scheduler serve /healthz with a self-signed certificate of their own;
+    # we only ask whether they answer.
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None, *, expect: str | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=3) as response:  # noqa: S310
+            body: str = response.read().decode(errors="replace")
+            return response.status == 200 and (expect is None or expect in body)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def apiserver_request(state: ClusterState, path: str, *, body: object = None) -> str | None:
+    """GET (or POST `body` as JSON to) a path of the apiserver as admin; None on any error."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(  # noqa: S310 (our own https URL)
+        state.server + path, data=data, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(  # noqa: S310
+            request, context=_admin_ssl_context(state.directory), timeout=5
+        ) as response:
+            text: str = response.read().decode()
+            return text
+    except urllib.error.HTTPError as error:
+        if body is not None and error.code == 409:  # created by an earlier attempt
+            return ""
+        return None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+class _Launch:
+    """The mutable bookkeeping of one `up`: what has started so far, saved after every start."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.started: list[ProcessRecord] = []
+
+    def add(self, record: ProcessRecord) -> None:
+        self.started.append(record)
+        self.state = dataclasses.replace(self.state, processes=tuple(self.started))
+        self.state.save()
+
+    def stop_all(self) -> None:
+        for record in reversed(self.started):
+            processes.stop(record)
+
+
+def _prepare_pki(directory: Path) -> dict[str, KeyPair]:
+    pki = directory / "pki"
+    ca = CertificateAuthority.create(pki)
+    loopback = ipaddress.ip_address(LOOPBACK)
+    first_service_ip = ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE)[1]
+    pairs = {
+        "ca": ca.paths,
+        "apiserver": ca.issue_serving(
+            pki,
+            "apiserver",
+            common_name="kube-apiserver",
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ip_addresses=(loopback, first_service_ip),
+        ),
+        "sa": write_service_account_keys(pki),
+    }
+    for identity in (ADMIN, CONTROLLER_MANAGER, SCHEDULER, APISERVER_KUBELET_CLIENT):
+        pairs[identity.file_stem] = ca.issue_client(pki, identity)
+    # Aggregated APIs (metrics-server, for one) trust requests the apiserver proxies to them through a
+    # separate front-proxy CA, as in any kubeadm cluster; without it every component logs its absence.
+    front_proxy_ca = CertificateAuthority.create(pki / "front-proxy", common_name="front-proxy-ca")
+    pairs["front-proxy-ca"] = front_proxy_ca.paths
+    pairs["front-proxy-client"] = front_proxy_ca.issue_client(pki / "front-proxy", FRONT_PROXY_CLIENT)
+    return pairs
+
+
+def _etcd_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) -> list[str]:
+    client = f"http://{LOOPBACK}:{ports['etcd-client']}"
+    peer = f"http://{LOOPBACK}:{ports['etcd-peer']}"
+    return [
+        str(bin_dir / "etcd"),
+        "--name=default",
+        f"--data-dir={directory / 'etcd-data'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=default={peer}",
+        # A throwaway development store: skipping fsync makes every write several times faster.
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def _apiserver_argv(
+    bin_dir: Path, pki: Mapping[str, KeyPair], ports: Mapping[str, int], settings: ClusterSettings
+) -> list[str]:
+    toleration = settings.default_toleration_seconds
+    return [
+        str(bin_dir / "kube-apiserver"),
+        f"--etcd-servers=http://{LOOPBACK}:{ports['etcd-client']}",
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={ports['kube-apiserver']}",
+        # A loopback address may not be stored in the `kubernetes` Endpoints; nothing runs in pods that
+        # would need it, so the reconciler is off.
+        "--endpoint-reconciler-type=none",
+        f"--tls-cert-file={pki['apiserver'].cert}",
+        f"--tls-private-key-file={pki['apiserver'].key}",
+        f"--client-ca-file={pki['ca'].cert}",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={pki['sa'].cert}",
+        f"--service-account-signing-key-file={pki['sa'].key}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        f"--default-not-ready-toleration-seconds={toleration}",
+        f"--default-unreachable-toleration-seconds={toleration}",
+        f"--kubelet-client-certificate={pki['apiserver-kubelet-client'].cert}",
+        f"--kubelet-client-key={pki['apiserver-kubelet-client'].key}",
+        # Virtual nodes must present a serving certificate signed by the cluster CA, as real kubelets do.
+        f"--kubelet-certificate-authority={pki['ca'].cert}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        f"--requestheader-client-ca-file={pki['front-proxy-ca'].cert}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT.user}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki['front-proxy-client'].cert}",
+        f"--proxy-client-key-file={pki['front-proxy-client'].key}",
+        "--allow-privileged=true",
+        "--v=1",
+    ]
+
+
+def _controller_manager_argv(
+    bin_dir: Path,
+    directory: Path,
+    pki: Mapping[str, KeyPair],
+    ports: Mapping[str, int],
+    settings: ClusterSettings,
+) -> list[str]:
+    kubeconfig = directory / "kubeconfigs" / "controller-manager.kubeconfig"
+    return [
+        str(bin_dir / "kube-controller-manager"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        # Each controller acts with its own service account, whose roles the bootstrap policy defines.
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki['sa'].key}",
+        f"--root-ca-file={pki['ca'].cert}",
+        f"--cluster-signing-cert-file={pki['ca'].cert}",
+        f"--cluster-signing-key-file={pki['ca'].key}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={ports['kube-controller-manager']}",
+        f"--cert-dir={directory / 'controller-manager-certs'}",
+        "--controllers=*,-persistentvolume-attach-detach-controller,-node-ipam-controller",
+        f"--node-monitor-grace-period={settings.node_monitor_grace_period_seconds}s",
+        f"--node-monitor-period={settings.node_monitor_period_seconds}s",
+        "--v=1",
+    ]
+
+
+def _scheduler_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) -> list[str]:
+    kubeconfig = directory / "kubeconfigs" / "scheduler.kubeconfig"
+    return [
+        str(bin_dir / "kube-scheduler"),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={ports['kube-scheduler']}",
+        f"--cert-dir={directory / 'scheduler-certs'}",
+        "--v=1",
+    ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UpResult:
+    state: ClusterState
+    already_running: bool
+    seconds: float
+
+
+def up(
+    settings: ClusterSettings,
+    *,
+    bin_dir: Path,
+    kubernetes_version: str,
+    out: TextIO,
+) -> UpResult:
+    """Start the control plane in `settings.directory`, or report the one already running there."""
+    started_at = time.monotonic()
+    directory = settings.directory
+    existing = ClusterState.load(directory)
+    if existing is not None and existing.is_fully_running():
+        return UpResult(existing, already_running=True, seconds=0.0)
+    if existing is not None:
+        leftovers = [record.name for record in existing.processes if processes.stop(record)]
+        if leftovers:
+            print(f"stopped the remains of an incomplete control plane: {', '.join(leftovers)}", file=out)
+    _reset_directory(directory)
+
+    picker = PortPicker()
+    ports = {
+        name: picker.pick(preferred if settings.use_preferred_ports else None)
+        for name, preferred in PREFERRED_PORTS.items()
+    }
+    pki = _prepare_pki(directory)
+    server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
+    write_kubeconfig(
+        directory / "kubeconfig", server=server, ca_cert=pki["ca"].cert, client=pki["admin"], user=ADMIN.user
+    )
+    for identity in (CONTROLLER_MANAGER, SCHEDULER):
+        write_kubeconfig(
+            directory / "kubeconfigs" / f"{identity.file_stem}.kubeconfig",
+            server=server,
+            ca_cert=pki["ca"].cert,
+            client=pki[identity.file_stem],
+            user=identity.user,
+        )
+    launch = _Launch(
+        ClusterState(
+            directory=directory,
+            kubernetes_version=kubernetes_version,
+            bin_dir=bin_dir,
+            server=server,
+            ports=ports,
+            processes=(),
+        )
+    )
+    admin_tls = _admin_ssl_context(directory)
+    insecure_tls = _insecure_ssl_context()
+    plans: dict[str, tuple[list[str], Callable[[], bool]]] = {
+        "etcd": (
+            _etcd_argv(bin_dir, directory, ports),
+            lambda: _http_ok(f"http://{LOOPBACK}:{ports['etcd-client']}/health", expect='"health":"true"'),
+        ),
+        "kube-apiserver": (
+            _apiserver_argv(bin_dir, pki, ports, settings),
+            lambda: _http_ok(f"{server}/readyz", admin_tls, expect="ok"),
+        ),
+        "kube-controller-manager": (
+            _controller_manager_argv(bin_dir, directory, pki, ports, settings),
+            lambda: _http_ok(f"https://{LOOPBACK}:{ports['kube-controller-manager']}/healthz", insecure_tls),
+        ),
+        "kube-scheduler": (
+            _scheduler_argv(bin_dir, directory, ports),
+            lambda: _http_ok(f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz", insecure_tls),
+        ),
+    }
+    try:
+        for name in START_ORDER:
+            argv, healthy = plans[name]
+            argv = argv + list(settings.extra_args.get(name, ()))
+            log_path = directory / "logs" / f"{name}.log"
+            component_started = time.monotonic()
+            process, record = processes.start(name, argv, log_path=log_path)
+            launch.add(record)
+            processes.wait_until(
+                name,
+                healthy,
+                process=process,
+                log_path=log_path,
+                timeout_seconds=settings.start_timeout_seconds,
+            )
+            print(f"{name} is healthy ({time.monotonic() - component_started:.1f}s)", file=out, flush=True)
+        _wait_for_bootstrap_objects(launch.state, settings.start_timeout_seconds)
+        if (
+            apiserver_request(
+                launch.state,
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                body=KUBELET_API_ADMIN_BINDING,
+            )
+            is None
+        ):
+            raise RuntimeError("could not bind system:kubelet-api-admin to the apiserver's kubelet client")
+    except BaseException:
+        # Never leave half a control plane running: stop what started, then let the error through.
+        launch.stop_all()
+        raise
+    return UpResult(launch.state, already_running=False, seconds=time.monotonic() - started_at)
+
+
+def _reset_directory(directory: Path) -> None:
+    """Empty the cluster folder for a fresh start, refusing to touch a folder that is not one of ours."""
+    if directory.exists() and any(directory.iterdir()):
+        if not (directory / MARKER_FILE).exists():
+            raise FileExistsError(
+                f"{directory} is not empty and is not a vk-provider development cluster folder; "
+                "choose another --dir"
+            )
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / MARKER_FILE).write_text("created by `vk-provider dev up`; removed and recreated by it\n")
+
+
+def _wait_for_bootstrap_objects(state: ClusterState, timeout_seconds: float) -> None:
+    """Objects the first clients rely on: the node-lease namespace and the `default` service account."""
+    deadline = time.monotonic() + timeout_seconds
+    for path, owner in (
+        ("/api/v1/namespaces/kube-node-lease", "kube-apiserver"),
+        ("/api/v1/namespaces/default/serviceaccounts/default", "kube-controller-manager"),
+    ):
+        while apiserver_request(state, path) is None:
+            record = next(record for record in state.processes if record.name == owner)
+            if not processes.is_running(record):
+                raise ComponentFailedError(owner, "exited", Path(record.log))
+            if time.monotonic() > deadline:
+                raise ComponentFailedError(
+                    owner, f"did not create {path} within {timeout_seconds:.0f} seconds", Path(record.log)
+                )
+            time.sleep(processes.POLL_INTERVAL_SECONDS)
+
+
+def down(directory: Path) -> list[str]:
+    """Stop every recorded component, clients first. Returns the names of those that were running."""
+    state = ClusterState.load(directory)
+    if state is None:
+        return []
+    stopped = [record.name for record in reversed(state.processes) if processes.stop(record)]
+    return stopped

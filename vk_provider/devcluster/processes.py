@@ -1,0 +1,156 @@
+"""Start, watch and stop the control plane's processes.
+
+Every component runs in its own session (so its own process group): stopping one sends the signal to
+the whole group and nothing it spawned is left behind. A process is identified by its pid *and* its
+start time from /proc, so a recycled pid is never mistaken for one of ours and never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+STOP_GRACE_SECONDS = 10.0
+KILL_WAIT_SECONDS = 5.0
+POLL_INTERVAL_SECONDS = 0.2
+
+# The components outlive the call that started them. Their Popen objects are kept here so that the
+# exit status of a stopped child can be collected (no zombies) and so that dropping the handle does
+# not count as forgetting a running process.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class ComponentFailedError(Exception):
+    """A component exited or never became healthy; the message names it and ends with its log."""
+
+    def __init__(self, component: str, reason: str, log_path: Path) -> None:
+        self.component = component
+        self.log_path = log_path
+        super().__init__(f"{component} {reason}. The end of its log ({log_path}):\n{tail_of_file(log_path)}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProcessRecord:
+    """What is needed to find a started process again from another command (`dev down`)."""
+
+    name: str
+    pid: int
+    start_ticks: int
+    """Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot."""
+    log: str
+
+
+def tail_of_file(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log was written)"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces; split after it.
+    after_name = raw[raw.rindex(")") + 2 :].split()
+    return after_name
+
+
+def start_ticks_of(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def is_running(record: ProcessRecord) -> bool:
+    """True while the recorded process exists, is not a zombie, and is the same process as recorded."""
+    fields = _stat_fields(record.pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return int(fields[19]) == record.start_ticks
+
+
+def start(
+    name: str, argv: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+    _children[process.pid] = process
+    ticks = start_ticks_of(process.pid)
+    if ticks is None:  # it died before we could look; keep a record that can never match
+        ticks = -1
+    return process, ProcessRecord(name=name, pid=process.pid, start_ticks=ticks, log=str(log_path))
+
+
+def wait_until(
+    name: str,
+    check: Callable[[], bool],
+    *,
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    timeout_seconds: float,
+) -> None:
+    """Poll `check` until it is true; fail fast, naming the component, if the process exits."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        code = process.poll()
+        if code is not None:
+            raise ComponentFailedError(name, f"exited with code {code} while starting", log_path)
+        if check():
+            return
+        if time.monotonic() > deadline:
+            raise ComponentFailedError(
+                name, f"did not become healthy within {timeout_seconds:.0f} seconds", log_path
+            )
+        time.sleep(POLL_INTERVAL_SECONDS)
+
+
+def stop(record: ProcessRecord, *, grace_seconds: float = STOP_GRACE_SECONDS) -> bool:
+    """SIGTERM the process group, SIGKILL it after the grace period. False if it was not running."""
+    if not is_running(record):
+        return False
+    _signal_group(record.pid, signal.SIGTERM)
+    if not _wait_gone(record, grace_seconds):
+        _signal_group(record.pid, signal.SIGKILL)
+        _wait_gone(record, KILL_WAIT_SECONDS)
+    # Children of the group may outlive the leader by a moment; the group id is the leader's pid.
+    _signal_group(record.pid, signal.SIGKILL)
+    return True
+
+
+def _wait_gone(record: ProcessRecord, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        _reap(record.pid)
+        if not is_running(record):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_INTERVAL_SECONDS / 4)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the process is our own child, so it does not stay a zombie."""
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        del _children[pid]
