@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vk_provider import procfs
 from vk_provider.devcluster import processes
 from vk_provider.devcluster.processes import ComponentFailedError
 
@@ -16,7 +17,7 @@ def pids_in_group(pgid: int) -> set[int]:
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            fields = processes._stat_fields(int(entry.name))
+            fields = procfs.stat_fields(int(entry.name))
             if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
                 found.add(int(entry.name))
     return found

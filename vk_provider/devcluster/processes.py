@@ -7,14 +7,14 @@ start time from /proc, so a recycled pid is never mistaken for one of ours and n
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from vk_provider import procfs
 
 STOP_GRACE_SECONDS = 10.0
 KILL_WAIT_SECONDS = 5.0
@@ -54,27 +54,9 @@ def tail_of_file(path: Path, lines: int = 25) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may contain spaces; split after it.
-    after_name = raw[raw.rindex(")") + 2 :].split()
-    return after_name
-
-
-def start_ticks_of(pid: int) -> int | None:
-    fields = _stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
 def is_running(record: ProcessRecord) -> bool:
     """True while the recorded process exists, is not a zombie, and is the same process as recorded."""
-    fields = _stat_fields(record.pid)
-    if fields is None or fields[0] in ("Z", "X"):
-        return False
-    return int(fields[19]) == record.start_ticks
+    return procfs.is_alive(record.pid, record.start_ticks)
 
 
 def start(
@@ -91,7 +73,7 @@ def start(
             env=env,
         )
     _children[process.pid] = process
-    ticks = start_ticks_of(process.pid)
+    ticks = procfs.start_ticks_of(process.pid)
     if ticks is None:  # it died before we could look; keep a record that can never match
         ticks = -1
     return process, ProcessRecord(name=name, pid=process.pid, start_ticks=ticks, log=str(log_path))
@@ -124,12 +106,12 @@ def stop(record: ProcessRecord, *, grace_seconds: float = STOP_GRACE_SECONDS) ->
     """SIGTERM the process group, SIGKILL it after the grace period. False if it was not running."""
     if not is_running(record):
         return False
-    _signal_group(record.pid, signal.SIGTERM)
+    procfs.signal_group(record.pid, signal.SIGTERM)
     if not _wait_gone(record, grace_seconds):
-        _signal_group(record.pid, signal.SIGKILL)
+        procfs.signal_group(record.pid, signal.SIGKILL)
         _wait_gone(record, KILL_WAIT_SECONDS)
     # Children of the group may outlive the leader by a moment; the group id is the leader's pid.
-    _signal_group(record.pid, signal.SIGKILL)
+    procfs.signal_group(record.pid, signal.SIGKILL)
     return True
 
 
@@ -142,11 +124,6 @@ def _wait_gone(record: ProcessRecord, seconds: float) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(POLL_INTERVAL_SECONDS / 4)
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signum)
 
 
 def _reap(pid: int) -> None:

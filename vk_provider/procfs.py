@@ -1,0 +1,42 @@
+"""Identify and signal processes through /proc, safely across pid reuse.
+
+A process is named by its pid *and* its start time (field 22 of /proc/<pid>/stat, in clock ticks since
+boot): a pid that was recycled for another process has a different start time, so it is never mistaken
+for ours and never signalled. Used by the development cluster and by providers that run processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (state first), or None if there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces; split after it.
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def start_ticks_of(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def is_alive(pid: int, start_ticks: int) -> bool:
+    """True while that very process exists and is not a zombie."""
+    fields = stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return False
+    return int(fields[19]) == start_ticks
+
+
+def signal_group(pgid: int, signum: signal.Signals) -> None:
+    """Signal a whole process group; a group that is already gone is not an error."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)

@@ -1,0 +1,283 @@
+"""The provider contract: what the virtual node asks of a backend, and what it gets back.
+
+A provider turns pods bound to the virtual node into workloads somewhere else (in memory, local
+processes, RunPod, SageMaker, a remote cluster). It sees only the frozen value types below, never
+Kubernetes client objects, so providers survive client upgrades and can be written without knowing
+the API machinery.
+
+The required surface is `PodLifecycle`. Everything else is an optional capability, detected with
+`isinstance` against a runtime-checkable Protocol:
+
+- `SupportsStatusPush`: the provider pushes pod states as they change; without it the node polls
+  `get_pod_state`.
+- `SupportsPodAddress`: the provider can say a pod's IP before the pod runs, so the downward API
+  (`status.podIP`) resolves before creation.
+- `SupportsLogs`: container logs for `kubectl logs`.
+- `SupportsUsage`: CPU and memory usage for `kubectl top` and the kubelet stats endpoints.
+- `SupportsNodeCapacity`: the provider reports what the node should advertise (GPUs, for one).
+
+Rules every provider follows:
+
+1. **Idempotent per pod UID.** `create_pod` for a UID that already exists does nothing (or updates);
+   `delete_pod` for an unknown UID succeeds. The node may call either any number of times, including
+   after its own crash and restart.
+2. **Return fast.** `create_pod` starts the work and returns; progress flows back through pushed or
+   polled `PodState`s. Provisioning a GPU can take minutes; the node's queue must not wait for it.
+3. **Errors are typed** (`vk_provider.errors`): `TemporaryProviderError` is retried with backoff
+   (honouring `retry_after_seconds`), `InvalidPodError` fails the pod with the provider's message,
+   `ProviderUnavailableError` from `check_health` marks the provider unavailable on the node.
+4. **List what you own.** `list_pods` returns every workload the provider holds for this node, with
+   the pod UID, so the node can adopt workloads after a restart and collect orphans.
+
+Providers are found through the `vk_provider.providers` entry-point group: the entry point's value is
+a factory `(ProviderContext) -> PodLifecycle`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+ENTRY_POINT_GROUP = "vk_provider.providers"
+
+RestartPolicy = Literal["Always", "OnFailure", "Never"]
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodRef:
+    """Which pod: namespace and name for people, UID for identity (a recreated pod has a new UID)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.uid})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpGetAction:
+    port: int
+    path: str = "/"
+    scheme: Literal["HTTP", "HTTPS"] = "HTTP"
+    host: str | None = None
+    """None means the pod's own IP, as for a real kubelet."""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TcpSocketAction:
+    port: int
+    host: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExecAction:
+    command: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Probe:
+    """A container probe with Kubernetes' defaults; named ports are already resolved to numbers."""
+
+    action: HttpGetAction | TcpSocketAction | ExecAction
+    initial_delay_seconds: float = 0.0
+    period_seconds: float = 10.0
+    timeout_seconds: float = 1.0
+    success_threshold: int = 1
+    failure_threshold: int = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerPort:
+    container_port: int
+    name: str | None = None
+    protocol: str = "TCP"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """One container, with its environment fully resolved (envFrom, references, $(VAR), downward API)."""
+
+    name: str
+    image: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    """Resolved variables in the order Kubernetes defines them; a later duplicate name wins."""
+    working_dir: str | None = None
+    ports: tuple[ContainerPort, ...] = ()
+    requests: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    limits: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    readiness_probe: Probe | None = None
+    liveness_probe: Probe | None = None
+    startup_probe: Probe | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodRequest:
+    """A pod as the provider should run it."""
+
+    ref: PodRef
+    node_name: str
+    containers: tuple[ContainerSpec, ...]
+    init_containers: tuple[ContainerSpec, ...] = ()
+    restart_policy: RestartPolicy = "Always"
+    termination_grace_period_seconds: float = 30.0
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    raw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The pod as the API returned it (JSON), for what the typed fields do not carry. Read-only."""
+
+
+class ContainerStateKind(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    TERMINATED = "terminated"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerTermination:
+    exit_code: int
+    reason: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerState:
+    """One container as the provider sees it; times are timezone-aware UTC."""
+
+    name: str
+    image: str
+    state: ContainerStateKind
+    ready: bool = False
+    started: bool = False
+    restart_count: int = 0
+    reason: str | None = None
+    """For WAITING (e.g. ContainerCreating, CrashLoopBackOff) and TERMINATED (e.g. Completed, Error)."""
+    message: str | None = None
+    started_at: datetime | None = None
+    termination: ContainerTermination | None = None
+    """Set when state is TERMINATED."""
+    last_termination: ContainerTermination | None = None
+    """The previous run's end, after a restart."""
+    container_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodState:
+    """What the provider knows of one pod. The node turns it into a full Kubernetes pod status."""
+
+    ref: PodRef
+    phase: PodPhase
+    containers: tuple[ContainerState, ...] = ()
+    init_containers: tuple[ContainerState, ...] = ()
+    pod_ip: str | None = None
+    started_at: datetime | None = None
+    reason: str | None = None
+    message: str | None = None
+    traffic_address: str | None = None
+    """Where the router should send this pod's traffic, e.g. http://127.0.0.5:8080 or an HTTPS URL."""
+    terminated: bool = False
+    """True once a deleted pod has fully stopped: the node may then remove the API object."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogOptions:
+    """The kubelet's log options, already validated."""
+
+    follow: bool = False
+    tail_lines: int | None = None
+    limit_bytes: int | None = None
+    previous: bool = False
+    since_time: datetime | None = None
+    """since_seconds is turned into since_time by the caller."""
+    timestamps: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    name: str
+    cpu_usage_core_nanoseconds: int
+    """Cumulative CPU time, as the kubelet reports it."""
+    memory_working_set_bytes: int
+    timestamp: datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProviderContext:
+    """What a provider factory receives."""
+
+    node_name: str
+    config: Mapping[str, Any]
+    """The provider's own section of the node configuration."""
+    host_ip: str
+    """The address the node reports (status.hostIP of its pods)."""
+    state_dir: Path
+    """A folder the provider may keep files in (logs, bookkeeping); it survives daemon restarts."""
+
+
+@runtime_checkable
+class PodLifecycle(Protocol):
+    """The required part of every provider. See the module docstring for the rules."""
+
+    async def create_pod(self, pod: PodRequest) -> None:
+        """Start the pod's workload, or do nothing if this UID already has one."""
+
+    async def update_pod(self, pod: PodRequest) -> None:
+        """Apply a changed pod (labels, annotations, image) to an existing workload."""
+
+    async def delete_pod(self, ref: PodRef, *, grace_period_seconds: float) -> None:
+        """Stop the workload: ask politely, force after the grace period. Unknown UID: succeed."""
+
+    async def get_pod_state(self, ref: PodRef) -> PodState | None:
+        """The pod's current state, or None if the provider holds nothing for this UID."""
+
+    async def list_pods(self) -> Sequence[PodState]:
+        """Every workload the provider holds for this node."""
+
+    async def check_health(self) -> None:
+        """Return if the provider can take work; raise ProviderUnavailableError otherwise."""
+
+    async def aclose(self) -> None:
+        """Release clients and background tasks. Workloads keep running."""
+
+
+@runtime_checkable
+class SupportsStatusPush(Protocol):
+    def watch_states(self) -> AsyncIterator[PodState]:
+        """Yield each pod's state whenever it changes, for as long as the provider is open."""
+
+
+@runtime_checkable
+class SupportsPodAddress(Protocol):
+    async def pod_address(self, ref: PodRef) -> str:
+        """The IP the pod will have, reserved for this UID (the same answer every time)."""
+
+
+@runtime_checkable
+class SupportsLogs(Protocol):
+    def stream_logs(self, ref: PodRef, container: str, options: LogOptions) -> AsyncIterator[bytes]:
+        """The container's log as the kubelet would serve it; raises NotFoundError if unknown."""
+
+
+@runtime_checkable
+class SupportsUsage(Protocol):
+    async def usage(self, ref: PodRef) -> Sequence[ContainerUsage]:
+        """Current usage of each running container of the pod."""
+
+
+@runtime_checkable
+class SupportsNodeCapacity(Protocol):
+    async def node_capacity(self) -> Mapping[str, str]:
+        """Resources to advertise, e.g. {"nvidia.com/gpu": "8"}; merged over the configured capacity."""
+
+
+ProviderFactory = Callable[[ProviderContext], PodLifecycle]
