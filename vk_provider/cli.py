@@ -12,6 +12,8 @@ from pathlib import Path
 
 from vk_provider import __version__
 from vk_provider.devcluster import cluster, commands
+from vk_provider.node.running import run_node_command
+from vk_provider.node.settings import SettingsError, load_settings
 
 
 def _positive_int(text: str) -> int:
@@ -91,6 +93,60 @@ def _add_dev_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
 
 
+def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    node = subparsers.add_parser(
+        "node",
+        help="run a virtual node backed by a provider",
+        description=(
+            "Register a virtual Node and run the pods bound to it at a provider. Every option can also be "
+            "set in the YAML file given with --config (same name, with underscores) or in the environment "
+            "as VK_PROVIDER_<NAME> (e.g. VK_PROVIDER_NODE_NAME); flags win over the environment, which "
+            "wins over the file."
+        ),
+    )
+    node.add_argument("--config", type=Path, help="YAML file with any of the settings below")
+    node.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    node.add_argument("--node-name", help="the Node's name (default: vk-provider)")
+    node.add_argument(
+        "--provider", help="provider name from the vk_provider.providers entry points (default: mock)"
+    )
+    node.add_argument(
+        "--provider-config",
+        help="YAML file with the provider's own settings (or provider_config: in --config)",
+    )
+    node.add_argument(
+        "--taint",
+        help="KEY=VALUE:EFFECT (default: virtual-kubelet.io/provider=<provider>:NoSchedule)",
+    )
+    node.add_argument(
+        "--no-taint", action="store_true", default=None, help="register the node without a taint"
+    )
+    node.add_argument(
+        "--label", action="append", dest="labels", metavar="KEY=VALUE", help="extra node label (repeatable)"
+    )
+    node.add_argument(
+        "--capacity",
+        action="append",
+        metavar="RESOURCE=QUANTITY",
+        help="capacity (= allocatable), repeatable: cpu, memory, pods, nvidia.com/gpu, any extended resource",
+    )
+    node.add_argument(
+        "--kubelet-port", type=int, help="port of the kubelet API, published on the Node (default: 10250)"
+    )
+    node.add_argument(
+        "--address",
+        action="append",
+        dest="addresses",
+        metavar="IP",
+        help="InternalIP of the node, repeatable; the first is every pod's hostIP (default: 127.0.0.1)",
+    )
+    node.add_argument(
+        "--state-dir", help="folder for the provider's bookkeeping (default: /var/lib/vk-provider)"
+    )
+    node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
+    node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vk-provider",
@@ -98,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_node_command(subparsers)
     _add_dev_commands(subparsers)
     return parser
 
@@ -128,9 +185,23 @@ def _run_dev(arguments: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
     if arguments.command == "dev":
         return _run_dev(arguments)
+    if arguments.command == "node":
+        flags = {
+            name: getattr(arguments, name)
+            for name in (
+                "kubeconfig", "node_name", "provider", "provider_config", "taint", "no_taint", "labels",
+                "capacity", "kubelet_port", "addresses", "state_dir", "pod_workers", "log_level",
+            )
+        }  # fmt: skip
+        try:
+            settings = load_settings(config_file=arguments.config, flags=flags)
+        except SettingsError as error:
+            parser.exit(2, f"vk-provider node: error: {error}\n")
+        return run_node_command(settings)
     raise AssertionError(f"unhandled command {arguments.command!r}")
 
 

@@ -1,0 +1,118 @@
+"""Keep a local copy of a set of objects: list, then watch from that version, forever.
+
+The loop follows the API's contract: list to get a consistent snapshot and its resourceVersion; watch
+from there; on a closed stream resume from the last version seen (bookmarks included); on 410 Gone
+(history compacted) list again and report what disappeared meanwhile. Any other error is logged and
+retried with a short capped backoff, so a flapping apiserver never kills the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+
+import aiohttp
+
+from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
+
+logger = logging.getLogger(__name__)
+
+WATCH_TIMEOUT_SECONDS = 300
+RETRY_INITIAL_SECONDS = 0.5
+RETRY_MAX_SECONDS = 10.0
+
+
+def uid_of(obj: RawObject) -> str:
+    uid: str = obj["metadata"]["uid"]
+    return uid
+
+
+class Reflector:
+    """Mirrors the objects at `path` (filtered by `query`) into `objects`, keyed by UID.
+
+    `on_change(uid)` is called for every object that was added, changed or removed, after `objects`
+    reflects the change. `synced` is set once the first list is in `objects`.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        path: str,
+        *,
+        query: Mapping[str, str],
+        on_change: Callable[[str], Awaitable[None]],
+        description: str,
+    ) -> None:
+        self._api = api
+        self._path = path
+        self._query = dict(query)
+        self._on_change = on_change
+        self._description = description
+        self.objects: dict[str, RawObject] = {}
+        self.synced = asyncio.Event()
+        self.relists = 0
+
+    async def _list(self) -> str:
+        listing = await self._api.get(self._path, query=self._query)
+        fresh = {uid_of(item): item for item in listing.get("items", [])}
+        gone = set(self.objects) - set(fresh)
+        changed = [
+            uid
+            for uid, item in fresh.items()
+            if self.objects.get(uid, {}).get("metadata", {}).get("resourceVersion")
+            != item["metadata"].get("resourceVersion")
+        ]
+        self.objects = fresh
+        self.relists += 1
+        self.synced.set()
+        for uid in [*gone, *changed]:
+            await self._on_change(uid)
+        version: str = listing["metadata"]["resourceVersion"]
+        return version
+
+    async def _watch_from(self, version: str) -> str:
+        """Apply events until the stream ends; return the last version seen."""
+        async for event in self._api.watch(
+            self._path,
+            query={**self._query, "resourceVersion": version},
+            timeout_seconds=WATCH_TIMEOUT_SECONDS,
+        ):
+            version = event.object.get("metadata", {}).get("resourceVersion", version)
+            if event.type == "BOOKMARK":
+                continue
+            uid = uid_of(event.object)
+            if event.type == "DELETED":
+                self.objects.pop(uid, None)
+            else:
+                self.objects[uid] = event.object
+            await self._on_change(uid)
+        return version
+
+    async def run(self) -> None:
+        version: str | None = None
+        failures = 0
+        while True:
+            try:
+                if version is None:
+                    version = await self._list()
+                version = await self._watch_from(version)
+                failures = 0
+            except KubeApiError as error:
+                if error.gone:
+                    logger.info("the %s watch is too old (410 Gone); listing again", self._description)
+                    version = None
+                    continue
+                failures += 1
+                await self._back_off(failures, error)
+            except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as error:
+                # Connection drops, truncated payloads and garbled JSON: start over from the last version.
+                failures += 1
+                await self._back_off(failures, error)
+
+    async def _back_off(self, failures: int, error: BaseException) -> None:
+        delay = min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2 ** (failures - 1))
+        delay *= random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography
+        logger.warning("watching %s failed (%s); retrying in %.1fs", self._description, error, delay)
+        await asyncio.sleep(delay)

@@ -1,0 +1,222 @@
+"""Keep the Node object true: registered, heartbeating, and honest about the provider's health.
+
+Three duties, one loop each:
+- the Lease in kube-node-lease renewed every `lease_renew_interval_seconds` (the heartbeat the
+  node-lifecycle controller reads); on each pass the Node is also checked and recreated if someone
+  deleted it;
+- node status patched every `node_status_interval_seconds`, and at once when health changes;
+- the provider's health checked every `health_check_interval_seconds`. A failing provider is *not* a
+  dead node: the lease keeps renewing (so nothing is evicted), but the node gets
+  ProviderAvailable=False and a NoSchedule taint so no new pods land, both lifted on recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider._kube.events import EventRecorder, InvolvedObject
+from vk_provider.errors import ProviderError
+from vk_provider.node import nodeobject
+from vk_provider.node.nodeobject import Health
+from vk_provider.node.settings import NodeSettings
+from vk_provider.provider import PodLifecycle, SupportsNodeCapacity
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAMESPACE = "kube-node-lease"
+HEALTH_CHECK_TIMEOUT_SECONDS = 10.0
+
+
+def micro_time(moment: datetime) -> str:
+    """MicroTime as the apiserver parses it: always six fractional digits and a zone."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class NodeKeeper:
+    def __init__(
+        self, api: KubeApi, settings: NodeSettings, provider: PodLifecycle, events: EventRecorder
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._provider = provider
+        self._events = events
+        self._node_path = f"/api/v1/nodes/{settings.node_name}"
+        self._lease_path = (
+            f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{settings.node_name}"
+        )
+        self.health = Health(ready=False)
+        self.node_uid: str | None = None
+        self._status_due = asyncio.Event()
+        self._conditions: list[dict[str, Any]] = []
+        self.lease_renewals = 0
+        self.recreations = 0
+
+    async def _provider_capacity(self) -> dict[str, str]:
+        if isinstance(self._provider, SupportsNodeCapacity):
+            return dict(await self._provider.node_capacity())
+        return {}
+
+    def _involved(self) -> InvolvedObject:
+        return InvolvedObject("Node", self._settings.node_name, "", self.node_uid or self._settings.node_name)
+
+    async def register(self) -> None:
+        """Create the Node, or re-apply our labels, taints and status to the one left by an earlier run."""
+        now = datetime.now(UTC)
+        capacity = await self._provider_capacity()
+        try:
+            current = await self._api.get(self._node_path)
+        except KubeApiError as error:
+            if not error.not_found:
+                raise
+            created = await self._api.create(
+                "/api/v1/nodes", nodeobject.new_node(self._settings, self.health, now, capacity)
+            )
+            self.node_uid = created["metadata"]["uid"]
+            logger.info("registered node %s", self._settings.node_name)
+        else:
+            self.node_uid = current["metadata"]["uid"]
+            await self._apply_metadata(current)
+            logger.info("node %s exists; re-applied labels, taints and capacity", self._settings.node_name)
+        await self._patch_status(now)
+
+    async def _apply_metadata(self, current: dict[str, Any]) -> None:
+        """Labels and taints, keeping taints others own; resourceVersion guards against a lost update."""
+        for _ in range(5):
+            taints = nodeobject.merged_taints(
+                current.get("spec", {}).get("taints") or [], self._settings, self.health
+            )
+            patch = {
+                "metadata": {
+                    "labels": nodeobject.labels(self._settings),
+                    "resourceVersion": current["metadata"]["resourceVersion"],
+                },
+                "spec": {"taints": taints},
+            }
+            try:
+                await self._api.patch(self._node_path, patch, content_type=MERGE_PATCH)
+                return
+            except KubeApiError as error:
+                if not error.conflict:
+                    raise
+                current = await self._api.get(self._node_path)
+        raise RuntimeError(f"node {self._settings.node_name} kept changing under us; taints not applied")
+
+    async def _patch_status(self, now: datetime) -> None:
+        status = nodeobject.status(
+            self._settings,
+            self.health,
+            now,
+            provider_capacity=await self._provider_capacity(),
+            previous_conditions=self._conditions,
+        )
+        await self._api.patch(self._node_path + "/status", {"status": status})
+        self._conditions = status["conditions"]
+
+    def set_ready(self) -> None:
+        self._set_health(Health(True, self.health.provider_available, self.health.provider_message))
+
+    def _set_health(self, health: Health) -> None:
+        if health != self.health:
+            self.health = health
+            self._status_due.set()
+
+    async def _ensure_node(self) -> None:
+        try:
+            node = await self._api.get(self._node_path)
+        except KubeApiError as error:
+            if not error.not_found:
+                raise
+            logger.warning(
+                "node %s was deleted while the daemon runs; registering it again", self._settings.node_name
+            )
+            self.recreations += 1
+            await self.register()
+            return
+        if node["metadata"]["uid"] != self.node_uid:
+            self.node_uid = node["metadata"]["uid"]
+
+    async def _renew_lease(self) -> None:
+        now = micro_time(datetime.now(UTC))
+        owner = [{"apiVersion": "v1", "kind": "Node", "name": self._settings.node_name, "uid": self.node_uid}]
+        spec = {
+            "holderIdentity": self._settings.node_name,
+            "leaseDurationSeconds": self._settings.lease_duration_seconds,
+            "renewTime": now,
+        }
+        try:
+            await self._api.patch(
+                self._lease_path,
+                {"metadata": {"ownerReferences": owner}, "spec": spec},
+                content_type=MERGE_PATCH,
+            )
+        except KubeApiError as error:
+            if not error.not_found:
+                raise
+            body = {
+                "metadata": {"name": self._settings.node_name, "ownerReferences": owner},
+                "spec": {**spec, "acquireTime": now},
+            }
+            await self._api.create(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases", body)
+        self.lease_renewals += 1
+
+    async def run_heartbeat(self) -> None:
+        """Lease renewal and the node-exists check; failures are logged and retried on the next beat."""
+        while True:
+            try:
+                await self._ensure_node()
+                await self._renew_lease()
+            except (KubeApiError, OSError, TimeoutError) as error:
+                logger.warning(
+                    "heartbeat failed (%s); retrying in %ss",
+                    error,
+                    self._settings.lease_renew_interval_seconds,
+                )
+            await asyncio.sleep(self._settings.lease_renew_interval_seconds)
+
+    async def run_status(self) -> None:
+        """Node status at least every interval, and at once when health changes."""
+        while True:
+            self._status_due.clear()
+            try:
+                await self._ensure_taints()
+                await self._patch_status(datetime.now(UTC))
+            except (KubeApiError, OSError, TimeoutError) as error:
+                logger.warning("node status update failed (%s)", error)
+                self._status_due.set()
+                await asyncio.sleep(1.0)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._status_due.wait(), self._settings.node_status_interval_seconds)
+
+    async def _ensure_taints(self) -> None:
+        current = await self._api.get(self._node_path)
+        taints = current.get("spec", {}).get("taints") or []
+        wanted = nodeobject.merged_taints(taints, self._settings, self.health)
+        if sorted(map(str, taints)) != sorted(map(str, wanted)):
+            await self._apply_metadata(current)
+
+    async def run_health_checks(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._provider.check_health(), HEALTH_CHECK_TIMEOUT_SECONDS)
+            except Exception as error:
+                if not isinstance(error, ProviderError | TimeoutError | OSError):
+                    logger.exception("the provider's health check raised an unexpected error")
+                message = str(error) or type(error).__name__
+                if self.health.provider_available:
+                    self._events.record(self._involved(), "Warning", "ProviderUnavailable", message)
+                self._set_health(
+                    Health(self.health.ready, provider_available=False, provider_message=message)
+                )
+            else:
+                if not self.health.provider_available:
+                    self._events.record(
+                        self._involved(), "Normal", "ProviderAvailable", "the provider recovered"
+                    )
+                self._set_health(Health(self.health.ready, provider_available=True))
+            await asyncio.sleep(self._settings.health_check_interval_seconds)

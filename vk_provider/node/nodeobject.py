@@ -1,0 +1,161 @@
+"""What the virtual Node looks like: labels, taints, capacity, conditions, addresses. Pure, no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from vk_provider import __version__
+from vk_provider.node.settings import NodeSettings, Taint
+
+PROVIDER_UNAVAILABLE_TAINT_KEY = "virtual-kubelet.io/provider-unavailable"
+PROVIDER_AVAILABLE_CONDITION = "ProviderAvailable"
+# Conditions a healthy kubelet reports; the node-lifecycle controller reads Ready, and
+# NetworkUnavailable=True would make it taint the node.
+PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
+
+
+def kubelet_version() -> str:
+    """Our version in the semver shape `kubectl get nodes` and version parsers expect."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)(.*)", __version__)
+    if match is None:
+        return f"v0.0.0-{__version__}"
+    major, minor, patch, rest = match.groups()
+    suffix = re.sub(r"[^0-9A-Za-z.]", "", rest.lstrip("."))
+    return f"v{major}.{minor}.{patch}" + (f"-{suffix}" if suffix else "") + "+vk-provider"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Health:
+    """What the daemon knows right now that changes the node's conditions and taints."""
+
+    ready: bool
+    provider_available: bool = True
+    provider_message: str = ""
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def labels(settings: NodeSettings) -> dict[str, str]:
+    return {
+        "type": "virtual-kubelet",
+        "kubernetes.io/role": "agent",
+        "kubernetes.io/hostname": settings.node_name,
+        "kubernetes.io/os": settings.operating_system,
+        "node.kubernetes.io/exclude-from-external-load-balancers": "true",
+        **settings.labels,
+    }
+
+
+def our_taints(settings: NodeSettings, health: Health) -> list[Taint]:
+    taints = []
+    if settings.effective_taint is not None:
+        taints.append(settings.effective_taint)
+    if not health.provider_available:
+        taints.append(Taint(PROVIDER_UNAVAILABLE_TAINT_KEY, settings.provider, "NoSchedule"))
+    return taints
+
+
+def merged_taints(
+    current: list[dict[str, Any]], settings: NodeSettings, health: Health
+) -> list[dict[str, Any]]:
+    """Our taints, plus every taint someone else put there (node-lifecycle's, an operator's)."""
+    ours = our_taints(settings, health)
+    managed_keys = {PROVIDER_UNAVAILABLE_TAINT_KEY}
+    if settings.effective_taint is not None:
+        managed_keys.add(settings.effective_taint.key)
+    foreign = [taint for taint in current if taint.get("key") not in managed_keys]
+    return [*foreign, *(taint.to_json() for taint in ours)]
+
+
+def capacity(settings: NodeSettings, provider_capacity: Mapping[str, str]) -> dict[str, str]:
+    return {**settings.capacity, **provider_capacity}
+
+
+def conditions(
+    health: Health, now: datetime, previous: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Our conditions with a fresh heartbeat; a transition time changes only when the status does."""
+    before = {condition.get("type"): condition for condition in previous or []}
+
+    def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+        word = "True" if status else "False"
+        earlier = before.get(kind)
+        changed = earlier is None or earlier.get("status") != word
+        transition = iso(now) if changed or earlier is None else earlier.get("lastTransitionTime", iso(now))
+        return {
+            "type": kind,
+            "status": word,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": iso(now),
+            "lastTransitionTime": transition,
+        }
+
+    result = [
+        condition(
+            "Ready",
+            health.ready,
+            "KubeletReady" if health.ready else "KubeletNotReady",
+            "vk-provider is ready" if health.ready else "vk-provider is starting",
+        ),
+        condition("NetworkUnavailable", False, "RouteCreated", "the provider manages pod networking"),
+        condition(
+            PROVIDER_AVAILABLE_CONDITION,
+            health.provider_available,
+            "ProviderHealthy" if health.provider_available else "ProviderUnavailable",
+            "the provider answers its health check" if health.provider_available else health.provider_message,
+        ),
+    ]
+    result += [condition(kind, False, f"KubeletHasNo{kind}", f"no {kind}") for kind in PRESSURE_CONDITIONS]
+    return result
+
+
+def status(
+    settings: NodeSettings,
+    health: Health,
+    now: datetime,
+    *,
+    provider_capacity: Mapping[str, str],
+    previous_conditions: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    resources = capacity(settings, provider_capacity)
+    return {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": conditions(health, now, previous_conditions),
+        "addresses": [
+            *({"type": "InternalIP", "address": address} for address in settings.addresses),
+            {"type": "Hostname", "address": settings.node_name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
+        "nodeInfo": {
+            "kubeletVersion": kubelet_version(),
+            "kubeProxyVersion": "",
+            "operatingSystem": settings.operating_system,
+            "architecture": "amd64",
+            "containerRuntimeVersion": f"vk-provider://{settings.provider}",
+            "osImage": f"vk-provider {__version__} ({settings.provider} provider)",
+            "kernelVersion": "",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+        },
+    }
+
+
+def new_node(
+    settings: NodeSettings, health: Health, now: datetime, provider_capacity: Mapping[str, str]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": settings.node_name, "labels": labels(settings)},
+        "spec": {"taints": merged_taints([], settings, health)},
+        "status": status(settings, health, now, provider_capacity=provider_capacity),
+    }

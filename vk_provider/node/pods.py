@@ -1,0 +1,281 @@
+"""Reconcile each pod bound to this node with its workload at the provider.
+
+Level-based: a worker takes a pod UID, looks at the pod as the API has it now and at what the provider
+holds for that UID, and does whatever closes the gap: create, write status, stop, remove. It never
+acts on an event's content, so a missed or repeated event cannot make it wrong, and a restart simply
+reconciles everything again.
+
+Failures never stop a pod from being retried and never delay other pods: each UID has its own
+backoff, and the queue keeps serving the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider._kube.events import EventRecorder, InvolvedObject
+from vk_provider._kube.watching import Reflector
+from vk_provider.environment import MandatoryReferenceError, ReferenceReader
+from vk_provider.errors import InvalidPodError, ProviderError
+from vk_provider.node import podstatus
+from vk_provider.node.podrequest import build_pod_request, pod_ref
+from vk_provider.node.queueing import Backoff, KeyedQueue
+from vk_provider.node.settings import NodeSettings
+from vk_provider.provider import PodLifecycle, PodRef, PodState, SupportsPodAddress
+
+logger = logging.getLogger(__name__)
+
+TRAFFIC_ADDRESS_ANNOTATION = "vk-provider.dev/traffic-address"
+DEFAULT_GRACE_SECONDS = 30.0
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
+    metadata = pod["metadata"]
+    return InvolvedObject("Pod", metadata["name"], metadata["namespace"], metadata["uid"])
+
+
+def _pod_path(ref: PodRef) -> str:
+    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+
+
+class PodReconciler:
+    def __init__(
+        self,
+        *,
+        api: KubeApi,
+        settings: NodeSettings,
+        provider: PodLifecycle,
+        pods: Reflector,
+        reader: ReferenceReader,
+        events: EventRecorder,
+        queue: KeyedQueue,
+        node_allocatable: Mapping[str, str],
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._provider = provider
+        self._pods = pods
+        self._reader = reader
+        self._events = events
+        self._queue = queue
+        self._node_allocatable = node_allocatable
+        self._backoff = Backoff(
+            initial_seconds=settings.retry_initial_seconds, max_seconds=settings.retry_max_seconds
+        )
+        self.known: dict[str, PodRef] = {}
+        """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
+        self._stopping: set[str] = set()
+        self.reconciles = 0
+        self.failures = 0
+
+    # -- the worker loop -------------------------------------------------------------------------
+
+    async def run_worker(self) -> None:
+        while True:
+            uid = await self._queue.get()
+            try:
+                await self._reconcile_guarded(uid)
+            finally:
+                self._queue.done(uid)
+
+    async def _reconcile_guarded(self, uid: str) -> None:
+        self.reconciles += 1
+        pod = self._pods.objects.get(uid)
+        try:
+            requeue_after = await self.reconcile(uid)
+        except MandatoryReferenceError as error:
+            # Nothing was created; the pod waits, as with a kubelet, until the reference appears.
+            if pod is not None:
+                event = error.event
+                self._events.record(_involved(pod), event.type, event.reason, event.message)
+            self._retry(uid, error)
+        except Exception as error:
+            self.failures += 1
+            if not isinstance(error, ProviderError | KubeApiError | ValueError | OSError | TimeoutError):
+                logger.exception("reconciling pod %s failed unexpectedly", uid)
+            if (
+                pod is not None
+                and not isinstance(error, KubeApiError)
+                and not pod["metadata"].get("deletionTimestamp")
+            ):
+                await self._report_provider_failure(pod, error)
+            self._retry(uid, error)
+        else:
+            self._backoff.reset(uid)
+            if requeue_after is not None:
+                self._queue.add_after(uid, requeue_after)
+
+    def _retry(self, uid: str, error: BaseException) -> None:
+        pod = self._pods.objects.get(uid)
+        if pod is not None and pod.get("status", {}).get("phase") == "Failed":
+            return  # terminal: a Failed pod is never run again
+        delay = self._backoff.next_delay(uid)
+        logger.info(
+            "pod %s: attempt %d failed (%s); retrying in %.1fs",
+            uid,
+            self._backoff.failures(uid),
+            error,
+            delay,
+        )
+        self._queue.add_after(uid, delay)
+
+    async def _report_provider_failure(self, pod: Mapping[str, Any], error: BaseException) -> None:
+        message = str(error) or type(error).__name__
+        reason = (
+            "ProviderDeleteFailed" if pod["metadata"].get("deletionTimestamp") else "ProviderCreateFailed"
+        )
+        self._events.record(_involved(pod), "Warning", reason, message)
+        status = podstatus.provider_failed_status(
+            pod, message, host_ip=self._settings.host_ip, now=datetime.now(UTC)
+        )
+        if isinstance(error, InvalidPodError) or pod["spec"].get("restartPolicy") == "Never":
+            logger.warning("pod %s cannot run here: %s", pod_ref(pod), message)
+        try:
+            await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
+        except KubeApiError as patch_error:
+            logger.warning("could not write the ProviderFailed status of %s: %s", pod_ref(pod), patch_error)
+
+    # -- one reconcile ---------------------------------------------------------------------------
+
+    async def reconcile(self, uid: str) -> float | None:
+        """Bring the provider and the pod's status in line. Returns seconds until a re-check, or None."""
+        pod = self._pods.objects.get(uid)
+        if pod is None:
+            await self._forget(uid)
+            return None
+        ref = pod_ref(pod)
+        if pod["metadata"].get("deletionTimestamp"):
+            return await self._reconcile_deletion(pod, ref)
+        phase = pod.get("status", {}).get("phase")
+        state = await self._provider.get_pod_state(ref)
+        if state is None:
+            if phase in ("Succeeded", "Failed"):
+                return None  # finished before; nothing to run again
+            if uid in self.known:
+                # We created it and the provider lost it: report, and create it again below.
+                logger.warning("the provider no longer holds pod %s; creating it again", ref)
+            await self._create(pod, ref)
+            state = await self._provider.get_pod_state(ref) or PodState(ref=ref, phase="Pending")
+        self.known[uid] = ref
+        if phase not in ("Succeeded", "Failed"):
+            await self._write_status(pod, state)
+        return None
+
+    async def _create(self, pod: dict[str, Any], ref: PodRef) -> None:
+        pod_ip = (
+            await self._provider.pod_address(ref) if isinstance(self._provider, SupportsPodAddress) else ""
+        )
+        request, environment_events = await build_pod_request(
+            pod,
+            reader=self._reader,
+            pod_ip=pod_ip,
+            host_ip=self._settings.host_ip,
+            node_allocatable=self._node_allocatable,
+        )
+        for event in environment_events:
+            self._events.record(_involved(pod), event.type, event.reason, event.message)
+        await self._provider.create_pod(request)
+        self.known[ref.uid] = ref
+        self._events.record(_involved(pod), "Normal", "ProviderCreateSuccess", "created in the provider")
+
+    async def _write_status(self, pod: dict[str, Any], state: PodState) -> None:
+        now = datetime.now(UTC)
+        status = podstatus.pod_status(pod, state, host_ip=self._settings.host_ip, now=now)
+        ref = pod_ref(pod)
+        if podstatus.differs(pod.get("status", {}), status):
+            # The watch brings the result back into the cache; a reconcile before that only repeats
+            # an identical, harmless patch.
+            await self._api.patch(_pod_path(ref) + "/status", {"status": status})
+        annotations = pod["metadata"].get("annotations") or {}
+        if state.traffic_address and annotations.get(TRAFFIC_ADDRESS_ANNOTATION) != state.traffic_address:
+            await self._api.patch(
+                _pod_path(ref),
+                {"metadata": {"annotations": {TRAFFIC_ADDRESS_ANNOTATION: state.traffic_address}}},
+                content_type=MERGE_PATCH,
+            )
+
+    async def _reconcile_deletion(self, pod: dict[str, Any], ref: PodRef) -> float | None:
+        """Stop the workload, then remove the API object as soon as the provider says it has stopped."""
+        metadata = pod["metadata"]
+        grace = float(metadata.get("deletionGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
+        remaining = (_parse_time(metadata["deletionTimestamp"]) - datetime.now(UTC)).total_seconds()
+        state = await self._provider.get_pod_state(ref)
+        if state is not None and not state.terminated:
+            if ref.uid not in self._stopping:
+                await self._provider.delete_pod(ref, grace_period_seconds=max(0.0, min(grace, remaining)))
+                self._stopping.add(ref.uid)
+                self._events.record(
+                    _involved(pod), "Normal", "Killing", f"stopping the workload (grace {grace:g}s)"
+                )
+            if remaining > 0:
+                # A pushed state wakes us earlier; this is the backstop at the end of the grace period.
+                return min(remaining, self._settings.status_poll_interval_seconds)
+            logger.warning("pod %s did not stop within its grace period; forcing it", ref)
+            await self._provider.delete_pod(ref, grace_period_seconds=0)
+        await self._remove_api_object(ref)
+        return None
+
+    async def _remove_api_object(self, ref: PodRef) -> None:
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": ref.uid}}
+        try:
+            await self._api.delete(_pod_path(ref), body)
+        except KubeApiError as error:
+            # Gone already, or a new pod took the name (the UID precondition protects it).
+            if not (error.not_found or error.conflict):
+                raise
+        self._stopping.discard(ref.uid)
+        self.known.pop(ref.uid, None)
+
+    async def _forget(self, uid: str) -> None:
+        """The API object is gone (force delete, or our own final delete): make sure nothing runs."""
+        ref = self.known.pop(uid, None)
+        self._stopping.discard(uid)
+        self._backoff.reset(uid)
+        self._queue.forget(uid)
+        if ref is not None:
+            await self._provider.delete_pod(ref, grace_period_seconds=0)
+
+    # -- start-up and garbage collection -------------------------------------------------------
+
+    async def adopt(self) -> int:
+        """After the pod cache is synced: take back what the provider already runs for existing pods."""
+        adopted = 0
+        for state in await self._provider.list_pods():
+            if state.ref.uid in self._pods.objects:
+                self.known[state.ref.uid] = state.ref
+                adopted += 1
+        return adopted
+
+    async def run_orphan_sweeps(self) -> None:
+        """Delete provider workloads without a pod, but only once seen in two consecutive lists."""
+        await self._pods.synced.wait()
+        suspects: set[str] = set()
+        while True:
+            try:
+                states = await self._provider.list_pods()
+            except Exception as error:
+                logger.warning("listing the provider's pods failed (%s); orphan sweep skipped", error)
+                states = []
+                suspects = set()
+            else:
+                orphans = {
+                    state.ref.uid: state.ref for state in states if state.ref.uid not in self._pods.objects
+                }
+                for uid in orphans.keys() & suspects:
+                    logger.info("deleting orphan workload %s: no pod exists for it", orphans[uid])
+                    try:
+                        await self._provider.delete_pod(orphans[uid], grace_period_seconds=0)
+                        self.known.pop(uid, None)
+                    except Exception as error:
+                        logger.warning("deleting orphan %s failed: %s", orphans[uid], error)
+                suspects = set(orphans) - (orphans.keys() & suspects)
+            await asyncio.sleep(self._settings.orphan_sweep_interval_seconds)

@@ -1,0 +1,193 @@
+"""Turn what the provider reports into a complete Kubernetes pod status. Pure, no I/O.
+
+The status is written as a strategic-merge patch of pods/status: conditions merge by type, so the
+conditions other controllers own (readiness gates, DisruptionTarget) survive; containerStatuses and
+podIPs are replaced whole, so no stale entry lingers. A transition time moves only when a condition's
+status changes, as the kubelet does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from vk_provider.provider import ContainerState, ContainerStateKind, ContainerTermination, PodRef, PodState
+
+OUR_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+PROVIDER_FAILED = "ProviderFailed"
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _termination(termination: ContainerTermination) -> dict[str, Any]:
+    return {
+        "exitCode": termination.exit_code,
+        "reason": termination.reason,
+        "message": termination.message,
+        "startedAt": iso(termination.started_at),
+        "finishedAt": iso(termination.finished_at),
+    }
+
+
+def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod_uid: str) -> dict[str, Any]:
+    name = spec["name"]
+    status: dict[str, Any] = {
+        "name": name,
+        "image": spec.get("image", ""),
+        "imageID": "",
+        "containerID": f"vk-provider://{pod_uid}/{name}",
+        "ready": False,
+        "restartCount": 0,
+        "started": False,
+        "state": {"waiting": {"reason": "ContainerCreating"}},
+        "lastState": {},
+    }
+    if state is None:
+        return status
+    if state.container_id:
+        status["containerID"] = state.container_id
+    status["ready"] = state.ready and state.state is ContainerStateKind.RUNNING
+    status["restartCount"] = state.restart_count
+    status["started"] = state.started and state.state is ContainerStateKind.RUNNING
+    if state.state is ContainerStateKind.RUNNING:
+        status["state"] = {"running": {"startedAt": iso(state.started_at)}}
+    elif state.state is ContainerStateKind.TERMINATED:
+        termination = state.termination or ContainerTermination(exit_code=0, reason=state.reason)
+        status["state"] = {"terminated": _termination(termination)}
+    else:
+        waiting = {"reason": state.reason or "ContainerCreating"}
+        if state.message:
+            waiting["message"] = state.message
+        status["state"] = {"waiting": waiting}
+    if state.last_termination is not None:
+        status["lastState"] = {"terminated": _termination(state.last_termination)}
+    return status
+
+
+def _conditions(
+    current: list[dict[str, Any]], wanted: dict[str, bool], now: datetime, reasons: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    before = {condition.get("type"): condition for condition in current}
+    result = []
+    for kind in OUR_CONDITIONS:
+        word = "True" if wanted[kind] else "False"
+        earlier = before.get(kind)
+        transition = (
+            earlier.get("lastTransitionTime")
+            if earlier is not None and earlier.get("status") == word and earlier.get("lastTransitionTime")
+            else iso(now)
+        )
+        condition: dict[str, Any] = {
+            "type": kind,
+            "status": word,
+            "lastProbeTime": None,
+            "lastTransitionTime": transition,
+        }
+        if not wanted[kind] and kind in reasons:
+            condition["reason"] = reasons[kind]
+        result.append(condition)
+    return result
+
+
+def _readiness_gates_pass(pod: Mapping[str, Any]) -> bool:
+    gates = [gate["conditionType"] for gate in pod["spec"].get("readinessGates", [])]
+    conditions = {c.get("type"): c.get("status") for c in pod.get("status", {}).get("conditions", [])}
+    return all(conditions.get(gate) == "True" for gate in gates)
+
+
+def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: datetime) -> dict[str, Any]:
+    """The status to write for `pod` given the provider's `state`."""
+    spec = pod["spec"]
+    current = pod.get("status", {})
+    by_name = {container.name: container for container in state.containers}
+    init_by_name = {container.name: container for container in state.init_containers}
+    uid = pod["metadata"]["uid"]
+    containers = [_container_status(c, by_name.get(c["name"]), uid) for c in spec.get("containers", [])]
+    init_containers = [
+        _container_status(c, init_by_name.get(c["name"]), uid) for c in spec.get("initContainers", [])
+    ]
+    initialized = all(
+        (state_ := init_by_name.get(c["name"])) is not None
+        and state_.state is ContainerStateKind.TERMINATED
+        and (state_.termination is None or state_.termination.exit_code == 0)
+        for c in spec.get("initContainers", [])
+    )
+    containers_ready = bool(containers) and all(status["ready"] for status in containers)
+    ready = containers_ready and state.phase == "Running" and _readiness_gates_pass(pod)
+    reasons = {
+        "Initialized": "ContainersNotInitialized",
+        "ContainersReady": "ContainersNotReady",
+        "Ready": "ContainersNotReady" if not containers_ready else "ReadinessGatesNotReady",
+    }
+    if state.phase in ("Succeeded", "Failed"):
+        reasons["Ready"] = reasons["ContainersReady"] = "PodCompleted"
+    status: dict[str, Any] = {
+        "phase": state.phase,
+        "conditions": _conditions(
+            current.get("conditions", []),
+            {
+                "PodScheduled": True,
+                "Initialized": initialized,
+                "ContainersReady": containers_ready,
+                "Ready": ready,
+            },
+            now,
+            reasons,
+        ),
+        "containerStatuses": [{"$patch": "replace"}, *containers] if containers else [],
+        "hostIP": host_ip,
+        "hostIPs": [{"$patch": "replace"}, {"ip": host_ip}],
+        "startTime": current.get("startTime") or iso(state.started_at or now),
+        "reason": state.reason,
+        "message": state.message,
+    }
+    if init_containers:
+        status["initContainerStatuses"] = [{"$patch": "replace"}, *init_containers]
+    if state.pod_ip:
+        status["podIP"] = state.pod_ip
+        status["podIPs"] = [{"$patch": "replace"}, {"ip": state.pod_ip}]
+    return status
+
+
+def provider_failed_status(
+    pod: Mapping[str, Any], message: str, *, host_ip: str, now: datetime
+) -> dict[str, Any]:
+    """Pending (Failed when the pod must not restart) with reason ProviderFailed and the provider's words."""
+    never = pod["spec"].get("restartPolicy", "Always") == "Never"
+    metadata = pod["metadata"]
+    state = PodState(
+        ref=PodRef(metadata["namespace"], metadata["name"], metadata["uid"]),
+        phase="Failed" if never else "Pending",
+        reason=PROVIDER_FAILED,
+        message=message,
+    )
+    return pod_status(pod, state, host_ip=host_ip, now=now)
+
+
+def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Would writing `wanted` change the API's status? Compares without patch directives."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, list):
+            return [plain(item) for item in value if not (isinstance(item, dict) and "$patch" in item)]
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items() if item is not None and item != {}}
+        return value
+
+    def comparable_conditions(conditions: list[dict[str, Any]]) -> dict[str, tuple[Any, Any]]:
+        return {
+            c["type"]: (c.get("status"), c.get("reason"))
+            for c in conditions
+            if c.get("type") in OUR_CONDITIONS
+        }
+
+    for key, value in wanted.items():
+        if key == "conditions":
+            if comparable_conditions(current.get("conditions", [])) != comparable_conditions(value):
+                return True
+        elif plain(current.get(key)) != plain(value):
+            return True
+    return False

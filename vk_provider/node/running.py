@@ -1,0 +1,47 @@
+"""Run the node daemon from the command line: logging, signals, exit codes.
+
+The first SIGTERM or SIGINT stops the daemon gracefully (workloads keep running at the provider and
+are adopted by the next start); a second one exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+from vk_provider.node.daemon import run_node
+from vk_provider.node.plugins import UnknownProviderError
+from vk_provider.node.settings import NodeSettings
+
+logger = logging.getLogger(__name__)
+
+
+def run_node_command(settings: NodeSettings) -> int:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                logger.warning("second %s: exiting now", signal.Signals(signum).name)
+                os._exit(1)
+            logger.info("%s received: stopping", signal.Signals(signum).name)
+            stop.set()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+        await run_node(settings, stop=stop)
+
+    try:
+        asyncio.run(main())
+    except UnknownProviderError as error:
+        logger.error("%s", error)
+        return 2
+    return 0

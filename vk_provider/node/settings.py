@@ -1,0 +1,234 @@
+"""The node daemon's settings: defaults, then a YAML file, then environment variables, then flags.
+
+Every setting has one name used in all three places: `node_name` in the file, `VK_PROVIDER_NODE_NAME`
+in the environment, `--node-name` on the command line. Parsing errors name the setting and the source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TAINT_EFFECTS: tuple[TaintEffect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+DEFAULT_TAINT_KEY = "virtual-kubelet.io/provider"
+ENV_PREFIX = "VK_PROVIDER_"
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|Ki)?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+class SettingsError(ValueError):
+    """A setting is malformed; the message names it and where it came from."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+    def to_json(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeSettings:
+    node_name: str = "vk-provider"
+    provider: str = "mock"
+    provider_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The provider's own settings (its section of the file, or --provider-config FILE)."""
+    kubeconfig: str | None = None
+    """None: use the in-cluster service account."""
+    taint: Taint | None = None
+    """None with `no_taint` False means the default virtual-kubelet.io/provider=<provider>:NoSchedule."""
+    no_taint: bool = False
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    capacity: Mapping[str, str] = dataclasses.field(
+        default_factory=lambda: {"cpu": "100", "memory": "512Gi", "pods": "1000"}
+    )
+    kubelet_port: int = 10250
+    addresses: tuple[str, ...] = ("127.0.0.1",)
+    """InternalIP addresses reported on the Node; the first is every pod's hostIP."""
+    operating_system: str = "linux"
+    state_dir: Path = Path("/var/lib/vk-provider")
+    pod_workers: int = 20
+    lease_duration_seconds: int = 40
+    lease_renew_interval_seconds: float = 10.0
+    node_status_interval_seconds: float = 60.0
+    health_check_interval_seconds: float = 10.0
+    status_poll_interval_seconds: float = 5.0
+    """Only for providers that cannot push state changes."""
+    retry_initial_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+    orphan_sweep_interval_seconds: float = 30.0
+    log_level: str = "INFO"
+
+    @property
+    def effective_taint(self) -> Taint | None:
+        if self.no_taint:
+            return None
+        return self.taint or Taint(DEFAULT_TAINT_KEY, self.provider, "NoSchedule")
+
+    @property
+    def host_ip(self) -> str:
+        return self.addresses[0]
+
+
+FIELDS = {field.name: field for field in dataclasses.fields(NodeSettings)}
+
+
+def parse_taint(text: str, source: str) -> Taint:
+    """KEY=VALUE:EFFECT, as kubectl taint writes it."""
+    match = re.fullmatch(r"([^=:]+)=([^:]*):(\w+)", text.strip())
+    if match is None or match.group(3) not in TAINT_EFFECTS:
+        raise SettingsError(
+            f"{source}: taint {text!r} must look like KEY=VALUE:EFFECT "
+            f"with EFFECT one of {', '.join(TAINT_EFFECTS)}"
+        )
+    key, value, effect = match.groups()
+    if not _LABEL_KEY.match(key):
+        raise SettingsError(f"{source}: taint key {key!r} is not a valid Kubernetes key")
+    return Taint(key, value, effect)  # type: ignore[arg-type]
+
+
+def parse_pairs(items: Mapping[str, Any] | list[str] | str, source: str, *, what: str) -> dict[str, str]:
+    """K=V pairs from a mapping, a list of 'K=V' strings, or one comma-separated string."""
+    if isinstance(items, Mapping):
+        pairs = {str(key): str(value) for key, value in items.items()}
+    else:
+        entries = items.split(",") if isinstance(items, str) else items
+        pairs = {}
+        for entry in entries:
+            key, sep, value = str(entry).partition("=")
+            if not sep or not key.strip():
+                raise SettingsError(f"{source}: {what} {entry!r} must look like KEY=VALUE")
+            pairs[key.strip()] = value.strip()
+    for key in pairs:
+        if not _LABEL_KEY.match(key):
+            raise SettingsError(f"{source}: {what} key {key!r} is not a valid Kubernetes key")
+    return pairs
+
+
+def _capacity(items: Mapping[str, Any] | list[str] | str, source: str) -> dict[str, str]:
+    pairs = parse_pairs(items, source, what="capacity")
+    for resource, quantity in pairs.items():
+        if not _QUANTITY.match(quantity):
+            raise SettingsError(f"{source}: capacity {resource}={quantity!r} is not a Kubernetes quantity")
+    return pairs
+
+
+def _addresses(value: Any, source: str) -> tuple[str, ...]:
+    addresses = tuple(str(item).strip() for item in (value.split(",") if isinstance(value, str) else value))
+    if not addresses:
+        raise SettingsError(f"{source}: addresses must name at least one IP")
+    for address in addresses:
+        ipaddress.ip_address(address)
+    return addresses
+
+
+def _provider_config(value: Any, source: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        return load_yaml_file(Path(value), source)
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{source}: provider_config must be a mapping or a file path")
+    return dict(value)
+
+
+def _positive_int(name: str, upper: int | None = None) -> Callable[[Any, str], int]:
+    def convert(value: Any, source: str) -> int:
+        number = int(value)
+        if number <= 0 or (upper is not None and number > upper):
+            raise SettingsError(f"{source}: {name} {value!r} is out of range")
+        return number
+
+    return convert
+
+
+def _positive_seconds(name: str) -> Callable[[Any, str], float]:
+    def convert(value: Any, source: str) -> float:
+        seconds = float(value)
+        if seconds <= 0:
+            raise SettingsError(f"{source}: {name} must be greater than zero, not {value!r}")
+        return seconds
+
+    return convert
+
+
+_CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
+    "taint": lambda value, source: None if value in (None, "") else parse_taint(str(value), source),
+    "labels": lambda value, source: parse_pairs(value, source, what="label"),
+    "capacity": _capacity,
+    "addresses": _addresses,
+    "provider_config": _provider_config,
+    "state_dir": lambda value, source: Path(value),
+    "no_taint": lambda value, source: (
+        value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+    ),
+    "kubelet_port": _positive_int("kubelet_port", 65535),
+    "pod_workers": _positive_int("pod_workers"),
+    "lease_duration_seconds": _positive_int("lease_duration_seconds"),
+}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Turn a file/env/flag value into the type the field holds, or explain what is wrong."""
+    converter = _CONVERTERS.get(name)
+    if converter is None:
+        converter = (
+            _positive_seconds(name) if name.endswith("_seconds") else (lambda value, source: str(value))
+        )
+    try:
+        return converter(value, source)
+    except SettingsError:
+        raise
+    except (TypeError, ValueError) as error:
+        raise SettingsError(f"{source}: {name} {value!r} is invalid ({error})") from None
+
+
+def load_yaml_file(path: Path, source: str) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise SettingsError(f"{source}: cannot read {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise SettingsError(f"{source}: {path} is not valid YAML: {error}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise SettingsError(f"{source}: {path} must hold a mapping of settings")
+    return document
+
+
+def _apply(values: dict[str, Any], raw: Mapping[str, Any], source: str) -> None:
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in FIELDS:
+            raise SettingsError(f"{source}: unknown setting {key!r}; known: {', '.join(sorted(FIELDS))}")
+        values[name] = _coerce(name, value, source)
+
+
+def load_settings(
+    *, config_file: Path | None, environ: Mapping[str, str] | None = None, flags: Mapping[str, Any]
+) -> NodeSettings:
+    """Defaults < file < environment (VK_PROVIDER_<NAME>) < flags (those not None)."""
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        _apply(
+            values, load_yaml_file(config_file, f"config file {config_file}"), f"config file {config_file}"
+        )
+    environment = os.environ if environ is None else environ
+    from_env = {
+        name: environment[f"{ENV_PREFIX}{name.upper()}"]
+        for name in FIELDS
+        if f"{ENV_PREFIX}{name.upper()}" in environment
+    }
+    _apply(values, from_env, "environment")
+    _apply(values, {name: value for name, value in flags.items() if value is not None}, "command line")
+    return NodeSettings(**values)
