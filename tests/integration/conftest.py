@@ -7,16 +7,19 @@ running one is reused when VK_PROVIDER_TEST_CLUSTER names its folder (`vk-provid
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, config
 
+from tests.integration.daemons import NodeDaemon
 from tests.integration.waiting import wait_for
 from vk_provider.devcluster import cluster
 from vk_provider.devcluster.building import BinaryCache
@@ -96,3 +99,64 @@ def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
         return completed
 
     return run
+
+
+@pytest.fixture
+async def start_node(
+    control_plane: cluster.ClusterState, kube_api: client.ApiClient, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[NodeDaemon]]]:
+    """Start `vk-provider node` daemons for this test; at the end their pods are removed, then they stop."""
+    started: list[NodeDaemon] = []
+
+    async def start(provider: str = "mock", **settings: Any) -> NodeDaemon:
+        daemon = NodeDaemon(
+            kubeconfig=control_plane.kubeconfig,
+            folder=tmp_path / f"node-{len(started)}",
+            provider=provider,
+            **settings,
+        )
+        started.append(daemon)
+        daemon.start()
+        await wait_for_node_ready(kube_api, daemon)
+        return daemon
+
+    yield start
+    core = client.CoreV1Api(kube_api)
+    for daemon in started:
+        try:
+            if daemon.alive():
+                await remove_pods_of(core, daemon.node_name)
+                daemon.stop()
+        finally:
+            daemon.close()
+            with contextlib.suppress(client.ApiException):
+                await core.delete_node(daemon.node_name)
+
+
+async def wait_for_node_ready(
+    api: client.ApiClient, daemon: NodeDaemon, *, timeout_seconds: float = 60
+) -> None:
+    core = client.CoreV1Api(api)
+
+    async def ready() -> bool:
+        if not daemon.alive():
+            raise AssertionError(f"the node daemon exited:\n{daemon.log_tail()}")
+        node = await core.read_node(daemon.node_name)
+        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+    await wait_for(ready, timeout_seconds=timeout_seconds, what=f"node {daemon.node_name} to be Ready")
+
+
+async def remove_pods_of(core: client.CoreV1Api, node_name: str, *, timeout_seconds: float = 90) -> None:
+    """Delete every pod bound to the node and wait until the daemon has removed them all."""
+    selector = f"spec.nodeName={node_name}"
+    for pod in (await core.list_pod_for_all_namespaces(field_selector=selector)).items:
+        with contextlib.suppress(client.ApiException):
+            await core.delete_namespaced_pod(
+                pod.metadata.name, pod.metadata.namespace, grace_period_seconds=1
+            )
+
+    async def none_left() -> bool:
+        return not (await core.list_pod_for_all_namespaces(field_selector=selector)).items
+
+    await wait_for(none_left, timeout_seconds=timeout_seconds, what=f"the pods of {node_name} to be gone")

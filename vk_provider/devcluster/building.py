@@ -321,7 +321,7 @@ class BinaryCache:
             print(
                 f"building the control plane (Kubernetes {self.pins.kubernetes_version}, etcd "
                 f"{self.pins.etcd_version}) into {self.bin_dir}; {len(todo)} of {len(COMPONENTS)} "
-                f"binaries to build. A cold build takes 20-40 minutes on 2 cores.",
+                f"binaries to build. A cold build takes about 10 minutes on 2 cores.",
                 file=out,
                 flush=True,
             )

@@ -1,0 +1,315 @@
+"""The virtual node on the real control plane: registration, heartbeats, health, pods, environment."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from tests.integration.conftest import NODE_MONITOR_GRACE_PERIOD_SECONDS
+from tests.integration.daemons import NodeDaemon
+from tests.integration.waiting import wait_for
+
+StartNode = Callable[..., Awaitable[NodeDaemon]]
+TOLERATE_ALL = [{"operator": "Exists"}]
+
+
+def deployment(name: str, node: str, *, replicas: int = 2, **container: Any) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "tolerations": TOLERATE_ALL,
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [{"name": "main", "image": "example/app:1", **container}],
+                },
+            },
+        },
+    }
+
+
+def pod(name: str, node: str, **container: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": TOLERATE_ALL,
+            "containers": [{"name": "main", "image": "example/app:1", **container}],
+        },
+    }
+
+
+async def events_of(core: client.CoreV1Api, namespace: str, name: str) -> list[client.CoreV1Event]:
+    listing = await core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
+    return listing.items
+
+
+async def test_the_node_registers_ready_with_its_capacity_labels_and_taint_and_renews_its_lease(
+    start_node: StartNode, kube_api: client.ApiClient
+) -> None:
+    daemon = await start_node(
+        "mock",
+        capacity={"cpu": "64", "memory": "256Gi", "pods": "500", "nvidia.com/gpu": "8"},
+        labels={"gpu.example.com/pool": "burst"},
+        kubelet_port=10251,
+        lease_renew_interval_seconds=2.0,
+    )
+    core = client.CoreV1Api(kube_api)
+    node = await core.read_node(daemon.node_name)
+    assert node.status.capacity == {"cpu": "64", "memory": "256Gi", "pods": "500", "nvidia.com/gpu": "8"}
+    assert node.status.allocatable == node.status.capacity
+    labels = node.metadata.labels
+    assert labels["type"] == "virtual-kubelet"
+    assert labels["kubernetes.io/role"] == "agent"
+    assert labels["kubernetes.io/hostname"] == daemon.node_name
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels["node.kubernetes.io/exclude-from-external-load-balancers"] == "true"
+    assert labels["gpu.example.com/pool"] == "burst"
+    taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
+    assert ("virtual-kubelet.io/provider", "mock", "NoSchedule") in taints
+    assert not any(effect == "NoExecute" for _, _, effect in taints)
+    assert node.status.daemon_endpoints.kubelet_endpoint.port == 10251
+    assert next((a.type, a.address) for a in node.status.addresses) == ("InternalIP", "127.0.0.1")
+    conditions = {c.type: c.status for c in node.status.conditions}
+    assert conditions["Ready"] == "True"
+    assert conditions["NetworkUnavailable"] == "False"
+    assert "vk-provider" in node.status.node_info.kubelet_version
+
+    coordination = client.CoordinationV1Api(kube_api)
+    lease = await coordination.read_namespaced_lease(daemon.node_name, "kube-node-lease")
+    assert lease.spec.lease_duration_seconds == 40
+    assert lease.spec.holder_identity == daemon.node_name
+    assert [(o.kind, o.uid) for o in lease.metadata.owner_references] == [("Node", node.metadata.uid)]
+    first_renewal = lease.spec.renew_time
+
+    async def renewed() -> bool:
+        current = await coordination.read_namespaced_lease(daemon.node_name, "kube-node-lease")
+        return bool(current.spec.renew_time > first_renewal)
+
+    await wait_for(renewed, timeout_seconds=30, what="the lease to be renewed")
+
+
+async def test_a_deployment_runs_to_ready_on_the_mock_provider(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("mock")
+    apps = client.AppsV1Api(kube_api)
+    core = client.CoreV1Api(kube_api)
+    await apps.create_namespaced_deployment(
+        namespace, deployment("web", daemon.node_name, replicas=3, ports=[{"containerPort": 8080}])
+    )
+
+    async def available() -> bool:
+        current = await apps.read_namespaced_deployment("web", namespace)
+        return bool(current.status.available_replicas == 3)
+
+    await wait_for(available, timeout_seconds=60, what="3 available replicas")
+    pods = (await core.list_namespaced_pod(namespace, label_selector="app=web")).items
+    for item in pods:
+        assert item.spec.node_name == daemon.node_name
+        assert item.status.phase == "Running"
+        assert item.status.pod_ip
+        assert item.status.pod_ip.startswith("10.200.")
+        assert item.status.host_ip == "127.0.0.1"
+        assert item.status.start_time is not None
+        conditions = {c.type: c.status for c in item.status.conditions}
+        assert conditions == {
+            "PodScheduled": "True",
+            "Initialized": "True",
+            "ContainersReady": "True",
+            "Ready": "True",
+        }
+        (container,) = item.status.container_statuses
+        assert (container.name, container.ready, container.started, container.restart_count) == (
+            "main",
+            True,
+            True,
+            0,
+        )
+        assert container.state.running is not None
+        assert (
+            item.metadata.annotations["vk-provider.dev/traffic-address"]
+            == f"http://{item.status.pod_ip}:8080"
+        )
+
+
+async def test_a_node_deleted_while_the_daemon_runs_is_registered_again(
+    start_node: StartNode, kube_api: client.ApiClient
+) -> None:
+    daemon = await start_node("mock", lease_renew_interval_seconds=2.0)
+    core = client.CoreV1Api(kube_api)
+    original = await core.read_node(daemon.node_name)
+    await core.delete_node(daemon.node_name)
+
+    async def recreated() -> bool:
+        node = await core.read_node(daemon.node_name)
+        ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        return bool(node.metadata.uid != original.metadata.uid and ready)
+
+    await wait_for(recreated, timeout_seconds=30, what="the node to be registered again")
+
+
+async def test_a_stopped_daemon_turns_the_node_unknown_and_a_restart_makes_it_ready(
+    start_node: StartNode, kube_api: client.ApiClient
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    assert daemon.stop() == 0
+
+    async def ready_status() -> str:
+        node = await core.read_node(daemon.node_name)
+        return next(c.status for c in node.status.conditions if c.type == "Ready")
+
+    async def unknown() -> bool:
+        return await ready_status() == "Unknown"
+
+    await wait_for(
+        unknown,
+        timeout_seconds=NODE_MONITOR_GRACE_PERIOD_SECONDS + 60,
+        what="the controller-manager to mark it Unknown",
+    )
+    daemon.start()
+
+    async def ready_again() -> bool:
+        return await ready_status() == "True"
+
+    await wait_for(ready_again, timeout_seconds=60, what="the node to be Ready after the restart")
+
+
+async def test_a_missing_mandatory_config_map_creates_nothing_until_it_appears(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    reference = {"valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}}
+    await core.create_namespaced_pod(
+        namespace, pod("needs-settings", daemon.node_name, env=[{"name": "MODE", **reference}])
+    )
+
+    async def reported() -> bool:
+        reasons = {event.reason for event in await events_of(core, namespace, "needs-settings")}
+        return "MandatoryConfigMapNotFound" in reasons
+
+    await wait_for(reported, timeout_seconds=30, what="the MandatoryConfigMapNotFound event")
+    current = await core.read_namespaced_pod("needs-settings", namespace)
+    assert current.status.phase == "Pending"
+    assert current.status.pod_ip is None
+    assert "ProviderCreateSuccess" not in {
+        e.reason for e in await events_of(core, namespace, "needs-settings")
+    }
+
+    await core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "settings"}, "data": {"mode": "fast"}}
+    )
+
+    async def running() -> bool:
+        return (await core.read_namespaced_pod("needs-settings", namespace)).status.phase == "Running"
+
+    await wait_for(running, timeout_seconds=30, what="the pod to run once the ConfigMap exists")
+
+
+async def test_a_missing_mandatory_secret_is_reported_with_the_kubelet_reason(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespaced_pod(
+        namespace, pod("needs-token", daemon.node_name, envFrom=[{"secretRef": {"name": "api-token"}}])
+    )
+
+    async def reported() -> bool:
+        reasons = {event.reason for event in await events_of(core, namespace, "needs-token")}
+        return "MandatorySecretNotFound" in reasons
+
+    await wait_for(reported, timeout_seconds=30, what="the MandatorySecretNotFound event")
+    assert (await core.read_namespaced_pod("needs-token", namespace)).status.pod_ip is None
+
+
+async def test_a_missing_optional_reference_is_reported_and_the_pod_runs(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    env = [
+        {
+            "name": "MODE",
+            "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "mode", "optional": True}},
+        },
+        {
+            "name": "TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "absent", "key": "token", "optional": True}},
+        },
+    ]
+    await core.create_namespaced_pod(namespace, pod("relaxed", daemon.node_name, env=env))
+
+    async def running_with_events() -> bool:
+        reasons = {event.reason for event in await events_of(core, namespace, "relaxed")}
+        phase = (await core.read_namespaced_pod("relaxed", namespace)).status.phase
+        return phase == "Running" and {"OptionalConfigMapNotFound", "OptionalSecretNotFound"} <= reasons
+
+    await wait_for(running_with_events, timeout_seconds=30, what="the optional events and a running pod")
+
+
+async def test_a_provider_outage_taints_the_node_without_evicting_and_recovery_clears_it(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "provider-down"
+    daemon = await start_node(
+        "mock", provider_config={"unhealthy_marker_file": str(marker)}, lease_renew_interval_seconds=2.0
+    )
+    core = client.CoreV1Api(kube_api)
+    coordination = client.CoordinationV1Api(kube_api)
+    await core.create_namespaced_pod(namespace, pod("survivor", daemon.node_name))
+
+    async def running() -> bool:
+        return (await core.read_namespaced_pod("survivor", namespace)).status.phase == "Running"
+
+    await wait_for(running, timeout_seconds=30, what="the pod to run")
+    marker.touch()
+
+    async def provider_state() -> tuple[str, bool, str]:
+        node = await core.read_node(daemon.node_name)
+        condition = next(c for c in node.status.conditions if c.type == "ProviderAvailable")
+        tainted = any(t.key == "virtual-kubelet.io/provider-unavailable" for t in node.spec.taints or [])
+        ready = next(c.status for c in node.status.conditions if c.type == "Ready")
+        return condition.status, tainted, ready
+
+    async def marked_unavailable() -> bool:
+        return (await provider_state())[:2] == ("False", True)
+
+    await wait_for(marked_unavailable, timeout_seconds=30, what="ProviderAvailable=False and the taint")
+    node = await core.read_node(daemon.node_name)
+    condition = next(c for c in node.status.conditions if c.type == "ProviderAvailable")
+    assert str(marker) in condition.message
+    unavailable_taint = next(
+        t for t in node.spec.taints if t.key == "virtual-kubelet.io/provider-unavailable"
+    )
+    assert unavailable_taint.effect == "NoSchedule"
+
+    # The lease keeps renewing through the outage, so the node stays Ready and nothing is evicted.
+    before = (await coordination.read_namespaced_lease(daemon.node_name, "kube-node-lease")).spec.renew_time
+
+    async def lease_renewed() -> bool:
+        lease = await coordination.read_namespaced_lease(daemon.node_name, "kube-node-lease")
+        return bool(lease.spec.renew_time > before)
+
+    await wait_for(lease_renewed, timeout_seconds=30, what="a lease renewal during the outage")
+    assert (await provider_state())[2] == "True"
+    survivor = await core.read_namespaced_pod("survivor", namespace)
+    assert survivor.metadata.deletion_timestamp is None
+    assert survivor.status.phase == "Running"
+
+    marker.unlink()
+
+    async def recovered() -> bool:
+        return (await provider_state())[:2] == ("True", False)
+
+    await wait_for(recovered, timeout_seconds=30, what="ProviderAvailable=True and the taint lifted")
