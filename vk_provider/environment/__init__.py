@@ -1,0 +1,45 @@
+"""Container environment resolution: the flat list of variables the kubelet would give a container.
+
+Why: providers run containers far from any kubelet, so the node must do the kubelet's part and hand
+each provider a ready environment. Everything a pod's `env` and `envFrom` can say is resolved here,
+with the kubelet's precedence, defaults, rounding, event reasons and `$(VAR)` expansion:
+
+- service links (`{SERVICE}_SERVICE_HOST`, Docker-link `{SERVICE}_PORT_...`; `service_links`);
+- `envFrom` ConfigMaps and Secrets with prefixes and optional references (`references`);
+- `env` values with `$(VAR)` expansion (`expansion`; `expand` serves command and args too);
+- `valueFrom`: ConfigMap and Secret keys (`references`), pod fields (`field_refs`), container
+  resources (`resource_refs`, with the quantity arithmetic in `quantity`).
+
+Boundaries: API objects come only through the caller's `ReferenceReader`; events are returned, not
+recorded; nothing is logged, so Secret values cannot leak through here. The pod is trusted to have
+passed API validation, so only what the kubelet itself checks is checked again. `fileKeyRef`
+(environment files on volumes) is not supported and raises `InvalidEnvironmentError`.
+
+Event reasons (all Warning): `InvalidEnvironmentVariableNames`, `OptionalConfigMapNotFound`,
+`OptionalConfigMapKeyNotFound`, `MandatoryConfigMapNotFound`, `MandatoryConfigMapKeyNotFound`,
+`OptionalSecretNotFound`, `OptionalSecretKeyNotFound`, `MandatorySecretNotFound`,
+`MandatorySecretKeyNotFound`. The Mandatory ones come inside `MandatoryReferenceError`.
+"""
+
+from vk_provider.environment.expansion import expand
+from vk_provider.environment.model import (
+    EnvironmentEvent,
+    InvalidEnvironmentError,
+    MandatoryReferenceError,
+    ReferenceReader,
+    ResolvedEnvironment,
+)
+from vk_provider.environment.quantity import InvalidQuantityError, parse_quantity
+from vk_provider.environment.resolve import resolve_container_environment
+
+__all__ = [
+    "EnvironmentEvent",
+    "InvalidEnvironmentError",
+    "InvalidQuantityError",
+    "MandatoryReferenceError",
+    "ReferenceReader",
+    "ResolvedEnvironment",
+    "expand",
+    "parse_quantity",
+    "resolve_container_environment",
+]
