@@ -85,7 +85,7 @@ async def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) 
         await core.delete_namespace(name)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
     """Run the plane's own kubectl as admin; returns the completed process (text)."""
 
@@ -109,8 +109,8 @@ async def start_node(
     started: list[NodeDaemon] = []
 
     async def start(provider: str = "mock", **settings: Any) -> NodeDaemon:
+        settings.setdefault("kubeconfig", str(control_plane.kubeconfig))
         daemon = NodeDaemon(
-            kubeconfig=control_plane.kubeconfig,
             folder=tmp_path / f"node-{len(started)}",
             provider=provider,
             **settings,

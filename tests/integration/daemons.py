@@ -28,13 +28,12 @@ FAST_SETTINGS: dict[str, Any] = {
 class NodeDaemon:
     """One virtual node daemon: a config file, a state folder, a log, and the process."""
 
-    def __init__(self, *, kubeconfig: Path, folder: Path, provider: str, **settings: Any) -> None:
+    def __init__(self, *, folder: Path, provider: str, **settings: Any) -> None:
         self.node_name = settings.pop("node_name", f"vk-{provider}-{uuid.uuid4().hex[:6]}")
         self.folder = folder
         self.log_path = folder / "daemon.log"
         self.config_path = folder / "node.yaml"
         config = {
-            "kubeconfig": str(kubeconfig),
             "node_name": self.node_name,
             "provider": provider,
             "state_dir": str(folder / "state"),

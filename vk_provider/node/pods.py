@@ -95,8 +95,8 @@ class PodReconciler:
         except MandatoryReferenceError as error:
             # Nothing was created; the pod waits, as with a kubelet, until the reference appears.
             if pod is not None:
-                event = error.event
-                self._events.record(_involved(pod), event.type, event.reason, event.message)
+                for event in (*error.earlier_events, error.event):
+                    self._events.record(_involved(pod), event.type, event.reason, event.message)
             self._retry(uid, error)
         except Exception as error:
             self.failures += 1

@@ -1,0 +1,150 @@
+"""The kustomize base is valid, and its ServiceAccount can do exactly what the node daemon needs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from tests.integration.conftest import Kubectl
+from tests.integration.daemons import NodeDaemon
+from tests.integration.waiting import wait_for
+from vk_provider.devcluster import cluster
+
+BASE = Path(__file__).parents[2] / "manifests" / "base"
+NAMESPACE = "vk-provider-system"
+SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:vk-provider-node"
+
+NEEDED = [
+    ("get", "nodes", None),
+    ("create", "nodes", None),
+    ("patch", "nodes", None),
+    ("patch", "nodes/status", None),
+    ("list", "pods", None),
+    ("watch", "pods", None),
+    ("patch", "pods", "default"),
+    ("delete", "pods", "default"),
+    ("patch", "pods/status", "default"),
+    ("get", "configmaps", "default"),
+    ("get", "secrets", "default"),
+    ("list", "services", None),
+    ("watch", "services", None),
+    ("create", "events", "default"),
+    ("create", "leases.coordination.k8s.io", "kube-node-lease"),
+    ("patch", "leases.coordination.k8s.io", "kube-node-lease"),
+]
+FORBIDDEN = [
+    ("delete", "nodes", None),
+    ("create", "pods", "default"),
+    ("update", "pods", "default"),
+    ("list", "secrets", "default"),
+    ("watch", "secrets", None),
+    ("create", "secrets", "default"),
+    ("delete", "leases.coordination.k8s.io", "kube-node-lease"),
+    ("create", "leases.coordination.k8s.io", "default"),
+    ("create", "deployments.apps", "default"),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io", None),
+]
+
+
+@pytest.fixture(scope="module")
+def applied_base(kubectl: Kubectl) -> Iterator[None]:
+    # The namespace must exist before a server-side dry run can validate what goes into it.
+    kubectl("apply", "-f", str(BASE / "namespace.yaml"))
+    dry_run = kubectl("apply", "-k", str(BASE), "--dry-run=server")
+    assert "(server dry run)" in dry_run.stdout
+    kubectl("apply", "-k", str(BASE))
+    try:
+        yield
+    finally:
+        kubectl("delete", "-k", str(BASE), "--wait=false", "--ignore-not-found", check=False)
+
+
+def can_i(kubectl: Kubectl, verb: str, resource: str, namespace: str | None) -> str:
+    scope = ["-n", namespace] if namespace else ["--all-namespaces"]
+    result = kubectl("auth", "can-i", verb, resource, f"--as={SERVICE_ACCOUNT}", *scope, check=False)
+    return result.stdout.strip()
+
+
+@pytest.mark.usefixtures("applied_base")
+def test_the_node_service_account_has_every_verb_the_daemon_uses_and_no_more(kubectl: Kubectl) -> None:
+    missing = [
+        (verb, resource) for verb, resource, ns in NEEDED if can_i(kubectl, verb, resource, ns) != "yes"
+    ]
+    excess = [
+        (verb, resource) for verb, resource, ns in FORBIDDEN if can_i(kubectl, verb, resource, ns) != "no"
+    ]
+    assert missing == []
+    assert excess == []
+
+
+@pytest.mark.usefixtures("applied_base")
+async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_pod(
+    kube_api: client.ApiClient,
+    namespace: str,
+    control_plane: cluster.ClusterState,
+    tmp_path: Path,
+    start_node: Callable[..., Awaitable[NodeDaemon]],
+) -> None:
+    """The RBAC is not only plausible but sufficient: the daemon works with nothing else."""
+    core = client.CoreV1Api(kube_api)
+    token = await core.create_namespaced_service_account_token(
+        "vk-provider-node", NAMESPACE, {"spec": {"expirationSeconds": 3600}}
+    )
+    kubeconfig = tmp_path / "node-sa.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "plane",
+                        "cluster": {
+                            "server": control_plane.server,
+                            "certificate-authority": str(control_plane.ca_cert),
+                        },
+                    }
+                ],
+                "users": [{"name": "node", "user": {"token": token.status.token}}],
+                "contexts": [{"name": "node", "context": {"cluster": "plane", "user": "node"}}],
+                "current-context": "node",
+            }
+        )
+    )
+    daemon = await start_node("mock", kubeconfig=str(kubeconfig))
+    await core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}, "data": {"k": "v"}})
+    await core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "as-sa"},
+            "spec": {
+                "nodeName": daemon.node_name,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "x",
+                        "envFrom": [{"configMapRef": {"name": "cfg"}}],
+                        "ports": [{"containerPort": 80}],
+                    }
+                ],
+            },
+        },
+    )
+
+    async def running_with_address() -> bool:
+        pod = await core.read_namespaced_pod("as-sa", namespace)
+        annotations = pod.metadata.annotations or {}
+        return pod.status.phase == "Running" and "vk-provider.dev/traffic-address" in annotations
+
+    await wait_for(running_with_address, timeout_seconds=60, what="the pod to run under the service account")
+    await core.delete_namespaced_pod("as-sa", namespace)
+
+    async def gone() -> bool:
+        return not (await core.list_namespaced_pod(namespace, field_selector="metadata.name=as-sa")).items
+
+    await wait_for(gone, timeout_seconds=60, what="the pod to be removed by the daemon")
+    assert "Forbidden" not in daemon.log_tail()
