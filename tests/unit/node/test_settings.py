@@ -1,0 +1,82 @@
+"""Settings: defaults < file < environment < flags, and clear errors naming the setting and source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vk_provider.node.settings import NodeSettings, SettingsError, Taint, load_settings
+
+
+def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
+    config = tmp_path / "node.yaml"
+    config.write_text("node_name: from-file\nprovider: local\nkubelet_port: 10260\ncapacity: {cpu: '8'}\n")
+    environ = {"VK_PROVIDER_NODE_NAME": "from-env", "VK_PROVIDER_POD_WORKERS": "7"}
+    settings = load_settings(
+        config_file=config, environ=environ, flags={"node_name": "from-flag", "labels": None}
+    )
+    assert settings.node_name == "from-flag"
+    assert settings.pod_workers == 7
+    assert settings.provider == "local"
+    assert settings.kubelet_port == 10260
+    assert settings.capacity == {"cpu": "8"}
+
+
+def test_flag_lists_become_mappings_and_taints_parse() -> None:
+    settings = load_settings(
+        config_file=None,
+        environ={},
+        flags={
+            "labels": ["pool=burst", "tier=gpu"],
+            "capacity": ["nvidia.com/gpu=8", "cpu=64"],
+            "taint": "gpu=yes:NoSchedule",
+            "addresses": ["10.0.0.7"],
+        },
+    )
+    assert settings.labels == {"pool": "burst", "tier": "gpu"}
+    assert settings.capacity == {"nvidia.com/gpu": "8", "cpu": "64"}
+    assert settings.effective_taint == Taint("gpu", "yes", "NoSchedule")
+    assert settings.host_ip == "10.0.0.7"
+
+
+def test_the_default_taint_follows_the_provider() -> None:
+    assert NodeSettings(provider="sagemaker").effective_taint == Taint(
+        "virtual-kubelet.io/provider", "sagemaker", "NoSchedule"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"taint": "gpu:NoSchedule"}, "taint 'gpu:NoSchedule' must look like KEY=VALUE:EFFECT"),
+        ({"taint": "gpu=yes:Sometimes"}, "EFFECT one of NoSchedule"),
+        ({"capacity": ["nvidia.com/gpu=lots"]}, "is not a Kubernetes quantity"),
+        ({"labels": ["novalue"]}, "label 'novalue' must look like KEY=VALUE"),
+        ({"kubelet_port": 70000}, "kubelet_port 70000 is out of range"),
+        ({"addresses": ["not-an-ip"]}, "addresses"),
+        ({"lease_renew_interval_seconds": "0"}, "must be greater than zero"),
+    ],
+)
+def test_bad_values_are_rejected_with_the_setting_and_its_source(
+    flags: dict[str, object], message: str
+) -> None:
+    with pytest.raises(SettingsError, match="command line") as error:
+        load_settings(config_file=None, environ={}, flags=flags)
+    assert message in str(error.value)
+
+
+def test_an_unknown_key_in_the_file_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "node.yaml"
+    config.write_text("node_nmae: typo\n")
+    with pytest.raises(SettingsError, match=r"unknown setting 'node_nmae'"):
+        load_settings(config_file=config, environ={}, flags={})
+
+
+def test_a_file_that_is_not_yaml_or_missing_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("node_name: [unclosed\n")
+    with pytest.raises(SettingsError, match="is not valid YAML"):
+        load_settings(config_file=broken, environ={}, flags={})
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_settings(config_file=tmp_path / "absent.yaml", environ={}, flags={})

@@ -1,0 +1,100 @@
+"""The reflector lists, watches, skips bookmarks, relists on 410 and reports what vanished meanwhile.
+
+The apiserver side is a scripted stand-in for our own KubeApi wrapper (the boundary the reflector
+uses), not a fake API server; the real watch path is covered by the integration tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from vk_provider._kube.api import KubeApiError, WatchEvent
+from vk_provider._kube.watching import Reflector
+
+
+def pod(uid: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "resourceVersion": version, "name": uid, "namespace": "ns"}}
+
+
+class ScriptedApi:
+    """Answers list calls from `listings` and watch calls from `streams`, in order."""
+
+    def __init__(
+        self, listings: list[dict[str, Any]], streams: list[list[WatchEvent] | KubeApiError]
+    ) -> None:
+        self.listings = listings
+        self.streams = streams
+        self.watched_from: list[str] = []
+        self.exhausted = asyncio.Event()
+
+    async def get(self, path: str, *, query: Any = None) -> dict[str, Any]:
+        return self.listings.pop(0)
+
+    async def watch(
+        self, path: str, *, query: dict[str, Any], timeout_seconds: int
+    ) -> AsyncIterator[WatchEvent]:
+        self.watched_from.append(query["resourceVersion"])
+        if not self.streams:
+            self.exhausted.set()
+            await asyncio.Event().wait()  # hold the stream open until the test ends
+        step = self.streams.pop(0)
+        if isinstance(step, KubeApiError):
+            raise step
+        for event in step:
+            yield event
+
+
+async def run_until_exhausted(api: ScriptedApi, reflector: Reflector) -> None:
+    task = asyncio.create_task(reflector.run())
+    try:
+        await asyncio.wait_for(api.exhausted.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_events_after_the_list_update_the_cache_and_resume_from_the_last_version() -> None:
+    api = ScriptedApi(
+        listings=[{"metadata": {"resourceVersion": "10"}, "items": [pod("a", "9")]}],
+        streams=[
+            [
+                WatchEvent("ADDED", pod("b", "11")),
+                WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "12"}}),
+            ],
+            [WatchEvent("DELETED", pod("a", "13"))],
+        ],
+    )
+    changed: list[str] = []
+
+    async def on_change(uid: str) -> None:
+        changed.append(uid)
+
+    reflector = Reflector(api, "/pods", query={}, on_change=on_change, description="pods")  # type: ignore[arg-type]
+    await run_until_exhausted(api, reflector)
+    assert set(reflector.objects) == {"b"}
+    assert changed == ["a", "b", "a"]
+    assert api.watched_from == ["10", "12", "13"]  # bookmarks advance the version; streams resume
+    assert reflector.synced.is_set()
+
+
+async def test_410_gone_relists_and_reports_objects_that_vanished_in_between() -> None:
+    api = ScriptedApi(
+        listings=[
+            {"metadata": {"resourceVersion": "10"}, "items": [pod("a", "9"), pod("b", "9")]},
+            {"metadata": {"resourceVersion": "50"}, "items": [pod("b", "9"), pod("c", "40")]},
+        ],
+        streams=[KubeApiError(410, "Expired", "too old resource version")],
+    )
+    changed: list[str] = []
+
+    async def on_change(uid: str) -> None:
+        changed.append(uid)
+
+    reflector = Reflector(api, "/pods", query={}, on_change=on_change, description="pods")  # type: ignore[arg-type]
+    await run_until_exhausted(api, reflector)
+    assert set(reflector.objects) == {"b", "c"}
+    assert changed[2:] == ["a", "c"]  # "a" vanished, "c" is new; unchanged "b" is not reported again
+    assert reflector.relists == 2
+    assert api.watched_from == ["10", "50"]
