@@ -1,0 +1,98 @@
+"""The local provider's settings, read once from its section of the node configuration.
+
+All parsing is here so that a wrong value fails when the daemon starts, with a message naming the key,
+rather than later and far away as a confusing runtime error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NETWORK = ipaddress.IPv4Network("127.0.0.0/8")
+DEFAULT_ADDRESS_RANGE = ipaddress.IPv4Network("127.1.0.0/16")
+DEFAULT_INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME")
+"""Containers start from an empty environment, as they would in an image; these few variables of the
+daemon's are passed on (unless the pod sets them) because a host process cannot do without PATH, and a
+home folder and locale are what an image would normally provide."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocalSettings:
+    address_range: ipaddress.IPv4Network = DEFAULT_ADDRESS_RANGE
+    restart_backoff_initial_seconds: float = 10.0
+    restart_backoff_max_seconds: float = 300.0
+    terminated_pod_retention_seconds: float = 600.0
+    """How long a deleted pod that has stopped is kept (state, logs, IP) if the node never asks again."""
+    unhealthy_marker_file: Path | None = None
+    capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    inherited_env: tuple[str, ...] = DEFAULT_INHERITED_ENV
+
+
+def parse_settings(config: Mapping[str, Any]) -> LocalSettings:
+    known = {field.name for field in dataclasses.fields(LocalSettings)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        # A warning, not an error: the node's section may carry keys meant for others.
+        logger.warning("ignoring unknown local provider settings %s (known: %s)", unknown, sorted(known))
+    defaults = LocalSettings()
+    return LocalSettings(
+        address_range=_address_range(config.get("address_range", str(defaults.address_range))),
+        restart_backoff_initial_seconds=_seconds(
+            config, "restart_backoff_initial_seconds", defaults.restart_backoff_initial_seconds
+        ),
+        restart_backoff_max_seconds=_seconds(
+            config, "restart_backoff_max_seconds", defaults.restart_backoff_max_seconds
+        ),
+        terminated_pod_retention_seconds=_seconds(
+            config, "terminated_pod_retention_seconds", defaults.terminated_pod_retention_seconds
+        ),
+        unhealthy_marker_file=_optional_path(config.get("unhealthy_marker_file")),
+        capacity=_capacity(config.get("capacity", {})),
+        inherited_env=_names(config.get("inherited_env", defaults.inherited_env)),
+    )
+
+
+def _address_range(value: Any) -> ipaddress.IPv4Network:
+    try:
+        network = ipaddress.IPv4Network(str(value))
+    except ValueError as error:
+        raise ValueError(f"local provider: address_range {value!r} is not an IPv4 network: {error}") from None
+    if not network.subnet_of(LOOPBACK_NETWORK):
+        raise ValueError(f"local provider: address_range {network} must lie within {LOOPBACK_NETWORK}")
+    if network.num_addresses < 2 and network.network_address == ipaddress.IPv4Address("127.0.0.1"):
+        raise ValueError("local provider: address_range must offer addresses other than 127.0.0.1")
+    return network
+
+
+def _seconds(config: Mapping[str, Any], key: str, default: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"local provider: {key} must be a number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
+def _optional_path(value: Any) -> Path | None:
+    if value is None or value == "":
+        return None
+    return Path(str(value))
+
+
+def _capacity(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"local provider: capacity must be a mapping like {{'nvidia.com/gpu': '8'}}, not {value!r}"
+        )
+    return {str(name): str(quantity) for name, quantity in value.items()}
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(name, str) for name in value):
+        raise ValueError(f"local provider: inherited_env must be a list of variable names, not {value!r}")
+    return tuple(value)

@@ -1,0 +1,197 @@
+"""A new daemon on the same state folder adopts the local provider's pods instead of starting them again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from vk_provider import procfs
+from vk_provider.provider import ContainerStateKind, PodRef
+
+from .local_support import (
+    PYTHON,
+    TEST_ADDRESS_RANGE,
+    container_named,
+    in_phase,
+    is_ready,
+    is_running,
+    kill_processes_under,
+    local_provider,
+    logs_contain,
+    make_provider,
+    pod,
+    read_logs,
+    shell,
+    wait_for_pod,
+    wait_until,
+)
+
+
+def container_pid(state_dir: Path, uid: str, name: str, run: int = 0) -> int:
+    status = json.loads((state_dir / "pods" / uid / name / f"{run}.status.json").read_text())
+    return int(status["container_pid"])
+
+
+def run_has_ended(state_dir: Path, uid: str, name: str, run: int = 0) -> bool:
+    path = state_dir / "pods" / uid / name / f"{run}.status.json"
+    return path.exists() and "exit_code" in json.loads(path.read_text())
+
+
+async def test_a_new_provider_adopts_running_containers_without_starting_them_again(tmp_path: Path) -> None:
+    request = pod("z1", shell("i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.02; done"))
+    async with local_provider(tmp_path) as provider:  # also cleans up after the second instance
+        await provider.create_pod(request)
+        first = await wait_for_pod(provider, request.ref, is_running())
+        await logs_contain(provider, request.ref, b"tick 2\n")
+        pid = container_pid(tmp_path, "z1", "main")
+        await provider.aclose()  # the daemon goes away; its containers do not
+
+        successor = make_provider(tmp_path)
+        try:
+            adopted = await wait_for_pod(successor, request.ref, is_ready())
+            assert adopted.pod_ip == first.pod_ip
+            assert await successor.pod_address(request.ref) == first.pod_ip
+            await successor.create_pod(request)  # the node, replaying its pods after a restart
+            main = container_named(adopted, "main")
+            assert main.state is ContainerStateKind.RUNNING
+            assert main.restart_count == 0
+            assert main.started_at == container_named(first, "main").started_at
+            assert procfs.start_ticks_of(pid) is not None
+            assert not (tmp_path / "pods" / "z1" / "main" / "1.status.json").exists()
+            # Output written after the hand-over is in the same log.
+            before = await read_logs(successor, request.ref)
+            await wait_until(
+                lambda: len(before) < len((tmp_path / "pods" / "z1" / "main" / "0.log").read_bytes())
+            )
+            assert [item.ref for item in await successor.list_pods()] == [request.ref]
+        finally:
+            await successor.aclose()
+
+
+async def test_an_exit_while_no_daemon_ran_is_reported_from_the_status_file(tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    waits = f"while [ ! -f {release} ]; do sleep 0.02; done"
+    request = pod(
+        "z2",
+        shell(f"{waits}; echo leaving; exit 7", name="quitter"),
+        shell(f"{waits}; exec sleep 600", name="stayer"),
+        restart_policy="Never",
+    )
+    state_dir = tmp_path / "state"
+    async with local_provider(state_dir) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(
+            provider, request.ref, lambda state: is_running("quitter")(state) and is_running("stayer")(state)
+        )
+        await provider.aclose()
+        release.touch()
+        await wait_until(lambda: run_has_ended(state_dir, "z2", "quitter"))
+
+        successor = make_provider(state_dir)
+        try:
+            state = await wait_for_pod(
+                successor,
+                request.ref,
+                lambda state: container_named(state, "quitter").termination is not None,
+            )
+            quitter = container_named(state, "quitter")
+            assert quitter.state is ContainerStateKind.TERMINATED
+            assert quitter.termination is not None
+            assert quitter.termination.exit_code == 7
+            assert quitter.restart_count == 0
+            assert container_named(state, "stayer").state is ContainerStateKind.RUNNING
+            assert state.phase == "Running"
+            assert await read_logs(successor, request.ref, "quitter") == b"leaving\n"
+            await successor.delete_pod(request.ref, grace_period_seconds=5)
+            state = await wait_for_pod(successor, request.ref, lambda state: state.terminated)
+            assert state.phase == "Failed"
+        finally:
+            await successor.aclose()
+
+
+async def test_a_deletion_in_progress_is_finished_by_the_next_provider(tmp_path: Path) -> None:
+    request = pod("z3", shell("trap '' TERM; echo ready; while :; do sleep 0.02; done"))
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await logs_contain(provider, request.ref, b"ready\n")
+        await provider.delete_pod(request.ref, grace_period_seconds=0.3)
+        await provider.aclose()
+
+        successor = make_provider(tmp_path)
+        try:
+            state = await wait_for_pod(successor, request.ref, lambda state: state.terminated)
+            termination = container_named(state, "main").termination
+            assert termination is not None
+            assert termination.exit_code == 128 + 9
+            await successor.delete_pod(request.ref, grace_period_seconds=0)
+            assert await successor.list_pods() == []
+        finally:
+            await successor.aclose()
+
+
+async def test_a_finished_pod_is_reported_as_it_ended(tmp_path: Path) -> None:
+    request = pod("z4", shell("exit 0"), restart_policy="Never")
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, in_phase("Succeeded"))
+        await provider.aclose()
+        successor = make_provider(tmp_path)
+        try:
+            state = await wait_for_pod(successor, request.ref, in_phase("Succeeded"))
+            assert container_named(state, "main").restart_count == 0
+            assert not (tmp_path / "pods" / "z4" / "main" / "1.log").exists()
+        finally:
+            await successor.aclose()
+
+
+DAEMON_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from vk_provider.provider import ContainerSpec, PodRef, PodRequest, ProviderContext
+from vk_providers.local import create_provider
+
+async def main() -> None:
+    context = ProviderContext("local-test", {"address_range": sys.argv[2]}, "127.0.0.1", Path(sys.argv[1]))
+    provider = create_provider(context)
+    ref = PodRef("default", "survivor", "k9")
+    main = ContainerSpec(name="main", image="local", command=("sh", "-c", "echo alive; exec sleep 600"))
+    await provider.create_pod(PodRequest(ref=ref, node_name="local-test", containers=(main,)))
+    while (state := await provider.get_pod_state(ref)) is None or state.phase != "Running":
+        await asyncio.sleep(0.02)
+    print("running", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+async def test_containers_survive_a_daemon_killed_with_sigkill(tmp_path: Path) -> None:
+    daemon = await asyncio.create_subprocess_exec(
+        PYTHON,
+        "-c",
+        DAEMON_SCRIPT,
+        str(tmp_path),
+        TEST_ADDRESS_RANGE,
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert daemon.stdout is not None
+        assert await asyncio.wait_for(daemon.stdout.readline(), timeout=20) == b"running\n"
+    except BaseException:
+        await kill_processes_under(tmp_path)
+        raise
+    finally:
+        daemon.kill()
+        await daemon.wait()
+    async with local_provider(tmp_path) as successor:
+        ref = PodRef("default", "survivor", "k9")
+        state = await wait_for_pod(successor, ref, is_ready())
+        assert container_named(state, "main").restart_count == 0
+        assert await read_logs(successor, ref) == b"alive\n"
+        await successor.delete_pod(ref, grace_period_seconds=5)
+        state = await wait_for_pod(successor, ref, lambda state: state.terminated)
+        termination = container_named(state, "main").termination
+        assert termination is not None
+        assert termination.exit_code == 128 + 15
