@@ -40,3 +40,29 @@ def signal_group(pgid: int, signum: signal.Signals) -> None:
     """Signal a whole process group; a group that is already gone is not an error."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)
+
+
+def processes_with_environment(key: str, value: str) -> list[int]:
+    """Pids of live processes whose environment has key=value (those we may read: our own user's)."""
+    wanted = f"{key}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environment.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def children_of(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = stat_fields(int(entry.name))
+            if fields is not None and int(fields[1]) == pid:
+                children.append(int(entry.name))
+    return children

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import processes
+from vk_provider.devcluster import localnode, processes
 from vk_provider.devcluster.kubeconfigs import write_kubeconfig
 from vk_provider.devcluster.pki import (
     CertificateAuthority,
@@ -46,6 +46,7 @@ PREFERRED_PORTS = {
     "kube-apiserver": 6443,
     "kube-controller-manager": 10257,
     "kube-scheduler": 10259,
+    "local-node-kubelet": 10250,
 }
 
 ADMIN = ClientIdentity("admin", "vk-provider-admin", ("system:masters",))
@@ -69,6 +70,7 @@ KUBELET_API_ADMIN_BINDING = {
     ],
 }
 FRONT_PROXY_CLIENT = ClientIdentity("front-proxy-client", "front-proxy-client")
+DEV_CLUSTER_MARK = "VK_PROVIDER_DEV_CLUSTER"
 MARKER_FILE = ".vk-provider-dev-cluster"
 
 
@@ -94,6 +96,8 @@ class ClusterSettings:
     start_timeout_seconds: float = 180.0
     extra_args: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     """Extra flags per component name, for debugging and for the tests of start-up failures."""
+    local_node: bool = True
+    """Also start a `local` virtual node playing the home GPU nodes (tests start their own nodes)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,7 +156,7 @@ class ClusterState:
 
     def is_fully_running(self) -> bool:
         running = self.running()
-        return set(running) == set(START_ORDER) and all(running.values())
+        return set(START_ORDER) <= set(running) and all(running.values())
 
 
 def _admin_ssl_context(directory: Path) -> ssl.SSLContext:
@@ -368,6 +372,8 @@ def up(
         return UpResult(existing, already_running=True, seconds=0.0)
     if existing is not None:
         leftovers = [record.name for record in existing.processes if processes.stop(record)]
+        if processes.stop_marked(DEV_CLUSTER_MARK, str(directory)):
+            leftovers.append("local workloads")
         if leftovers:
             print(f"stopped the remains of an incomplete control plane: {', '.join(leftovers)}", file=out)
     _reset_directory(directory)
@@ -446,11 +452,36 @@ def up(
             is None
         ):
             raise RuntimeError("could not bind system:kubelet-api-admin to the apiserver's kubelet client")
+        if settings.local_node:
+            _start_local_node(launch, ports["local-node-kubelet"], settings.start_timeout_seconds, out)
     except BaseException:
         # Never leave half a control plane running: stop what started, then let the error through.
         launch.stop_all()
         raise
     return UpResult(launch.state, already_running=False, seconds=time.monotonic() - started_at)
+
+
+def _start_local_node(launch: _Launch, kubelet_port: int, timeout_seconds: float, out: TextIO) -> None:
+    state = launch.state
+    config = localnode.write_config(state.directory, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port)
+    name = f"node/{localnode.NODE_NAME}"
+    log_path = state.directory / "logs" / f"node-{localnode.NODE_NAME}.log"
+    started = time.monotonic()
+    # The mark lets `dev down` find the workloads the local provider leaves running on purpose.
+    environment = {**os.environ, DEV_CLUSTER_MARK: str(state.directory)}
+    process, record = processes.start(name, localnode.argv(config), log_path=log_path, env=environment)
+    launch.add(record)
+    processes.wait_until(
+        name,
+        lambda: localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{localnode.NODE_NAME}")),
+        process=process,
+        log_path=log_path,
+        timeout_seconds=timeout_seconds,
+    )
+    print(
+        f"virtual node {localnode.NODE_NAME} (local provider) is Ready ({time.monotonic() - started:.1f}s)",
+        file=out,
+    )
 
 
 def _reset_directory(directory: Path) -> None:
@@ -490,4 +521,7 @@ def down(directory: Path) -> list[str]:
     if state is None:
         return []
     stopped = [record.name for record in reversed(state.processes) if processes.stop(record)]
+    workloads = processes.stop_marked(DEV_CLUSTER_MARK, str(directory))
+    if workloads:
+        stopped.append(f"{workloads} local workload monitors")
     return stopped

@@ -7,7 +7,9 @@ start time from /proc, so a recycled pid is never mistaken for one of ours and n
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import signal
 import subprocess
 import time
@@ -131,3 +133,31 @@ def _reap(pid: int) -> None:
     child = _children.get(pid)
     if child is not None and child.poll() is not None:
         del _children[pid]
+
+
+def stop_marked(key: str, value: str, *, grace_seconds: float = STOP_GRACE_SECONDS) -> int:
+    """Stop processes that carry key=value in their environment, and the process groups they started.
+
+    The development cluster marks its node daemons this way; the `local` provider's per-container
+    monitors inherit the mark, so `dev down` can end the workloads that outlive their daemon on purpose.
+    Returns how many marked processes there were.
+    """
+    marked = procfs.processes_with_environment(key, value)
+    groups = {os.getpgid(child) for pid in marked for child in procfs.children_of(pid) if _exists(child)}
+    for pid in marked:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while any(_exists(pid) for pid in marked) and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_SECONDS)
+    for pid in marked:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for group in groups:
+        procfs.signal_group(group, signal.SIGKILL)
+    return len(marked)
+
+
+def _exists(pid: int) -> bool:
+    fields = procfs.stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
