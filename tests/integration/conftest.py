@@ -49,6 +49,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
         node_monitor_grace_period_seconds=NODE_MONITOR_GRACE_PERIOD_SECONDS,
         default_toleration_seconds=DEFAULT_TOLERATION_SECONDS,
         use_preferred_ports=False,
+        local_node=False,  # each test starts the nodes it needs
     )
     result = cluster.up(
         settings, bin_dir=bin_dir, kubernetes_version=cache.pins.kubernetes_version, out=sys.stderr

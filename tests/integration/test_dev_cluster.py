@@ -66,6 +66,7 @@ def test_a_component_that_exits_during_start_is_named_with_its_log_and_the_other
     settings = cluster.ClusterSettings(
         directory=tmp_path / "broken",
         use_preferred_ports=False,
+        local_node=False,
         extra_args={"kube-controller-manager": ("--no-such-flag-for-this-test",)},
     )
     with pytest.raises(ComponentFailedError) as failure:
@@ -89,3 +90,31 @@ def test_a_component_that_exits_during_start_is_named_with_its_log_and_the_other
     assert vk_provider("dev", "down", "--dir", str(settings.directory)).stdout.startswith(
         "no control plane is running"
     )
+
+
+def test_dev_up_starts_a_local_virtual_node_and_dev_down_leaves_nothing_running(tmp_path: Path) -> None:
+    directory = tmp_path / "with-node"
+    up = vk_provider("dev", "up", "--dir", str(directory))
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "virtual node local-gpu (local provider) is Ready" in up.stderr
+        state = cluster.ClusterState.load(directory)
+        assert state is not None
+        nodes = subprocess.run(
+            [
+                str(state.bin_dir / "kubectl"),
+                f"--kubeconfig={state.kubeconfig}",
+                "get",
+                "nodes",
+                "--no-headers",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        assert nodes[:2] == ["local-gpu", "Ready"]
+    finally:
+        down = vk_provider("dev", "down", "--dir", str(directory))
+    assert "node/local-gpu" in down.stdout
+    assert not any(processes.is_running(record) for record in state.processes)

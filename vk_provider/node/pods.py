@@ -221,6 +221,9 @@ class PodReconciler:
                 return min(remaining, self._settings.status_poll_interval_seconds)
             logger.warning("pod %s did not stop within its grace period; forcing it", ref)
             await self._provider.delete_pod(ref, grace_period_seconds=0)
+        elif state is not None:
+            # Stopped: one more (idempotent) delete lets the provider drop what it kept of the pod.
+            await self._provider.delete_pod(ref, grace_period_seconds=0)
         await self._remove_api_object(ref)
         return None
 
