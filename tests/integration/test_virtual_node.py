@@ -313,3 +313,97 @@ async def test_a_provider_outage_taints_the_node_without_evicting_and_recovery_c
         return (await provider_state())[:2] == ("True", False)
 
     await wait_for(recovered, timeout_seconds=30, what="ProviderAvailable=True and the taint lifted")
+
+
+async def test_a_failing_pod_is_reported_and_retried_until_it_succeeds_without_delaying_others(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    failing = pod("unlucky", daemon.node_name)
+    failing["metadata"]["labels"] = {"mock.vk-provider.dev/fail-create": "no-capacity-in-region"}
+    await core.create_namespaced_pod(namespace, failing)
+    for index in range(3):
+        await core.create_namespaced_pod(namespace, pod(f"lucky-{index}", daemon.node_name))
+
+    async def failure_reported() -> bool:
+        current = await core.read_namespaced_pod("unlucky", namespace)
+        reasons = {event.reason for event in await events_of(core, namespace, "unlucky")}
+        return current.status.reason == "ProviderFailed" and "ProviderCreateFailed" in reasons
+
+    await wait_for(failure_reported, timeout_seconds=30, what="ProviderFailed on the failing pod")
+    current = await core.read_namespaced_pod("unlucky", namespace)
+    assert current.status.phase == "Pending"
+    assert "no-capacity-in-region" in current.status.message
+
+    async def others_running() -> bool:
+        pods = (
+            await core.list_namespaced_pod(namespace, label_selector="!mock.vk-provider.dev/fail-create")
+        ).items
+        return len(pods) == 3 and all(item.status.phase == "Running" for item in pods)
+
+    await wait_for(others_running, timeout_seconds=30, what="the other pods to run meanwhile")
+
+    async def retried_again() -> bool:
+        warnings = [
+            e for e in await events_of(core, namespace, "unlucky") if e.reason == "ProviderCreateFailed"
+        ]
+        return sum(event.count or 1 for event in warnings) >= 3
+
+    await wait_for(retried_again, timeout_seconds=60, what="repeated retries")
+    await core.patch_namespaced_pod(
+        "unlucky", namespace, {"metadata": {"labels": {"mock.vk-provider.dev/fail-create": None}}}
+    )
+
+    async def recovered() -> bool:
+        current = await core.read_namespaced_pod("unlucky", namespace)
+        return current.status.phase == "Running" and current.status.reason is None
+
+    await wait_for(recovered, timeout_seconds=60, what="the pod to run once the provider accepts it")
+
+
+async def test_a_refused_pod_that_never_restarts_fails_for_good(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    refused = pod("refused", daemon.node_name)
+    refused["metadata"]["labels"] = {"mock.vk-provider.dev/fail-create": "invalid-gpu-type"}
+    refused["spec"]["restartPolicy"] = "Never"
+    await core.create_namespaced_pod(namespace, refused)
+
+    async def failed() -> bool:
+        current = await core.read_namespaced_pod("refused", namespace)
+        return current.status.phase == "Failed" and current.status.reason == "ProviderFailed"
+
+    await wait_for(failed, timeout_seconds=30, what="the pod to fail with ProviderFailed")
+    message = (await core.read_namespaced_pod("refused", namespace)).status.message
+    assert "invalid-gpu-type" in message
+
+
+async def test_a_restart_reapplies_labels_taints_and_capacity(
+    start_node: StartNode, kube_api: client.ApiClient
+) -> None:
+    daemon = await start_node("mock", capacity={"cpu": "32", "memory": "64Gi", "pods": "100"})
+    core = client.CoreV1Api(kube_api)
+    assert daemon.stop() == 0
+    await core.patch_node(
+        daemon.node_name,
+        {
+            "metadata": {"labels": {"type": "tampered"}},
+            "spec": {"taints": [{"key": "operator/own", "effect": "NoSchedule"}]},
+        },
+    )
+    daemon.start()
+
+    async def restored() -> bool:
+        node = await core.read_node(daemon.node_name)
+        taints = {(t.key, t.effect) for t in node.spec.taints or []}
+        return (
+            node.metadata.labels["type"] == "virtual-kubelet"
+            and ("virtual-kubelet.io/provider", "NoSchedule") in taints
+            and ("operator/own", "NoSchedule") in taints  # someone else's taint is kept
+            and node.status.capacity["cpu"] == "32"
+        )
+
+    await wait_for(restored, timeout_seconds=30, what="labels, taints and capacity to be re-applied")

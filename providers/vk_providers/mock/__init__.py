@@ -8,6 +8,8 @@ Settings (the provider's section of the node configuration):
 - `capacity`: extra resources to advertise, e.g. {"nvidia.com/gpu": "8"};
 - `traffic_port` (default 8080): pods publish http://<podIP>:<port> as their traffic address;
 - `unhealthy_marker_file`: while this file exists the health check fails (to test provider outages).
+
+A pod labelled `mock.vk-provider.dev/fail-create=<message>` fails to create (to test failure handling).
 """
 
 from __future__ import annotations

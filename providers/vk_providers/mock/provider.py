@@ -8,7 +8,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from vk_provider.errors import NotFoundError, ProviderUnavailableError
+from vk_provider.errors import (
+    InvalidPodError,
+    NotFoundError,
+    ProviderUnavailableError,
+    TemporaryProviderError,
+)
 from vk_provider.provider import (
     ContainerState,
     ContainerStateKind,
@@ -17,6 +22,10 @@ from vk_provider.provider import (
     PodState,
     ProviderContext,
 )
+
+FAIL_CREATE_LABEL = "mock.vk-provider.dev/fail-create"
+"""A pod with this label fails to create with the label's value as the message (retryable, or a refusal
+for good when the value starts with "invalid"); removing the label lets the next retry succeed."""
 
 
 class MockProvider:
@@ -45,6 +54,11 @@ class MockProvider:
     async def create_pod(self, pod: PodRequest) -> None:
         if pod.ref.uid in self._pods:
             return
+        failure = pod.labels.get(FAIL_CREATE_LABEL)
+        if failure is not None:
+            if failure.startswith("invalid"):
+                raise InvalidPodError(f"mock provider refuses the pod: {failure}")
+            raise TemporaryProviderError(f"mock provider failure: {failure}")
         now = datetime.now(UTC)
         address = await self.pod_address(pod.ref)
         containers = tuple(
