@@ -195,3 +195,31 @@ async def test_kill_9_of_the_daemon_amid_creates_and_deletes_converges_without_d
         return not any(pod_records.iterdir())
 
     await wait_for(no_records, timeout_seconds=30, what="the provider to forget every pod")
+
+
+async def test_a_restart_adopts_running_workloads_and_collects_the_orphan_of_a_pod_deleted_meanwhile(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await start_node("local", **LOCAL_SETTINGS)
+    core = client.CoreV1Api(kube_api)
+    kept, orphaned = (f"39{random.randrange(10**6):06d}.{n}" for n in (1, 2))  # noqa: S311 - tags
+    await core.create_namespaced_pod(namespace, sleeper("kept", daemon.node_name, kept))
+    await core.create_namespaced_pod(namespace, sleeper("orphaned", daemon.node_name, orphaned))
+
+    async def both_running() -> bool:
+        return len(processes_with_argument(kept)) == 1 and len(processes_with_argument(orphaned)) == 1
+
+    await wait_for(both_running, timeout_seconds=60, what="both processes to run")
+    (kept_pid,) = processes_with_argument(kept)
+    assert daemon.stop() == 0
+    assert processes_with_argument(orphaned)  # workloads outlive the daemon on purpose
+    await core.delete_namespaced_pod("orphaned", namespace, grace_period_seconds=0)
+    daemon.start()
+
+    async def orphan_collected() -> bool:
+        return not processes_with_argument(orphaned)
+
+    await wait_for(orphan_collected, timeout_seconds=60, what="the orphan to be collected")
+    assert processes_with_argument(kept) == [kept_pid]  # adopted, not started a second time
+    assert (await core.read_namespaced_pod("kept", namespace)).status.phase == "Running"
+    assert "deleting orphan workload" in daemon.log_path.read_text()
