@@ -13,6 +13,7 @@ from pathlib import Path
 from vk_provider import __version__
 from vk_provider.devcluster import cluster, commands
 from vk_provider.node.running import run_node_command
+from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
 
 
@@ -145,6 +146,46 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
     node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    node.add_argument("--operating-system", help="kubernetes.io/os label and nodeInfo (default: linux)")
+    node.add_argument("--lease-duration-seconds", help="Lease duration (default: 40)")
+    node.add_argument("--lease-renew-interval-seconds", help="seconds between Lease renewals (default: 10)")
+    node.add_argument(
+        "--node-status-interval-seconds", help="seconds between node status updates (default: 60)"
+    )
+    node.add_argument(
+        "--health-check-interval-seconds", help="seconds between provider health checks (default: 10)"
+    )
+    node.add_argument(
+        "--status-poll-interval-seconds",
+        help="seconds between pod status polls, for providers that cannot push (default: 5)",
+    )
+    node.add_argument("--retry-initial-seconds", help="first retry delay of a failing pod (default: 1)")
+    node.add_argument("--retry-max-seconds", help="cap of a failing pod's retry delay (default: 60)")
+    node.add_argument(
+        "--orphan-sweep-interval-seconds", help="seconds between sweeps for provider orphans (default: 30)"
+    )
+    node.add_argument("--kubelet-bind-address", help="address the kubelet API listens on (default: 0.0.0.0)")
+    node.add_argument(
+        "--kubelet-serving-cert-file",
+        help="serve this certificate (with --kubelet-serving-key-file) instead of requesting one by CSR",
+    )
+    node.add_argument("--kubelet-serving-key-file", help="key of --kubelet-serving-cert-file")
+    node.add_argument(
+        "--kubelet-client-ca-file",
+        help="CA for client certificates (default: the CA the node's kubeconfig trusts)",
+    )
+    node.add_argument(
+        "--kubelet-csr-self-approve",
+        action="store_true",
+        default=None,
+        help="approve our own kubelet-serving CSR (needs the approve RBAC in manifests/)",
+    )
+    node.add_argument(
+        "--insecure-kubelet-api-allow-all",
+        action="store_true",
+        default=None,
+        help="development only: no authentication or authorization on the kubelet API",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,13 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command == "dev":
         return _run_dev(arguments)
     if arguments.command == "node":
-        flags = {
-            name: getattr(arguments, name)
-            for name in (
-                "kubeconfig", "node_name", "provider", "provider_config", "taint", "no_taint", "labels",
-                "capacity", "kubelet_port", "addresses", "state_dir", "pod_workers", "log_level",
-            )
-        }  # fmt: skip
+        flags = {name: getattr(arguments, name) for name in SETTINGS_FIELDS if hasattr(arguments, name)}
         try:
             settings = load_settings(config_file=arguments.config, flags=flags)
         except SettingsError as error:

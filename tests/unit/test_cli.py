@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from vk_provider import __version__
 from vk_provider.cli import main, offload_main
+from vk_provider.node.settings import FIELDS
 
 
 @pytest.mark.parametrize(("entry", "name"), [(main, "vk-provider"), (offload_main, "kubectl-offload")])
@@ -42,3 +45,23 @@ def test_bad_arguments_exit_2_with_a_message(arguments, message, capsys: pytest.
         main(arguments)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_node_help_documents_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["node", "--help"])
+    out = capsys.readouterr().out
+    # Repeatable flags are singular: one label or address per flag.
+    flag_names = {name: "--" + name.replace("_", "-") for name in FIELDS}
+    flag_names.update(labels="--label", addresses="--address")
+    undocumented = [
+        name for name, flag in flag_names.items() if not re.search(re.escape(flag) + r"(?![-\w])", out)
+    ]
+    assert undocumented == []
+
+
+def test_node_rejects_a_bad_setting_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["node", "--taint", "oops"])
+    assert exited.value.code == 2
+    assert "must look like KEY=VALUE:EFFECT" in capsys.readouterr().err

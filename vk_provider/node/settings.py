@@ -69,6 +69,18 @@ class NodeSettings:
     retry_max_seconds: float = 60.0
     orphan_sweep_interval_seconds: float = 30.0
     log_level: str = "INFO"
+    kubelet_bind_address: str = "0.0.0.0"  # noqa: S104 - the apiserver must reach the kubelet API
+    kubelet_serving_cert_file: Path | None = None
+    """With kubelet_serving_key_file: serve this certificate (reloaded when the file changes) instead of
+    asking the cluster for one through a kubelet-serving CSR."""
+    kubelet_serving_key_file: Path | None = None
+    kubelet_client_ca_file: Path | None = None
+    """CA bundle for client certificates; default: the CA the node's own kubeconfig trusts."""
+    kubelet_csr_self_approve: bool = False
+    """Approve our own serving-certificate CSR (needs the approve RBAC); otherwise an operator runs
+    `kubectl certificate approve`."""
+    insecure_kubelet_api_allow_all: bool = False
+    """Development only: serve the kubelet API without authentication or authorization."""
 
     @property
     def effective_taint(self) -> Taint | None:
@@ -141,6 +153,21 @@ def _provider_config(value: Any, source: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _optional_path(value: Any) -> Path | None:
+    return None if value in (None, "") else Path(value)
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{value!r} is not a boolean")
+
+
 def _positive_int(name: str, upper: int | None = None) -> Callable[[Any, str], int]:
     def convert(value: Any, source: str) -> int:
         number = int(value)
@@ -168,9 +195,12 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "addresses": _addresses,
     "provider_config": _provider_config,
     "state_dir": lambda value, source: Path(value),
-    "no_taint": lambda value, source: (
-        value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-    ),
+    "kubelet_serving_cert_file": lambda value, source: _optional_path(value),
+    "kubelet_serving_key_file": lambda value, source: _optional_path(value),
+    "kubelet_client_ca_file": lambda value, source: _optional_path(value),
+    "kubelet_csr_self_approve": lambda value, source: _boolean(value),
+    "insecure_kubelet_api_allow_all": lambda value, source: _boolean(value),
+    "no_taint": lambda value, source: _boolean(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "pod_workers": _positive_int("pod_workers"),
     "lease_duration_seconds": _positive_int("lease_duration_seconds"),
