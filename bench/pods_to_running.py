@@ -1,0 +1,1200 @@
+"""Pods-to-Running benchmark: our `vk-provider node` daemon against virtual-kubelet's own mock.
+
+Why: vk-provider replaces virtual-kubelet (Go) with a Python daemon. Before the Python daemon is
+trusted with real nodes, it must at least keep up with the Go reference on the one path every pod
+takes: a pod is bound to the virtual node, the daemon sees it, hands it to the provider, and writes
+status.phase=Running back to the apiserver. Both sides run an in-memory mock provider that reports
+Running at once, so what is measured is the daemon itself: its watch, queueing, API writes, rate
+limits and memory, not a backend.
+
+For each daemon under test, on the same local control plane (`vk-provider dev up`) and in the same
+run, and for each size N: start the daemon as a subprocess with its own node name, wait for its Node to
+be Ready, create N pods in a fresh namespace with spec.nodeName already set to that node (creation is
+the moment of binding), at most --concurrency creations in flight, while a list+watch of the namespace
+records when each pod is first seen Running. Then the daemon is stopped, the pods force-deleted and
+the namespace removed before the next run. Each (daemon, size) gets a fresh daemon process, so its
+peak RSS is that run's.
+
+Times are client-side (time.monotonic on this machine): a pod's latency runs from the moment the
+apiserver acknowledged its creation (the 201 response; the pod is bound from then on) to the moment
+the watch delivered it with phase Running. The request-start time is also kept (`latency_from_send`),
+and the server-side view, with the apiserver's one-second resolution, is kept as a cross-check: the
+pod's creationTimestamp and the time of the daemon's last status write (its managedFields entry).
+Throughput is N over the span from the first creation request to the last pod seen Running.
+
+Usage (see bench/README.md):
+
+    bench/build_virtual_kubelet.sh
+    .venv/bin/python bench/pods_to_running.py --plane-dir /tmp/bench-plane
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from vk_provider.devcluster.building import cache_root
+from vk_provider.devcluster.pki import CertificateAuthority, KeyPair
+
+BENCH_DIR = Path(__file__).resolve().parent
+DEFAULT_PLANE_DIR = Path(tempfile.gettempdir()) / "bench-plane"
+DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
+FIELD_MANAGER = "pods-to-running-bench"
+POD_IMAGE = "registry.k8s.io/pause:3.10"
+CAPACITY = {"cpu": "10000", "memory": "10000Gi", "pods": "10000"}
+DAEMON_NAMES = ("virtual-kubelet", "vk-provider")
+
+NODE_READY_TIMEOUT_SECONDS = 120.0
+NAMESPACE_GONE_TIMEOUT_SECONDS = 600.0
+STOP_GRACE_SECONDS = 20.0
+RSS_SAMPLE_INTERVAL_SECONDS = 0.5
+WATCH_TIMEOUT_SECONDS = 240
+CREATE_ATTEMPTS = 5
+
+# What each side's client is limited to, as shipped; see README.md ("Fairness").
+VK_NOTES = (
+    "client-go defaults: QPS 5, burst 10, one token bucket shared by every request of the process "
+    "(pod status, events, lease, node status); each workqueue also has a 10 qps / burst 100 bucket; "
+    "10 pod sync workers (--pod-sync-workers); log level info"
+)
+
+
+def pinned_vk_version() -> str:
+    """The virtual-kubelet version bench/virtual-kubelet/go.mod pins (build_virtual_kubelet.sh builds it)."""
+    gomod = (BENCH_DIR / "virtual-kubelet" / "go.mod").read_text()
+    match = re.search(r"^\s*github\.com/virtual-kubelet/virtual-kubelet (v\S+)", gomod, re.MULTILINE)
+    if match is None:
+        raise SystemExit(f"{BENCH_DIR / 'virtual-kubelet' / 'go.mod'} does not pin virtual-kubelet")
+    return match.group(1)
+
+
+def default_vk_binary() -> Path:
+    """Where build_virtual_kubelet.sh puts it: $VK_PROVIDER_CACHE_DIR or ~/.cache/vk-provider, then bench/."""
+    return cache_root() / "bench" / f"virtual-kubelet-{pinned_vk_version()}" / "virtual-kubelet"
+
+
+def default_vk_provider() -> Path:
+    return Path(sys.executable).with_name("vk-provider")
+
+
+class BenchError(Exception):
+    """A run could not be completed; the message says why."""
+
+
+class DaemonUnavailableError(BenchError):
+    """The daemon cannot be started at all (binary missing, command not implemented)."""
+
+
+class DaemonDiedError(BenchError):
+    """The daemon exited during a run; the message ends with its log."""
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log was written)"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_text(argv: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+async def raw(call: Awaitable[object]) -> aiohttp.ClientResponse:
+    """kubernetes_asyncio hands back the bare aiohttp response of a call made with _preload_content=False."""
+    response = await call
+    if not isinstance(response, aiohttp.ClientResponse):
+        raise TypeError(f"expected an aiohttp response, got {type(response).__name__}")
+    return response
+
+
+# --- the daemons under test -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunPaths:
+    """One run's folder: the daemon's log, its config and certificates."""
+
+    folder: Path
+    kubeconfig: Path
+    plane_dir: Path
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "daemon.log"
+
+
+class Daemon(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """Raise DaemonUnavailableError, saying what to do, if the daemon cannot be started."""
+
+    @abc.abstractmethod
+    def version(self) -> str: ...
+
+    @abc.abstractmethod
+    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths) -> Launch: ...
+
+    notes: str = ""
+
+
+def issue_serving_cert(paths: RunPaths, node_name: str) -> tuple[Path, Path]:
+    """A kubelet serving pair signed by the plane's CA: virtual-kubelet will not start without one."""
+    pki = paths.plane_dir / "pki"
+    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise BenchError(f"{pki / 'ca.key'} is not the EC key vk_provider.devcluster writes")
+    authority = CertificateAuthority(ca_cert, ca_key, KeyPair(cert=pki / "ca.crt", key=pki / "ca.key"))
+    pair = authority.issue_serving(
+        paths.folder,
+        "kubelet-serving",
+        common_name=f"system:node:{node_name}",
+        dns_names=(node_name, "localhost"),
+        ip_addresses=(ipaddress.ip_address("127.0.0.1"),),
+    )
+    return pair.cert, pair.key
+
+
+class VirtualKubelet(Daemon):
+    """Upstream cmd/virtual-kubelet with its built-in `mock` provider, built by build_virtual_kubelet.sh."""
+
+    name = "virtual-kubelet"
+    notes = VK_NOTES
+
+    def __init__(self, binary: Path) -> None:
+        self.binary = binary
+
+    def check(self) -> None:
+        if not os.access(self.binary, os.X_OK):
+            raise DaemonUnavailableError(
+                f"virtual-kubelet is not built at {self.binary}; run bench/build_virtual_kubelet.sh "
+                "(or pass --vk-binary)."
+            )
+
+    def version(self) -> str:
+        # `virtual-kubelet version` prints "Version: v1.13.0, Built: <date>".
+        text = run_text([str(self.binary), "version"]).stdout.strip()
+        version = text.removeprefix("Version: ").split(",", 1)[0] or "unknown"
+        go = shutil.which("go")
+        built = run_text([go, "version", str(self.binary)]).stdout.strip() if go else ""
+        return f"{version} (built with {built.rsplit(' ', 1)[-1]})" if built else version
+
+    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths) -> Launch:
+        cert, key = issue_serving_cert(paths, node_name)
+        provider_config = paths.folder / "mock-provider.json"
+        # The mock reads the capacity of the entry named after the node (else 20 cpu / 100Gi / 20 pods).
+        provider_config.write_text(json.dumps({node_name: CAPACITY}, indent=2) + "\n")
+        env = dict(os.environ)
+        env.update(
+            {
+                # The kubelet API's serving pair; it has no flags for these. No APISERVER_CA_CERT_LOCATION:
+                # without it the kubelet API does no client authentication, which the bench does not use.
+                "APISERVER_CERT_LOCATION": str(cert),
+                "APISERVER_KEY_LOCATION": str(key),
+                # The kubelet API port: no flag either, only this variable (it listens on all interfaces).
+                "KUBELET_PORT": str(kubelet_port),
+                # The Node's InternalIP.
+                "VKUBELET_POD_IP": "127.0.0.1",
+                # NewNode also builds a default client from $KUBECONFIG before our options apply; without
+                # this it logs a harmless in-cluster-config warning.
+                "KUBECONFIG": str(paths.kubeconfig),
+            }
+        )
+        argv = [
+            str(self.binary),
+            "--kubeconfig",
+            str(paths.kubeconfig),
+            "--nodename",
+            node_name,
+            "--provider",
+            "mock",
+            "--provider-config",
+            str(provider_config),
+            "--startup-timeout",
+            "60s",
+        ]
+        return Launch(argv, env)
+
+
+class VkProvider(Daemon):
+    """Our daemon: `vk-provider node ... --provider mock`."""
+
+    name = "vk-provider"
+    notes = "kubernetes_asyncio: no client-side rate limit"
+
+    def __init__(self, executable: Path) -> None:
+        self.executable = executable
+        self._help = ""
+
+    def check(self) -> None:
+        if not os.access(self.executable, os.X_OK):
+            raise DaemonUnavailableError(f"{self.executable} not found; install the project into the venv.")
+        result = run_text([str(self.executable), "node", "--help"])
+        if result.returncode != 0 or "--node-name" not in result.stdout:
+            raise DaemonUnavailableError(
+                f"`{self.executable} node` is not available yet (exit {result.returncode}): "
+                f"{(result.stderr or result.stdout).strip()[-500:]}\n"
+                "Run the virtual-kubelet side alone with --only virtual-kubelet."
+            )
+        self._help = result.stdout
+
+    def version(self) -> str:
+        # `vk-provider --version` prints "vk-provider 0.1.0".
+        return run_text([str(self.executable), "--version"]).stdout.strip().removeprefix("vk-provider ")
+
+    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths) -> Launch:
+        argv = [
+            str(self.executable),
+            "node",
+            "--kubeconfig",
+            str(paths.kubeconfig),
+            "--node-name",
+            node_name,
+            "--provider",
+            "mock",
+            "--kubelet-port",
+            str(kubelet_port),
+        ]
+        # Options the daemon may or may not have yet: pass them only when its --help lists them.
+        if "--capacity" in self._help:
+            for resource, quantity in CAPACITY.items():
+                argv += ["--capacity", f"{resource}={quantity}"]
+        if "--state-dir" in self._help:
+            argv += ["--state-dir", str(paths.folder / "state")]
+        return Launch(argv, dict(os.environ))
+
+
+# --- a running daemon and its memory --------------------------------------------------------------
+
+
+def read_status_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (KiB) of a process; empty when it is gone."""
+    found: dict[str, int] = {}
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return found
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Children, grandchildren... of a process, from /proc/<pid>/task/*/children."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError, ValueError):
+                children = [int(child) for child in (task / "children").read_text().split()]
+                found += children
+                pending += children
+    return found
+
+
+@dataclasses.dataclass(slots=True)
+class MemoryPeak:
+    hwm_kib: int = 0
+    """VmHWM of the daemon's main process: the kernel's own peak, read until just before it is stopped."""
+    max_rss_kib: int = 0
+    """Largest VmRSS of the main process seen by sampling every 0.5 s."""
+    max_tree_rss_kib: int = 0
+    """Largest sum of VmRSS over the main process and its descendants (equal when it has none)."""
+    samples: int = 0
+
+    def sample(self, pid: int) -> None:
+        main = read_status_kib(pid)
+        if not main:
+            return
+        self.samples += 1
+        self.hwm_kib = max(self.hwm_kib, main.get("VmHWM", 0))
+        rss = main.get("VmRSS", 0)
+        self.max_rss_kib = max(self.max_rss_kib, rss)
+        tree = rss + sum(read_status_kib(child).get("VmRSS", 0) for child in descendants(pid))
+        self.max_tree_rss_kib = max(self.max_tree_rss_kib, tree)
+
+    @property
+    def peak_kib(self) -> int:
+        return max(self.hwm_kib, self.max_rss_kib, self.max_tree_rss_kib)
+
+
+class RunningDaemon:
+    def __init__(self, daemon: Daemon, process: asyncio.subprocess.Process, log: Path) -> None:
+        self.daemon = daemon
+        self.process = process
+        self.log = log
+        self.memory = MemoryPeak()
+        self._sampler: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, daemon: Daemon, launch: Launch, log: Path, cwd: Path) -> RunningDaemon:
+        with log.open("ab") as stream:
+            stream.write(f"$ {' '.join(launch.argv)}\n".encode())
+            stream.flush()
+            process = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=stream,
+                stderr=asyncio.subprocess.STDOUT,
+                env=launch.env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        running = cls(daemon, process, log)
+        running._sampler = asyncio.create_task(running._sample_forever())
+        return running
+
+    async def _sample_forever(self) -> None:
+        while self.process.returncode is None:
+            self.memory.sample(self.process.pid)
+            await asyncio.sleep(RSS_SAMPLE_INTERVAL_SECONDS)
+
+    def died(self) -> DaemonDiedError | None:
+        code = self.process.returncode
+        if code is None:
+            return None
+        return DaemonDiedError(
+            f"{self.daemon.name} exited with status {code}. "
+            f"The end of its log ({self.log}):\n{tail(self.log)}"
+        )
+
+    def check_alive(self) -> None:
+        error = self.died()
+        if error is not None:
+            raise error
+
+    async def stop(self) -> None:
+        """Take a last memory sample, then SIGTERM the daemon's process group; SIGKILL if it lingers."""
+        if self.process.returncode is None:
+            self.memory.sample(self.process.pid)
+        if self._sampler is not None:
+            self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler
+        if self.process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), STOP_GRACE_SECONDS)
+        except TimeoutError:
+            print(
+                f"  {self.daemon.name} ignored SIGTERM for {STOP_GRACE_SECONDS:.0f}s; killing it", flush=True
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
+
+
+# --- one run: N pods to Running -------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (p99 of 1000 values is the 990th smallest)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def parse_kube_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclasses.dataclass(slots=True)
+class PodTimes:
+    sent: float = math.nan
+    acked: float = math.nan
+    running: float = math.nan
+    server_created: float | None = None
+    server_status_written: float | None = None
+
+
+class RunState:
+    """Per-pod times, filled in by the creators and the watcher."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.pods = [PodTimes() for _ in range(n)]
+        self.running_count = 0
+        self.all_running = asyncio.Event()
+        self.events_seen = 0
+
+    @staticmethod
+    def pod_name(index: int) -> str:
+        return f"pod-{index:05d}"
+
+    def observe(self, pod: dict[str, Any], now: float) -> None:
+        self.events_seen += 1
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return
+        metadata = pod["metadata"]
+        name: str = metadata["name"]
+        try:
+            index = int(name.removeprefix("pod-"))
+        except ValueError:
+            return
+        if not 0 <= index < self.n:
+            return
+        times = self.pods[index]
+        if not math.isnan(times.running):
+            return
+        times.running = now
+        times.server_created = parse_kube_time(metadata.get("creationTimestamp"))
+        # The daemon's status write: its managedFields entry for the status subresource.
+        written = [
+            parse_kube_time(entry.get("time"))
+            for entry in metadata.get("managedFields") or []
+            if entry.get("subresource") == "status" and entry.get("manager") != FIELD_MANAGER
+        ]
+        times.server_status_written = max((w for w in written if w is not None), default=None)
+        self.running_count += 1
+        if self.running_count == self.n:
+            self.all_running.set()
+
+
+def pod_manifest(name: str, node_name: str, automount_token: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "pods-to-running-bench"}},
+        "spec": {
+            "nodeName": node_name,
+            "automountServiceAccountToken": automount_token,
+            "tolerations": [{"operator": "Exists"}],
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": POD_IMAGE,
+                    "resources": {"requests": {"cpu": "1m"}},
+                }
+            ],
+        },
+    }
+
+
+async def create_pods(
+    api: client.CoreV1Api,
+    namespace: str,
+    state: RunState,
+    *,
+    node_name: str,
+    concurrency: int,
+    automount_token: bool,
+) -> None:
+    """`concurrency` workers create pod-00000.. in order; bodies go as plain JSON, replies are not parsed."""
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < state.n:
+            index = next_index
+            next_index += 1
+            body = pod_manifest(state.pod_name(index), node_name, automount_token)
+            times = state.pods[index]
+            for attempt in range(1, CREATE_ATTEMPTS + 1):
+                times.sent = time.monotonic()
+                # A plain dict goes out as is: building V1Pod models would take CPU the daemons need.
+                call = api.create_namespaced_pod(
+                    namespace,
+                    body,  # type: ignore[arg-type]
+                    field_manager=FIELD_MANAGER,
+                    _preload_content=False,
+                )
+                response = await raw(call)
+                async with response:
+                    payload = await response.read()
+                    times.acked = time.monotonic()
+                if response.status == 201:
+                    break
+                if response.status in (429, 500, 503, 504) and attempt < CREATE_ATTEMPTS:
+                    await asyncio.sleep(0.2 * attempt)
+                    continue
+                raise BenchError(
+                    f"creating {namespace}/{body['metadata']['name']} failed with HTTP {response.status}: "
+                    f"{payload[:500].decode(errors='replace')}"
+                )
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def watch_pods(api: client.CoreV1Api, namespace: str, state: RunState) -> None:
+    """List, then watch from the list's resourceVersion; relist on 410 Gone. Runs until cancelled."""
+    resource_version: str | None = None
+    while True:
+        if resource_version is None:
+            response = await raw(api.list_namespaced_pod(namespace, _preload_content=False))
+            async with response:
+                payload = await response.read()
+            if response.status != 200:
+                raise BenchError(f"listing pods in {namespace}: HTTP {response.status}: {payload[:300]!r}")
+            listing = json.loads(payload)
+            now = time.monotonic()
+            for item in listing["items"]:
+                state.observe(item, now)
+            resource_version = listing["metadata"]["resourceVersion"]
+        response = await raw(
+            api.list_namespaced_pod(
+                namespace,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_TIMEOUT_SECONDS,
+                _preload_content=False,
+                _request_timeout=WATCH_TIMEOUT_SECONDS + 60,
+            )
+        )
+        async with response:
+            if response.status == 410:
+                resource_version = None
+                continue
+            if response.status != 200:
+                raise BenchError(f"watching pods in {namespace}: HTTP {response.status}")
+            async for line in response.content:
+                now = time.monotonic()
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        resource_version = None
+                        break
+                    raise BenchError(f"watch error in {namespace}: {obj}")
+                resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    state.observe(obj, now)
+
+
+async def wait_node_ready(api: client.CoreV1Api, node_name: str, daemon: RunningDaemon) -> float:
+    started = time.monotonic()
+    deadline = started + NODE_READY_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        daemon.check_alive()
+        try:
+            node = await api.read_node(node_name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        else:
+            for condition in node.status.conditions or []:
+                if condition.type == "Ready" and condition.status == "True":
+                    return time.monotonic() - started
+        await asyncio.sleep(0.25)
+    raise BenchError(
+        f"node {node_name} was not Ready within {NODE_READY_TIMEOUT_SECONDS:.0f}s. "
+        f"The end of {daemon.daemon.name}'s log ({daemon.log}):\n{tail(daemon.log)}"
+    )
+
+
+async def wait_default_service_account(api: client.CoreV1Api, namespace: str) -> None:
+    """Pod admission wants the namespace's `default` ServiceAccount, created by the controller-manager."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            await api.read_namespaced_service_account("default", namespace)
+            return
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        await asyncio.sleep(0.2)
+    raise BenchError(
+        f"namespace {namespace} got no default ServiceAccount in 60s; is the controller-manager up?"
+    )
+
+
+async def cleanup(api: client.ApiClient, namespace: str | None, node_name: str) -> None:
+    """Force-delete the pods (the daemon is already stopped), the namespace, the Node and its Lease."""
+    core = client.CoreV1Api(api)
+    if namespace is not None:
+        with contextlib.suppress(ApiException):
+            await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        with contextlib.suppress(ApiException):
+            await core.delete_namespace(namespace)
+    with contextlib.suppress(ApiException):
+        await core.delete_node(node_name)
+    with contextlib.suppress(ApiException):
+        await client.CoordinationV1Api(api).delete_namespaced_lease(node_name, "kube-node-lease")
+    if namespace is None:
+        return
+    deadline = time.monotonic() + NAMESPACE_GONE_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            await core.read_namespace(namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        # Pods created after the first delete-collection (none expected) would hold the namespace.
+        with contextlib.suppress(ApiException):
+            await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        await asyncio.sleep(1.0)
+    raise BenchError(f"namespace {namespace} still exists after {NAMESPACE_GONE_TIMEOUT_SECONDS:.0f}s")
+
+
+def summarize(state: RunState, started_wall: float, started_mono: float) -> dict[str, Any]:
+    pods = state.pods
+    first_sent = min(p.sent for p in pods)
+    last_acked = max(p.acked for p in pods)
+    last_running = max(p.running for p in pods)
+    latency = [p.running - p.acked for p in pods]
+    latency_send = [p.running - p.sent for p in pods]
+    duration = last_running - first_sent
+
+    def to_wall(mono: float) -> float:
+        return started_wall + (mono - started_mono)
+
+    server = [
+        p.server_status_written - p.server_created
+        for p in pods
+        if p.server_status_written is not None and p.server_created is not None
+    ]
+    return {
+        "n": state.n,
+        "throughput_pods_per_s": state.n / duration,
+        "p50_s": percentile(latency, 0.50),
+        "p99_s": percentile(latency, 0.99),
+        "max_s": max(latency),
+        "mean_s": sum(latency) / len(latency),
+        "duration_s": duration,
+        "latency_from_send": {
+            "p50_s": percentile(latency_send, 0.50),
+            "p99_s": percentile(latency_send, 0.99),
+        },
+        "creation": {
+            "duration_s": last_acked - first_sent,
+            "rate_pods_per_s": state.n / (last_acked - first_sent),
+            "p50_request_s": percentile([p.acked - p.sent for p in pods], 0.50),
+            "p99_request_s": percentile([p.acked - p.sent for p in pods], 0.99),
+        },
+        "server_side_1s_resolution": {
+            "pods": len(server),
+            "p50_s": percentile(server, 0.50),
+            "p99_s": percentile(server, 0.99),
+            "max_s": max(server, default=math.nan),
+        },
+        "first_created_at": datetime.fromtimestamp(to_wall(first_sent), UTC).isoformat(),
+        "last_running_at": datetime.fromtimestamp(to_wall(last_running), UTC).isoformat(),
+        "watch_events": state.events_seen,
+    }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    plane_dir: Path
+    work_dir: Path
+    concurrency: int
+    timeout_seconds: float | None
+    """None: 20 minutes plus 0.2 s per pod (virtual-kubelet needs ~0.2 s per pod, see README.md)."""
+    automount_token: bool
+
+    def timeout_for(self, n: int) -> float:
+        return self.timeout_seconds if self.timeout_seconds is not None else 1200.0 + 0.2 * n
+
+
+async def measure(
+    core: client.CoreV1Api,
+    running: RunningDaemon,
+    namespace: str,
+    *,
+    node_name: str,
+    n: int,
+    settings: Settings,
+) -> dict[str, Any]:
+    """Create n pods bound to node_name and wait until the watch has seen every one Running."""
+    state = RunState(n)
+    watcher = asyncio.create_task(watch_pods(core, namespace, state))
+    await asyncio.sleep(0.5)  # let the initial list land before the first pod is created
+    started_wall, started_mono = time.time(), time.monotonic()
+    creator = asyncio.create_task(
+        create_pods(
+            core,
+            namespace,
+            state,
+            node_name=node_name,
+            concurrency=settings.concurrency,
+            automount_token=settings.automount_token,
+        )
+    )
+    all_running = asyncio.create_task(state.all_running.wait())
+    died = asyncio.create_task(running.process.wait())
+    tasks: tuple[asyncio.Task[Any], ...] = (all_running, died, watcher, creator)
+    timeout = settings.timeout_for(n)
+    deadline = started_mono + timeout
+    progress_at = started_mono
+    try:
+        while not all_running.done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BenchError(
+                    f"timed out after {timeout:.0f}s (see --timeout): "
+                    f"{state.running_count}/{n} pods Running. "
+                    f"The end of {running.daemon.name}'s log ({running.log}):\n{tail(running.log, 10)}"
+                )
+            pending = {task for task in tasks if not task.done()}
+            await asyncio.wait(pending, timeout=min(remaining, 10.0), return_when=asyncio.FIRST_COMPLETED)
+            if died.done():
+                raise running.died() or BenchError(f"{running.daemon.name} exited")
+            for task in (watcher, creator):
+                if task.done() and task.exception() is not None:
+                    raise BenchError(str(task.exception())) from task.exception()
+            if time.monotonic() - progress_at >= 30 and not all_running.done():
+                progress_at = time.monotonic()
+                created = sum(1 for pod in state.pods if not math.isnan(pod.acked))
+                print(
+                    f"    {progress_at - started_mono:5.0f}s: {created}/{n} created, "
+                    f"{state.running_count}/{n} Running, RSS {running.memory.max_rss_kib / 1024:.0f} MiB",
+                    flush=True,
+                )
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return summarize(state, started_wall, started_mono)
+
+
+def memory_report(memory: MemoryPeak) -> dict[str, Any]:
+    return {
+        "peak_rss_mib": memory.peak_kib / 1024,
+        "vm_hwm_mib": memory.hwm_kib / 1024,
+        "max_sampled_rss_mib": memory.max_rss_kib / 1024,
+        "max_sampled_tree_rss_mib": memory.max_tree_rss_kib / 1024,
+        "samples": memory.samples,
+    }
+
+
+async def run_once(api: client.ApiClient, daemon: Daemon, n: int, settings: Settings) -> dict[str, Any]:
+    """Start the daemon, wait for its Node, create n pods, wait until all are Running; always clean up."""
+    core = client.CoreV1Api(api)
+    suffix = uuid.uuid4().hex[:5]
+    node_name = namespace = f"bench-{daemon.name}-{n}-{suffix}"
+    paths = RunPaths(
+        folder=settings.work_dir / node_name,
+        kubeconfig=settings.plane_dir / "kubeconfig",
+        plane_dir=settings.plane_dir,
+    )
+    paths.folder.mkdir(parents=True, exist_ok=True)
+    launch = daemon.launch(node_name, free_port(), paths)
+    running = await RunningDaemon.start(daemon, launch, paths.log, paths.folder)
+    print(
+        f"  started {daemon.name}: pid {running.process.pid}, node {node_name}, log {paths.log}", flush=True
+    )
+    result: dict[str, Any] = {"node": node_name, "namespace": namespace, "log": str(paths.log)}
+    result["argv"] = launch.argv
+    namespace_created = False
+    try:
+        result["node_ready_s"] = await wait_node_ready(core, node_name, running)
+        result["idle_rss_mib"] = running.memory.max_rss_kib / 1024
+        print(
+            f"  node Ready after {result['node_ready_s']:.1f}s, RSS {result['idle_rss_mib']:.0f} MiB",
+            flush=True,
+        )
+        await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+        namespace_created = True
+        await wait_default_service_account(core, namespace)
+        result.update(await measure(core, running, namespace, node_name=node_name, n=n, settings=settings))
+        return result
+    finally:
+        await running.stop()  # takes a last VmHWM sample first
+        result["memory"] = memory_report(running.memory)
+        result["peak_rss_mib"] = running.memory.peak_kib / 1024
+        print("  cleaning up: daemon stopped; force-deleting its pods, namespace and node...", flush=True)
+        await cleanup(api, namespace if namespace_created else None, node_name)
+
+
+# --- the control plane ----------------------------------------------------------------------------
+
+
+# The plane is this checkout's `vk-provider dev`, whatever --vk-provider points at.
+DEV_COMMAND = (sys.executable, "-m", "vk_provider", "dev")
+
+
+def ensure_plane(plane_dir: Path) -> bool:
+    """Start the local control plane unless it is already up; True if this call started it."""
+    status = run_text([*DEV_COMMAND, "status", "--dir", str(plane_dir)])
+    if status.returncode == 0 and "readyz: ok" in status.stdout:
+        return False
+    print(f"starting the control plane in {plane_dir} (vk-provider dev up)...", flush=True)
+    # May build the control plane first (cached); that can take a long time on a fresh machine.
+    up = subprocess.run([*DEV_COMMAND, "up", "--dir", str(plane_dir)], check=False, timeout=3600)
+    if up.returncode != 0:
+        raise BenchError(f"`vk-provider dev up --dir {plane_dir}` failed (exit {up.returncode})")
+    return True
+
+
+def stop_plane(plane_dir: Path) -> None:
+    subprocess.run([*DEV_COMMAND, "down", "--dir", str(plane_dir)], check=False, timeout=120)
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    memory_kib = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        memory_kib = int(Path("/proc/meminfo").read_text().splitlines()[0].split()[1])
+    return {
+        "cpu_model": cpu_model,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(memory_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+def without_nan(value: Any) -> Any:
+    """NaN (a statistic of no values) becomes null, so the JSON stays strict."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: without_nan(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nan(item) for item in value]
+    return value
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or theirs is None or theirs == 0 or math.isnan(ours) or math.isnan(theirs):
+        return None
+    return ours / theirs
+
+
+TARGETS = (
+    # result key, label, number format, target for the ratio ours/VK ("" for none)
+    ("throughput_pods_per_s", "throughput (pods/s)", "{:.1f}", ">= 1.0"),
+    ("p50_s", "p50 latency (s)", "{:.3f}", ""),
+    ("p99_s", "p99 latency (s)", "{:.3f}", "<= 1.0"),
+    ("peak_rss_mib", "peak RSS (MiB)", "{:.0f}", "<= 2.0"),
+    ("duration_s", "duration (s)", "{:.1f}", ""),
+)
+
+
+def comparisons(results: dict[str, dict[str, dict[str, Any]]], sizes: Sequence[int]) -> list[dict[str, Any]]:
+    rows = []
+    for size in sizes:
+        vk = results.get("virtual-kubelet", {}).get(str(size), {})
+        ours = results.get("vk-provider", {}).get(str(size), {})
+        for key, label, fmt, target in TARGETS:
+            rows.append(
+                {
+                    "size": size,
+                    "metric": key,
+                    "label": label,
+                    "format": fmt,
+                    "virtual-kubelet": vk.get(key),
+                    "vk-provider": ours.get(key),
+                    "ratio": ratio(ours.get(key), vk.get(key)),
+                    "target": target,
+                }
+            )
+    return rows
+
+
+def verdict(row: dict[str, Any]) -> str:
+    value = row["ratio"]
+    if value is None or not row["target"]:
+        return ""
+    limit = float(row["target"].split()[1])
+    ok = value >= limit if row["target"].startswith(">=") else value <= limit
+    return "met" if ok else "MISSED"
+
+
+def cell(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return fmt.format(value)
+
+
+def write_markdown(path: Path, report: dict[str, Any]) -> None:
+    lines = [
+        f"# Pods to Running: vk-provider vs virtual-kubelet ({report['started_at']})",
+        "",
+        f"Machine: {report['machine']['cpus']} CPUs ({report['machine']['cpu_model']}), "
+        f"{report['machine']['memory_gib']} GiB; Kubernetes {report['versions'].get('kubernetes', '?')} "
+        "control plane on the same machine (it shares the CPUs with the daemon under test).",
+        "",
+        f"Daemons: virtual-kubelet {report['versions'].get('virtual-kubelet', '—')} (mock provider); "
+        f"vk-provider {report['versions'].get('vk-provider', '—')} (mock provider).",
+        f"Pods created with at most {report['settings']['concurrency']} requests in flight, "
+        "spec.nodeName set at creation; latency = first watch event with phase Running minus the "
+        "creation's 201 response (client-side clock). Throughput = N / (last Running - first creation).",
+        "",
+        "| N | metric | virtual-kubelet | vk-provider | ours/VK | target |",
+        "|---:|---|---:|---:|---:|---|",
+    ]
+    for row in report["comparison"]:
+        fmt = row["format"]
+        target = f"{row['target']} ({verdict(row)})" if verdict(row) else row["target"]
+        lines.append(
+            f"| {row['size']} | {row['label']} | {cell(row['virtual-kubelet'], fmt)} | "
+            f"{cell(row['vk-provider'], fmt)} | {cell(row['ratio'], '{:.2f}')} | {target} |"
+        )
+    errors = [
+        f"- {name} N={size}: {entry['error'].splitlines()[0]}"
+        for name, by_size in report["results"].items()
+        for size, entry in by_size.items()
+        if entry.get("error")
+    ]
+    errors += [f"- {name}: {reason.splitlines()[0]}" for name, reason in report["unavailable"].items()]
+    if errors:
+        lines += ["", "Not measured / failed:", "", *errors]
+    lines += ["", "Client-side limits as shipped:", ""]
+    lines += [f"- {name}: {notes}" for name, notes in report["notes"].items()]
+    lines += ["", "Raw numbers (creation rate, server-side cross-check, memory detail) are in the JSON file."]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def print_ratios(report: dict[str, Any]) -> None:
+    print("\nratios (vk-provider / virtual-kubelet):")
+    for row in report["comparison"]:
+        if not row["target"]:
+            continue
+        fmt = row["format"]
+        print(
+            f"  N={row['size']:<5} {row['label']:<22} VK {cell(row['virtual-kubelet'], fmt):>8}  "
+            f"ours {cell(row['vk-provider'], fmt):>8}  ratio {cell(row['ratio'], '{:.2f}'):>5}  "
+            f"target {row['target']} {verdict(row)}"
+        )
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not sizes or any(size <= 0 for size in sizes):
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Time N pods from binding to Running, for virtual-kubelet's mock and for vk-provider's.",
+    )
+    parser.add_argument(
+        "--plane-dir", type=Path, default=DEFAULT_PLANE_DIR, help="control-plane folder (%(default)s)"
+    )
+    parser.add_argument("--sizes", type=parse_sizes, default=[1000, 5000], help="pod counts, e.g. 1000,5000")
+    parser.add_argument("--only", choices=DAEMON_NAMES, help="run one side only")
+    parser.add_argument("--concurrency", type=int, default=50, help="pod creations in flight (%(default)s)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds per run for all pods to be Running (default: 1200 + 0.2 per pod)",
+    )
+    parser.add_argument("--vk-binary", type=Path, default=default_vk_binary(), help="virtual-kubelet binary")
+    parser.add_argument(
+        "--vk-provider", type=Path, default=default_vk_provider(), help="vk-provider executable"
+    )
+    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="where results go")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        help="daemon logs, configs and certificates (default: <plane-dir>/bench-runs)",
+    )
+    parser.add_argument(
+        "--keep-plane", action="store_true", help="leave the control plane up if this run started it"
+    )
+    parser.add_argument(
+        "--automount-service-account-token",
+        action="store_true",
+        help="let pods mount a service-account token (off by default: the mocks ignore volumes)",
+    )
+    return parser
+
+
+def select_daemons(args: argparse.Namespace) -> tuple[list[Daemon], dict[str, str], dict[str, str]]:
+    """The daemons that can run, the reason each other one cannot, and the versions of the former."""
+    wanted: list[Daemon] = []
+    if args.only in (None, "virtual-kubelet"):
+        wanted.append(VirtualKubelet(args.vk_binary))
+    if args.only in (None, "vk-provider"):
+        wanted.append(VkProvider(args.vk_provider))
+    available: list[Daemon] = []
+    unavailable: dict[str, str] = {}
+    versions: dict[str, str] = {}
+    for daemon in wanted:
+        try:
+            daemon.check()
+        except DaemonUnavailableError as error:
+            print(f"CANNOT RUN {daemon.name}: {error}", file=sys.stderr, flush=True)
+            unavailable[daemon.name] = str(error)
+            continue
+        versions[daemon.name] = daemon.version()
+        available.append(daemon)
+    return available, unavailable, versions
+
+
+async def run_matrix(
+    api: client.ApiClient, daemons: Sequence[Daemon], sizes: Sequence[int], settings: Settings
+) -> dict[str, dict[str, dict[str, Any]]]:
+    results: dict[str, dict[str, dict[str, Any]]] = {daemon.name: {} for daemon in daemons}
+    # Sizes outermost: both daemons meet the plane (etcd size, compaction) in about the same state.
+    for size in sizes:
+        for daemon in daemons:
+            print(f"\n== {daemon.name}: {size} pods ==", flush=True)
+            try:
+                entry = await run_once(api, daemon, size, settings)
+            except BenchError as error:
+                print(f"  FAILED: {error}", file=sys.stderr, flush=True)
+                entry = {"n": size, "error": str(error)}
+            else:
+                print(
+                    f"  {size} pods Running in {entry['duration_s']:.1f}s: "
+                    f"{entry['throughput_pods_per_s']:.1f} pods/s, p50 {entry['p50_s']:.3f}s, "
+                    f"p99 {entry['p99_s']:.3f}s, peak RSS {entry['peak_rss_mib']:.0f} MiB "
+                    f"(creation ran at {entry['creation']['rate_pods_per_s']:.0f} pods/s)",
+                    flush=True,
+                )
+            results[daemon.name][str(size)] = entry
+    return results
+
+
+def write_report(results_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.fromisoformat(report["started_at"]).strftime("%Y-%m-%dT%H%MZ")
+    json_path = results_dir / f"pods_to_running-{stamp}.json"
+    markdown_path = json_path.with_suffix(".md")
+    json_path.write_text(json.dumps(without_nan(report), indent=2, allow_nan=False, default=str) + "\n")
+    write_markdown(markdown_path, report)
+    return json_path, markdown_path
+
+
+async def run_all(args: argparse.Namespace) -> int:
+    available, unavailable, versions = select_daemons(args)
+    if not available:
+        return 2
+    started_at = datetime.now(UTC)
+    settings = Settings(
+        plane_dir=args.plane_dir.resolve(),
+        work_dir=(args.work_dir or args.plane_dir / "bench-runs").resolve(),
+        concurrency=args.concurrency,
+        timeout_seconds=args.timeout,
+        automount_token=args.automount_service_account_token,
+    )
+    started_plane = ensure_plane(settings.plane_dir)
+    try:
+        configuration = client.Configuration()
+        await config.load_kube_config(
+            config_file=str(settings.plane_dir / "kubeconfig"), client_configuration=configuration
+        )
+        configuration.connection_pool_maxsize = args.concurrency + 10
+        async with client.ApiClient(configuration) as api:
+            versions["kubernetes"] = (await client.VersionApi(api).get_code()).git_version
+            results = await run_matrix(api, available, args.sizes, settings)
+    finally:
+        if started_plane and not args.keep_plane:
+            stop_plane(settings.plane_dir)
+    for name in unavailable:
+        results[name] = {}
+
+    report: dict[str, Any] = {
+        "benchmark": "pods_to_running",
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "versions": versions,
+        "settings": {
+            "sizes": args.sizes,
+            "concurrency": args.concurrency,
+            "timeout_s": {str(size): settings.timeout_for(size) for size in args.sizes},
+            "pod_image": POD_IMAGE,
+            "capacity": CAPACITY,
+            "automount_service_account_token": settings.automount_token,
+            "latency": "client-side: first watch event with phase Running minus the 201 of the pod's create",
+        },
+        "notes": {daemon.name: daemon.notes for daemon in available},
+        "unavailable": unavailable,
+        "results": results,
+        "comparison": comparisons(results, args.sizes),
+    }
+    json_path, markdown_path = write_report(args.results_dir, report)
+    print_ratios(report)
+    for name, reason in unavailable.items():
+        print(f"\n{name} was NOT measured: {reason}", file=sys.stderr)
+    print(f"\nwrote {json_path}\nwrote {markdown_path}")
+    failed = any("error" in entry for by_size in results.values() for entry in by_size.values())
+    return 1 if failed or unavailable else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.concurrency < 1:
+        raise SystemExit("--concurrency must be at least 1")
+    try:
+        return asyncio.run(run_all(args))
+    except BenchError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # asyncio.run cancelled the run; its `finally` blocks stopped the daemon and cleaned up.
+        print(
+            "\ninterrupted: the daemon was stopped and its namespace deleted; no results written",
+            file=sys.stderr,
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
