@@ -8,6 +8,7 @@ the server sent, and what we write is exactly the fields we own.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping
@@ -15,6 +16,8 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client, config
+
+from vk_provider import __version__
 
 RawObject = dict[str, Any]
 
@@ -52,20 +55,56 @@ class WatchEvent:
     object: RawObject
 
 
+class RateLimiter:
+    """A token bucket, the kubelet's client-side politeness: `qps` requests a second, bursts of `burst`.
+
+    A real apiserver sheds load with priority and fairness, but a node that starts 5,000 pods at once
+    should not make it; waiting here costs latency, never correctness. Watches are not limited.
+    """
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._rate = qps
+        self._capacity = float(burst)
+        self._tokens = float(burst)
+        self._updated = 0.0
+        self._lock = asyncio.Lock()
+        self.waited_seconds = 0.0
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._updated:
+                self._tokens = min(self._capacity, self._tokens + (now - self._updated) * self._rate)
+            self._updated = now
+            if self._tokens < 1.0:
+                delay = (1.0 - self._tokens) / self._rate
+                self.waited_seconds += delay
+                await asyncio.sleep(delay)
+                self._tokens = 1.0
+                self._updated = loop.time()
+            self._tokens -= 1.0
+
+
+USER_AGENT = f"vk-provider/{__version__}"
+
+
 class KubeApi:
     """GET/POST/PATCH/DELETE and watch streams on raw paths, returning parsed JSON."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, *, limiter: RateLimiter | None = None) -> None:
         self._client = api_client
+        self._client.user_agent = USER_AGENT
+        self._limiter = limiter
 
     @classmethod
-    async def from_kubeconfig(cls, path: str | None) -> KubeApi:
+    async def from_kubeconfig(cls, path: str | None, *, limiter: RateLimiter | None = None) -> KubeApi:
         """From a kubeconfig file, or from the in-cluster service account when path is None."""
         if path is None:
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            return cls(client.ApiClient(configuration))
-        return cls(await config.new_client_from_config(config_file=path))
+            return cls(client.ApiClient(configuration), limiter=limiter)
+        return cls(await config.new_client_from_config(config_file=path), limiter=limiter)
 
     async def close(self) -> None:
         await self._client.close()
@@ -80,6 +119,8 @@ class KubeApi:
         content_type: str = JSON,
         request_timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
+        if self._limiter is not None and not (query or {}).get("watch"):
+            await self._limiter.acquire()
         params = [(key, _query_value(value)) for key, value in (query or {}).items()]
         response: aiohttp.ClientResponse = await self._client.call_api(
             path,

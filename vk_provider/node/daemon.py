@@ -12,7 +12,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from vk_provider._kube.api import KubeApi
+from vk_provider._kube.api import KubeApi, RateLimiter
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
@@ -66,7 +66,9 @@ async def run_node(
     )
     context.state_dir.mkdir(parents=True, exist_ok=True)
     provider = plugins.build(settings.provider, context)
-    api = await KubeApi.from_kubeconfig(settings.kubeconfig)
+    api = await KubeApi.from_kubeconfig(
+        settings.kubeconfig, limiter=RateLimiter(settings.api_qps, settings.api_burst)
+    )
     try:
         events = EventRecorder(api, host=settings.node_name)
         queue = KeyedQueue()

@@ -69,6 +69,9 @@ class NodeSettings:
     retry_max_seconds: float = 60.0
     orphan_sweep_interval_seconds: float = 30.0
     log_level: str = "INFO"
+    api_qps: float = 50.0
+    """Requests a second to the apiserver (watches excluded), as the kubelet's kubeAPIQPS."""
+    api_burst: int = 100
     kubelet_bind_address: str = "0.0.0.0"  # noqa: S104 - the apiserver must reach the kubelet API
     kubelet_serving_cert_file: Path | None = None
     """With kubelet_serving_key_file: serve this certificate (reloaded when the file changes) instead of
@@ -178,7 +181,7 @@ def _positive_int(name: str, upper: int | None = None) -> Callable[[Any, str], i
     return convert
 
 
-def _positive_seconds(name: str) -> Callable[[Any, str], float]:
+def _positive_number(name: str) -> Callable[[Any, str], float]:
     def convert(value: Any, source: str) -> float:
         seconds = float(value)
         if seconds <= 0:
@@ -203,6 +206,8 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "no_taint": lambda value, source: _boolean(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "pod_workers": _positive_int("pod_workers"),
+    "api_burst": _positive_int("api_burst"),
+    "api_qps": _positive_number("api_qps"),
     "lease_duration_seconds": _positive_int("lease_duration_seconds"),
 }
 
@@ -212,7 +217,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     converter = _CONVERTERS.get(name)
     if converter is None:
         converter = (
-            _positive_seconds(name) if name.endswith("_seconds") else (lambda value, source: str(value))
+            _positive_number(name) if name.endswith("_seconds") else (lambda value, source: str(value))
         )
     try:
         return converter(value, source)
