@@ -1,0 +1,107 @@
+"""The daemon's own Prometheus metrics, served on the kubelet API's `/metrics`.
+
+They answer the questions an operator asks of a virtual node: is work piling up (queue depth), how
+long does a pod take to reconcile and how often does that fail, and is the backend slow, failing or
+down (provider call latency, errors by type, availability). The resource usage of pods is elsewhere
+(`stats`), because the kubelet serves it on `/metrics/resource` with its own names.
+
+Every `DaemonMetrics` has its own `CollectorRegistry`, never prometheus-client's global one: two
+daemons in one process (tests do that) must not share or collide on series.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+"""The classic text format: every Prometheus and metrics agent reads it."""
+
+NAMESPACE = "vk_provider"
+
+_PROVIDER_CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Up to a minute: remote providers (GPU clouds) can take tens of seconds to answer a create."""
+
+
+class DaemonMetrics:
+    """The node's counters and histograms, with one small method per thing the node code records."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._queue_depth = Gauge(
+            "pod_queue_depth",
+            "Pods waiting in the work queue for a reconcile.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._queue_depth.set_function(lambda: 0.0)  # until the node tells where its queue is
+        self._reconcile_seconds = Histogram(
+            "reconcile_duration_seconds",
+            "Time taken by one reconcile of one pod.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._reconciles = Counter(
+            "reconciles",
+            "Reconciles of pods, by result (success or failure).",
+            ["result"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._provider_call_seconds = Histogram(
+            "provider_call_duration_seconds",
+            "Time taken by calls to the provider, by operation (create, delete, get, list, ...).",
+            ["operation"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+            buckets=_PROVIDER_CALL_BUCKETS,
+        )
+        self._provider_call_errors = Counter(
+            "provider_call_errors",
+            "Provider calls that raised, by operation and error type.",
+            ["operation", "error"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._provider_available = Gauge(
+            "provider_available",
+            "1 while the provider's health check passes, 0 otherwise.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        for result in ("success", "failure"):
+            self._reconciles.labels(result=result)  # both series exist from the start, at 0
+
+    def set_queue_depth_source(self, depth: Callable[[], int]) -> None:
+        """Read the queue depth from `depth` at each scrape (a callback: the queue stays the truth)."""
+        self._queue_depth.set_function(lambda: float(depth()))
+
+    def observe_reconcile(self, seconds: float, ok: bool) -> None:
+        self._reconcile_seconds.observe(seconds)
+        self._reconciles.labels(result="success" if ok else "failure").inc()
+
+    def set_provider_available(self, available: bool) -> None:
+        self._provider_available.set(1.0 if available else 0.0)
+
+    @contextlib.asynccontextmanager
+    async def time_provider_call(self, operation: str) -> AsyncIterator[None]:
+        """Record the latency of the provider call made inside, and its error type if it raises.
+
+        A cancelled call (BaseException) is neither timed nor counted: it tells nothing about the provider.
+        """
+        started = time.perf_counter()
+        try:
+            yield
+        except Exception as error:
+            self._provider_call_seconds.labels(operation=operation).observe(time.perf_counter() - started)
+            self._provider_call_errors.labels(operation=operation, error=type(error).__name__).inc()
+            raise
+        self._provider_call_seconds.labels(operation=operation).observe(time.perf_counter() - started)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format (`CONTENT_TYPE`)."""
+        return generate_latest(self.registry)
