@@ -122,16 +122,27 @@ def _wait_gone(record: ProcessRecord, seconds: float) -> bool:
     while True:
         _reap(record.pid)
         if not is_running(record):
+            _reap(record.pid, block_seconds=KILL_WAIT_SECONDS)
             return True
         if time.monotonic() > deadline:
             return False
         time.sleep(POLL_INTERVAL_SECONDS / 4)
 
 
-def _reap(pid: int) -> None:
-    """Collect the exit status when the process is our own child, so it does not stay a zombie."""
+def _reap(pid: int, *, block_seconds: float = 0.0) -> None:
+    """Collect the exit status when the process is our own child, so it does not stay a zombie.
+
+    A zombie shows in /proc a moment before its status can be collected, so a caller that saw it die
+    may wait a little for that.
+    """
     child = _children.get(pid)
-    if child is not None and child.poll() is not None:
+    if child is None:
+        return
+    try:
+        child.wait(timeout=block_seconds) if block_seconds else child.poll()
+    except subprocess.TimeoutExpired:
+        return
+    if child.returncode is not None:
         del _children[pid]
 
 
