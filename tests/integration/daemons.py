@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from vk_provider import procfs
+from vk_provider.devcluster.ports import PortPicker
 from vk_provider.devcluster.processes import tail_of_file
 
 # Short intervals so the tests observe behaviour in seconds; the lease keeps its real 40 s duration.
@@ -37,7 +38,10 @@ class NodeDaemon:
             "node_name": self.node_name,
             "provider": provider,
             "state_dir": str(folder / "state"),
-            "kubelet_port": 10250,
+            # Every daemon serves its kubelet API on a port of its own, on loopback.
+            "kubelet_port": PortPicker().pick(),
+            "kubelet_bind_address": "127.0.0.1",
+            "kubelet_csr_self_approve": True,
             **FAST_SETTINGS,
             **settings,
         }

@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 from tests.integration.conftest import NODE_MONITOR_GRACE_PERIOD_SECONDS
 from tests.integration.daemons import NodeDaemon
 from tests.integration.waiting import wait_for
+from vk_provider.devcluster.ports import PortPicker
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 TOLERATE_ALL = [{"operator": "Exists"}]
@@ -55,11 +56,12 @@ async def events_of(core: client.CoreV1Api, namespace: str, name: str) -> list[c
 async def test_the_node_registers_ready_with_its_capacity_labels_and_taint_and_renews_its_lease(
     start_node: StartNode, kube_api: client.ApiClient
 ) -> None:
+    port = PortPicker().pick()
     daemon = await start_node(
         "mock",
         capacity={"cpu": "64", "memory": "256Gi", "pods": "500", "nvidia.com/gpu": "8"},
         labels={"gpu.example.com/pool": "burst"},
-        kubelet_port=10251,
+        kubelet_port=port,
         lease_renew_interval_seconds=2.0,
     )
     core = client.CoreV1Api(kube_api)
@@ -76,7 +78,7 @@ async def test_the_node_registers_ready_with_its_capacity_labels_and_taint_and_r
     taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
     assert ("virtual-kubelet.io/provider", "mock", "NoSchedule") in taints
     assert not any(effect == "NoExecute" for _, _, effect in taints)
-    assert node.status.daemon_endpoints.kubelet_endpoint.port == 10251
+    assert node.status.daemon_endpoints.kubelet_endpoint.port == port
     assert next((a.type, a.address) for a in node.status.addresses) == ("InternalIP", "127.0.0.1")
     conditions = {c.type: c.status for c in node.status.conditions}
     assert conditions["Ready"] == "True"

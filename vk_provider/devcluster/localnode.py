@@ -26,6 +26,9 @@ def write_config(directory: Path, *, kubeconfig: Path, kubelet_port: int) -> Pat
         "labels": {"vk-provider.dev/role": "home-gpu"},
         "capacity": CAPACITY,
         "kubelet_port": kubelet_port,
+        "kubelet_bind_address": "127.0.0.1",
+        # The development cluster approves its node's serving certificate itself.
+        "kubelet_csr_self_approve": True,
         "state_dir": str(directory / "nodes" / NODE_NAME),
         "provider_config": {"capacity": {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}},
     }

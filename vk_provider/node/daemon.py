@@ -11,17 +11,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from vk_provider._kube.api import KubeApi, RateLimiter
 from vk_provider._kube.events import EventRecorder
+from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
+from vk_provider.kubelet.auth import WebhookAuth
+from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
+from vk_provider.kubelet.metrics import DaemonMetrics
+from vk_provider.kubelet.routes import KubeletBackend
+from vk_provider.kubelet.server import serve_kubelet_api
 from vk_provider.node import nodeobject, plugins
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.pods import PodReconciler
 from vk_provider.node.queueing import KeyedQueue
 from vk_provider.node.settings import NodeSettings
-from vk_provider.provider import ProviderContext, SupportsNodeCapacity, SupportsStatusPush
+from vk_provider.provider import PodLifecycle, ProviderContext, SupportsNodeCapacity, SupportsStatusPush
 
 logger = logging.getLogger(__name__)
 
@@ -32,25 +39,148 @@ class _Stopped(Exception):
 
 @dataclass
 class NodeDaemon:
-    """The running parts, exposed so tests and the kubelet API can look inside."""
+    """Every part of a running node, built by `assemble` and run by `run_node`."""
 
     settings: NodeSettings
     api: KubeApi
+    provider: PodLifecycle
+    events: EventRecorder
+    queue: KeyedQueue
+    pods: Reflector
+    services: Reflector
     keeper: NodeKeeper
     reconciler: PodReconciler
-    pods: Reflector
-    queue: KeyedQueue
+    kubelet: KubeletBackend
+    certificate: ServingCertificate
+    auth: WebhookAuth | None
 
 
-async def _status_flow(daemon: NodeDaemon, provider: object) -> None:
+async def _status_flow(daemon: NodeDaemon) -> None:
     """Pushed states wake the pod's reconcile; without push, every pod is re-checked periodically."""
-    if isinstance(provider, SupportsStatusPush):
-        async for state in provider.watch_states():
+    if isinstance(daemon.provider, SupportsStatusPush):
+        async for state in daemon.provider.watch_states():
             daemon.queue.add(state.ref.uid)
     while True:
         await asyncio.sleep(daemon.settings.status_poll_interval_seconds)
         for uid in list(daemon.pods.objects):
             daemon.queue.add(uid)
+
+
+def serving_certificate(settings: NodeSettings, api: KubeApi) -> ServingCertificate:
+    """From the configured files, or through a kubelet-serving CSR to the cluster."""
+    pki = settings.state_dir / "pki"
+    pki.mkdir(parents=True, exist_ok=True)
+    client_ca = settings.kubelet_client_ca_file
+    if client_ca is None:
+        client_ca = pki / "cluster-ca.crt"
+        client_ca.write_bytes(cluster_ca_pem(settings.kubeconfig))
+    if settings.kubelet_serving_cert_file is not None and settings.kubelet_serving_key_file is not None:
+        return from_files(
+            settings.kubelet_serving_cert_file, settings.kubelet_serving_key_file, client_ca_file=client_ca
+        )
+    return via_csr(
+        api,
+        node_name=settings.node_name,
+        addresses=settings.addresses,
+        client_ca_file=client_ca,
+        state_dir=pki,
+        self_approve=settings.kubelet_csr_self_approve,
+    )
+
+
+async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle) -> NodeDaemon:
+    events = EventRecorder(api, host=settings.node_name)
+    queue = KeyedQueue()
+
+    async def enqueue(uid: str) -> None:
+        queue.add(uid)
+
+    async def ignore(uid: str) -> None:
+        return None
+
+    pods = Reflector(
+        api,
+        "/api/v1/pods",
+        query={"fieldSelector": f"spec.nodeName={settings.node_name}"},
+        on_change=enqueue,
+        description=f"pods bound to {settings.node_name}",
+    )
+    services = Reflector(api, "/api/v1/services", query={}, on_change=ignore, description="services")
+    provider_capacity = (
+        dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
+    )
+    metrics = DaemonMetrics()
+    metrics.set_queue_depth_source(lambda: queue.depth)
+    reconciler = PodReconciler(
+        api=api,
+        settings=settings,
+        provider=provider,
+        pods=pods,
+        reader=ApiReferenceReader(api, services),
+        events=events,
+        queue=queue,
+        node_allocatable=nodeobject.capacity(settings, provider_capacity),
+        metrics=metrics,
+    )
+    return NodeDaemon(
+        settings=settings,
+        api=api,
+        provider=provider,
+        events=events,
+        queue=queue,
+        pods=pods,
+        services=services,
+        keeper=NodeKeeper(api, settings, provider, events, metrics=metrics),
+        reconciler=reconciler,
+        kubelet=KubeletBackend(
+            node_name=settings.node_name,
+            provider=provider,
+            bound_pods=lambda: list(pods.objects.values()),
+            metrics=metrics,
+            node_started_at=datetime.now(UTC),
+        ),
+        certificate=serving_certificate(settings, api),
+        auth=None
+        if settings.insecure_kubelet_api_allow_all
+        else WebhookAuth(api, node_name=settings.node_name),
+    )
+
+
+async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asyncio.Event | None) -> None:
+    """Start every duty in order: serving and watching first; workers and Ready once pods are listed."""
+    settings = daemon.settings
+    group.create_task(daemon.certificate.run(), name="serving certificate")
+    group.create_task(
+        serve_kubelet_api(
+            daemon.kubelet,
+            certificate=daemon.certificate,
+            auth=daemon.auth,
+            host=settings.kubelet_bind_address,
+            port=settings.kubelet_port,
+        ),
+        name="kubelet API",
+    )
+    group.create_task(daemon.events.run(), name="event poster")
+    group.create_task(daemon.services.run(), name="service watch")
+    group.create_task(daemon.pods.run(), name="pod watch")
+    group.create_task(daemon.keeper.run_heartbeat(), name="lease heartbeat")
+    group.create_task(daemon.keeper.run_status(), name="node status")
+    group.create_task(daemon.keeper.run_health_checks(), name="provider health")
+    await daemon.pods.synced.wait()
+    adopted = await daemon.reconciler.adopt()
+    logger.info(
+        "pod cache synced: %d pods bound here, %d adopted from the provider",
+        len(daemon.pods.objects),
+        adopted,
+    )
+    for index in range(settings.pod_workers):
+        group.create_task(daemon.reconciler.run_worker(), name=f"pod worker {index}")
+    group.create_task(_status_flow(daemon), name="pod status flow")
+    group.create_task(daemon.reconciler.run_orphan_sweeps(), name="orphan sweeps")
+    daemon.keeper.set_ready()
+    if ready is not None:
+        ready.set()
+    logger.info("node %s is ready (provider %s)", settings.node_name, settings.provider)
 
 
 async def run_node(
@@ -70,39 +200,8 @@ async def run_node(
         settings.kubeconfig, limiter=RateLimiter(settings.api_qps, settings.api_burst)
     )
     try:
-        events = EventRecorder(api, host=settings.node_name)
-        queue = KeyedQueue()
-
-        async def enqueue(uid: str) -> None:
-            queue.add(uid)
-
-        async def ignore(uid: str) -> None:
-            return None
-
-        pods = Reflector(
-            api,
-            "/api/v1/pods",
-            query={"fieldSelector": f"spec.nodeName={settings.node_name}"},
-            on_change=enqueue,
-            description=f"pods bound to {settings.node_name}",
-        )
-        services = Reflector(api, "/api/v1/services", query={}, on_change=ignore, description="services")
-        provider_capacity = (
-            dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
-        )
-        keeper = NodeKeeper(api, settings, provider, events)
-        reconciler = PodReconciler(
-            api=api,
-            settings=settings,
-            provider=provider,
-            pods=pods,
-            reader=ApiReferenceReader(api, services),
-            events=events,
-            queue=queue,
-            node_allocatable=nodeobject.capacity(settings, provider_capacity),
-        )
-        daemon = NodeDaemon(settings, api, keeper, reconciler, pods, queue)
-        await keeper.register()
+        daemon = await assemble(settings, api, provider)
+        await daemon.keeper.register()
 
         async def stop_when_asked() -> None:
             await stop.wait()
@@ -111,31 +210,11 @@ async def run_node(
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(stop_when_asked(), name="stop signal")
-                group.create_task(events.run(), name="event poster")
-                group.create_task(services.run(), name="service watch")
-                group.create_task(pods.run(), name="pod watch")
-                group.create_task(keeper.run_heartbeat(), name="lease heartbeat")
-                group.create_task(keeper.run_status(), name="node status")
-                group.create_task(keeper.run_health_checks(), name="provider health")
-                await pods.synced.wait()
-                adopted = await reconciler.adopt()
-                logger.info(
-                    "pod cache synced: %d pods bound here, %d adopted from the provider",
-                    len(pods.objects),
-                    adopted,
-                )
-                for index in range(settings.pod_workers):
-                    group.create_task(reconciler.run_worker(), name=f"pod worker {index}")
-                group.create_task(_status_flow(daemon, provider), name="pod status flow")
-                group.create_task(reconciler.run_orphan_sweeps(), name="orphan sweeps")
-                keeper.set_ready()
-                if ready is not None:
-                    ready.set()
-                logger.info("node %s is ready (provider %s)", settings.node_name, settings.provider)
+                await _run_parts(daemon, group, ready)
         except* _Stopped:
             logger.info("node %s stopping; workloads keep running at the provider", settings.node_name)
         finally:
-            queue.close()
+            daemon.queue.close()
     finally:
         await provider.aclose()
         await api.close()

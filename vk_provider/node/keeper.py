@@ -21,6 +21,7 @@ from typing import Any
 from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider.errors import ProviderError
+from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node import nodeobject
 from vk_provider.node.nodeobject import Health
 from vk_provider.node.settings import NodeSettings
@@ -39,12 +40,19 @@ def micro_time(moment: datetime) -> str:
 
 class NodeKeeper:
     def __init__(
-        self, api: KubeApi, settings: NodeSettings, provider: PodLifecycle, events: EventRecorder
+        self,
+        api: KubeApi,
+        settings: NodeSettings,
+        provider: PodLifecycle,
+        events: EventRecorder,
+        *,
+        metrics: DaemonMetrics,
     ) -> None:
         self._api = api
         self._settings = settings
         self._provider = provider
         self._events = events
+        self._metrics = metrics
         self._node_path = f"/api/v1/nodes/{settings.node_name}"
         self._lease_path = (
             f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{settings.node_name}"
@@ -121,6 +129,7 @@ class NodeKeeper:
         self._set_health(Health(True, self.health.provider_available, self.health.provider_message))
 
     def _set_health(self, health: Health) -> None:
+        self._metrics.set_provider_available(health.provider_available)
         if health != self.health:
             self.health = health
             self._status_due.set()
@@ -203,7 +212,8 @@ class NodeKeeper:
     async def run_health_checks(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._provider.check_health(), HEALTH_CHECK_TIMEOUT_SECONDS)
+                async with self._metrics.time_provider_call("check_health"):
+                    await asyncio.wait_for(self._provider.check_health(), HEALTH_CHECK_TIMEOUT_SECONDS)
             except Exception as error:
                 if not isinstance(error, ProviderError | TimeoutError | OSError):
                     logger.exception("the provider's health check raised an unexpected error")

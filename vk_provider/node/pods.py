@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,7 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError
+from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node import podstatus
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.queueing import Backoff, KeyedQueue
@@ -59,6 +61,7 @@ class PodReconciler:
         events: EventRecorder,
         queue: KeyedQueue,
         node_allocatable: Mapping[str, str],
+        metrics: DaemonMetrics,
     ) -> None:
         self._api = api
         self._settings = settings
@@ -68,6 +71,7 @@ class PodReconciler:
         self._events = events
         self._queue = queue
         self._node_allocatable = node_allocatable
+        self._metrics = metrics
         self._backoff = Backoff(
             initial_seconds=settings.retry_initial_seconds, max_seconds=settings.retry_max_seconds
         )
@@ -90,9 +94,11 @@ class PodReconciler:
     async def _reconcile_guarded(self, uid: str) -> None:
         self.reconciles += 1
         pod = self._pods.objects.get(uid)
+        started = time.perf_counter()
         try:
             requeue_after = await self.reconcile(uid)
         except MandatoryReferenceError as error:
+            self._metrics.observe_reconcile(time.perf_counter() - started, ok=False)
             # Nothing was created; the pod waits, as with a kubelet, until the reference appears.
             if pod is not None:
                 for event in (*error.earlier_events, error.event):
@@ -110,6 +116,7 @@ class PodReconciler:
                 await self._report_provider_failure(pod, error)
             self._retry(uid, error)
         else:
+            self._metrics.observe_reconcile(time.perf_counter() - started, ok=True)
             self._backoff.reset(uid)
             if requeue_after is not None:
                 self._queue.add_after(uid, requeue_after)
@@ -156,7 +163,8 @@ class PodReconciler:
         if pod["metadata"].get("deletionTimestamp"):
             return await self._reconcile_deletion(pod, ref)
         phase = pod.get("status", {}).get("phase")
-        state = await self._provider.get_pod_state(ref)
+        async with self._metrics.time_provider_call("get_pod_state"):
+            state = await self._provider.get_pod_state(ref)
         if state is None:
             if phase in ("Succeeded", "Failed"):
                 return None  # finished before; nothing to run again
@@ -164,16 +172,18 @@ class PodReconciler:
                 # We created it and the provider lost it: report, and create it again below.
                 logger.warning("the provider no longer holds pod %s; creating it again", ref)
             await self._create(pod, ref)
-            state = await self._provider.get_pod_state(ref) or PodState(ref=ref, phase="Pending")
+            async with self._metrics.time_provider_call("get_pod_state"):
+                state = await self._provider.get_pod_state(ref) or PodState(ref=ref, phase="Pending")
         self.known[uid] = ref
         if phase not in ("Succeeded", "Failed"):
             await self._write_status(pod, state)
         return None
 
     async def _create(self, pod: dict[str, Any], ref: PodRef) -> None:
-        pod_ip = (
-            await self._provider.pod_address(ref) if isinstance(self._provider, SupportsPodAddress) else ""
-        )
+        pod_ip = ""
+        if isinstance(self._provider, SupportsPodAddress):
+            async with self._metrics.time_provider_call("pod_address"):
+                pod_ip = await self._provider.pod_address(ref)
         request, environment_events = await build_pod_request(
             pod,
             reader=self._reader,
@@ -183,7 +193,8 @@ class PodReconciler:
         )
         for event in environment_events:
             self._events.record(_involved(pod), event.type, event.reason, event.message)
-        await self._provider.create_pod(request)
+        async with self._metrics.time_provider_call("create_pod"):
+            await self._provider.create_pod(request)
         self.known[ref.uid] = ref
         self._events.record(_involved(pod), "Normal", "ProviderCreateSuccess", "created in the provider")
 
@@ -208,10 +219,11 @@ class PodReconciler:
         metadata = pod["metadata"]
         grace = float(metadata.get("deletionGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
         remaining = (_parse_time(metadata["deletionTimestamp"]) - datetime.now(UTC)).total_seconds()
-        state = await self._provider.get_pod_state(ref)
+        async with self._metrics.time_provider_call("get_pod_state"):
+            state = await self._provider.get_pod_state(ref)
         if state is not None and not state.terminated:
             if ref.uid not in self._stopping:
-                await self._provider.delete_pod(ref, grace_period_seconds=max(0.0, min(grace, remaining)))
+                await self._delete_in_provider(ref, grace_period_seconds=max(0.0, min(grace, remaining)))
                 self._stopping.add(ref.uid)
                 self._events.record(
                     _involved(pod), "Normal", "Killing", f"stopping the workload (grace {grace:g}s)"
@@ -220,10 +232,10 @@ class PodReconciler:
                 # A pushed state wakes us earlier; this is the backstop at the end of the grace period.
                 return min(remaining, self._settings.status_poll_interval_seconds)
             logger.warning("pod %s did not stop within its grace period; forcing it", ref)
-            await self._provider.delete_pod(ref, grace_period_seconds=0)
+            await self._delete_in_provider(ref, grace_period_seconds=0)
         elif state is not None:
             # Stopped: one more (idempotent) delete lets the provider drop what it kept of the pod.
-            await self._provider.delete_pod(ref, grace_period_seconds=0)
+            await self._delete_in_provider(ref, grace_period_seconds=0)
         await self._remove_api_object(ref)
         return None
 
@@ -245,14 +257,20 @@ class PodReconciler:
         self._backoff.reset(uid)
         self._queue.forget(uid)
         if ref is not None:
-            await self._provider.delete_pod(ref, grace_period_seconds=0)
+            await self._delete_in_provider(ref, grace_period_seconds=0)
+
+    async def _delete_in_provider(self, ref: PodRef, *, grace_period_seconds: float) -> None:
+        async with self._metrics.time_provider_call("delete_pod"):
+            await self._provider.delete_pod(ref, grace_period_seconds=grace_period_seconds)
 
     # -- start-up and garbage collection -------------------------------------------------------
 
     async def adopt(self) -> int:
         """After the pod cache is synced: take back what the provider already runs for existing pods."""
         adopted = 0
-        for state in await self._provider.list_pods():
+        async with self._metrics.time_provider_call("list_pods"):
+            states = await self._provider.list_pods()
+        for state in states:
             if state.ref.uid in self._pods.objects:
                 self.known[state.ref.uid] = state.ref
                 adopted += 1
@@ -264,7 +282,8 @@ class PodReconciler:
         suspects: set[str] = set()
         while True:
             try:
-                states = await self._provider.list_pods()
+                async with self._metrics.time_provider_call("list_pods"):
+                    states = await self._provider.list_pods()
             except Exception as error:
                 logger.warning("listing the provider's pods failed (%s); orphan sweep skipped", error)
                 states = []
@@ -276,7 +295,7 @@ class PodReconciler:
                 for uid in orphans.keys() & suspects:
                     logger.info("deleting orphan workload %s: no pod exists for it", orphans[uid])
                     try:
-                        await self._provider.delete_pod(orphans[uid], grace_period_seconds=0)
+                        await self._delete_in_provider(orphans[uid], grace_period_seconds=0)
                         self.known.pop(uid, None)
                     except Exception as error:
                         logger.warning("deleting orphan %s failed: %s", orphans[uid], error)
