@@ -306,6 +306,9 @@ class VkProvider(Daemon):
                 argv += ["--capacity", f"{resource}={quantity}"]
         if "--state-dir" in self._help:
             argv += ["--state-dir", str(paths.folder / "state")]
+        if "--kubelet-bind-address" in self._help:
+            # Loopback only, and a serving certificate from the plane's signer, as in the dev cluster.
+            argv += ["--kubelet-bind-address", "127.0.0.1", "--kubelet-csr-self-approve"]
         return Launch(argv, dict(os.environ))
 
 
@@ -868,7 +871,10 @@ def ensure_plane(plane_dir: Path) -> bool:
         return False
     print(f"starting the control plane in {plane_dir} (vk-provider dev up)...", flush=True)
     # May build the control plane first (cached); that can take a long time on a fresh machine.
-    up = subprocess.run([*DEV_COMMAND, "up", "--dir", str(plane_dir)], check=False, timeout=3600)
+    # No local-gpu node: only the daemon under test should be working during a run.
+    up = subprocess.run(
+        [*DEV_COMMAND, "up", "--dir", str(plane_dir), "--no-local-node"], check=False, timeout=3600
+    )
     if up.returncode != 0:
         raise BenchError(f"`vk-provider dev up --dir {plane_dir}` failed (exit {up.returncode})")
     return True

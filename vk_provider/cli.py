@@ -63,6 +63,11 @@ def _add_dev_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="not-ready/unreachable toleration added to every pod: seconds before eviction (default: 300)",
     )
     up.add_argument(
+        "--no-local-node",
+        action="store_true",
+        help="do not start the local-gpu virtual node (benchmarks and tests bring their own nodes)",
+    )
+    up.add_argument(
         "--start-timeout",
         type=_positive_int,
         default=180,
@@ -213,6 +218,7 @@ def _run_dev(arguments: argparse.Namespace) -> int:
             node_monitor_grace_period_seconds=arguments.node_monitor_grace_period,
             default_toleration_seconds=arguments.default_toleration_seconds,
             start_timeout_seconds=arguments.start_timeout,
+            local_node=not arguments.no_local_node,
         )
         return commands.up(settings)
     if command == "kubectl":
