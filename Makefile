@@ -13,13 +13,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# Builds the control plane if it is not cached yet (20-40 min cold), then waits for it.
+# Builds the control plane if it is not cached yet (about 10 min cold), then waits for it.
 build-plane: $(STAMP)
 	$(BIN)/vk-provider dev build
 
+KUBECTL := $(BIN)/vk-provider dev kubectl --
+
 demo: build-plane
 	$(BIN)/vk-provider dev up
-	$(BIN)/vk-provider dev kubectl -- get nodes -o wide
+	$(KUBECTL) apply -f manifests/examples/hello.yaml
+	$(KUBECTL) rollout status deployment/hello --timeout=120s
+	$(KUBECTL) get nodes,pods -o wide
+	$(KUBECTL) logs deployment/hello --tail=5
 
 lint: $(STAMP)
 	$(BIN)/ruff check vk_provider providers tests

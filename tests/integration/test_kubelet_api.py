@@ -8,7 +8,7 @@ import ssl
 import subprocess
 import time
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,11 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
 from tests.integration.daemons import NodeDaemon
+from tests.integration.netns import NodeAddress, routable_node_address, unavailable_reason
 from tests.integration.waiting import wait_for
 from vk_provider.devcluster import cluster
 from vk_provider.devcluster.pki import CertificateAuthority, ClientIdentity
+from vk_provider.devcluster.ports import PortPicker
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 TALKER_SCRIPT = 'for i in $(seq 1 20); do echo "line $i from $0"; done; exec sleep 3600'
@@ -371,3 +373,49 @@ async def test_a_deleted_pod_leaves_running_pods_within_a_second(
 
     await wait_for(gone, timeout_seconds=30, what="the pod to leave /runningpods/")
     assert time.monotonic() - deleted_at < 1.0
+
+
+@pytest.fixture
+def node_address() -> Iterator[NodeAddress]:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"the node proxy needs a routable node address in a network namespace: {reason}")
+    with routable_node_address(PortPicker().pick()) as address:
+        yield address
+
+
+async def test_stats_metrics_and_logs_through_the_apiservers_node_proxy(
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    kubectl: Kubectl,
+    node_address: NodeAddress,
+) -> None:
+    """The path metrics-server and `kubectl get --raw .../proxy/...` take: apiserver -> node, verified TLS."""
+    daemon = await start_node(
+        "local",
+        addresses=[node_address.node_ip],
+        kubelet_bind_address=node_address.bind_ip,
+        kubelet_port=node_address.port,
+    )
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespaced_pod(namespace, talker_pod(daemon.node_name))
+    proxy = f"/api/v1/nodes/{daemon.node_name}/proxy"
+
+    async def three_containers_in_summary() -> dict[str, Any] | None:
+        result = kubectl("get", "--raw", f"{proxy}/stats/summary", check=False)
+        if result.returncode != 0:
+            return None
+        pods = [p for p in json.loads(result.stdout)["pods"] if p["podRef"]["namespace"] == namespace]
+        return pods[0] if pods and len(pods[0]["containers"]) == 3 else None
+
+    pod = await wait_for(
+        three_containers_in_summary, timeout_seconds=60, what="the summary through the proxy"
+    )
+    assert pod["podRef"]["name"] == "talker"
+    metrics = kubectl("get", "--raw", f"{proxy}/metrics/resource").stdout
+    prefix = f'container_cpu_usage_seconds_total{{namespace="{namespace}",pod="talker",container="c'
+    assert len([line for line in metrics.splitlines() if line.startswith(prefix)]) == 3
+    assert kubectl("get", "--raw", f"{proxy}/healthz").stdout == "ok"
+    logs = kubectl("get", "--raw", f"{proxy}/containerLogs/{namespace}/talker/c2?tailLines=1").stdout
+    assert logs == "line 20 from c2\n"

@@ -1,0 +1,46 @@
+"""A TCP relay, run inside a test network namespace: listen on one address, forward to another.
+
+The apiserver's node proxy only dials routable node addresses. The tests give a node such an address
+inside a network namespace they create (a veth pair, never a real network), and this relay carries the
+connections from there to the daemon, which listens on the veth's other end. TLS passes through as is.
+
+    python relay.py LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+
+
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(ConnectionError, OSError):
+            writer.close()
+
+
+async def main(listen_host: str, listen_port: int, target_host: str, target_port: int) -> None:
+    async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(target_host, target_port)
+        except OSError:
+            client_writer.close()
+            return
+        await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
+
+    server = await asyncio.start_server(handle, listen_host, listen_port)
+    print("relay ready", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    host, port, target, target_port = sys.argv[1:5]
+    asyncio.run(main(host, int(port), target, int(target_port)))
