@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable, Mapping
 
 import aiohttp
 
 from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
+from vk_provider.backoff import jittered_backoff_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ class Reflector:
                 await self._back_off(failures, error)
 
     async def _back_off(self, failures: int, error: BaseException) -> None:
-        delay = min(RETRY_MAX_SECONDS, RETRY_INITIAL_SECONDS * 2 ** (failures - 1))
-        delay *= random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not cryptography
+        delay = jittered_backoff_seconds(
+            failures, initial_seconds=RETRY_INITIAL_SECONDS, max_seconds=RETRY_MAX_SECONDS
+        )
         logger.warning("watching %s failed (%s); retrying in %.1fs", self._description, error, delay)
         await asyncio.sleep(delay)

@@ -63,6 +63,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
 from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
+from vk_provider.backoff import jittered_backoff_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ def renewal_deadline(
 
 def backoff_delay(failures: int, *, initial: float, cap: float) -> float:
     """Exponential, capped, and jittered down to half so retries of many nodes spread out."""
-    return min(cap, initial * 2.0 ** min(failures, 32)) * _RANDOM.uniform(0.5, 1.0)
+    return jittered_backoff_seconds(failures + 1, initial_seconds=initial, max_seconds=cap)
 
 
 def _public_der(key: Any) -> bytes:

@@ -9,7 +9,8 @@ others. Nothing is ever dropped: a key that keeps failing keeps being retried.
 from __future__ import annotations
 
 import asyncio
-import random
+
+from vk_provider.backoff import jittered_backoff_seconds
 
 
 class KeyedQueue:
@@ -83,9 +84,7 @@ class Backoff:
     def next_delay(self, key: str) -> float:
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
-        delay = min(self._max, self._initial * 2.0 ** min(failures - 1, 30))
-        # Full jitter within the upper half keeps retries of many pods from marching in step.
-        return delay * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not cryptography
+        return jittered_backoff_seconds(failures, initial_seconds=self._initial, max_seconds=self._max)
 
     def failures(self, key: str) -> int:
         return self._failures.get(key, 0)
