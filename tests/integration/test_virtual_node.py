@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from kubernetes_asyncio import client
 from tests.integration.conftest import NODE_MONITOR_GRACE_PERIOD_SECONDS
 from tests.integration.daemons import NodeDaemon
 from tests.integration.waiting import wait_for
+from vk_provider.devcluster import cluster
 from vk_provider.devcluster.ports import PortPicker
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
@@ -409,3 +411,24 @@ async def test_a_restart_reapplies_labels_taints_and_capacity(
         )
 
     await wait_for(restored, timeout_seconds=30, what="labels, taints and capacity to be re-applied")
+
+
+def test_a_kubelet_port_in_use_stops_the_daemon_with_a_clear_error(
+    control_plane: cluster.ClusterState, tmp_path: Path
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        daemon = NodeDaemon(
+            folder=tmp_path / "busy",
+            provider="mock",
+            kubeconfig=str(control_plane.kubeconfig),
+            kubelet_port=holder.getsockname()[1],
+        )
+        daemon.start()
+        try:
+            assert daemon.process is not None
+            assert daemon.process.wait(60) == 1
+        finally:
+            daemon.close()
+    assert "the kubelet API cannot listen on 127.0.0.1" in daemon.log_tail()

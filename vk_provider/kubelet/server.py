@@ -21,6 +21,10 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_TIMEOUT_SECONDS = 5.0
 
 
+class KubeletApiError(RuntimeError):
+    """The kubelet API cannot be served (its port is taken, say)."""
+
+
 async def serve_kubelet_api(
     backend: KubeletBackend,
     *,
@@ -45,7 +49,13 @@ async def serve_kubelet_api(
         site = web.TCPSite(
             runner, host=host, port=port, ssl_context=certificate.ssl_context, reuse_address=True
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            # A node without its kubelet API cannot serve logs or be authorized; stop loudly and clearly.
+            raise KubeletApiError(
+                f"the kubelet API cannot listen on {host}:{port}: {error.strerror}"
+            ) from error
         logger.info("the kubelet API listens on https://%s:%d", host, port)
         if started is not None:
             started.set()

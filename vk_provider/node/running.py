@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 
+from vk_provider.kubelet.server import KubeletApiError
 from vk_provider.node.daemon import run_node
 from vk_provider.node.plugins import UnknownProviderError
 from vk_provider.node.settings import NodeSettings
@@ -39,9 +40,13 @@ def run_node_command(settings: NodeSettings) -> int:
             loop.add_signal_handler(signum, on_signal, signum)
         await run_node(settings, stop=stop)
 
+    exit_code = 0
     try:
         asyncio.run(main())
-    except UnknownProviderError as error:
-        logger.error("%s", error)
-        return 2
-    return 0
+    except* UnknownProviderError as unknown:
+        logger.error("%s", unknown.exceptions[0])
+        exit_code = 2
+    except* KubeletApiError as unservable:
+        logger.error("%s", unservable.exceptions[0])
+        exit_code = 1
+    return exit_code
