@@ -12,6 +12,7 @@ backoff, and the queue keeps serving the rest.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -28,7 +29,7 @@ from vk_provider.node import podstatus
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.queueing import Backoff, KeyedQueue
 from vk_provider.node.settings import NodeSettings
-from vk_provider.provider import PodLifecycle, PodRef, PodState, SupportsPodAddress
+from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,25 @@ def _parse_time(text: str) -> datetime:
 def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
     metadata = pod["metadata"]
     return InvolvedObject("Pod", metadata["name"], metadata["namespace"], metadata["uid"])
+
+
+def spec_fingerprint(pod: Mapping[str, Any]) -> str:
+    """What a provider may need to update in a running pod: labels, annotations, container images.
+
+    Our own traffic-address annotation is left out: writing it must not look like a change.
+    """
+    metadata = pod["metadata"]
+    annotations = {
+        key: value
+        for key, value in (metadata.get("annotations") or {}).items()
+        if key != TRAFFIC_ADDRESS_ANNOTATION
+    }
+    spec = pod["spec"]
+    images = [
+        (c["name"], c.get("image", ""))
+        for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
+    ]
+    return json.dumps([metadata.get("labels") or {}, annotations, images], sort_keys=True)
 
 
 def _pod_path(ref: PodRef) -> str:
@@ -75,6 +95,8 @@ class PodReconciler:
         self._backoff = Backoff(
             initial_seconds=settings.retry_initial_seconds, max_seconds=settings.retry_max_seconds
         )
+        self._applied: dict[str, str] = {}
+        """What each pod looked like when last handed to the provider (see `spec_fingerprint`)."""
         self.known: dict[str, PodRef] = {}
         """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
         self._stopping: set[str] = set()
@@ -174,12 +196,36 @@ class PodReconciler:
             await self._create(pod, ref)
             async with self._metrics.time_provider_call("get_pod_state"):
                 state = await self._provider.get_pod_state(ref) or PodState(ref=ref, phase="Pending")
+        else:
+            await self._update_if_changed(pod, ref)
         self.known[uid] = ref
+        self._applied.setdefault(uid, spec_fingerprint(pod))
         if phase not in ("Succeeded", "Failed"):
             await self._write_status(pod, state)
         return None
 
+    async def _update_if_changed(self, pod: dict[str, Any], ref: PodRef) -> None:
+        """Hand the provider what changed in a pod it already runs (labels, annotations, images)."""
+        fingerprint = spec_fingerprint(pod)
+        applied = self._applied.get(ref.uid)
+        if applied is None or applied == fingerprint:
+            # Adopted after a restart: what runs is what was asked for then; compare from now on.
+            return
+        request = await self._request_for(pod, ref)
+        async with self._metrics.time_provider_call("update_pod"):
+            await self._provider.update_pod(request)
+        self._applied[ref.uid] = fingerprint
+
     async def _create(self, pod: dict[str, Any], ref: PodRef) -> None:
+        request = await self._request_for(pod, ref)
+        async with self._metrics.time_provider_call("create_pod"):
+            await self._provider.create_pod(request)
+        self.known[ref.uid] = ref
+        self._applied[ref.uid] = spec_fingerprint(pod)
+        self._events.record(_involved(pod), "Normal", "ProviderCreateSuccess", "created in the provider")
+
+    async def _request_for(self, pod: dict[str, Any], ref: PodRef) -> PodRequest:
+        """The provider's view of the pod, environment resolved; its events recorded."""
         pod_ip = ""
         if isinstance(self._provider, SupportsPodAddress):
             async with self._metrics.time_provider_call("pod_address"):
@@ -193,10 +239,7 @@ class PodReconciler:
         )
         for event in environment_events:
             self._events.record(_involved(pod), event.type, event.reason, event.message)
-        async with self._metrics.time_provider_call("create_pod"):
-            await self._provider.create_pod(request)
-        self.known[ref.uid] = ref
-        self._events.record(_involved(pod), "Normal", "ProviderCreateSuccess", "created in the provider")
+        return request
 
     async def _write_status(self, pod: dict[str, Any], state: PodState) -> None:
         now = datetime.now(UTC)
@@ -248,11 +291,13 @@ class PodReconciler:
             if not (error.not_found or error.conflict):
                 raise
         self._stopping.discard(ref.uid)
+        self._applied.pop(ref.uid, None)
         self.known.pop(ref.uid, None)
 
     async def _forget(self, uid: str) -> None:
         """The API object is gone (force delete, or our own final delete): make sure nothing runs."""
         ref = self.known.pop(uid, None)
+        self._applied.pop(uid, None)
         self._stopping.discard(uid)
         self._backoff.reset(uid)
         self._queue.forget(uid)
