@@ -1,0 +1,119 @@
+"""Shared pieces of the router tests: local backends that count, hold and misbehave on demand."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Backend:
+    """A local HTTP server that counts its requests; `hold()` makes new ones wait for `release()`."""
+
+    def __init__(self, name: str, handler: Handler | None = None) -> None:
+        self.name = name
+        self.hits = 0
+        self.in_flight = 0
+        self.arrived = asyncio.Event()
+        self._gate: asyncio.Event | None = None
+        self._handler = handler
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self.server = TestServer(app, host="127.0.0.1")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.port}"
+
+    def endpoint(self, *, terminating: bool = False) -> Endpoint:
+        return Endpoint(self.url, terminating=terminating)
+
+    def hold(self) -> None:
+        self._gate = asyncio.Event()
+
+    def release(self) -> None:
+        if self._gate is not None:
+            self._gate.set()
+        self._gate = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.hits += 1
+        self.in_flight += 1
+        self.arrived.set()
+        try:
+            if self._gate is not None:
+                await self._gate.wait()
+            if self._handler is not None:
+                return await self._handler(request)
+            return web.Response(text=f"{self.name} {request.method} {request.path_qs}")
+        finally:
+            self.in_flight -= 1
+
+
+@contextlib.asynccontextmanager
+async def backends(*names: str, handler: Handler | None = None) -> AsyncIterator[list[Backend]]:
+    started = [Backend(name, handler) for name in names]
+    async with contextlib.AsyncExitStack() as stack:
+        for backend in started:
+            await stack.enter_async_context(backend.server)
+        yield started
+
+
+@contextlib.asynccontextmanager
+async def router_client(router: Router) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+    async with TestClient(TestServer(router.app(), host="127.0.0.1")) as client:
+        yield client
+
+
+def closed_port_url() -> str:
+    """A local URL nobody listens on, so connecting is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def route(
+    *,
+    home: tuple[Endpoint, ...] = (),
+    away: tuple[Endpoint, ...] = (),
+    weight: int = 0,
+    hosts: tuple[str, ...] = (),
+    prefix: str = "/",
+    name: str = "web",
+    generation: int = 1,
+) -> Route:
+    return Route(
+        namespace="ml",
+        name=name,
+        generation=generation,
+        match=RouteMatch(hosts=hosts, path_prefix=prefix if not hosts else ""),
+        away_weight=weight,
+        home=home,
+        away=away,
+    )
+
+
+def table(*routes: Route) -> RouteTable:
+    return RouteTable(routes)
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait (polling the loop, not sleeping a fixed time) until `condition` holds."""
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110 - the watched things are counters, not events
+            await asyncio.sleep(0.001)
+
+
+def seeded(seed: int) -> random.Random:
+    """A reproducible generator for the balancer: tests need repeatable draws, not secrecy."""
+    return random.Random(seed)  # noqa: S311

@@ -1,0 +1,127 @@
+"""The route table: which requests belong to which Offload, and where each side's endpoints are.
+
+The table is a plain immutable value so the router can swap a whole new one in with a single
+assignment: a request reads the table once and keeps what it picked, so a swap never shows a request
+half an old table and half a new one. The code that builds tables (from EndpointSlices, pods and
+Offload resources) lives elsewhere; this module only says what a table is and how a request matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Literal
+
+Side = Literal["home", "away"]
+SIDES: tuple[Side, Side] = ("home", "away")
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """One backend address, e.g. `http://127.1.0.5:8080` (scheme, host and port; no path)."""
+
+    url: str
+    terminating: bool = False
+    """A draining endpoint: it finishes the requests it has but gets no new ones."""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint URL {self.url!r} must start with http:// or https://")
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteMatch:
+    """Which requests a route takes: by Host header, by path prefix, or both (then both must hold)."""
+
+    hosts: tuple[str, ...] = ()
+    path_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.hosts and not self.path_prefix:
+            raise ValueError("a route match needs hosts, a path prefix, or both")
+        if self.path_prefix and not self.path_prefix.startswith("/"):
+            raise ValueError(f"path prefix {self.path_prefix!r} must start with /")
+        # Stored normalised so matching compares like with like, whatever the Offload spelled.
+        object.__setattr__(self, "hosts", tuple(normalize_host(host) for host in self.hosts))
+
+    def matches(self, host: str, path: str) -> bool:
+        """Whether a request for `host` (already normalised) and `path` belongs here."""
+        if self.hosts and host not in self.hosts:
+            return False
+        return not self.path_prefix or path_has_prefix(path, self.path_prefix)
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """The routing of one Offload: its match, the weight it applies, and both sides' endpoints."""
+
+    namespace: str
+    name: str
+    generation: int
+    match: RouteMatch
+    away_weight: int
+    """Percent of new requests that go away, 0..100."""
+    home: tuple[Endpoint, ...] = ()
+    away: tuple[Endpoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.away_weight <= 100:
+            raise ValueError(f"away weight {self.away_weight} is outside 0..100")
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, the Offload's identity in logs, metrics and the status document."""
+        return f"{self.namespace}/{self.name}"
+
+    def endpoints(self, side: Side) -> tuple[Endpoint, ...]:
+        return self.home if side == "home" else self.away
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteTable:
+    """All routes the router applies at one moment."""
+
+    routes: tuple[Route, ...] = ()
+
+    @classmethod
+    def of(cls, routes: Iterable[Route]) -> RouteTable:
+        return cls(tuple(routes))
+
+    def match(self, host: str | None, path: str) -> Route | None:
+        """The route for a request, or None.
+
+        A route that names the host beats one that does not (it is the more specific claim), then
+        the longest path prefix wins, as in every ingress controller, so `/v1/chat` can be carved out
+        of `/v1` without ordering the routes.
+        """
+        normalized = normalize_host(host or "")
+        best: Route | None = None
+        best_rank = (-1, -1)
+        for route in self.routes:
+            if not route.match.matches(normalized, path):
+                continue
+            rank = (1 if route.match.hosts else 0, len(route.match.path_prefix))
+            if rank > best_rank:
+                best, best_rank = route, rank
+        return best
+
+    def endpoint_urls(self) -> set[str]:
+        return {endpoint.url for route in self.routes for endpoint in (*route.home, *route.away)}
+
+
+def normalize_host(host: str) -> str:
+    """Host header → bare lower-case host name: the port and a trailing dot do not change the site."""
+    host = host.strip().lower()
+    if host.startswith("["):  # an IPv6 literal, whose colons are not a port separator
+        end = host.find("]")
+        return host[: end + 1] if end >= 0 else host
+    if host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host.rstrip(".")
+
+
+def path_has_prefix(path: str, prefix: str) -> bool:
+    """Prefix match on whole path segments: `/api` takes `/api` and `/api/x` but not `/apix`."""
+    if prefix == "/" or prefix.endswith("/"):
+        return path.startswith(prefix)
+    return path == prefix or path.startswith(prefix + "/")
