@@ -15,6 +15,8 @@ from vk_provider.devcluster import cluster, commands
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
+from vk_provider.offloadcli import commands as migration
+from vk_provider.offloadcli.arguments import add_migration_commands
 
 
 def _positive_int(text: str) -> int:
@@ -204,7 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_node_command(subparsers)
     _add_dev_commands(subparsers)
+    _add_migrate_command(subparsers)
     return parser
+
+
+def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    migrate = subparsers.add_parser(
+        "migrate",
+        help="move inference between home and away: the same commands as `kubectl offload`",
+        description="List, inspect, flip, pause, resume, abort and promote Offload migrations.",
+    )
+    add_migration_commands(migrate.add_subparsers(dest="migration_command", required=True, metavar="COMMAND"))
 
 
 def _run_dev(arguments: argparse.Namespace) -> int:
@@ -238,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.command == "dev":
         return _run_dev(arguments)
+    if arguments.command == "migrate":
+        return migration.run(arguments)
     if arguments.command == "node":
         flags = {name: getattr(arguments, name) for name in SETTINGS_FIELDS if hasattr(arguments, name)}
         try:
@@ -252,13 +266,15 @@ def build_offload_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl offload",
         description=(
-            "Move inference between home GPU nodes and external GPU providers (kubectl plugin). "
-            "The migration commands arrive with the Offload resource; today the plugin offers the "
-            "development cluster commands, the same as `vk-provider dev`."
+            "Move inference between home GPU nodes and external GPU providers (kubectl plugin): "
+            "list, inspect, flip, pause, resume, abort and promote Offload migrations; `dev` runs the "
+            "development cluster, the same as `vk-provider dev`."
         ),
     )
     parser.add_argument("--version", action="version", version=f"kubectl-offload {__version__}")
-    _add_dev_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_migration_commands(subparsers)
+    _add_dev_commands(subparsers)
     return parser
 
 
@@ -266,6 +282,8 @@ def offload_main(argv: Sequence[str] | None = None) -> int:
     arguments = build_offload_parser().parse_args(argv)
     if arguments.command == "dev":
         return _run_dev(arguments)
+    if getattr(arguments, "migration_command", None):
+        return migration.run(arguments)
     raise AssertionError(f"unhandled command {arguments.command!r}")
 
 

@@ -1,0 +1,295 @@
+"""`kubectl offload` against the real plane with the Offload CRD applied, the controller played by the test.
+
+The CLI runs in subprocesses so exit codes, stdout and stderr are the real ones; the test writes status
+through the /status subresource the way the controller will.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Kubectl
+from tests.integration.waiting import wait_for
+from vk_provider._kube.api import MERGE_PATCH, KubeApi
+from vk_provider.devcluster import cluster
+
+CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"
+CRD_NAME = "offloads.offload.vk-provider.dev"
+API = "/apis/offload.vk-provider.dev/v1alpha1"
+CLI_TIMEOUT_SECONDS = 60
+
+
+@pytest.fixture(scope="module")
+def offload_crd(kubectl: Kubectl) -> None:
+    """The CRD applied and Established; left in place, other modules use it too."""
+    kubectl("apply", "-f", str(CRD_FILE))
+    kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+
+
+@pytest.fixture
+async def api(control_plane: cluster.ClusterState, offload_crd: None) -> AsyncIterator[KubeApi]:
+    kube = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+def offload_path(namespace: str, name: str = "") -> str:
+    path = f"{API}/namespaces/{namespace}/offloads"
+    return f"{path}/{name}" if name else path
+
+
+async def create_offload(api: KubeApi, namespace: str, name: str, placement: str = "home") -> dict[str, Any]:
+    body = {
+        "apiVersion": "offload.vk-provider.dev/v1alpha1",
+        "kind": "Offload",
+        "metadata": {"name": name},
+        "spec": {
+            "home": {"deployment": name, "service": name},
+            "placement": placement,
+            "route": {"hosts": [f"{name}.example.test"]},
+        },
+    }
+    return await api.create(offload_path(namespace), body)
+
+
+async def read(api: KubeApi, namespace: str, name: str) -> dict[str, Any]:
+    return await api.get(offload_path(namespace, name))
+
+
+async def patch_status(api: KubeApi, namespace: str, name: str, status: dict[str, Any]) -> None:
+    await api.patch(f"{offload_path(namespace, name)}/status", {"status": status}, content_type=MERGE_PATCH)
+
+
+def cli_command(control_plane: cluster.ClusterState, *arguments: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "vk_provider",
+        "migrate",
+        *arguments,
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+    ]
+
+
+def run_cli(control_plane: cluster.ClusterState, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The `kubectl-offload` entry point of this venv, run to completion."""
+    command = [str(Path(sys.executable).parent / "kubectl-offload"), *arguments]
+    command += ["--kubeconfig", str(control_plane.kubeconfig)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS, check=False)
+
+
+async def test_list_shows_every_offload_of_the_namespace_with_its_columns(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+    await create_offload(api, namespace, "embed", placement="away")
+    await patch_status(api, namespace, "embed", {"phase": "Shifting", "awayWeight": 50, "stepIndex": 1})
+
+    listed = await asyncio.to_thread(run_cli, control_plane, "list", "-n", namespace)
+
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["NAME", "PLACEMENT", "PHASE", "AWAY", "WEIGHT", "STEP", "AGE"]
+    by_name = {row.split()[0]: row.split() for row in rows}
+    assert by_name["chat"][1:5] == ["home", "-", "-", "-"]
+    assert by_name["embed"][1:5] == ["away", "Shifting", "50%", "1/2"]
+
+    everywhere = await asyncio.to_thread(run_cli, control_plane, "list", "-A")
+    assert everywhere.returncode == 0, everywhere.stderr
+    assert everywhere.stdout.splitlines()[0].split()[0] == "NAMESPACE"
+    assert any(line.split()[:2] == [namespace, "chat"] for line in everywhere.stdout.splitlines())
+
+
+async def test_status_as_json_round_trips(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+    await patch_status(api, namespace, "chat", {"phase": "Idle", "awayWeight": 0})
+    stored = await read(api, namespace, "chat")
+
+    shown = await asyncio.to_thread(run_cli, control_plane, "status", "chat", "-n", namespace, "-o", "json")
+
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == stored
+    text = await asyncio.to_thread(run_cli, control_plane, "status", "chat", "-n", namespace)
+    assert text.returncode == 0, text.stderr
+    assert "Phase:        Idle" in text.stdout
+    assert "[--------------------]   0% away" in text.stdout
+
+
+async def test_flip_patches_placement_steps_and_interval(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+
+    arguments = ["flip", "chat", "--to", "away", "--steps", "25,50,100", "--interval", "10s", "-n", namespace]
+    flipped = await asyncio.to_thread(run_cli, control_plane, *arguments)
+
+    assert flipped.returncode == 0, flipped.stderr
+    spec = (await read(api, namespace, "chat"))["spec"]
+    assert spec["placement"] == "away"
+    assert spec["strategy"]["toAwaySteps"] == [25, 50, 100]
+    assert spec["strategy"]["stepIntervalSeconds"] == 10
+    assert spec["strategy"]["toHomeSteps"] == [10, 25, 50, 75, 100]  # the other direction is untouched
+
+
+async def test_pause_and_resume_toggle_spec_paused(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+
+    paused = await asyncio.to_thread(run_cli, control_plane, "pause", "chat", "-n", namespace)
+    assert paused.returncode == 0, paused.stderr
+    assert (await read(api, namespace, "chat"))["spec"]["paused"] is True
+
+    resumed = await asyncio.to_thread(run_cli, control_plane, "resume", "chat", "-n", namespace)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (await read(api, namespace, "chat"))["spec"]["paused"] is False
+
+
+async def test_flip_while_shifting_toward_the_other_placement_is_refused(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat", placement="away")
+    await patch_status(
+        api,
+        namespace,
+        "chat",
+        {"phase": "Shifting", "targetPlacement": "away", "awayWeight": 50, "stepIndex": 1},
+    )
+
+    refused = await asyncio.to_thread(run_cli, control_plane, "flip", "chat", "--to", "home", "-n", namespace)
+
+    assert refused.returncode == 2
+    assert "already migrating to away" in refused.stderr
+    assert (await read(api, namespace, "chat"))["spec"]["placement"] == "away"
+
+
+async def test_abort_sets_the_starting_placement_and_needs_a_running_migration(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat", placement="away")
+
+    nothing = await asyncio.to_thread(run_cli, control_plane, "abort", "chat", "-n", namespace)
+    assert nothing.returncode == 2
+    assert "no migration running" in nothing.stderr
+
+    await patch_status(api, namespace, "chat", {"phase": "Shifting", "targetPlacement": "away"})
+    aborted = await asyncio.to_thread(run_cli, control_plane, "abort", "chat", "-n", namespace)
+    assert aborted.returncode == 0, aborted.stderr
+    assert (await read(api, namespace, "chat"))["spec"]["placement"] == "home"
+
+    await patch_status(api, namespace, "chat", {"phase": "Shifting", "targetPlacement": "home"})
+    promoted = await asyncio.to_thread(run_cli, control_plane, "promote", "chat", "-n", namespace)
+    assert promoted.returncode == 0, promoted.stderr
+    annotations = (await read(api, namespace, "chat"))["metadata"]["annotations"]
+    assert annotations["offload.vk-provider.dev/promote"].endswith("Z")
+
+
+async def flip_and_wait(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState, ending: str
+) -> subprocess.CompletedProcess[str]:
+    """Start `migrate flip --wait`, play the controller once the spec changed, and return the finished CLI."""
+    process = await asyncio.create_subprocess_exec(
+        *cli_command(control_plane, "flip", "chat", "--to", "away", "--wait", "-n", namespace),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def flipped() -> dict[str, Any] | None:
+            offload = await read(api, namespace, "chat")
+            return offload if offload["spec"]["placement"] == "away" else None
+
+        offload = await wait_for(flipped, timeout_seconds=30, what="the CLI to set placement away")
+        generation = offload["metadata"]["generation"]
+        shifting = {"phase": "Shifting", "targetPlacement": "away", "awayWeight": 50, "stepIndex": 1}
+        await patch_status(api, namespace, "chat", {**shifting, "observedGeneration": generation})
+        assert process.returncode is None  # still waiting while the migration runs
+        await patch_status(
+            api, namespace, "chat", {"phase": ending, "awayWeight": 100 if ending == "Succeeded" else 0}
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT_SECONDS)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return subprocess.CompletedProcess([], process.returncode, stdout.decode(), stderr.decode())
+
+
+async def test_flip_wait_exits_0_when_the_migration_succeeds(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+    await patch_status(
+        api, namespace, "chat", {"phase": "Succeeded", "targetPlacement": "home", "observedGeneration": 1}
+    )
+
+    finished = await flip_and_wait(api, namespace, control_plane, "Succeeded")
+
+    assert finished.returncode == 0, finished.stderr
+    assert "Shifting, away weight 50%, step 1/2" in finished.stdout
+    assert "succeeded" in finished.stdout
+
+
+async def test_flip_wait_exits_1_when_the_migration_rolls_back(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+
+    finished = await flip_and_wait(api, namespace, control_plane, "RolledBack")
+
+    assert finished.returncode == 1
+    assert "did not succeed" in finished.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["status", "ghost"], ["flip", "ghost", "--to", "away"], ["pause", "ghost"]]
+)
+async def test_an_unknown_offload_exits_1(
+    command: list[str], api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    missing = await asyncio.to_thread(run_cli, control_plane, *command, "-n", namespace)
+
+    assert missing.returncode == 1
+    assert f'offload "ghost" not found in namespace "{namespace}"' in missing.stderr
+
+
+async def test_status_watch_re_renders_until_the_phase_is_terminal(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat", placement="away")
+    await patch_status(
+        api, namespace, "chat", {"phase": "Preparing", "targetPlacement": "away", "awayWeight": 0}
+    )
+    process = await asyncio.create_subprocess_exec(
+        *cli_command(control_plane, "status", "chat", "--watch", "-n", namespace),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        first = await asyncio.wait_for(process.stdout.readuntil(b"Conditions:"), timeout=CLI_TIMEOUT_SECONDS)
+        assert b"Phase:        Preparing" in first
+        await patch_status(api, namespace, "chat", {"phase": "Shifting", "awayWeight": 50, "stepIndex": 1})
+        await patch_status(api, namespace, "chat", {"phase": "Succeeded", "awayWeight": 100, "stepIndex": 2})
+        rest, stderr = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT_SECONDS)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, stderr.decode()
+    assert "Phase:        Shifting" in rest.decode()
+    assert "[####################] 100% away" in rest.decode()

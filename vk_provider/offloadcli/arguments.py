@@ -1,0 +1,117 @@
+"""Argument parsing for the migration commands, shared by `kubectl offload` and `vk-provider migrate`.
+
+Everything that can be checked without a cluster (steps, durations, directions) is checked here, so a
+typo exits 2 with the reason before any request is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from vk_provider.migration.plan import validate_steps
+
+MAX_INTERVAL_SECONDS = 2**31 - 1
+_DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
+COMMANDS = ("list", "status", "flip", "pause", "resume", "abort", "promote")
+
+
+def parse_steps(text: str) -> tuple[int, ...]:
+    """`10,25,50,100` as a tuple of weights, checked like the CRD checks them."""
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        steps = [int(part) for part in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of whole numbers (e.g. 10,25,50,100)"
+        ) from None
+    try:
+        return validate_steps(steps)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def parse_duration(text: str) -> int:
+    """`30s`, `2m`, `1h30m` or plain seconds (`90`) as whole seconds, at least one."""
+    stripped = text.strip()
+    seconds: int | None = None
+    if stripped.isdigit():
+        seconds = int(stripped)
+    else:
+        match = _DURATION.fullmatch(stripped)
+        if stripped and match is not None:
+            seconds = sum(
+                int(match[unit] or 0) * factor for unit, factor in (("h", 3600), ("m", 60), ("s", 1))
+            )
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30s, 2m, 1h30m or 90")
+    if not 1 <= seconds <= MAX_INTERVAL_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 1 second and {MAX_INTERVAL_SECONDS}s")
+    return seconds
+
+
+def _common_flags() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-n", "--namespace", help="the Offload's namespace (default: the context's namespace or default)"
+    )
+    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    common.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    return common
+
+
+def _output_flag() -> argparse.ArgumentParser:
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "-o", "--output", choices=("json", "yaml"), help="print the object(s) as JSON or YAML"
+    )
+    return output
+
+
+def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add list, status, flip, pause, resume, abort and promote; each sets `migration_command`."""
+    common = _common_flags()
+    output = _output_flag()
+
+    def add(name: str, help_text: str, *, with_output: bool = False) -> argparse.ArgumentParser:
+        parents = [common, output] if with_output else [common]
+        parser = subparsers.add_parser(name, help=help_text, description=help_text, parents=parents)
+        parser.set_defaults(migration_command=name)
+        return parser
+
+    listing = add("list", "list the Offloads with their placement, phase and away weight", with_output=True)
+    listing.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="list Offloads in every namespace"
+    )
+
+    status = add("status", "show one Offload in detail", with_output=True)
+    status.add_argument("name", metavar="NAME")
+    status.add_argument(
+        "-w", "--watch", action="store_true", help="re-render on each change until the migration ends"
+    )
+
+    flip = add("flip", "start a migration: set the desired placement (and optionally the strategy)")
+    flip.add_argument("name", metavar="NAME")
+    flip.add_argument("--to", required=True, choices=("home", "away"), help="the placement to move to")
+    flip.add_argument(
+        "--steps",
+        type=parse_steps,
+        metavar="W1,W2,...",
+        help="weights on the receiving side, each 1..100, strictly increasing, ending at 100",
+    )
+    flip.add_argument(
+        "--interval", type=parse_duration, metavar="DURATION", help="time per step, e.g. 30s, 2m, 90"
+    )
+    flip.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the migration to end: exit 0 on Succeeded, 1 on RolledBack or Failed",
+    )
+
+    for name, help_text in (
+        ("pause", "pause the running migration at its current weight"),
+        ("resume", "resume a paused migration"),
+        ("abort", "end the running migration back at its starting placement"),
+        ("promote", "skip the remaining steps of the running migration"),
+    ):
+        add(name, help_text).add_argument("name", metavar="NAME")

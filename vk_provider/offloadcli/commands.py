@@ -1,0 +1,327 @@
+"""What each migration command does against the apiserver, and the exit code it ends with.
+
+The CLI only writes the Offload's spec (placement, strategy, paused) and one annotation (promote); the
+controller does the migrating and reports in status. Checks that depend on the cluster (is a migration
+running, and toward where) are made on a fresh read, and the write carries that read's resourceVersion
+so a concurrent change is noticed instead of overwritten; on such a conflict the command re-reads and
+checks again.
+
+Exit codes: 0 done; 1 the migration failed or rolled back (with --wait), or the apiserver said no;
+2 usage or validation error. Messages go to stderr with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.offloadcli import rendering
+from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
+
+GROUP = "offload.vk-provider.dev"
+VERSION = "v1alpha1"
+PLURAL = "offloads"
+PROMOTE_ANNOTATION = "offload.vk-provider.dev/promote"
+WATCH_SECONDS = 60
+CONFLICT_RETRIES = 5
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
+
+class CommandError(Exception):
+    """Ends a command with an exit code and a message for stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def collection_path(namespace: str | None) -> str:
+    if namespace is None:
+        return f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+
+def object_path(namespace: str, name: str) -> str:
+    return f"{collection_path(namespace)}/{name}"
+
+
+def not_found(namespace: str, name: str) -> CommandError:
+    return CommandError(EXIT_FAILED, f'offload "{name}" not found in namespace "{namespace}"')
+
+
+def opposite(placement: str) -> str:
+    return "home" if placement == "away" else "away"
+
+
+async def get_offload(api: KubeApi, namespace: str, name: str) -> RawObject:
+    try:
+        return await api.get(object_path(namespace, name))
+    except KubeApiError as error:
+        if error.not_found:
+            raise not_found(namespace, name) from None
+        raise
+
+
+async def patch_offload(api: KubeApi, namespace: str, name: str, body: Mapping[str, Any]) -> RawObject:
+    try:
+        return await api.patch(object_path(namespace, name), body, content_type=MERGE_PATCH)
+    except KubeApiError as error:
+        if error.not_found:
+            raise not_found(namespace, name) from None
+        raise
+
+
+Check = Callable[[RawObject], Mapping[str, Any]]
+
+
+async def checked_patch(api: KubeApi, namespace: str, name: str, build: Check) -> RawObject:
+    """Read, let `build` check the object and return a patch (or raise), write it if nothing changed since."""
+    for _ in range(CONFLICT_RETRIES):
+        current = await get_offload(api, namespace, name)
+        patch = dict(build(current))
+        metadata = dict(patch.get("metadata") or {})
+        metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+        patch["metadata"] = metadata
+        try:
+            return await patch_offload(api, namespace, name, patch)
+        except KubeApiError as error:
+            if not error.conflict:
+                raise
+    raise CommandError(EXIT_FAILED, f'offload "{name}" kept changing while being updated; try again')
+
+
+async def follow(api: KubeApi, namespace: str, name: str, first: RawObject) -> AsyncIterator[RawObject]:
+    """Each new version of the Offload after `first`, for as long as the caller iterates."""
+    resource_version = first["metadata"]["resourceVersion"]
+    query = {"fieldSelector": f"metadata.name={name}"}
+    while True:
+        try:
+            async for event in api.watch(
+                collection_path(namespace),
+                query={**query, "resourceVersion": resource_version},
+                timeout_seconds=WATCH_SECONDS,
+            ):
+                resource_version = event.object.get("metadata", {}).get("resourceVersion", resource_version)
+                if event.type == "DELETED":
+                    raise CommandError(EXIT_FAILED, f'offload "{name}" was deleted')
+                if event.type in ("ADDED", "MODIFIED"):
+                    yield event.object
+        except KubeApiError as error:
+            if not error.gone:
+                raise
+            latest = await get_offload(api, namespace, name)
+            resource_version = latest["metadata"]["resourceVersion"]
+            yield latest
+
+
+def emit(text: str) -> None:
+    print(text, flush=True)
+
+
+def complain(text: str) -> None:
+    print(f"error: {text}", file=sys.stderr, flush=True)
+
+
+async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    scope = None if arguments.all_namespaces else namespace
+    try:
+        listed = await api.get(collection_path(scope))
+    except KubeApiError as error:
+        if error.not_found:
+            raise CommandError(
+                EXIT_FAILED, "the Offload resource is not installed (apply manifests/crds/offload.yaml)"
+            ) from None
+        raise
+    items = listed.get("items") or []
+    if arguments.output:
+        emit(rendering.render_document(listed, arguments.output))
+    elif not items:
+        where = "any namespace" if scope is None else f'namespace "{scope}"'
+        print(f"No offloads found in {where}.", file=sys.stderr)
+    else:
+        emit(rendering.render_list(items, all_namespaces=scope is None))
+    return EXIT_OK
+
+
+def _show(offload: RawObject, output: str | None, *, repeat: bool) -> None:
+    if output == "yaml" and repeat:
+        emit("---")
+    if output:
+        emit(rendering.render_document(offload, output))
+        return
+    if repeat:
+        emit(CLEAR_SCREEN if sys.stdout.isatty() else "")
+    emit(rendering.render_status(offload))
+
+
+async def run_status(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    offload = await get_offload(api, namespace, arguments.name)
+    _show(offload, arguments.output, repeat=False)
+    if not arguments.watch or rendering.status_of(offload).get("phase") in rendering.TERMINAL_PHASES:
+        return EXIT_OK
+    async for changed in follow(api, namespace, arguments.name, offload):
+        _show(changed, arguments.output, repeat=True)
+        if rendering.status_of(changed).get("phase") in rendering.TERMINAL_PHASES:
+            break
+    return EXIT_OK
+
+
+def flip_patch(current: RawObject, arguments: argparse.Namespace) -> dict[str, Any]:
+    """The spec patch for `flip`, or CommandError(2) when a migration toward the other side is running."""
+    status = rendering.status_of(current)
+    target = status.get("targetPlacement")
+    if rendering.is_running(current) and target and target != arguments.to:
+        raise CommandError(
+            EXIT_USAGE,
+            f'offload "{arguments.name}" is already migrating to {target} (phase {status.get("phase")}, '
+            f"away weight {rendering.weight_text(current)}); wait for it to end, or abort it first",
+        )
+    spec: dict[str, Any] = {"placement": arguments.to}
+    strategy: dict[str, Any] = {}
+    if arguments.steps is not None:
+        strategy["toAwaySteps" if arguments.to == "away" else "toHomeSteps"] = list(arguments.steps)
+    if arguments.interval is not None:
+        strategy["stepIntervalSeconds"] = arguments.interval
+    if strategy:
+        spec["strategy"] = strategy
+    return {"spec": spec}
+
+
+def finished_code(offload: RawObject, generation: int, placement: str) -> int | None:
+    """The exit code once the migration started at `generation` has ended; None while it has not."""
+    status = rendering.status_of(offload)
+    code = rendering.exit_code_of_phase(status.get("phase"))
+    if code is None:
+        return None
+    observed = status.get("observedGeneration")
+    if observed is not None:
+        return code if int(observed) >= generation else None
+    return code if status.get("targetPlacement") == placement else None
+
+
+async def wait_for_end(api: KubeApi, namespace: str, patched: RawObject, placement: str) -> int:
+    name = patched["metadata"]["name"]
+    generation = int(patched["metadata"].get("generation", 0))
+    last_line = rendering.progress_line(patched)
+    emit(last_line)
+    code = finished_code(patched, generation, placement)
+    if code is None:
+        async for offload in follow(api, namespace, name, patched):
+            line = rendering.progress_line(offload)
+            if line != last_line:
+                emit(line)
+                last_line = line
+            code = finished_code(offload, generation, placement)
+            if code is not None:
+                break
+    if code == EXIT_OK:
+        emit(f"offload {name}: the migration to {placement} succeeded")
+    else:
+        complain(f"offload {name}: the migration to {placement} did not succeed")
+    return EXIT_FAILED if code is None else code
+
+
+async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    patched = await checked_patch(
+        api, namespace, arguments.name, lambda current: flip_patch(current, arguments)
+    )
+    emit(f"offload {arguments.name}: placement set to {arguments.to}")
+    if not arguments.wait:
+        return EXIT_OK
+    return await wait_for_end(api, namespace, patched, arguments.to)
+
+
+def _require_running(current: RawObject, name: str, what: str) -> str:
+    """The running migration's target placement, or CommandError(2) when none runs."""
+    if not rendering.is_running(current):
+        phase = rendering.status_of(current).get("phase") or "none"
+        raise CommandError(EXIT_USAGE, f'offload "{name}" has no migration running to {what} (phase {phase})')
+    return rendering.direction_placement(current)
+
+
+async def run_abort(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    def build(current: RawObject) -> Mapping[str, Any]:
+        target = _require_running(current, arguments.name, "abort")
+        return {"spec": {"placement": opposite(target)}}
+
+    patched = await checked_patch(api, namespace, arguments.name, build)
+    placement = rendering.spec_of(patched).get("placement")
+    emit(f"offload {arguments.name}: aborting; placement set back to {placement}")
+    return EXIT_OK
+
+
+async def run_promote(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def build(current: RawObject) -> Mapping[str, Any]:
+        _require_running(current, arguments.name, "promote")
+        return {"metadata": {"annotations": {PROMOTE_ANNOTATION: stamp}}}
+
+    await checked_patch(api, namespace, arguments.name, build)
+    emit(f"offload {arguments.name}: promote requested at {stamp}")
+    return EXIT_OK
+
+
+async def run_pause(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    await patch_offload(api, namespace, arguments.name, {"spec": {"paused": True}})
+    emit(f"offload {arguments.name}: paused")
+    return EXIT_OK
+
+
+async def run_resume(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    await patch_offload(api, namespace, arguments.name, {"spec": {"paused": False}})
+    emit(f"offload {arguments.name}: resumed")
+    return EXIT_OK
+
+
+Handler = Callable[[KubeApi, argparse.Namespace, str], Awaitable[int]]
+HANDLERS: dict[str, Handler] = {
+    "list": run_list,
+    "status": run_status,
+    "flip": run_flip,
+    "pause": run_pause,
+    "resume": run_resume,
+    "abort": run_abort,
+    "promote": run_promote,
+}
+
+
+async def _run(arguments: argparse.Namespace, target: Target) -> int:
+    api = await connect(target)
+    try:
+        return await HANDLERS[arguments.migration_command](api, arguments, target.namespace)
+    finally:
+        await api.close()
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """Run the parsed migration command; returns the exit code (errors are printed to stderr)."""
+    try:
+        target = resolve(arguments.kubeconfig, arguments.context, arguments.namespace)
+        return asyncio.run(_run(arguments, target))
+    except ConfigurationError as error:
+        complain(str(error))
+        return EXIT_USAGE
+    except CommandError as error:
+        complain(error.message)
+        return error.code
+    except KubeApiError as error:
+        complain(f"the apiserver answered {error.status} {error.reason}: {error.message}")
+        return EXIT_FAILED
+    except (aiohttp.ClientError, OSError, TimeoutError) as error:
+        complain(f"cannot reach the apiserver: {error}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
