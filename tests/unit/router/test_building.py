@@ -1,0 +1,279 @@
+"""Building the route table from raw Offload, EndpointSlice and pod JSON."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from vk_provider.router import Endpoint, RouteMatch
+from vk_provider.router.building import (
+    OFFLOAD_LABEL,
+    SERVICE_NAME_LABEL,
+    TRAFFIC_ADDRESS_ANNOTATION,
+    SkippedOffload,
+    build_routes,
+    build_table,
+)
+
+
+def _offload(
+    name: str = "chat",
+    namespace: str = "ml",
+    *,
+    service: str = "chat-svc",
+    hosts: list[str] | None = None,
+    prefix: str | None = "/v1",
+    generation: int | None = 3,
+    away_weight: int | None = 25,
+) -> dict[str, Any]:
+    route: dict[str, Any] = {}
+    if hosts is not None:
+        route["hosts"] = hosts
+    if prefix is not None:
+        route["pathPrefix"] = prefix
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if generation is not None:
+        metadata["generation"] = generation
+    result: dict[str, Any] = {
+        "apiVersion": "offload.vk-provider.dev/v1alpha1",
+        "kind": "Offload",
+        "metadata": metadata,
+        "spec": {"home": {"deployment": name, "service": service}, "placement": "away", "route": route},
+    }
+    if away_weight is not None:
+        result["status"] = {"awayWeight": away_weight, "phase": "Shifting"}
+    return result
+
+
+def _endpoint(
+    address: str, *, ready: bool | None = True, serving: bool | None = None, terminating: bool | None = None
+) -> dict[str, Any]:
+    conditions: dict[str, Any] = {}
+    for key, value in (("ready", ready), ("serving", serving), ("terminating", terminating)):
+        if value is not None:
+            conditions[key] = value
+    return {"addresses": [address], "conditions": conditions}
+
+
+def _slice(
+    endpoints: list[dict[str, Any]],
+    *,
+    service: str = "chat-svc",
+    namespace: str = "ml",
+    ports: list[dict[str, Any]] | None = None,
+    address_type: str = "IPv4",
+    name: str = "chat-svc-abcde",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": namespace, "labels": {SERVICE_NAME_LABEL: service}},
+        "addressType": address_type,
+        "ports": [{"name": "", "port": 8080, "protocol": "TCP"}] if ports is None else ports,
+        "endpoints": endpoints,
+    }
+
+
+def _pod(
+    name: str,
+    *,
+    offload: str = "chat",
+    namespace: str = "ml",
+    address: str | None = "http://10.9.0.1:9000",
+    ready: bool = True,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {OFFLOAD_LABEL: offload}}
+    if address is not None:
+        metadata["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: address}
+    if deleting:
+        metadata["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    return {
+        "metadata": metadata,
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+            ],
+        },
+    }
+
+
+def test_an_offload_becomes_one_route_with_its_identity_weight_and_match() -> None:
+    table = build_table([_offload(hosts=["Chat.Example.com"], prefix="/v1")], [], [])
+    (route,) = table.routes
+    assert route.key == "ml/chat"
+    assert route.generation == 3
+    assert route.away_weight == 25
+    assert route.match == RouteMatch(hosts=("chat.example.com",), path_prefix="/v1")
+    assert route.home == ()
+    assert route.away == ()
+
+
+def test_an_offload_without_status_or_generation_defaults_to_zero() -> None:
+    (route,) = build_table([_offload(generation=None, away_weight=None)], [], []).routes
+    assert route.away_weight == 0
+    assert route.generation == 0
+
+
+def test_ready_home_endpoints_are_live_and_terminating_serving_ones_drain() -> None:
+    endpoints = [
+        _endpoint("10.0.0.1"),
+        _endpoint("10.0.0.2", ready=False, serving=True, terminating=True),
+        _endpoint("10.0.0.3", ready=False, serving=False, terminating=True),
+        _endpoint("10.0.0.4", ready=False, serving=False),
+        _endpoint("10.0.0.5", ready=False),
+    ]
+    (route,) = build_table([_offload()], [_slice(endpoints)], []).routes
+    assert route.home == (
+        Endpoint("http://10.0.0.1:8080"),
+        Endpoint("http://10.0.0.2:8080", terminating=True),
+    )
+
+
+def test_missing_endpoint_conditions_read_as_the_api_documents() -> None:
+    endpoints = [
+        {"addresses": ["10.0.0.1"]},
+        _endpoint("10.0.0.2", ready=False, terminating=True),
+        _endpoint("10.0.0.3", ready=None, terminating=True),
+    ]
+    (route,) = build_table([_offload()], [_slice(endpoints)], []).routes
+    assert route.home == (
+        Endpoint("http://10.0.0.1:8080"),
+        Endpoint("http://10.0.0.3:8080", terminating=True),
+    )
+
+
+def test_the_port_named_http_is_preferred_over_the_first_port() -> None:
+    ports = [{"name": "metrics", "port": 9090}, {"name": "http", "port": 8000}]
+    (route,) = build_table([_offload()], [_slice([_endpoint("10.0.0.1")], ports=ports)], []).routes
+    assert route.home == (Endpoint("http://10.0.0.1:8000"),)
+
+
+def test_the_first_port_is_used_when_none_is_named_http() -> None:
+    ports = [{"name": "grpc", "port": 7000}, {"name": "metrics", "port": 9090}]
+    (route,) = build_table([_offload()], [_slice([_endpoint("10.0.0.1")], ports=ports)], []).routes
+    assert route.home == (Endpoint("http://10.0.0.1:7000"),)
+
+
+def test_a_slice_without_a_port_gives_no_endpoints() -> None:
+    slices = [
+        _slice([_endpoint("10.0.0.1")], ports=[]),
+        _slice([_endpoint("10.0.0.2")], ports=[{"name": "x"}]),
+    ]
+    (route,) = build_table([_offload()], slices, []).routes
+    assert route.home == ()
+
+
+def test_ipv6_addresses_are_bracketed() -> None:
+    slices = [_slice([_endpoint("fd00::5")], address_type="IPv6")]
+    (route,) = build_table([_offload()], slices, []).routes
+    assert route.home == (Endpoint("http://[fd00::5]:8080"),)
+
+
+def test_an_address_in_two_slices_is_listed_once_and_live_wins() -> None:
+    slices = [
+        _slice([_endpoint("10.0.0.1", ready=False, serving=True, terminating=True)], name="a"),
+        _slice([_endpoint("10.0.0.1")], name="b"),
+    ]
+    (route,) = build_table([_offload()], slices, []).routes
+    assert route.home == (Endpoint("http://10.0.0.1:8080"),)
+
+
+def test_ready_away_pods_with_an_address_are_away_endpoints() -> None:
+    pods = [
+        _pod("a", address="http://10.9.0.1:9000/"),
+        _pod("b", address="http://10.9.0.2:9000", ready=False),
+        _pod("c", address=None),
+        _pod("d", address="http://10.9.0.4:9000", deleting=True),
+        _pod("e", address="http://10.9.0.5:9000", deleting=True, ready=False),
+        _pod("f", address="10.9.0.6:9000"),
+    ]
+    (route,) = build_table([_offload()], [], pods).routes
+    assert route.away == (
+        Endpoint("http://10.9.0.1:9000"),
+        Endpoint("http://10.9.0.4:9000", terminating=True),
+    )
+
+
+def test_a_pod_without_the_offload_label_is_not_an_away_endpoint() -> None:
+    pod = _pod("a")
+    del pod["metadata"]["labels"]
+    (route,) = build_table([_offload()], [], [pod]).routes
+    assert route.away == ()
+
+
+def test_offloads_in_several_namespaces_do_not_mix_endpoints() -> None:
+    offloads = [
+        _offload("chat", "ml"),
+        _offload("chat", "prod"),
+        _offload("embed", "ml", service="embed-svc", prefix="/embed"),
+    ]
+    slices = [
+        _slice([_endpoint("10.0.0.1")], namespace="ml"),
+        _slice([_endpoint("10.1.0.1")], namespace="prod"),
+        _slice([_endpoint("10.0.0.9")], namespace="ml", service="embed-svc"),
+    ]
+    pods = [
+        _pod("a", namespace="ml", address="http://10.9.0.1:9000"),
+        _pod("b", namespace="prod", address="http://10.9.1.1:9000"),
+        _pod("c", namespace="ml", offload="embed", address="http://10.9.0.9:9000"),
+    ]
+    table = build_table(offloads, slices, pods)
+    routes = {route.key: route for route in table.routes}
+    assert [route.key for route in table.routes] == ["ml/chat", "ml/embed", "prod/chat"]
+    assert routes["ml/chat"].home == (Endpoint("http://10.0.0.1:8080"),)
+    assert routes["ml/chat"].away == (Endpoint("http://10.9.0.1:9000"),)
+    assert routes["prod/chat"].home == (Endpoint("http://10.1.0.1:8080"),)
+    assert routes["prod/chat"].away == (Endpoint("http://10.9.1.1:9000"),)
+    assert routes["ml/embed"].home == (Endpoint("http://10.0.0.9:8080"),)
+    assert routes["ml/embed"].away == (Endpoint("http://10.9.0.9:9000"),)
+
+
+@pytest.mark.parametrize(
+    ("offload", "reason"),
+    [
+        (_offload("bad", hosts=None, prefix=None), "needs hosts"),
+        (_offload("bad", prefix="v1"), "must start with /"),
+        (_offload("bad", service=""), "spec.home.service"),
+        (_offload("bad", away_weight=150), "outside 0..100"),
+        (_offload("bad", hosts=[""]), "spec.route.hosts"),
+    ],
+)
+def test_an_offload_with_an_invalid_route_is_skipped_and_reported(
+    offload: dict[str, Any], reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    result = build_routes([offload, _offload("good")], [], [])
+    assert [route.key for route in result.table.routes] == ["ml/good"]
+    (skipped,) = result.skipped
+    assert isinstance(skipped, SkippedOffload)
+    assert skipped.key == "ml/bad"
+    assert reason in skipped.reason
+
+    with caplog.at_level(logging.WARNING, logger="vk_provider.router.building"):
+        table = build_table([offload, _offload("good")], [], [])
+    assert table == result.table
+    assert "ml/bad" in caplog.text
+
+
+def test_two_builds_of_the_same_objects_in_any_order_are_equal() -> None:
+    offloads = [
+        _offload("chat", "ml", hosts=["b.example", "a.example"]),
+        _offload("embed", "ml", prefix="/e"),
+    ]
+    slices = [
+        _slice([_endpoint("10.0.0.2"), _endpoint("10.0.0.1")], name="a"),
+        _slice([_endpoint("10.0.0.3", ready=False, serving=True, terminating=True)], name="b"),
+    ]
+    pods = [_pod("x", address="http://10.9.0.2:9000"), _pod("y", address="http://10.9.0.1:9000")]
+    first = build_table(offloads, slices, pods)
+    second = build_table(list(reversed(offloads)), list(reversed(slices)), list(reversed(pods)))
+    assert first == second
+    assert [endpoint.url for endpoint in first.routes[0].home] == [
+        "http://10.0.0.1:8080",
+        "http://10.0.0.2:8080",
+        "http://10.0.0.3:8080",
+    ]

@@ -1,0 +1,252 @@
+"""Build a `RouteTable` from the cluster's raw JSON: Offloads, EndpointSlices and away pods.
+
+Pure: no API calls, no clocks, no randomness. Whoever watches the cluster hands the current objects
+in and swaps the returned table into the router. The output is sorted (routes by namespace/name,
+endpoints by URL), so building twice from the same objects, in any order, gives equal tables and the
+caller can skip a swap when nothing changed.
+
+Home endpoints come from the EndpointSlices of the Offload's home Service (label
+`kubernetes.io/service-name`, same namespace), read with the API's documented condition semantics:
+
+- `ready` true (a missing `ready` counts as true, as the API says) and not terminating: a live
+  endpoint;
+- `terminating` true and `serving` true (a missing `serving` defers to `ready`): a draining
+  endpoint (`terminating=True`: its in-flight requests finish, it gets no new ones);
+- anything else: left out.
+
+The port is the slice's port named `http`, else its first port; a slice without a usable port gives
+nothing. IPv6 addresses are written in brackets. If the same URL shows up twice (an endpoint can be in
+two slices while they are rebalanced), the live reading beats the draining one.
+
+Away endpoints are the pods in the Offload's namespace labelled `offload.vk-provider.dev/offload=<name>`
+that carry the traffic-address annotation (the URL the virtual node publishes) and whose `Ready`
+condition is `True`; a pod being deleted (`metadata.deletionTimestamp` set) that is still Ready drains.
+A pod whose annotation is not an http(s) URL is left out.
+
+An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not starting with `/`, no
+home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
+`build_routes` returns it as a `SkippedOffload` for callers that want to report it (e.g. as an event).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vk_provider.node.pods import TRAFFIC_ADDRESS_ANNOTATION
+from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
+
+logger = logging.getLogger(__name__)
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+"""The label an EndpointSlice carries naming the Service it belongs to."""
+OFFLOAD_LABEL = "offload.vk-provider.dev/offload"
+"""The label on the away Deployment's pods naming the Offload they serve."""
+HTTP_PORT_NAME = "http"
+"""The EndpointSlice port name preferred over the first port."""
+
+__all__ = [
+    "HTTP_PORT_NAME",
+    "OFFLOAD_LABEL",
+    "SERVICE_NAME_LABEL",
+    "TRAFFIC_ADDRESS_ANNOTATION",
+    "BuildResult",
+    "SkippedOffload",
+    "build_routes",
+    "build_table",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedOffload:
+    """An Offload left out of the table, and why."""
+
+    namespace: str
+    name: str
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    """The table built, and the Offloads that could not be part of it (sorted by key)."""
+
+    table: RouteTable
+    skipped: tuple[SkippedOffload, ...] = ()
+
+
+def build_table(
+    offloads: Iterable[Mapping[str, Any]],
+    endpoint_slices: Iterable[Mapping[str, Any]],
+    away_pods: Iterable[Mapping[str, Any]],
+) -> RouteTable:
+    """The route table for these objects; each skipped Offload is logged as a warning."""
+    result = build_routes(offloads, endpoint_slices, away_pods)
+    for skipped in result.skipped:
+        logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
+    return result.table
+
+
+def build_routes(
+    offloads: Iterable[Mapping[str, Any]],
+    endpoint_slices: Iterable[Mapping[str, Any]],
+    away_pods: Iterable[Mapping[str, Any]],
+) -> BuildResult:
+    """The route table for these objects, plus the Offloads skipped as invalid (no logging)."""
+    home_index = _index_home_endpoints(endpoint_slices)
+    away_index = _index_away_endpoints(away_pods)
+    routes: list[Route] = []
+    skipped: list[SkippedOffload] = []
+    for offload in offloads:
+        metadata = _mapping(offload.get("metadata"))
+        namespace = _text(metadata.get("namespace"))
+        name = _text(metadata.get("name"))
+        try:
+            route = _route(offload, namespace, name, home_index, away_index)
+        except ValueError as error:
+            skipped.append(SkippedOffload(namespace, name, str(error)))
+            continue
+        routes.append(route)
+    routes.sort(key=lambda route: (route.namespace, route.name))
+    skipped.sort(key=lambda item: (item.namespace, item.name, item.reason))
+    return BuildResult(RouteTable.of(routes), tuple(skipped))
+
+
+# Endpoints by (namespace, service or offload name) → {url: terminating}.
+_Index = dict[tuple[str, str], dict[str, bool]]
+
+
+def _route(
+    offload: Mapping[str, Any], namespace: str, name: str, home_index: _Index, away_index: _Index
+) -> Route:
+    if not name:
+        raise ValueError("the Offload has no name")
+    metadata = _mapping(offload.get("metadata"))
+    spec = _mapping(offload.get("spec"))
+    status = _mapping(offload.get("status"))
+    service = _text(_mapping(spec.get("home")).get("service"))
+    if not service:
+        raise ValueError("spec.home.service is missing")
+    route_spec = _mapping(spec.get("route"))
+    raw_hosts = route_spec.get("hosts") or ()
+    if not isinstance(raw_hosts, list | tuple) or not all(isinstance(h, str) and h for h in raw_hosts):
+        raise ValueError("spec.route.hosts must be a list of non-empty strings")
+    path_prefix = route_spec.get("pathPrefix") or ""
+    if not isinstance(path_prefix, str):
+        raise ValueError("spec.route.pathPrefix must be a string")
+    match = RouteMatch(hosts=tuple(sorted(raw_hosts)), path_prefix=path_prefix)
+    away_weight = _integer(status.get("awayWeight"), "status.awayWeight")
+    generation = _integer(metadata.get("generation"), "metadata.generation")
+    return Route(
+        namespace=namespace,
+        name=name,
+        generation=generation,
+        match=match,
+        away_weight=away_weight,
+        home=_endpoints(home_index.get((namespace, service), {})),
+        away=_endpoints(away_index.get((namespace, name), {})),
+    )
+
+
+def _endpoints(found: Mapping[str, bool]) -> tuple[Endpoint, ...]:
+    return tuple(Endpoint(url, terminating=found[url]) for url in sorted(found))
+
+
+def _add(index: _Index, key: tuple[str, str], url: str, terminating: bool) -> None:
+    """Record an endpoint; a live reading of a URL beats a draining one."""
+    side = index.setdefault(key, {})
+    side[url] = side.get(url, True) and terminating
+
+
+def _index_home_endpoints(endpoint_slices: Iterable[Mapping[str, Any]]) -> _Index:
+    index: _Index = {}
+    for endpoint_slice in endpoint_slices:
+        metadata = _mapping(endpoint_slice.get("metadata"))
+        service = _text(_mapping(metadata.get("labels")).get(SERVICE_NAME_LABEL))
+        port = _slice_port(endpoint_slice.get("ports"))
+        if not service or port is None:
+            continue
+        key = (_text(metadata.get("namespace")), service)
+        ipv6_slice = endpoint_slice.get("addressType") == "IPv6"
+        for endpoint in endpoint_slice.get("endpoints") or ():
+            if not isinstance(endpoint, Mapping):
+                continue
+            terminating = _endpoint_state(_mapping(endpoint.get("conditions")))
+            if terminating is None:
+                continue
+            for address in endpoint.get("addresses") or ():
+                if isinstance(address, str) and address:
+                    host = f"[{address}]" if ipv6_slice or ":" in address else address
+                    _add(index, key, f"http://{host}:{port}", terminating)
+    return index
+
+
+def _endpoint_state(conditions: Mapping[str, Any]) -> bool | None:
+    """None: left out; False: live; True: draining. Nil conditions read as the API documents."""
+    ready = conditions.get("ready") is not False  # nil means true
+    serving_value = conditions.get("serving")
+    serving = ready if serving_value is None else serving_value is True
+    if conditions.get("terminating") is True:
+        return True if serving else None
+    return False if ready else None
+
+
+def _slice_port(ports: Any) -> int | None:
+    """The port named `http`, else the first one; None when the slice has no usable port."""
+    candidates = [port for port in ports or () if isinstance(port, Mapping)]
+    named = [port for port in candidates if port.get("name") == HTTP_PORT_NAME]
+    for port in (named or candidates)[:1]:
+        number = port.get("port")
+        if isinstance(number, int) and not isinstance(number, bool) and 0 < number < 65536:
+            return number
+    return None
+
+
+def _index_away_endpoints(away_pods: Iterable[Mapping[str, Any]]) -> _Index:
+    index: _Index = {}
+    for pod in away_pods:
+        metadata = _mapping(pod.get("metadata"))
+        offload = _text(_mapping(metadata.get("labels")).get(OFFLOAD_LABEL))
+        address = _text(_mapping(metadata.get("annotations")).get(TRAFFIC_ADDRESS_ANNOTATION)).strip()
+        if not offload or not address or not _pod_ready(pod):
+            continue
+        url = address.rstrip("/")
+        try:
+            Endpoint(url)
+        except ValueError:
+            continue
+        deleting = metadata.get("deletionTimestamp") is not None
+        _add(index, (_text(metadata.get("namespace")), offload), url, deleting)
+    return index
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    conditions = _mapping(pod.get("status")).get("conditions") or ()
+    return any(
+        isinstance(condition, Mapping)
+        and condition.get("type") == "Ready"
+        and condition.get("status") == "True"
+        for condition in conditions
+    )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _integer(value: Any, field: str) -> int:
+    """An optional integer field: absent is 0, anything but an integer is invalid."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{field} must be an integer, not {value!r}")
+    return value
