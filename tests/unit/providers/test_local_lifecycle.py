@@ -28,6 +28,7 @@ from .local_support import (
     TEST_ADDRESS_RANGE,
     container,
     container_named,
+    eventually,
     free_port,
     has_restarted,
     in_phase,
@@ -109,19 +110,15 @@ async def test_an_http_server_in_a_pod_answers_on_the_pod_address(tmp_path: Path
         state = await wait_for_pod(provider, ref, in_phase("Running"))
         assert state.traffic_address == f"http://{ip}:{port}"
 
-        async def answered() -> bool:
+        async def answered() -> bool | None:
             try:
                 async with session.get(f"{state.traffic_address}/") as response:
-                    return response.status == 200
+                    return True if response.status == 200 else None
             except aiohttp.ClientConnectionError:
-                return False
+                return None  # not listening yet
 
         async with aiohttp.ClientSession() as session:
-            for _ in range(500):
-                if await answered():
-                    break
-                await asyncio.sleep(0.02)
-            assert await answered()
+            assert await eventually(answered, timeout_seconds=10.0)
 
 
 @pytest.mark.parametrize(
