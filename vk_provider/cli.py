@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vk_provider import __version__
+from vk_provider.controller.running import add_controller_arguments, run_controller_command
 from vk_provider.devcluster import cluster, commands
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
 from vk_provider.offloadcli import commands as migration
 from vk_provider.offloadcli.arguments import add_migration_commands
+from vk_provider.router.running import add_router_arguments, run_router_command
 
 
 def _positive_int(text: str) -> int:
@@ -207,6 +209,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_command(subparsers)
     _add_dev_commands(subparsers)
     _add_migrate_command(subparsers)
+    add_router_arguments(
+        subparsers.add_parser(
+            "router",
+            help="route each Offload's traffic between home and away by its weight",
+            description="Serve the routes the cluster's Offloads describe (several replicas may run).",
+        )
+    )
+    add_controller_arguments(
+        subparsers.add_parser(
+            "controller",
+            help="run the migration controller that moves Offloads between home and away",
+            description=(
+                "Reconcile every Offload: scale the receiving side, shift the weight step by step "
+                "behind the health gates, and scale the drained side to 0. Replicas elect a leader "
+                "through a Lease."
+            ),
+        )
+    )
     return parser
 
 
@@ -252,6 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_dev(arguments)
     if arguments.command == "migrate":
         return migration.run(arguments)
+    if arguments.command == "router":
+        return run_router_command(arguments)
+    if arguments.command == "controller":
+        return run_controller_command(arguments)
     if arguments.command == "node":
         flags = {name: getattr(arguments, name) for name in SETTINGS_FIELDS if hasattr(arguments, name)}
         try:

@@ -25,6 +25,8 @@ from vk_provider.devcluster import cluster
 from vk_provider.devcluster.building import BinaryCache
 
 REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
+CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"
+CRD_NAME = "offloads.offload.vk-provider.dev"
 NODE_MONITOR_GRACE_PERIOD_SECONDS = 20
 DEFAULT_TOLERATION_SECONDS = 30
 
@@ -100,6 +102,13 @@ def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
         return completed
 
     return run
+
+
+@pytest.fixture(scope="session")
+def offload_crd(kubectl: Kubectl) -> None:
+    """The Offload CRD applied and Established; left in place for every test that needs it."""
+    kubectl("apply", "-f", str(CRD_FILE))
+    kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
 
 @pytest.fixture

@@ -26,27 +26,14 @@ FAST_SETTINGS: dict[str, Any] = {
 }
 
 
-class NodeDaemon:
-    """One virtual node daemon: a config file, a state folder, a log, and the process."""
+class ManagedProcess:
+    """A `python -m vk_provider ...` subprocess with its own log file, which tests can stop or kill -9."""
 
-    def __init__(self, *, folder: Path, provider: str, **settings: Any) -> None:
-        self.node_name = settings.pop("node_name", f"vk-{provider}-{uuid.uuid4().hex[:6]}")
+    def __init__(self, *, folder: Path, arguments: list[str], log_name: str = "daemon.log") -> None:
         self.folder = folder
-        self.log_path = folder / "daemon.log"
-        self.config_path = folder / "node.yaml"
-        config = {
-            "node_name": self.node_name,
-            "provider": provider,
-            "state_dir": str(folder / "state"),
-            # Every daemon serves its kubelet API on a port of its own, on loopback.
-            "kubelet_port": PortPicker().pick(),
-            "kubelet_bind_address": "127.0.0.1",
-            "kubelet_csr_self_approve": True,
-            **FAST_SETTINGS,
-            **settings,
-        }
+        self.log_path = folder / log_name
+        self.arguments = arguments
         folder.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(yaml.safe_dump(config))
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -57,16 +44,7 @@ class NodeDaemon:
             log.write(f"\n--- start {self.starts} ---\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "vk_provider",
-                    "node",
-                    "--config",
-                    str(self.config_path),
-                    "--log-level",
-                    "DEBUG",
-                ],
+                [sys.executable, "-m", "vk_provider", *self.arguments],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -84,16 +62,40 @@ class NodeDaemon:
         return self.process.wait(timeout_seconds)
 
     def kill(self) -> None:
-        """kill -9 the daemon alone; the workloads it started must survive it."""
+        """kill -9 the process alone; whatever it started must survive it."""
         assert self.process is not None
         self.process.kill()
         self.process.wait(30)
 
-    def log_tail(self) -> str:
-        return tail_of_file(self.log_path, lines=60)
+    def log_tail(self, lines: int = 60) -> str:
+        return tail_of_file(self.log_path, lines=lines)
 
     def close(self) -> None:
         if self.alive():
             assert self.process is not None
             procfs.signal_group(self.process.pid, signal.SIGKILL)
             self.process.wait(30)
+
+
+class NodeDaemon(ManagedProcess):
+    """One virtual node daemon: a config file, a state folder, a log, and the process."""
+
+    def __init__(self, *, folder: Path, provider: str, **settings: Any) -> None:
+        self.node_name = settings.pop("node_name", f"vk-{provider}-{uuid.uuid4().hex[:6]}")
+        self.config_path = folder / "node.yaml"
+        config = {
+            "node_name": self.node_name,
+            "provider": provider,
+            "state_dir": str(folder / "state"),
+            # Every daemon serves its kubelet API on a port of its own, on loopback.
+            "kubelet_port": PortPicker().pick(),
+            "kubelet_bind_address": "127.0.0.1",
+            "kubelet_csr_self_approve": True,
+            **FAST_SETTINGS,
+            **settings,
+        }
+        super().__init__(
+            folder=folder,
+            arguments=["node", "--config", str(self.config_path), "--log-level", "DEBUG"],
+        )
+        self.config_path.write_text(yaml.safe_dump(config))

@@ -16,22 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Kubectl
 from tests.integration.waiting import wait_for
 from vk_provider._kube.api import MERGE_PATCH, KubeApi
 from vk_provider.devcluster import cluster
 
-CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"
-CRD_NAME = "offloads.offload.vk-provider.dev"
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 CLI_TIMEOUT_SECONDS = 60
-
-
-@pytest.fixture(scope="module")
-def offload_crd(kubectl: Kubectl) -> None:
-    """The CRD applied and Established; left in place, other modules use it too."""
-    kubectl("apply", "-f", str(CRD_FILE))
-    kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +12,6 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
 
-CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"
-CRD_NAME = "offloads.offload.vk-provider.dev"
 GROUP = "offload.vk-provider.dev"
 VERSION = "v1alpha1"
 PLURAL = "offloads"
@@ -26,19 +22,6 @@ MINIMAL_SPEC: dict[str, Any] = {
     "placement": "home",
     "route": {"hosts": ["chat.example.test"]},
 }
-
-
-@pytest.fixture(scope="module")
-def offload_crd(kubectl: Kubectl) -> Iterator[None]:
-    """The CRD applied and Established; deleted afterwards only if this module created it."""
-    existed = bool(kubectl("get", "crd", CRD_NAME, "--ignore-not-found", "-o", "name").stdout.strip())
-    kubectl("apply", "-f", str(CRD_FILE))
-    kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
-    try:
-        yield
-    finally:
-        if not existed:
-            kubectl("delete", "-f", str(CRD_FILE), "--wait=false", "--ignore-not-found", check=False)
 
 
 def offload(spec: dict[str, Any], name: str | None = None) -> dict[str, Any]:

@@ -43,9 +43,10 @@ class PendingEvent:
 
 
 class EventRecorder:
-    def __init__(self, api: KubeApi, *, host: str) -> None:
+    def __init__(self, api: KubeApi, *, host: str, component: str = COMPONENT) -> None:
         self._api = api
         self._host = host
+        self._component = component
         self._queue: asyncio.Queue[PendingEvent] = asyncio.Queue(QUEUE_SIZE)
         self.posted = 0
 
@@ -87,6 +88,6 @@ class EventRecorder:
             "count": 1,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
-            "source": {"component": COMPONENT, "host": self._host},
+            "source": {"component": self._component, "host": self._host},
         }
         await self._api.create(f"/api/v1/namespaces/{namespace}/events", body)

@@ -208,6 +208,32 @@ def begin(
     )
 
 
+def begin_from(
+    direction: Direction,
+    steps: Sequence[int] | None,
+    weight: int,
+    *,
+    failures_before_rollback: int = DEFAULT_FAILURES_BEFORE_ROLLBACK,
+    paused: bool = False,
+) -> MigrationState:
+    """A migration that starts where traffic already is, e.g. at away weight 50 after a rollback.
+
+    It starts at the last weight of the schedule that does not go past `weight` toward the target, and
+    holds `weight` there: the first advance then moves to the next scheduled weight beyond it, so a new
+    migration never first swings traffic back to the far side (a rollback at 50 followed by a flip home
+    goes 50 -> 25 -> 0 with the default steps, never through 100).
+    """
+    state = begin(direction, steps, failures_before_rollback=failures_before_rollback, paused=paused)
+    if not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        raise ValueError(f"weight {weight} is outside 0..100")
+    schedule = state.schedule
+    distance = abs(weight - direction.start_weight)
+    index = max(
+        i for i, scheduled in enumerate(schedule) if abs(scheduled - direction.start_weight) <= distance
+    )
+    return dataclasses.replace(state, step_index=index, weight=weight, last_good_weight=weight)
+
+
 def _already_ended(state: MigrationState, ending: Ending) -> Decision:
     return Decision(ACTION_OF_ENDING[ending], state, f"the migration has already ended ({ending.value})")
 

@@ -290,11 +290,18 @@ async def _body(request: web.Request) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def start(router: Router, host: str, port: int) -> web.AppRunner:
-    """Serve `router` on host:port until the returned runner's `cleanup()`."""
+async def start(router: Router, host: str, port: int, *, shutdown_timeout: float = 30.0) -> web.AppRunner:
+    """Serve `router` on host:port until the returned runner's `cleanup()`.
+
+    `cleanup()` stops listening at once, then gives requests in flight (streams included) up to
+    `shutdown_timeout` seconds to finish before cancelling them: a router replica being replaced
+    must not cut the answers it is relaying.
+    """
     # Handler cancellation: when a client disconnects, its handler (and so its upstream request)
     # is cancelled instead of running on for nobody.
-    runner = web.AppRunner(router.app(), handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(
+        router.app(), handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout
+    )
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,11 +65,27 @@ def _address_range(value: Any) -> ipaddress.IPv4Network:
         network = ipaddress.IPv4Network(str(value))
     except ValueError as error:
         raise ValueError(f"local provider: address_range {value!r} is not an IPv4 network: {error}") from None
-    if not network.subnet_of(LOOPBACK_NETWORK):
-        raise ValueError(f"local provider: address_range {network} must lie within {LOOPBACK_NETWORK}")
+    if not network.subnet_of(LOOPBACK_NETWORK) and not is_local_range(network):
+        # Loopback works without setup, but the apiserver refuses loopback EndpointSlice addresses, so
+        # pods behind a Service need a range the host treats as its own (an "AnyIP" local route).
+        raise ValueError(
+            f"local provider: address_range {network} is not local to this host: make it so with "
+            f"`ip route replace local {network} dev lo` (as root), or use a range within {LOOPBACK_NETWORK}"
+        )
     if network.num_addresses < 2 and network.network_address == ipaddress.IPv4Address("127.0.0.1"):
         raise ValueError("local provider: address_range must offer addresses other than 127.0.0.1")
     return network
+
+
+def is_local_range(network: ipaddress.IPv4Network) -> bool:
+    """Whether a process may bind to addresses of `network` (the host routes it to itself)."""
+    probe = network.network_address + 1 if network.num_addresses > 1 else network.network_address
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((str(probe), 0))
+        except OSError:
+            return False
+    return True
 
 
 def _seconds(config: Mapping[str, Any], key: str, default: float) -> float:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vk_provider.migration.plan import (
+    DEFAULT_TO_HOME_STEPS,
     Action,
     Decision,
     Direction,
@@ -19,6 +20,7 @@ from vk_provider.migration.plan import (
     Verdict,
     abort,
     begin,
+    begin_from,
     next_step,
     pause,
     promote,
@@ -370,3 +372,40 @@ def test_abort_returns_to_the_start_weight_from_any_unfinished_state(
     assert aborted.action is Action.ABORT
     assert aborted.weight == direction.start_weight
     assert aborted.state.ending is Ending.ABORTED
+
+
+@PROPERTY
+@given(directions, valid_steps, st.integers(0, 100), st.lists(verdicts, max_size=40))
+def test_a_migration_begun_mid_way_never_swings_back_past_its_start(
+    direction: Direction, steps: tuple[int, ...], weight: int, inputs: list[Verdict]
+) -> None:
+    """After a rollback left traffic split, a new migration moves on from there, never back first."""
+    state = begin_from(direction, steps, weight)
+    assert state.weight == weight
+    distance_from_start = abs(weight - direction.start_weight)
+    for decision in run(state, inputs):
+        assert 0 <= decision.weight <= 100
+        assert abs(decision.weight - direction.start_weight) >= distance_from_start
+        if decision.action is Action.ADVANCE:
+            assert decision.weight in state.schedule
+
+
+@PROPERTY
+@given(directions, valid_steps, st.integers(0, 100))
+def test_a_migration_begun_mid_way_reaches_its_target_on_healthy_verdicts(
+    direction: Direction, steps: tuple[int, ...], weight: int
+) -> None:
+    decisions = run(begin_from(direction, steps, weight), [Verdict.HEALTHY] * (len(steps) + 2))
+    assert decisions[-1].action is Action.FINISH
+    assert decisions[-1].weight == direction.target_weight
+
+
+def test_begin_from_a_rolled_back_split_goes_on_from_there() -> None:
+    state = begin_from(Direction.TO_HOME, DEFAULT_TO_HOME_STEPS, 50)
+    assert (state.step_index, state.weight) == (3, 50)
+    assert next_step(state, Verdict.HEALTHY).weight == 25
+    between = begin_from(Direction.TO_AWAY, (50, 100), 30)
+    assert (between.step_index, between.weight) == (0, 30)
+    assert next_step(between, Verdict.HEALTHY).weight == 50
+    with pytest.raises(ValueError, match=r"outside 0\.\.100"):
+        begin_from(Direction.TO_AWAY, None, 101)

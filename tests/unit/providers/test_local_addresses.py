@@ -9,7 +9,7 @@ import pytest
 
 from vk_provider.errors import TemporaryProviderError
 from vk_providers.local.addresses import AddressBook
-from vk_providers.local.config import parse_settings
+from vk_providers.local.config import is_local_range, parse_settings
 
 from .local_support import eventually, local_provider, pod, shell, wait_for_pod
 
@@ -46,7 +46,7 @@ def test_127_0_0_1_is_never_handed_out(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "config",
     [
-        {"address_range": "10.0.0.0/8"},
+        {"address_range": "203.0.113.0/24"},
         {"address_range": "not a network"},
         {"restart_backoff_initial_seconds": -1},
         {"capacity": ["nvidia.com/gpu"]},
@@ -55,6 +55,14 @@ def test_127_0_0_1_is_never_handed_out(tmp_path: Path) -> None:
 def test_wrong_settings_are_refused_with_the_key_named(config: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(config))):
         parse_settings(config)
+
+
+def test_a_range_outside_loopback_is_accepted_only_when_this_host_routes_it_to_itself() -> None:
+    # 203.0.113.0/24 (TEST-NET-3) is never local; 127.0.0.0/8 always is.
+    assert not is_local_range(ipaddress.IPv4Network("203.0.113.0/24"))
+    assert is_local_range(ipaddress.IPv4Network("127.9.0.0/24"))
+    with pytest.raises(ValueError, match=r"ip route replace local 203\.0\.113\.0/24 dev lo"):
+        parse_settings({"address_range": "203.0.113.0/24"})
 
 
 async def test_a_deleted_pod_is_forgotten_after_the_retention_period(tmp_path: Path) -> None:

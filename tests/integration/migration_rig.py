@@ -1,0 +1,283 @@
+"""Everything a migration test needs, on the real control plane: two nodes, a service, router, controller.
+
+- a home node: the `local` provider, no taint, labelled as this test's home GPU node;
+- an away node: the `local` provider too (standing in for an external GPU provider), with the virtual
+  node taint and this test's away label;
+- the example inference service (`vk_provider.demo.tokens`) as a Deployment + Service on the home node,
+  each replica answering `X-Served-By: <node>/<pod>` so the load generator can tell the sides apart;
+- an Offload routing Host `chat.test` to it, the router and the controller as real subprocesses.
+
+Each node gets a random /24 of the dev pod network (198.19.0.0/16, routed to this host, because the
+apiserver refuses loopback addresses in EndpointSlices), so nodes never share an address. Every
+replica's `--fail-file` names a file per node: touching the home node's file makes the home side
+answer 500s while the away side stays healthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tests.integration.daemons import ManagedProcess, NodeDaemon
+from tests.integration.waiting import wait_for
+from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.devcluster import cluster, podnetwork
+from vk_provider.devcluster.ports import PortPicker
+
+HOST = "chat.test"
+NAME = "chat"
+API = "/apis/offload.vk-provider.dev/v1alpha1"
+
+StartNode = Callable[..., Awaitable[NodeDaemon]]
+
+
+def pod_range() -> str:
+    """A /24 of the dev pod network no other node of this run is likely to hold."""
+    return str(podnetwork.subnet(random.randrange(1, 256)))  # noqa: S311 - not a secret
+
+
+def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[str, Any]:
+    env = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "vk_provider.demo.tokens",
+        "--host",
+        "$(POD_IP)",
+        "--port",
+        "8080",
+        "--name",
+        "$(NODE_NAME)/$(POD_NAME)",
+        "--token-delay",
+        "0.005",
+        "--fail-file",
+        f"{fail_dir}/$(NODE_NAME).fail",
+    ]
+    return {
+        "metadata": {"labels": {"app": NAME}},
+        "spec": {
+            "nodeSelector": home_label,
+            "terminationGracePeriodSeconds": 20,
+            "containers": [
+                {
+                    "name": "server",
+                    "image": "vk-provider/tokens",  # informational: the local provider runs the command
+                    "command": command,
+                    "env": env,
+                    "ports": [{"name": "http", "containerPort": 8080}],
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+                }
+            ],
+        },
+    }
+
+
+@dataclasses.dataclass
+class Rig:
+    namespace: str
+    api: KubeApi
+    home: NodeDaemon
+    away: NodeDaemon
+    router: ManagedProcess
+    router_url: str
+    controller: ManagedProcess
+    fail_dir: Path
+
+    def side_of(self, served_by: str | None) -> str:
+        node = (served_by or "").partition("/")[0]
+        return {self.home.node_name: "home", self.away.node_name: "away"}.get(node, "unknown")
+
+    def fail_home(self) -> None:
+        (self.fail_dir / f"{self.home.node_name}.fail").touch()
+
+    async def offload(self) -> RawObject:
+        return await self.api.get(f"{API}/namespaces/{self.namespace}/offloads/{NAME}")
+
+    async def patch_offload(self, body: dict[str, Any]) -> RawObject:
+        return await self.api.patch(
+            f"{API}/namespaces/{self.namespace}/offloads/{NAME}", body, content_type=MERGE_PATCH
+        )
+
+    async def deployment(self, name: str) -> RawObject:
+        return await self.api.get(f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{name}")
+
+    async def wait_for_phase(self, *phases: str, timeout_seconds: float = 240) -> RawObject:
+        async def reached() -> RawObject | None:
+            offload = await self.offload()
+            return offload if (offload.get("status") or {}).get("phase") in phases else None
+
+        return await wait_for(
+            reached,
+            timeout_seconds=timeout_seconds,
+            what=f"offload phase {phases}; controller log:\n{self.controller.log_tail(30)}",
+        )
+
+    def controller_arguments(self, kubeconfig: Path) -> list[str]:
+        return [
+            "controller",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            self.namespace,
+            "--router-url",
+            self.router_url,
+            "--leader-election-namespace",
+            self.namespace,
+            "--lease-duration",
+            "6",
+            "--lease-renew",
+            "2",
+            "--log-level",
+            "DEBUG",
+        ]
+
+    async def events(self, reason: str) -> list[RawObject]:
+        listing = await self.api.get(
+            f"/api/v1/namespaces/{self.namespace}/events",
+            query={"fieldSelector": f"involvedObject.kind=Offload,reason={reason}"},
+        )
+        items: list[RawObject] = listing.get("items") or []
+        return items
+
+
+async def build_rig(
+    *,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    folder: Path,
+    strategy: dict[str, Any],
+    home_replicas: int = 2,
+) -> Rig:
+    """Start the nodes, the service, the Offload, the router and the controller; wait until all are up."""
+    podnetwork.ensure_local_route()
+    tag = uuid.uuid4().hex[:6]
+    home_label = {"vk-provider.dev/role": f"home-{tag}"}
+    away_label = {"vk-provider.dev/role": f"away-{tag}"}
+    fast = {"restart_backoff_initial_seconds": 0.5, "restart_backoff_max_seconds": 2}
+    home, away = await asyncio.gather(
+        start_node(
+            "local",
+            node_name=f"home-{tag}",
+            no_taint=True,
+            labels=home_label,
+            provider_config={**fast, "address_range": pod_range()},
+        ),
+        start_node(
+            "local",
+            node_name=f"away-{tag}",
+            labels=away_label,
+            provider_config={**fast, "address_range": pod_range()},
+        ),
+    )
+    api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
+    fail_dir = folder / "fail"
+    fail_dir.mkdir(parents=True, exist_ok=True)
+    await api.create(
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        {
+            "metadata": {"name": NAME},
+            "spec": {
+                "replicas": home_replicas,
+                "selector": {"matchLabels": {"app": NAME}},
+                "template": token_server_template(home_label, fail_dir),
+            },
+        },
+    )
+    await api.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "metadata": {"name": NAME},
+            "spec": {"selector": {"app": NAME}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        },
+    )
+    await api.create(
+        f"{API}/namespaces/{namespace}/offloads",
+        {
+            "apiVersion": "offload.vk-provider.dev/v1alpha1",
+            "kind": "Offload",
+            "metadata": {"name": NAME},
+            "spec": {
+                "home": {"deployment": NAME, "service": NAME},
+                "placement": "home",
+                "route": {"hosts": [HOST]},
+                "away": {"nodeSelector": away_label},
+                "strategy": strategy,
+            },
+        },
+    )
+    port = PortPicker().pick()
+    router = ManagedProcess(
+        folder=folder / "router",
+        arguments=[
+            "router",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--namespace",
+            namespace,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "DEBUG",
+        ],
+    )
+    router.start()
+    rig = Rig(
+        namespace=namespace,
+        api=api,
+        home=home,
+        away=away,
+        router=router,
+        router_url=f"http://127.0.0.1:{port}",
+        controller=ManagedProcess(folder=folder / "controller", arguments=[]),
+        fail_dir=fail_dir,
+    )
+    rig.controller.arguments = rig.controller_arguments(control_plane.kubeconfig)
+    rig.controller.start()
+    await rig.wait_for_phase("Idle", timeout_seconds=60)
+    await wait_for_home_endpoints(rig, home_replicas)
+    return rig
+
+
+async def router_route(rig: Rig) -> dict[str, Any] | None:
+    async with aiohttp.ClientSession() as session, session.get(f"{rig.router_url}/-/status") as response:
+        document: dict[str, Any] = await response.json()
+    return next((route for route in document["routes"] if route["name"] == NAME), None)
+
+
+async def wait_for_home_endpoints(rig: Rig, count: int) -> None:
+    async def usable() -> bool:
+        if not rig.router.alive():
+            raise AssertionError(f"the router exited:\n{rig.router.log_tail()}")
+        route = await router_route(rig)
+        return route is not None and route["endpoints"]["home"]["usable"] >= count
+
+    await wait_for(usable, timeout_seconds=120, what=f"the router to see {count} ready home endpoints")
+
+
+async def close_rig(rig: Rig) -> None:
+    """Stop the controller and router, and the Deployments, so the nodes' pods can be drained."""
+    for process in (rig.controller, rig.router):
+        if process.alive():
+            process.stop()
+        process.close()
+    for name in (NAME, f"{NAME}-away"):
+        with contextlib.suppress(KubeApiError):
+            await rig.api.delete(
+                f"/apis/apps/v1/namespaces/{rig.namespace}/deployments/{name}",
+                {"propagationPolicy": "Foreground"},
+            )
+    await rig.api.close()

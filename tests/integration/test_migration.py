@@ -1,0 +1,282 @@
+"""Migrations end to end on the real control plane: router, controller, CLI, and traffic that must not fail.
+
+The away side is a second `local` node (the external providers of the providers issue slot in there).
+A load generator sends an open-loop stream of short and streaming completions through the router
+during each migration; every request is accounted for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.waiting import wait_for
+from vk_provider._kube.api import KubeApi
+from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
+from vk_provider.devcluster import cluster
+
+pytestmark = pytest.mark.usefixtures("offload_crd")
+
+PROPAGATION_MARGIN_SECONDS = 1.5
+"""Left out of each step's window after its weight was written: routers pick it up within this."""
+SHARE_TOLERANCE_POINTS = 5.0
+MIN_REQUESTS_PER_STEP = 500
+
+
+class WeightLog:
+    """Every away weight the Offload's status showed, with the monotonic time it was first seen."""
+
+    def __init__(self, api: KubeApi, namespace: str) -> None:
+        self._api = api
+        self._namespace = namespace
+        self.changes: list[tuple[float, int]] = []
+        self.phases: list[str] = []
+
+    async def follow(self) -> None:
+        path = f"/apis/offload.vk-provider.dev/v1alpha1/namespaces/{self._namespace}/offloads"
+        failures = 0
+        while True:
+            try:
+                async for event in self._api.watch(
+                    path, query={"fieldSelector": f"metadata.name={NAME}"}, timeout_seconds=60
+                ):
+                    self.record(event.object)
+                    failures = 0
+            except Exception:  # the watch broke: watch again after a backoff, never spinning
+                failures += 1
+                await asyncio.sleep(jittered_backoff_seconds(failures, initial_seconds=0.2, max_seconds=2))
+
+    def record(self, offload: dict[str, Any]) -> None:
+        status = offload.get("status") or {}
+        weight = status.get("awayWeight")
+        if isinstance(weight, int) and (not self.changes or self.changes[-1][1] != weight):
+            self.changes.append((time.monotonic(), weight))
+        phase = status.get("phase")
+        if phase and (not self.phases or self.phases[-1] != phase):
+            self.phases.append(phase)
+
+    def steps(self, until: float) -> list[tuple[int, float, float]]:
+        """(weight, start, end) for each weight seen, its window shortened by the propagation margin."""
+        bounds = [*self.changes, (until, -1)]
+        return [
+            (weight, start + PROPAGATION_MARGIN_SECONDS, end)
+            for (start, weight), (end, _) in itertools.pairwise(bounds)
+        ]
+
+
+@contextlib.asynccontextmanager
+async def following(rig: Rig) -> AsyncIterator[WeightLog]:
+    log = WeightLog(rig.api, rig.namespace)
+    log.record(await rig.offload())
+    task = asyncio.create_task(log.follow())
+    try:
+        yield log
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def rig_for(
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+    strategy: dict[str, Any],
+) -> AsyncIterator[Rig]:
+    rig = await build_rig(
+        control_plane=control_plane,
+        namespace=namespace,
+        start_node=start_node,
+        folder=tmp_path,
+        strategy=strategy,
+    )
+    try:
+        yield rig
+    finally:
+        await close_rig(rig)
+
+
+def load(rig: Rig, rate: float) -> LoadGenerator:
+    return LoadGenerator(
+        LoadSettings(url=rig.router_url, host_header=HOST, rate=rate, stream_share=0.3, stream_tokens=4)
+    )
+
+
+def describe(outcomes: list[Outcome]) -> str:
+    shown = outcomes[:10]
+    return "\n".join(f"{o.kind} status={o.status} by={o.served_by} failure={o.failure}" for o in shown)
+
+
+async def flip(rig: Rig, placement: str, *, timeout_seconds: float = 300) -> dict[str, Any]:
+    await rig.patch_offload({"spec": {"placement": placement}})
+    generation = (await rig.offload())["metadata"]["generation"]
+
+    async def ended() -> dict[str, Any] | None:
+        if not rig.controller.alive():
+            raise AssertionError(f"the controller exited:\n{rig.controller.log_tail()}")
+        offload = await rig.offload()
+        status = offload.get("status") or {}
+        done = status.get("observedGeneration", 0) >= generation and status.get("phase") in (
+            "Succeeded",
+            "RolledBack",
+            "Failed",
+        )
+        return offload if done else None
+
+    return await wait_for(
+        ended,
+        timeout_seconds=timeout_seconds,
+        what=f"the migration to {placement} to end; controller log:\n{rig.controller.log_tail(40)}",
+    )
+
+
+def assert_shares_follow_weights(
+    rig: Rig, log: WeightLog, outcomes: list[Outcome], until: float
+) -> list[str]:
+    """Each weight's window: at least MIN_REQUESTS_PER_STEP requests, the away share within tolerance."""
+    report = []
+    for weight, start, end in log.steps(until):
+        served = window(outcomes, start, end)
+        if weight in (0, 100) and len(served) < MIN_REQUESTS_PER_STEP:
+            continue  # the resting weights before and after: nothing to measure against
+        sides = share_by(served, rig.side_of)
+        away_share = 100.0 * sides["away"] / max(1, len(served))
+        report.append(f"weight {weight}: {len(served)} requests, {away_share:.1f}% away")
+        assert len(served) >= MIN_REQUESTS_PER_STEP, report
+        assert sides["unknown"] == 0, report
+        assert abs(away_share - weight) <= SHARE_TOLERANCE_POINTS, report
+    return report
+
+
+async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
+    control_plane: cluster.ClusterState, namespace: str, start_node: StartNode, tmp_path: Path
+) -> None:
+    strategy = {
+        "stepIntervalSeconds": 8,
+        "gates": {"minRequestsPerInterval": 50, "maxErrorRatePercent": 0.5},
+        "progressDeadlineSeconds": 180,
+    }
+    async with (
+        rig_for(control_plane, namespace, start_node, tmp_path, strategy) as rig,
+        following(rig) as log,
+        load(rig, rate=130) as generator,
+    ):
+        out = await flip(rig, "away")
+        assert out["status"]["phase"] == "Succeeded", out["status"]
+        assert out["status"]["awayWeight"] == 100
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 0  # the home GPUs are free
+        assert out["status"]["homeReplicas"] == 2
+        back = await flip(rig, "home")
+        assert back["status"]["phase"] == "Succeeded", back["status"]
+        assert back["status"]["awayWeight"] == 0
+        finished = time.monotonic()
+        await generator.stop()
+        away = await rig.deployment(f"{NAME}-away")
+        assert away["spec"]["replicas"] == 0  # nothing left running at the provider
+        assert len(await rig.events("StepApplied")) == 7  # 50, 100 out; 90, 75, 50, 25, 0 back
+    outcomes = generator.outcomes
+    assert not failures(outcomes), describe(failures(outcomes))
+    assert len(outcomes) >= 130 * 60, len(outcomes)  # about a minute or more of steady load at least
+    streams = [outcome for outcome in outcomes if outcome.kind == "stream"]
+    assert len(streams) >= 0.25 * len(outcomes)
+    assert [weight for _, weight in log.changes] == [0, 50, 100, 90, 75, 50, 25, 0]
+    report = assert_shares_follow_weights(rig, log, outcomes, finished)
+    checked = [line for line in report if not line.startswith(("weight 0:", "weight 100:"))]
+    assert len(checked) == 5, report  # 50 on the way out; 90, 75, 50, 25 on the way back
+
+
+async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
+    control_plane: cluster.ClusterState, namespace: str, start_node: StartNode, tmp_path: Path
+) -> None:
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [100],
+        "toHomeSteps": [50, 100],
+        "failuresBeforeRollback": 2,
+        "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
+    }
+    async with (
+        rig_for(control_plane, namespace, start_node, tmp_path, strategy) as rig,
+        load(rig, rate=60) as generator,
+    ):
+        assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
+        rig.fail_home()  # the home side will answer 500s once it is back
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vk_provider",
+            "migrate",
+            "flip",
+            NAME,
+            "--to",
+            "home",
+            "--wait",
+            "-n",
+            rig.namespace,
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(cli.communicate(), timeout=240)
+        await generator.stop()
+        assert cli.returncode == 1, (stdout.decode(), stderr.decode(), rig.controller.log_tail())
+        assert "did not succeed" in stderr.decode()
+        status = (await rig.offload())["status"]
+        assert status["phase"] == "RolledBack"
+        assert status["awayWeight"] == 100  # the last good weight: everything away again
+        progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+        assert (progressing["status"], progressing["reason"]) == ("False", "GatesFailed")
+        assert "failed its gates 2 times" in progressing["message"]
+        assert status["lastCheck"]["verdict"] == "Unhealthy"
+        assert len(await rig.events("GateFailed")) == 1
+        assert len(await rig.events("GatesFailed")) == 1
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 0  # home's GPUs are free again
+    home_failures = [o for o in failures(generator.outcomes) if rig.side_of(o.served_by) == "home"]
+    assert home_failures, "the home side was meant to fail"
+    assert all(rig.side_of(o.served_by) == "home" for o in failures(generator.outcomes))
+
+
+async def test_a_controller_killed_mid_migration_resumes_from_its_status(
+    control_plane: cluster.ClusterState, namespace: str, start_node: StartNode, tmp_path: Path
+) -> None:
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [20, 40, 60, 80, 100],
+        "gates": {"minRequestsPerInterval": 20},
+    }
+    async with (
+        rig_for(control_plane, namespace, start_node, tmp_path, strategy) as rig,
+        following(rig) as log,
+        load(rig, rate=60) as generator,
+    ):
+        await rig.patch_offload({"spec": {"placement": "away"}})
+
+        async def mid_way() -> bool:
+            status = (await rig.offload()).get("status") or {}
+            return status.get("phase") == "Shifting" and status.get("awayWeight", 0) >= 40
+
+        await wait_for(mid_way, timeout_seconds=180, what="the migration to reach away weight 40")
+        rig.controller.kill()
+        killed_at = (await rig.offload())["status"]["awayWeight"]
+        rig.controller.start()
+        done = await rig.wait_for_phase("Succeeded", timeout_seconds=180)
+        await generator.stop()
+    assert done["status"]["awayWeight"] == 100
+    weights = [weight for _, weight in log.changes]
+    assert weights == [0, 20, 40, 60, 80, 100], weights  # no step repeated, skipped or undone
+    assert killed_at in weights
+    assert "--- start 2 ---" in rig.controller.log_path.read_text()
+    assert not failures(generator.outcomes), describe(failures(generator.outcomes))

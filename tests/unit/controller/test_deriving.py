@@ -1,0 +1,77 @@
+"""The away Deployment derived from the home one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vk_provider.controller.deriving import (
+    TEMPLATE_HASH_ANNOTATION,
+    away_deployment,
+    away_pod_template,
+)
+from vk_provider.controller.spec import parse_offload
+from vk_provider.router.building import OFFLOAD_LABEL
+
+OFFLOAD: dict[str, Any] = {
+    "metadata": {"namespace": "ml", "name": "chat", "uid": "u-1", "generation": 3},
+    "spec": {
+        "home": {"deployment": "chat", "service": "chat"},
+        "placement": "away",
+        "route": {"hosts": ["chat.example"]},
+        "away": {"annotations": {"vk-provider.dev/gpu-types": "A100,H100"}},
+    },
+}
+HOME: dict[str, Any] = {
+    "spec": {
+        "replicas": 3,
+        "selector": {"matchLabels": {"app": "chat"}},
+        "strategy": {"type": "RollingUpdate"},
+        "template": {
+            "metadata": {"labels": {"app": "chat", "tier": "inference", "pod-template-hash": "x"}},
+            "spec": {
+                "nodeSelector": {"vk-provider.dev/role": "home-gpu"},
+                "affinity": {"nodeAffinity": {"x": 1}, "podAntiAffinity": {"y": 2}},
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                "containers": [{"name": "server", "image": "vllm"}],
+            },
+        },
+    }
+}
+SERVICE: dict[str, Any] = {"spec": {"selector": {"app": "chat", "tier": "inference"}}}
+
+
+def test_away_pods_leave_the_home_service_and_land_on_the_virtual_node() -> None:
+    template = away_pod_template(parse_offload(OFFLOAD), HOME, SERVICE)
+    # No label the home Service selects on: the away pods never count as home endpoints.
+    assert template["metadata"]["labels"] == {OFFLOAD_LABEL: "chat"}
+    assert template["metadata"]["annotations"] == {"vk-provider.dev/gpu-types": "A100,H100"}
+    spec = template["spec"]
+    assert spec["nodeSelector"] == {"type": "virtual-kubelet"}
+    assert spec["affinity"] == {"podAntiAffinity": {"y": 2}}
+    assert {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"} in spec[
+        "tolerations"
+    ]
+    assert {"key": "gpu", "operator": "Exists"} in spec["tolerations"]
+    assert spec["containers"] == [{"name": "server", "image": "vllm"}]
+    home_selector = HOME["spec"]["template"]["spec"]["nodeSelector"]
+    assert home_selector == {"vk-provider.dev/role": "home-gpu"}  # the home template is untouched
+
+
+def test_the_away_deployment_is_owned_by_the_offload_and_hashes_its_template() -> None:
+    offload = parse_offload(OFFLOAD)
+    deployment = away_deployment(offload, HOME, SERVICE, 3)
+    assert deployment["metadata"]["name"] == "chat-away"
+    assert deployment["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert deployment["spec"]["selector"] == {"matchLabels": {OFFLOAD_LABEL: "chat"}}
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
+    same = away_deployment(offload, HOME, SERVICE, 5)
+    assert same["metadata"]["annotations"] == deployment["metadata"]["annotations"]  # replicas: same template
+    changed_home = {
+        "spec": {**HOME["spec"], "template": {**HOME["spec"]["template"], "metadata": {"labels": {"v": "2"}}}}
+    }
+    changed = away_deployment(offload, changed_home, SERVICE, 3)
+    assert (
+        changed["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+        != deployment["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+    )

@@ -1,0 +1,51 @@
+"""Reading an Offload: defaults, and a clear error for what cannot be acted on."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from vk_provider.controller.spec import InvalidSpec, parse_offload
+from vk_provider.migration.plan import Direction
+
+MINIMAL: dict[str, Any] = {
+    "metadata": {"namespace": "ml", "name": "chat", "generation": 2},
+    "spec": {"home": {"deployment": "chat", "service": "chat-svc"}, "placement": "home", "route": {}},
+}
+
+
+def test_defaults_match_the_crd() -> None:
+    spec = parse_offload(MINIMAL)
+    assert spec.placement is Direction.TO_HOME
+    assert spec.strategy.to_away_steps == (50, 100)
+    assert spec.strategy.to_home_steps == (10, 25, 50, 75, 100)
+    assert spec.strategy.step_interval_seconds == 30
+    assert spec.strategy.ready_threshold_percent == 100
+    assert spec.strategy.gates.min_requests_per_interval == 10
+    assert spec.away.node_selector == {"type": "virtual-kubelet"}
+    assert spec.away.replicas is None
+    assert (spec.paused, spec.promotion, spec.key) == (False, "", "ml/chat")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("spec", "placement"), "sideways", "spec.placement must be home or away"),
+        (("spec", "home", "deployment"), "", "spec.home.deployment must name an object"),
+        (("spec", "strategy"), {"toAwaySteps": [50, 40, 100]}, "strictly increasing"),
+        (("spec", "strategy"), {"toHomeSteps": [10, 50]}, "the last step must be 100"),
+        (("spec", "strategy"), {"stepIntervalSeconds": 0}, "stepIntervalSeconds 0 is outside 1"),
+        (("spec", "strategy"), {"gates": {"maxErrorRatePercent": "lots"}}, "must be a number"),
+        (("spec", "away"), {"nodeSelector": {"a": 1}}, "nodeSelector values must be strings"),
+    ],
+)
+def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -> None:
+    offload = copy.deepcopy(MINIMAL)
+    target = offload
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(InvalidSpec, match=message):
+        parse_offload(offload)

@@ -1,0 +1,159 @@
+"""Leader election through a coordination.k8s.io Lease, so only one controller replica acts.
+
+The rules are client-go's: a candidate takes the Lease when nobody holds it, or when its holder has
+not renewed it for `lease_seconds` as measured on the candidate's own monotonic clock since it last
+saw the record change (so clock skew between machines does not matter). Writes carry the
+resourceVersion read, so two candidates cannot both win. The leader renews every `renew_seconds`;
+if it cannot renew for `lease_seconds` it stops leading at once, before another replica can take over.
+On a clean stop the leader releases the Lease, so its successor does not wait out the duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
+
+logger = logging.getLogger(__name__)
+
+
+def micro_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_seconds: float = 15.0,
+        renew_seconds: float = 5.0,
+        retry_seconds: float = 2.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not renew_seconds < lease_seconds:
+            raise ValueError("the renew interval must be shorter than the lease duration")
+        self._api = api
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._name = name
+        self._namespace = namespace
+        self.identity = identity
+        self._lease_seconds = lease_seconds
+        self._renew_seconds = renew_seconds
+        self._retry_seconds = retry_seconds
+        self._monotonic = monotonic
+        self._observed: tuple[Any, Any] | None = None
+        self._observed_at = 0.0
+        self.leading = asyncio.Event()
+
+    def _spec(self, previous: RawObject | None) -> dict[str, Any]:
+        now = micro_time(datetime.now(UTC))
+        old = (previous or {}).get("spec") or {}
+        transitions = int(old.get("leaseTransitions") or 0)
+        same_holder = old.get("holderIdentity") == self.identity
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self._lease_seconds)),
+            "acquireTime": old.get("acquireTime") if same_holder else now,
+            "renewTime": now,
+            "leaseTransitions": transitions
+            if same_holder or not old.get("holderIdentity")
+            else transitions + 1,
+        }
+
+    async def _try_acquire_or_renew(self) -> bool:
+        try:
+            current = await self._api.get(self._path)
+        except KubeApiError as error:
+            if not error.not_found:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self._name, "namespace": self._namespace},
+                "spec": self._spec(None),
+            }
+            await self._api.create(self._collection, body)
+            return True
+        spec = current.get("spec") or {}
+        record = (spec.get("holderIdentity"), spec.get("renewTime"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, self._monotonic()
+        holder = spec.get("holderIdentity")
+        duration = float(spec.get("leaseDurationSeconds") or self._lease_seconds)
+        expired = self._monotonic() - self._observed_at > duration
+        if holder and holder != self.identity and not expired:
+            return False
+        updated = {**current, "spec": self._spec(current)}
+        await self._api.request("PUT", self._path, body=updated)
+        return True
+
+    async def _attempt(self) -> bool:
+        try:
+            return await self._try_acquire_or_renew()
+        except KubeApiError as error:
+            if error.conflict:  # someone else wrote it first
+                return False
+            logger.warning("leader election: %s", error)
+            return False
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            logger.warning("leader election: cannot reach the apiserver: %s", error)
+            return False
+
+    async def _acquire(self) -> None:
+        while True:
+            if await self._attempt():
+                return
+            await asyncio.sleep(self._retry_seconds)  # polling the Lease is the protocol: no event to wait on
+
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Forever: wait to become leader, run `lead` while leading, cancel it when leadership is lost."""
+        while True:
+            await self._acquire()
+            logger.info("leader election: %s leads %s/%s", self.identity, self._namespace, self._name)
+            self.leading.set()
+            leading = asyncio.create_task(lead(), name="leading")
+            try:
+                await self._keep_renewing(leading)
+            finally:
+                self.leading.clear()
+                leading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await leading
+            logger.warning("leader election: %s lost the lease; stopped leading", self.identity)
+
+    async def _keep_renewing(self, leading: asyncio.Task[None]) -> None:
+        renewed_at = self._monotonic()
+        while not leading.done():
+            done, _ = await asyncio.wait({leading}, timeout=self._renew_seconds)
+            if done:
+                leading.result()  # the leader's work ended: raise what ended it
+                return
+            if await self._attempt():
+                renewed_at = self._monotonic()
+            elif self._monotonic() - renewed_at > self._lease_seconds - self._renew_seconds:
+                return  # another replica may take over any moment now: stop first
+
+    async def release(self) -> None:
+        """Give the Lease up (on a clean stop), so the next leader need not wait for it to expire."""
+        try:
+            current = await self._api.get(self._path)
+            if (current.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            spec = {**current["spec"], "holderIdentity": None, "leaseDurationSeconds": 1}
+            await self._api.request("PUT", self._path, body={**current, "spec": spec})
+            logger.info("leader election: released %s/%s", self._namespace, self._name)
+        except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+            logger.warning("leader election: could not release the lease: %s", error)

@@ -1,0 +1,1 @@
+"""The migration controller: moves each Offload's traffic between home and away, step by step."""

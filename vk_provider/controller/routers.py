@@ -1,0 +1,133 @@
+"""Reach every router replica: what weight each applies, and its metrics.
+
+Routers are found either as a fixed list of base URLs (development, tests, routers outside the
+cluster) or as the Ready pods matching a label selector in a namespace, each at its pod IP and the
+router port. A step's interval starts counting only once EVERY router found applies the step's
+weight: a replica still on the old weight would skew the very traffic the gates judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+
+from vk_provider._kube.api import KubeApi
+
+logger = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=5)
+
+
+class RouterUnreachable(Exception):
+    """A router could not be asked; the step waits (the migration's progress deadline bounds it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteView:
+    """What one router says about one route."""
+
+    router: str
+    away_weight: int | None
+    """None when the router has no such route (yet)."""
+    usable: dict[str, int]
+    """Usable endpoints per side."""
+
+
+class RouterDirectory:
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        urls: Sequence[str] = (),
+        namespace: str | None = None,
+        selector: str | None = None,
+        port: int = 8080,
+    ) -> None:
+        if not urls and not (namespace and selector):
+            raise ValueError(
+                "routers are found by --router-url, or by --router-namespace and --router-selector"
+            )
+        self._api = api
+        self._urls = tuple(url.rstrip("/") for url in urls)
+        self._namespace = namespace
+        self._selector = selector
+        self._port = port
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=REQUEST_TIMEOUT)
+        return self._session
+
+    async def urls(self) -> tuple[str, ...]:
+        if self._urls:
+            return self._urls
+        listing = await self._api.get(
+            f"/api/v1/namespaces/{self._namespace}/pods", query={"labelSelector": str(self._selector)}
+        )
+        found = []
+        for pod in listing.get("items", []):
+            status = pod.get("status") or {}
+            ready = any(
+                condition.get("type") == "Ready" and condition.get("status") == "True"
+                for condition in status.get("conditions") or ()
+            )
+            address = status.get("podIP")
+            if ready and address and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                host = f"[{address}]" if ":" in address else address
+                found.append(f"http://{host}:{self._port}")
+        if not found:
+            raise RouterUnreachable(f"no Ready router pod matches {self._selector} in {self._namespace}")
+        return tuple(sorted(found))
+
+    async def _get(self, url: str, path: str) -> aiohttp.ClientResponse:
+        try:
+            response = await self._client().get(url + path)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise RouterUnreachable(f"router {url}: {error or type(error).__name__}") from None
+        if response.status != 200:
+            response.release()
+            raise RouterUnreachable(f"router {url}{path} answered {response.status}")
+        return response
+
+    async def _view(self, url: str, namespace: str, name: str) -> RouteView:
+        response = await self._get(url, "/-/status")
+        try:
+            document: dict[str, Any] = await response.json()
+        except (aiohttp.ClientError, ValueError) as error:
+            raise RouterUnreachable(f"router {url}/-/status: {error}") from None
+        for route in document.get("routes") or ():
+            if route.get("namespace") == namespace and route.get("name") == name:
+                endpoints = route.get("endpoints") or {}
+                usable = {
+                    side: int((endpoints.get(side) or {}).get("usable", 0)) for side in ("home", "away")
+                }
+                return RouteView(url, int(route.get("away_weight", 0)), usable)
+        return RouteView(url, None, {"home": 0, "away": 0})
+
+    async def views(self, namespace: str, name: str) -> list[RouteView]:
+        """Every router's view of the route; RouterUnreachable if any router cannot be asked."""
+        urls = await self.urls()
+        return list(await asyncio.gather(*(self._view(url, namespace, name) for url in urls)))
+
+    async def metrics(self) -> list[str]:
+        """Every router's /-/metrics text; RouterUnreachable if any router cannot be asked."""
+
+        async def scrape(url: str) -> str:
+            response = await self._get(url, "/-/metrics")
+            try:
+                return await response.text()
+            except aiohttp.ClientError as error:
+                raise RouterUnreachable(f"router {url}/-/metrics: {error}") from None
+
+        urls = await self.urls()
+        return list(await asyncio.gather(*(scrape(url) for url in urls)))

@@ -1,0 +1,189 @@
+"""`vk-provider controller`: reconcile every Offload while holding the leader Lease.
+
+Work is keyed by `namespace/name` in the node daemon's `KeyedQueue`: an Offload is never reconciled
+by two workers at once, a change while it is being reconciled queues it again, and each pass says
+when it wants the next one (a step's interval, a poll while waiting on replicas). A pass that fails
+(the apiserver is away, a conflict) comes back after a capped, jittered backoff; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import uuid
+
+import aiohttp
+
+from vk_provider._kube.api import KubeApi, KubeApiError, RateLimiter
+from vk_provider._kube.events import EventRecorder
+from vk_provider._kube.leaderelection import LeaderElector
+from vk_provider._kube.watching import Reflector
+from vk_provider.controller.reconciler import Reconciler
+from vk_provider.controller.routers import RouterDirectory
+from vk_provider.controller.spec import API_VERSION, PLURAL
+from vk_provider.node.queueing import Backoff, KeyedQueue
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "vk-provider-controller"
+
+
+def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument("--namespace", help="reconcile only this namespace's Offloads (default: all)")
+    parser.add_argument(
+        "--router-url",
+        action="append",
+        dest="router_urls",
+        default=[],
+        metavar="URL",
+        help="a router replica's base URL, repeatable (instead of finding router pods)",
+    )
+    parser.add_argument(
+        "--router-namespace", default="vk-provider-system", help="namespace of the router pods"
+    )
+    parser.add_argument(
+        "--router-selector",
+        default="app.kubernetes.io/name=vk-provider-router",
+        help="label selector of the router pods",
+    )
+    parser.add_argument("--router-port", type=int, default=8080, help="the router pods' port (default: 8080)")
+    parser.add_argument("--workers", type=int, default=4, help="Offloads reconciled at once (default: 4)")
+    parser.add_argument(
+        "--leader-election-namespace",
+        default="vk-provider-system",
+        help="namespace of the leader Lease (default: vk-provider-system)",
+    )
+    parser.add_argument("--lease-name", default="vk-provider-controller", help="name of the leader Lease")
+    parser.add_argument(
+        "--lease-duration", type=float, default=15.0, help="seconds a leader's Lease lasts (default: 15)"
+    )
+    parser.add_argument(
+        "--lease-renew", type=float, default=5.0, help="seconds between Lease renewals (default: 5)"
+    )
+    parser.add_argument("--identity", help="this replica's name in the Lease (default: host name + random)")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
+class Controller:
+    def __init__(self, api: KubeApi, reconciler: Reconciler, *, namespace: str | None, workers: int) -> None:
+        self._queue = KeyedQueue()
+        self._backoff = Backoff(initial_seconds=0.5, max_seconds=30.0)
+        self._reconciler = reconciler
+        self._workers = workers
+        self._keys: dict[str, str] = {}
+        prefix = f"/apis/{API_VERSION}"
+        path = f"{prefix}/{PLURAL}" if namespace is None else f"{prefix}/namespaces/{namespace}/{PLURAL}"
+        self.offloads = Reflector(api, path, query={}, on_change=self._changed, description="offloads")
+
+    async def _changed(self, uid: str) -> None:
+        offload = self.offloads.objects.get(uid)
+        if offload is not None:
+            metadata = offload["metadata"]
+            self._keys[uid] = f"{metadata['namespace']}/{metadata['name']}"
+        key = self._keys.get(uid)
+        if key is not None:
+            self._queue.add(key)
+        if offload is None:
+            self._keys.pop(uid, None)
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self.offloads.run())
+                for number in range(self._workers):
+                    tasks.create_task(self._work(), name=f"worker-{number}")
+        finally:
+            self._queue.close()
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            try:
+                namespace, name = key.split("/", 1)
+                requeue = await self._reconciler.reconcile(namespace, name)
+            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+                delay = self._backoff.next_delay(key)
+                logger.warning("offload %s: reconcile failed (%s); again in %.1fs", key, error, delay)
+                self._queue.add_after(key, delay)
+            except Exception:
+                delay = self._backoff.next_delay(key)
+                logger.exception("offload %s: reconcile crashed; again in %.1fs", key, delay)
+                self._queue.add_after(key, delay)
+            else:
+                self._backoff.reset(key)
+                if requeue is not None:
+                    self._queue.add_after(key, requeue)
+            finally:
+                self._queue.done(key)
+
+
+async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, limiter=RateLimiter(20, 40))
+    identity = arguments.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    events = EventRecorder(api, host=identity, component=COMPONENT)
+    routers = RouterDirectory(
+        api,
+        urls=arguments.router_urls,
+        namespace=arguments.router_namespace,
+        selector=arguments.router_selector,
+        port=arguments.router_port,
+    )
+    elector = LeaderElector(
+        api,
+        namespace=arguments.leader_election_namespace,
+        name=arguments.lease_name,
+        identity=identity,
+        lease_seconds=arguments.lease_duration,
+        renew_seconds=arguments.lease_renew,
+    )
+
+    async def lead() -> None:
+        reconciler = Reconciler(api, routers, events)
+        controller = Controller(api, reconciler, namespace=arguments.namespace, workers=arguments.workers)
+        await controller.run()
+
+    tasks = [
+        asyncio.create_task(events.run(), name="events"),
+        asyncio.create_task(elector.run(lead), name="leader-election"),
+    ]
+    try:
+        stopping = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopping:
+                task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await elector.release()
+        await routers.close()
+        await api.close()
+
+
+def run_controller_command(arguments: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                os._exit(1)
+            logger.info("%s received: stopping", signal.Signals(signum).name)
+            stop.set()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+        await serve_controller(arguments, stop)
+
+    asyncio.run(main())
+    return 0

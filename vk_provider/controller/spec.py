@@ -1,0 +1,238 @@
+"""An Offload's spec and status as typed values, read from the raw JSON the apiserver returns.
+
+The CRD's schema already rejects most bad input and fills the defaults; this module still checks what
+it relies on, because an object written before a schema change (or by a client that skipped
+validation, such as a direct etcd restore) must give a clear condition, not a crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from vk_provider.migration.plan import (
+    DEFAULT_FAILURES_BEFORE_ROLLBACK,
+    DEFAULT_TO_AWAY_STEPS,
+    DEFAULT_TO_HOME_STEPS,
+    Direction,
+    validate_steps,
+)
+
+GROUP = "offload.vk-provider.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Offload"
+PLURAL = "offloads"
+PROMOTE_ANNOTATION = f"{GROUP}/promote"
+
+RUNNING_PHASES = frozenset({"Preparing", "Shifting", "Paused", "Finalizing"})
+TERMINAL_PHASES = frozenset({"Succeeded", "RolledBack", "Failed"})
+
+
+class InvalidSpec(ValueError):
+    """The Offload cannot be acted on as written; the message says which field and why."""
+
+
+def offload_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
+    path = f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
+    if name is not None:
+        path += f"/{name}"
+        if status:
+            path += "/status"
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class Gates:
+    max_error_rate_percent: float = 1.0
+    max_p99_latency_ms: int = 2000
+    min_requests_per_interval: int = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    to_away_steps: tuple[int, ...] = DEFAULT_TO_AWAY_STEPS
+    to_home_steps: tuple[int, ...] = DEFAULT_TO_HOME_STEPS
+    step_interval_seconds: int = 30
+    ready_threshold_percent: int = 100
+    gates: Gates = Gates()
+    failures_before_rollback: int = DEFAULT_FAILURES_BEFORE_ROLLBACK
+    progress_deadline_seconds: int = 600
+
+    def steps_toward(self, direction: Direction) -> tuple[int, ...]:
+        return self.to_away_steps if direction is Direction.TO_AWAY else self.to_home_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class AwayTemplate:
+    """How the away Deployment is derived from the home one."""
+
+    replicas: int | None
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...]
+    annotations: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class OffloadSpec:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    home_deployment: str
+    home_service: str
+    away: AwayTemplate
+    placement: Direction
+    strategy: Strategy
+    paused: bool
+    promotion: str
+    """The promote annotation's value ('' when absent): a new value asks to skip the remaining steps."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _mapping(value: Any, field: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidSpec(f"{field} must be an object")
+    return value
+
+
+def _integer(value: Any, field: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSpec(f"{field} must be a whole number, not {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f"..{maximum}"
+        raise InvalidSpec(f"{field} {value} is outside {minimum}{upper}")
+    return value
+
+
+def _name(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidSpec(f"{field} must name an object")
+    return value
+
+
+def _strings(value: Any, field: str) -> dict[str, str]:
+    mapping = _mapping(value, field)
+    if not all(isinstance(item, str) for item in mapping.values()):
+        raise InvalidSpec(f"{field} values must be strings")
+    return {str(key): str(item) for key, item in mapping.items()}
+
+
+def _steps(value: Any, field: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    if value is None:
+        return default
+    if not isinstance(value, list):
+        raise InvalidSpec(f"{field} must be a list")
+    try:
+        return validate_steps(value)
+    except ValueError as error:
+        raise InvalidSpec(f"{field}: {error}") from None
+
+
+def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
+    """The typed spec, or InvalidSpec saying what is wrong."""
+    metadata = _mapping(offload.get("metadata"), "metadata")
+    spec = _mapping(offload.get("spec"), "spec")
+    home = _mapping(spec.get("home"), "spec.home")
+    away = _mapping(spec.get("away"), "spec.away")
+    strategy = _mapping(spec.get("strategy"), "spec.strategy")
+    gates = _mapping(strategy.get("gates"), "spec.strategy.gates")
+    placement = spec.get("placement")
+    if placement not in ("home", "away"):
+        raise InvalidSpec(f"spec.placement must be home or away, not {placement!r}")
+    tolerations = away.get("tolerations")
+    if tolerations is None:
+        tolerations = [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}]
+    if not isinstance(tolerations, list) or not all(isinstance(item, Mapping) for item in tolerations):
+        raise InvalidSpec("spec.away.tolerations must be a list of tolerations")
+    node_selector = away.get("nodeSelector")
+    max_error_rate = gates.get("maxErrorRatePercent", 1.0)
+    if isinstance(max_error_rate, bool) or not isinstance(max_error_rate, int | float):
+        raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
+    replicas = away.get("replicas")
+    return OffloadSpec(
+        namespace=_name(metadata.get("namespace"), "metadata.namespace"),
+        name=_name(metadata.get("name"), "metadata.name"),
+        uid=str(metadata.get("uid") or ""),
+        generation=_integer(metadata.get("generation"), "metadata.generation", 0),
+        home_deployment=_name(home.get("deployment"), "spec.home.deployment"),
+        home_service=_name(home.get("service"), "spec.home.service"),
+        away=AwayTemplate(
+            replicas=None if replicas is None else _integer(replicas, "spec.away.replicas", 0),
+            node_selector=_strings(node_selector, "spec.away.nodeSelector")
+            if node_selector is not None
+            else {"type": "virtual-kubelet"},
+            tolerations=tuple(dict(item) for item in tolerations),
+            annotations=_strings(away.get("annotations"), "spec.away.annotations"),
+        ),
+        placement=Direction(placement),
+        strategy=Strategy(
+            to_away_steps=_steps(
+                strategy.get("toAwaySteps"), "spec.strategy.toAwaySteps", DEFAULT_TO_AWAY_STEPS
+            ),
+            to_home_steps=_steps(
+                strategy.get("toHomeSteps"), "spec.strategy.toHomeSteps", DEFAULT_TO_HOME_STEPS
+            ),
+            step_interval_seconds=_integer(
+                strategy.get("stepIntervalSeconds"), "spec.strategy.stepIntervalSeconds", 30, minimum=1
+            ),
+            ready_threshold_percent=_integer(
+                strategy.get("readyThresholdPercent"),
+                "spec.strategy.readyThresholdPercent",
+                100,
+                minimum=1,
+                maximum=100,
+            ),
+            gates=Gates(
+                max_error_rate_percent=float(max_error_rate),
+                max_p99_latency_ms=_integer(
+                    gates.get("maxP99LatencyMilliseconds"),
+                    "spec.strategy.gates.maxP99LatencyMilliseconds",
+                    2000,
+                    minimum=1,
+                ),
+                min_requests_per_interval=_integer(
+                    gates.get("minRequestsPerInterval"), "spec.strategy.gates.minRequestsPerInterval", 10
+                ),
+            ),
+            failures_before_rollback=_integer(
+                strategy.get("failuresBeforeRollback"),
+                "spec.strategy.failuresBeforeRollback",
+                DEFAULT_FAILURES_BEFORE_ROLLBACK,
+                minimum=1,
+            ),
+            progress_deadline_seconds=_integer(
+                strategy.get("progressDeadlineSeconds"),
+                "spec.strategy.progressDeadlineSeconds",
+                600,
+                minimum=1,
+            ),
+        ),
+        paused=spec.get("paused") is True,
+        promotion=str(
+            _mapping(metadata.get("annotations"), "metadata.annotations").get(PROMOTE_ANNOTATION) or ""
+        ),
+    )
+
+
+def timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC with seconds, as the API writes times."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

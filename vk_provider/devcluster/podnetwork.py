@@ -1,0 +1,51 @@
+"""A pod address range for `local` nodes that Services accept.
+
+The `local` provider gives each pod an address of its own on this host. Loopback addresses need no
+setup, but the apiserver refuses them in EndpointSlices ("may not be in the loopback range"), so a
+Service in front of local pods would never get endpoints. A range routed to the host itself
+(`ip route replace local 198.19.0.0/16 dev lo`, the "AnyIP" route) behaves like loopback for binding
+and connecting, and is a valid endpoint address. 198.19.0.0/16 is half of the benchmarking block
+(RFC 2544): never routed on the internet, and clear of the 198.18.x addresses the kubelet API tests
+give their network namespaces.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import shutil
+import subprocess
+
+from vk_providers.local.config import is_local_range
+
+logger = logging.getLogger(__name__)
+
+POD_NETWORK = ipaddress.IPv4Network("198.19.0.0/16")
+
+
+class PodNetworkError(RuntimeError):
+    """The range cannot be made local; the message says what to run instead."""
+
+
+def ensure_local_route(network: ipaddress.IPv4Network = POD_NETWORK) -> None:
+    """Make `network` local to this host if it is not already (needs root and iproute2)."""
+    if is_local_range(network):
+        return
+    command = ["ip", "route", "replace", "local", str(network), "dev", "lo"]
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        raise PodNetworkError(
+            f"pods of local nodes need {network} routed to this host; run as root: {' '.join(command)}"
+        )
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    if completed.returncode != 0 or not is_local_range(network):
+        raise PodNetworkError(
+            f"`{' '.join(command)}` failed: {completed.stderr.strip() or 'still not local'}"
+        )
+    logger.info("routed %s to this host for local pods", network)
+
+
+def subnet(index: int, network: ipaddress.IPv4Network = POD_NETWORK) -> ipaddress.IPv4Network:
+    """The index-th /24 of the pod network: one per local node, so nodes never share an address."""
+    subnets = list(network.subnets(new_prefix=24))
+    return subnets[index % len(subnets)]

@@ -1,0 +1,111 @@
+"""`vk-provider router`: serve the route table that the cluster's Offloads describe.
+
+The router loads the table before it listens, so its first answer is never a 404 for a route that
+exists. The first SIGTERM or SIGINT stops listening and lets requests in flight finish (up to the
+shutdown grace); a second one exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+
+from vk_provider._kube.api import KubeApi, RateLimiter
+from vk_provider.router.feed import TableFeed
+from vk_provider.router.proxy import ProxySettings, Router, start
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LISTEN = "0.0.0.0:8080"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 in brackets) → (host, port); argparse turns the ValueError into exit 2."""
+    host, separator, port_text = text.rpartition(":")
+    if not separator or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port_text)  # noqa: S104 - a router serves the network
+
+
+def add_router_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument(
+        "--listen",
+        type=parse_listen,
+        default=parse_listen(DEFAULT_LISTEN),
+        metavar="HOST:PORT",
+        help=f"where to serve traffic, /-/healthz, /-/status and /-/metrics (default: {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--namespace", help="route only the Offloads of this namespace (default: every namespace)"
+    )
+    parser.add_argument(
+        "--connect-timeout", type=float, default=2.0, help="seconds to connect to an endpoint (default: 2)"
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=30.0,
+        help="seconds requests in flight get to finish when the router stops (default: 30)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
+async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+    host, port = arguments.listen
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, limiter=RateLimiter(20, 40))
+    router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout))
+    feed = TableFeed(api, router.update, namespace=arguments.namespace)
+    feed_task = asyncio.create_task(feed.run(), name="route-feed")
+    runner = None
+    try:
+        synced = asyncio.create_task(feed.synced.wait())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({synced, stopping, feed_task}, return_when=asyncio.FIRST_COMPLETED)
+        synced.cancel()
+        stopping.cancel()
+        if feed_task.done():
+            feed_task.result()  # the watches died before loading: raise why
+        if stop.is_set():
+            return
+        runner = await start(router, host, port, shutdown_timeout=arguments.shutdown_grace)
+        logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
+        await stop.wait()
+        logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        feed_task.cancel()
+        await asyncio.gather(feed_task, return_exceptions=True)
+        await api.close()
+
+
+def run_router_command(arguments: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if stop.is_set():
+                logger.warning("second %s: exiting now", signal.Signals(signum).name)
+                os._exit(1)
+            logger.info("%s received", signal.Signals(signum).name)
+            stop.set()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+        await serve_router(arguments, stop)
+
+    try:
+        asyncio.run(main())
+    except OSError as error:
+        logger.error("cannot serve on %s:%d: %s", *arguments.listen, error)
+        return 1
+    return 0
