@@ -17,14 +17,11 @@ $(STAMP): pyproject.toml
 build-plane: $(STAMP)
 	$(BIN)/vk-provider dev build
 
-KUBECTL := $(BIN)/vk-provider dev kubectl --
-
+# The main job: the development cluster with the whole demo (home node, burst node, router, controller,
+# example service), then the example flipped out to the burst node and back under load.
 demo: build-plane
 	$(BIN)/vk-provider dev up
-	$(KUBECTL) apply -f manifests/examples/hello.yaml
-	$(KUBECTL) rollout status deployment/hello --timeout=120s
-	$(KUBECTL) get nodes,pods -o wide
-	$(KUBECTL) logs deployment/hello --tail=5
+	$(BIN)/vk-provider dev demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check vk_provider providers tests

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vk_provider import __version__
 from vk_provider.controller.running import add_controller_arguments, run_controller_command
-from vk_provider.devcluster import cluster, commands
+from vk_provider.devcluster import cluster, commands, demorun
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
@@ -72,11 +72,21 @@ def _add_dev_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="do not start the local-gpu virtual node (benchmarks and tests bring their own nodes)",
     )
     up.add_argument(
+        "--no-demo",
+        action="store_true",
+        help="only the plane and the local-gpu node: no burst node, example service, router or controller",
+    )
+    up.add_argument(
         "--start-timeout",
         type=_positive_int,
         default=180,
         metavar="SECONDS",
         help="how long each component may take to become healthy (default: 180)",
+    )
+    with_dir(
+        dev_commands.add_parser(
+            "demo", help="flip the example service out to the burst node and back under load (after `up`)"
+        )
     )
     with_dir(dev_commands.add_parser("down", help="stop the control plane (logs stay in its folder)"))
     with_dir(dev_commands.add_parser("status", help="show each component and whether the apiserver is ready"))
@@ -251,8 +261,11 @@ def _run_dev(arguments: argparse.Namespace) -> int:
             default_toleration_seconds=arguments.default_toleration_seconds,
             start_timeout_seconds=arguments.start_timeout,
             local_node=not arguments.no_local_node,
+            demo=not arguments.no_demo,
         )
         return commands.up(settings)
+    if command == "demo":
+        return demorun.run(directory)
     if command == "kubectl":
         passed: list[str] = arguments.arguments
         return commands.kubectl(directory, passed[1:] if passed[:1] == ["--"] else passed)

@@ -309,7 +309,7 @@ def _percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def _final_summary(outcomes: Sequence[Outcome], issued: int, elapsed: float) -> list[str]:
+def final_summary(outcomes: Sequence[Outcome], issued: int, elapsed: float) -> list[str]:
     failed = failures(outcomes)
     by_reason = collections.Counter(outcome.failure for outcome in failed)
     reasons = ", ".join(f"{reason} x{count}" for reason, count in by_reason.most_common()) or "none"
@@ -353,7 +353,7 @@ async def _run_cli(settings: LoadSettings, duration: float) -> int:
             )
             reported, issued = len(load.outcomes), load.issued
         sending = time.monotonic() - began  # the rate is over the sending time, not the drain after it
-    for line in _final_summary(load.outcomes, load.issued, sending):
+    for line in final_summary(load.outcomes, load.issued, sending):
         print(line)
     return 1 if failures(load.outcomes) else 0
 

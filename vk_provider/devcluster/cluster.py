@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import localnode, processes
+from vk_provider.devcluster import localnode, podnetwork, processes, traffic
 from vk_provider.devcluster.kubeconfigs import write_kubeconfig
 from vk_provider.devcluster.pki import (
     CertificateAuthority,
@@ -47,6 +47,8 @@ PREFERRED_PORTS = {
     "kube-controller-manager": 10257,
     "kube-scheduler": 10259,
     "local-node-kubelet": 10250,
+    "burst-node-kubelet": 10251,
+    "router": 8080,
 }
 
 ADMIN = ClientIdentity("admin", "vk-provider-admin", ("system:masters",))
@@ -98,6 +100,8 @@ class ClusterSettings:
     """Extra flags per component name, for debugging and for the tests of start-up failures."""
     local_node: bool = True
     """Also start a `local` virtual node playing the home GPU nodes (tests start their own nodes)."""
+    demo: bool = True
+    """With the local node: also the burst node, the Offload CRD, the example service, router, controller."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -453,7 +457,15 @@ def up(
         ):
             raise RuntimeError("could not bind system:kubelet-api-admin to the apiserver's kubelet client")
         if settings.local_node:
-            _start_local_node(launch, ports["local-node-kubelet"], settings.start_timeout_seconds, out)
+            podnetwork.ensure_local_route()
+            _start_node(
+                launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
+            )
+        if settings.local_node and settings.demo:
+            _start_node(
+                launch, localnode.AWAY, ports["burst-node-kubelet"], settings.start_timeout_seconds, out
+            )
+            _start_traffic(launch, ports["router"], settings.start_timeout_seconds, out)
     except BaseException:
         # Never leave half a control plane running: stop what started, then let the error through.
         launch.stop_all()
@@ -461,25 +473,57 @@ def up(
     return UpResult(launch.state, already_running=False, seconds=time.monotonic() - started_at)
 
 
-def _start_local_node(launch: _Launch, kubelet_port: int, timeout_seconds: float, out: TextIO) -> None:
+def _start_node(
+    launch: _Launch, node: localnode.DevNode, kubelet_port: int, timeout_seconds: float, out: TextIO
+) -> None:
     state = launch.state
-    config = localnode.write_config(state.directory, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port)
-    name = f"node/{localnode.NODE_NAME}"
-    log_path = state.directory / "logs" / f"node-{localnode.NODE_NAME}.log"
+    config = localnode.write_config(
+        state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
+    )
+    name = f"node/{node.name}"
+    log_path = state.directory / "logs" / f"node-{node.name}.log"
     started = time.monotonic()
     # The mark lets `dev down` find the workloads the local provider leaves running on purpose.
-    environment = {**os.environ, DEV_CLUSTER_MARK: str(state.directory)}
+    environment = {**os.environ, DEV_CLUSTER_MARK: str(state.directory), "PATH": localnode.workload_path()}
     process, record = processes.start(name, localnode.argv(config), log_path=log_path, env=environment)
     launch.add(record)
     processes.wait_until(
         name,
-        lambda: localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{localnode.NODE_NAME}")),
+        lambda: localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{node.name}")),
         process=process,
         log_path=log_path,
         timeout_seconds=timeout_seconds,
     )
     print(
-        f"virtual node {localnode.NODE_NAME} (local provider) is Ready ({time.monotonic() - started:.1f}s)",
+        f"virtual node {node.name} (local provider, {node.role}) is Ready "
+        f"({time.monotonic() - started:.1f}s)",
+        file=out,
+    )
+
+
+def _start_traffic(launch: _Launch, router_port: int, timeout_seconds: float, out: TextIO) -> None:
+    """The Offload CRD, the example service, and the router and controller serving it."""
+    state = launch.state
+    traffic.install(state.bin_dir, state.kubeconfig)
+    logs = state.directory / "logs"
+    router, record = processes.start(
+        "router", traffic.router_argv(state.kubeconfig, router_port), log_path=logs / "router.log"
+    )
+    launch.add(record)
+    processes.wait_until(
+        "router",
+        lambda: _http_ok(f"http://{LOOPBACK}:{router_port}/-/healthz"),
+        process=router,
+        log_path=logs / "router.log",
+        timeout_seconds=timeout_seconds,
+    )
+    _controller, record = processes.start(
+        "controller", traffic.controller_argv(state.kubeconfig, router_port), log_path=logs / "controller.log"
+    )
+    launch.add(record)
+    print(
+        f"router on http://{LOOPBACK}:{router_port} and the migration controller are running; "
+        f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
         file=out,
     )
 

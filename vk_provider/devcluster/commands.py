@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import cluster
+from vk_provider.devcluster import cluster, traffic
 from vk_provider.devcluster.building import BinaryCache, BuildError
 from vk_provider.devcluster.processes import ComponentFailedError
 
@@ -70,6 +70,20 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
         )
     print(f"kubeconfig: {state.kubeconfig}", file=out)
     print('use it with: eval "$(vk-provider dev env)"; kubectl get nodes', file=out)
+    if "router" in state.ports:
+        router = f"http://127.0.0.1:{state.ports['router']}"
+        name = traffic.EXAMPLE_NAME
+        print(
+            f"""
+the demo runs: {name} serves at home (node local-gpu); node burst-gpu plays the external GPU provider.
+  send a request:   curl -H 'Host: {traffic.EXAMPLE_HOST}' {router}/v1/completions \\
+                      -d '{{"prompt": "hi", "stream": true}}'
+  flip it out:      kubectl offload flip {name} --to away --wait
+  bring it back:    kubectl offload flip {name} --to home --wait
+  watch it move:    kubectl offload status {name} --watch
+  all of it, under load, with a failed-request count:  vk-provider dev demo""",
+            file=out,
+        )
     return EXIT_OK
 
 

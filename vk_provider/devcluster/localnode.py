@@ -1,38 +1,69 @@
-"""The development cluster's own virtual node: a `local` provider node that plays the home GPU nodes.
+"""The development cluster's own virtual nodes, both backed by the `local` provider.
 
-There are no real kubelets in the development cluster, so without this node nothing could run. It is
-untainted (ordinary Deployments land on it, as on a home GPU node), advertises GPUs, and runs each
-container's command as a real process on its own 127.x address.
+There are no real kubelets in the development cluster, so without these nodes nothing could run:
+
+- `local-gpu` plays the home GPU nodes: untainted (ordinary Deployments land on it, as on a home GPU
+  node), labelled `vk-provider.dev/role=home-gpu`, advertising 8 GPUs;
+- `burst-gpu` plays the external GPU provider of the demo: tainted like every virtual node and
+  labelled `vk-provider.dev/role=burst-gpu`, so only the Offloads' away pods go there.
+
+Each runs container commands as real processes, each pod on an address of its own from a /24 of the
+dev pod network (see `podnetwork`), so Services get real endpoints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-NODE_NAME = "local-gpu"
+from vk_provider.devcluster import podnetwork
+
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
 
 
-def write_config(directory: Path, *, kubeconfig: Path, kubelet_port: int) -> Path:
-    config = {
-        "node_name": NODE_NAME,
+@dataclasses.dataclass(frozen=True)
+class DevNode:
+    name: str
+    role: str
+    tainted: bool
+    subnet_index: int
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"vk-provider.dev/role": self.role}
+
+
+HOME = DevNode(name="local-gpu", role="home-gpu", tainted=False, subnet_index=1)
+AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, subnet_index=2)
+NODE_NAME = HOME.name
+
+
+def write_config(directory: Path, node: DevNode, *, kubeconfig: Path, kubelet_port: int) -> Path:
+    config: dict[str, Any] = {
+        "node_name": node.name,
         "provider": "local",
         "kubeconfig": str(kubeconfig),
-        "no_taint": True,
-        "labels": {"vk-provider.dev/role": "home-gpu"},
+        "labels": node.labels,
         "capacity": CAPACITY,
         "kubelet_port": kubelet_port,
         "kubelet_bind_address": "127.0.0.1",
-        # The development cluster approves its node's serving certificate itself.
+        # The development cluster approves its nodes' serving certificates itself.
         "kubelet_csr_self_approve": True,
-        "state_dir": str(directory / "nodes" / NODE_NAME),
-        "provider_config": {"capacity": {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}},
+        "state_dir": str(directory / "nodes" / node.name),
+        "provider_config": {
+            "capacity": {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]},
+            "address_range": str(podnetwork.subnet(node.subnet_index)),
+        },
     }
-    path = directory / "nodes" / f"{NODE_NAME}.yaml"
+    if not node.tainted:
+        config["no_taint"] = True
+    path = directory / "nodes" / f"{node.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -40,6 +71,12 @@ def write_config(directory: Path, *, kubeconfig: Path, kubelet_port: int) -> Pat
 
 def argv(config: Path) -> list[str]:
     return [sys.executable, "-m", "vk_provider", "node", "--config", str(config)]
+
+
+def workload_path() -> str:
+    """PATH for the nodes (and so their workloads): this Python's folder first, so a container's
+    `python3 -m vk_provider.demo.tokens` runs with vk-provider importable, as in its image."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
 
 
 def is_ready(node_json: str | None) -> bool:
