@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +31,9 @@ VERSION = "v1alpha1"
 PLURAL = "offloads"
 PROMOTE_ANNOTATION = "offload.vk-provider.dev/promote"
 WATCH_SECONDS = 60
+REFRESH_SECONDS = 2.0
+"""`status --watch` redraws at least this often, so new Events and ages show between changes."""
+EVENT_KIND = "Offload"
 CONFLICT_RETRIES = 5
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -102,7 +106,9 @@ async def checked_patch(api: KubeApi, namespace: str, name: str, build: Check) -
     raise CommandError(EXIT_FAILED, f'offload "{name}" kept changing while being updated; try again')
 
 
-async def follow(api: KubeApi, namespace: str, name: str, first: RawObject) -> AsyncIterator[RawObject]:
+async def follow(
+    api: KubeApi, namespace: str, name: str, first: RawObject
+) -> AsyncGenerator[RawObject, None]:
     """Each new version of the Offload after `first`, for as long as the caller iterates."""
     resource_version = first["metadata"]["resourceVersion"]
     query = {"fieldSelector": f"metadata.name={name}"}
@@ -124,6 +130,87 @@ async def follow(api: KubeApi, namespace: str, name: str, first: RawObject) -> A
             latest = await get_offload(api, namespace, name)
             resource_version = latest["metadata"]["resourceVersion"]
             yield latest
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def _next(changes: AsyncIterator[RawObject]) -> RawObject | None:
+    """The next item, or None once there are no more."""
+    try:
+        return await anext(changes)
+    except StopAsyncIteration:
+        return None
+
+
+async def _settle(task: asyncio.Future[Any]) -> None:
+    """Cancel the task and wait until it has ended, without raising what it ended with."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+async def refreshes(
+    changes: AsyncIterator[RawObject],
+    current: RawObject,
+    interval: float,
+    *,
+    sleep: Sleep = asyncio.sleep,
+) -> AsyncGenerator[tuple[RawObject, bool], None]:
+    """`(the latest Offload, whether it changed)` on each change and whenever `interval` seconds pass.
+
+    The next change and a timer race; the timer counts from the previous answer, so a caller that
+    redraws on each answer redraws at least every `interval` seconds. Ends when `changes` ends, and
+    closes `changes` when it is closed itself.
+    """
+    loop = asyncio.get_running_loop()
+    change: asyncio.Task[RawObject | None] | None = None
+    deadline = loop.time() + interval
+    try:
+        while True:
+            if change is None:
+                change = asyncio.create_task(_next(changes))
+            # Never less than a quarter interval, so a slow caller does not redraw back to back.
+            tick = asyncio.ensure_future(sleep(max(interval / 4, deadline - loop.time())))
+            try:
+                await asyncio.wait({change, tick}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                await _settle(tick)
+            changed = change.done()
+            if changed:
+                finished, change = change, None
+                latest = finished.result()  # raises what stopped the changes, e.g. the Offload was deleted
+                if latest is None:
+                    return
+                current = latest
+            deadline = loop.time() + interval
+            yield current, changed
+    finally:
+        if change is not None:
+            await _settle(change)
+        if isinstance(changes, AsyncGenerator):
+            await changes.aclose()
+
+
+def events_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/events"
+
+
+async def list_events(api: KubeApi, namespace: str, name: str) -> rendering.EventList:
+    """The Events about the Offload `name`; a refusal becomes a note on the page, not a failure."""
+    query = {"fieldSelector": f"involvedObject.kind={EVENT_KIND},involvedObject.name={name}"}
+    try:
+        listed = await api.get(events_path(namespace), query=query)
+    except KubeApiError as error:
+        if error.status == 403:
+            return rendering.EventList(
+                note=f'not shown: listing events in namespace "{namespace}" is forbidden (403)'
+            )
+        return rendering.EventList(
+            note=f"not shown: listing events failed: {error.status} {error.reason}: {error.message}"
+        )
+    return rendering.EventList(items=list(listed.get("items") or []))
 
 
 def emit(text: str) -> None:
@@ -155,26 +242,69 @@ async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
     return EXIT_OK
 
 
-def _show(offload: RawObject, output: str | None, *, repeat: bool) -> None:
+def _ended(offload: RawObject) -> bool:
+    return rendering.status_of(offload).get("phase") in rendering.TERMINAL_PHASES
+
+
+def _show_document(offload: RawObject, output: str, *, repeat: bool) -> None:
     if output == "yaml" and repeat:
         emit("---")
-    if output:
-        emit(rendering.render_document(offload, output))
-        return
-    if repeat:
-        emit(CLEAR_SCREEN if sys.stdout.isatty() else "")
-    emit(rendering.render_status(offload))
+    emit(rendering.render_document(offload, output))
 
 
-async def run_status(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+def _shown_events(offload: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
+    """What the page shows of the Events, ages aside: a redraw for a timer tick is news only if it differs."""
+    return (
+        events.note,
+        *(
+            ((event.get("metadata") or {}).get("uid"), (event.get("metadata") or {}).get("resourceVersion"))
+            for event in rendering.recent_events(events.items, offload)
+        ),
+    )
+
+
+async def run_status(
+    api: KubeApi,
+    arguments: argparse.Namespace,
+    namespace: str,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    interactive: bool | None = None,
+) -> int:
+    """Show the Offload; with --watch, again on each change until its migration ends.
+
+    As JSON or YAML the object itself is printed, once per change. The page also redraws every
+    REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
+    only if the Events shown changed, so a log of the output holds news rather than a page per tick.
+    """
     offload = await get_offload(api, namespace, arguments.name)
-    _show(offload, arguments.output, repeat=False)
-    if not arguments.watch or rendering.status_of(offload).get("phase") in rendering.TERMINAL_PHASES:
+    watching = arguments.watch and not _ended(offload)
+    if arguments.output:
+        _show_document(offload, arguments.output, repeat=False)
+        if watching:
+            async with contextlib.aclosing(follow(api, namespace, arguments.name, offload)) as changes:
+                async for version in changes:
+                    _show_document(version, arguments.output, repeat=True)
+                    if _ended(version):
+                        break
         return EXIT_OK
-    async for changed in follow(api, namespace, arguments.name, offload):
-        _show(changed, arguments.output, repeat=True)
-        if rendering.status_of(changed).get("phase") in rendering.TERMINAL_PHASES:
-            break
+    events = await list_events(api, namespace, arguments.name)
+    emit(rendering.render_status(offload, events))
+    if not watching:
+        return EXIT_OK
+    interactive = sys.stdout.isatty() if interactive is None else interactive
+    shown = _shown_events(offload, events)
+    pages = refreshes(follow(api, namespace, arguments.name, offload), offload, REFRESH_SECONDS, sleep=sleep)
+    async with contextlib.aclosing(pages):
+        async for latest, changed in pages:
+            events = await list_events(api, namespace, arguments.name)
+            news = _shown_events(latest, events)
+            if changed or interactive or news != shown:
+                emit(CLEAR_SCREEN if interactive else "")
+                emit(rendering.render_status(latest, events))
+                shown = news
+            if _ended(latest):
+                break
     return EXIT_OK
 
 

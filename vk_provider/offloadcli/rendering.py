@@ -1,13 +1,15 @@
 """Text for people: the list table, the status page, progress lines, and JSON/YAML for machines.
 
-Pure functions of Offload JSON (and the current time), so every layout is unit-tested without a
-cluster. Plain text only: `rich` is not a dependency of the project.
+Pure functions of Offload JSON (with the Events about it, and the current time), so every layout is
+unit-tested without a cluster. Plain text only: `rich` is not a dependency of the project.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +23,15 @@ RUNNING_PHASES = frozenset({"Preparing", "Shifting", "Paused", "Finalizing"})
 TERMINAL_PHASES = frozenset({"Succeeded", "RolledBack", "Failed"})
 BAR_WIDTH = 20
 NONE = "-"
+PAGE_WIDTH = 100
+"""Event messages are cut so that their lines fit this many columns."""
+RECENT_EVENTS = 5
+MIN_MESSAGE_WIDTH = 20
+# The CRD's defaults, for an Offload read before the apiserver applied them (or a hand-written one).
+DEFAULT_MAX_ERROR_RATE_PERCENT = 1
+DEFAULT_MAX_P99_MILLISECONDS = 2000
+DEFAULT_MIN_REQUESTS_PER_INTERVAL = 10
+DEFAULT_FAILURES_BEFORE_ROLLBACK = 3
 
 
 def exit_code_of_phase(phase: str | None) -> int | None:
@@ -51,11 +62,29 @@ def direction_placement(offload: RawObject) -> str:
     return str(status_of(offload).get("targetPlacement") or spec_of(offload).get("placement") or "home")
 
 
+def strategy_of(offload: RawObject) -> Mapping[str, Any]:
+    strategy: Mapping[str, Any] = spec_of(offload).get("strategy") or {}
+    return strategy
+
+
 def steps_toward(offload: RawObject, placement: str) -> tuple[int, ...]:
-    strategy = spec_of(offload).get("strategy") or {}
+    strategy = strategy_of(offload)
     if placement == "away":
         return tuple(strategy.get("toAwaySteps") or DEFAULT_TO_AWAY_STEPS)
     return tuple(strategy.get("toHomeSteps") or DEFAULT_TO_HOME_STEPS)
+
+
+def migration_steps(offload: RawObject) -> tuple[int, ...]:
+    """The steps of the current (or last) migration.
+
+    The controller copies them into status.steps when a migration starts, and status.stepIndex counts
+    along that copy, so it wins over the spec, which may have been edited since. Before any migration
+    there is no copy, and the spec's steps toward the target (or the CRD defaults) are shown.
+    """
+    snapshot = status_of(offload).get("steps")
+    if isinstance(snapshot, list) and snapshot:
+        return tuple(snapshot)
+    return steps_toward(offload, direction_placement(offload))
 
 
 def step_text(offload: RawObject) -> str:
@@ -63,7 +92,7 @@ def step_text(offload: RawObject) -> str:
     index = status_of(offload).get("stepIndex")
     if index is None:
         return NONE
-    return f"{index}/{len(steps_toward(offload, direction_placement(offload)))}"
+    return f"{index}/{len(migration_steps(offload))}"
 
 
 def weight_text(offload: RawObject) -> str:
@@ -160,14 +189,156 @@ def _condition_lines(conditions: Sequence[Mapping[str, Any]], now: datetime) -> 
     return ["  " + line for line in format_table(header, rows).splitlines()]
 
 
-def render_status(offload: RawObject, *, now: datetime | None = None) -> str:
+def number_text(value: Any) -> str:
+    """A number from JSON without float noise or exponents: 1, 0.5, 2.125, 180.4; `-` when absent."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return NONE if value is None else str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _gate_limits(offload: RawObject) -> str:
+    gates: Mapping[str, Any] = strategy_of(offload).get("gates") or {}
+    error_rate = gates.get("maxErrorRatePercent", DEFAULT_MAX_ERROR_RATE_PERCENT)
+    p99 = gates.get("maxP99LatencyMilliseconds", DEFAULT_MAX_P99_MILLISECONDS)
+    requests = gates.get("minRequestsPerInterval", DEFAULT_MIN_REQUESTS_PER_INTERVAL)
+    return (
+        f"error rate <= {number_text(error_rate)}%, p99 <= {number_text(p99)} ms, "
+        f"at least {number_text(requests)} requests per interval"
+    )
+
+
+def _failures_line(offload: RawObject) -> list[str]:
+    failures = status_of(offload).get("consecutiveFailures")
+    if not failures:
+        return []
+    allowed = strategy_of(offload).get("failuresBeforeRollback", DEFAULT_FAILURES_BEFORE_ROLLBACK)
+    return [f"  Failures:    {failures}/{allowed} failed checks in a row (rolls back at {allowed})"]
+
+
+def gate_lines(offload: RawObject, now: datetime) -> list[str]:
+    """The Gates section: the configured limits, the last check of an interval and the failure count."""
+    lines = ["Gates:", f"  Limits:      {_gate_limits(offload)}"]
+    check = status_of(offload).get("lastCheck")
+    if not isinstance(check, Mapping) or not check:
+        lines.append("  Last check:  none yet")
+    else:
+        p99 = check.get("p99Milliseconds")
+        verdict, side = check.get("verdict") or NONE, check.get("side") or NONE
+        when = human_age(parse_time(check.get("at")), now)
+        lines += [
+            f"  Last check:  {verdict} on the {side} side, {when} ago",
+            f"  Measured:    {number_text(check.get('requests'))} requests, "
+            f"error rate {number_text(check.get('errorRatePercent'))}%, "
+            f"p99 {NONE if p99 is None else number_text(p99) + ' ms'}",
+        ]
+        if check.get("message"):
+            lines.append(f"  Message:     {check['message']}")
+    return lines + _failures_line(offload)
+
+
+@dataclass(frozen=True)
+class EventList:
+    """The Events listed about an Offload, or why they could not be listed."""
+
+    items: Sequence[RawObject] = ()
+    note: str | None = None
+
+
+def _event_time(event: RawObject) -> datetime | None:
+    series = event.get("series") or {}
+    for stamp in (
+        series.get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        (event.get("metadata") or {}).get("creationTimestamp"),
+    ):
+        parsed = parse_time(stamp)
+        if parsed is not None:
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _event_order(event: RawObject) -> tuple[datetime, int]:
+    version = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    return (
+        _event_time(event) or datetime.min.replace(tzinfo=UTC),
+        int(version) if version.isdigit() else 0,
+    )
+
+
+def recent_events(
+    events: Sequence[RawObject], offload: RawObject, limit: int = RECENT_EVENTS
+) -> list[RawObject]:
+    """The last `limit` Events about this Offload, oldest first.
+
+    A deleted and recreated Offload of the same name has a new uid: Events that name another uid are
+    about the old one and left out (an Event without a uid is kept).
+    """
+    uid = (offload.get("metadata") or {}).get("uid")
+    mine = [
+        event
+        for event in events
+        if not uid
+        or not (event.get("involvedObject") or {}).get("uid")
+        or (event.get("involvedObject") or {}).get("uid") == uid
+    ]
+    return sorted(mine, key=_event_order)[-limit:] if limit > 0 else []
+
+
+def shorten(text: str, width: int) -> str:
+    """One line of at most `width` characters, ending in `...` when cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    return flat[: max(0, width - 3)].rstrip() + "..."
+
+
+def _event_age(event: RawObject, now: datetime) -> str:
+    age = human_age(_event_time(event), now)
+    count = event.get("count") or (event.get("series") or {}).get("count") or 1
+    if isinstance(count, int) and count > 1:
+        first = parse_time(event.get("firstTimestamp"))
+        return f"{age} (x{count} over {human_age(first, now)})" if first else f"{age} (x{count})"
+    return age
+
+
+def event_lines(events: EventList, offload: RawObject, now: datetime) -> list[str]:
+    """The Recent events section: `AGE  TYPE  REASON  MESSAGE`, newest last, cut to the page width."""
+    lines = ["Recent events:"]
+    if events.note:
+        return [*lines, f"  ({events.note})"]
+    shown = recent_events(events.items, offload)
+    if not shown:
+        return [*lines, "  (none)"]
+    header = ["AGE", "TYPE", "REASON"]
+    rows = [
+        [_event_age(event, now), str(event.get("type") or NONE), str(event.get("reason") or NONE)]
+        for event in shown
+    ]
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    prefix_width = 2 + sum(widths) + 3 * len(widths)  # indent, columns, and the gap before each next
+    message_width = max(MIN_MESSAGE_WIDTH, PAGE_WIDTH - prefix_width)
+    messages = [shorten(str(event.get("message") or ""), message_width) for event in shown]
+    table = format_table(
+        [*header, "MESSAGE"], [[*row, message] for row, message in zip(rows, messages, strict=True)]
+    )
+    return [*lines, *("  " + line for line in table.splitlines())]
+
+
+def render_status(offload: RawObject, events: EventList | None = None, *, now: datetime | None = None) -> str:
+    """The status page; the Recent events section is there when `events` is given."""
     now = now or datetime.now(UTC)
     metadata = offload.get("metadata") or {}
     spec = spec_of(offload)
     status = status_of(offload)
     weight = status.get("awayWeight")
     target = direction_placement(offload)
-    steps = ",".join(str(step) for step in steps_toward(offload, target))
+    steps = ",".join(str(step) for step in migration_steps(offload))
     lines = [
         f"Name:         {metadata.get('name', NONE)}",
         f"Namespace:    {metadata.get('namespace', NONE)}",
@@ -178,9 +349,12 @@ def render_status(offload: RawObject, *, now: datetime | None = None) -> str:
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
         f"Age:          {_age(offload, now)}",
         f"Message:      {status.get('message') or NONE}",
+        *gate_lines(offload, now),
         "Conditions:",
         *_condition_lines(status.get("conditions") or [], now),
     ]
+    if events is not None:
+        lines += event_lines(events, offload, now)
     return "\n".join(lines)
 
 

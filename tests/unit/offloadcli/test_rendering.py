@@ -153,3 +153,239 @@ def test_documents_round_trip(output: str) -> None:
     text = rendering.render_document(SHIFTING, output)
     parsed = json.loads(text) if output == "json" else yaml.safe_load(text)
     assert parsed == SHIFTING
+
+
+# -- the Gates section ---------------------------------------------------------------------------
+
+
+def section(text: str, title: str) -> list[str]:
+    """The lines of one section of the status page: its title line and the indented lines after it."""
+    lines = text.splitlines()
+    start = lines.index(title)
+    body = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        body.append(line)
+    return body
+
+
+def test_gates_show_the_crd_defaults_and_no_check_before_the_first_interval() -> None:
+    text = rendering.render_status(SHIFTING, now=NOW)
+    assert section(text, "Gates:") == [
+        "Gates:",
+        "  Limits:      error rate <= 1%, p99 <= 2000 ms, at least 10 requests per interval",
+        "  Last check:  none yet",
+    ]
+
+
+def test_gates_show_the_configured_limits_the_last_check_and_the_failures() -> None:
+    offload = sample(
+        phase="Shifting",
+        targetPlacement="away",
+        awayWeight=50,
+        stepIndex=2,
+        consecutiveFailures=2,
+        lastCheck={
+            "verdict": "Unhealthy",
+            "side": "away",
+            "requests": 312,
+            "errorRatePercent": 2.564,
+            "p99Milliseconds": 184.2,
+            "message": "away side: 312 requests, 2.56% errors, p99 184 ms: error rate above 0.5%",
+            "at": "2026-12-02T11:59:48Z",
+        },
+    )
+    offload["spec"]["strategy"].update(
+        gates={"maxErrorRatePercent": 0.5, "maxP99LatencyMilliseconds": 800, "minRequestsPerInterval": 0},
+        failuresBeforeRollback=4,
+    )
+    assert section(rendering.render_status(offload, now=NOW), "Gates:") == [
+        "Gates:",
+        "  Limits:      error rate <= 0.5%, p99 <= 800 ms, at least 0 requests per interval",
+        "  Last check:  Unhealthy on the away side, 12s ago",
+        "  Measured:    312 requests, error rate 2.564%, p99 184.2 ms",
+        "  Message:     away side: 312 requests, 2.56% errors, p99 184 ms: error rate above 0.5%",
+        "  Failures:    2/4 failed checks in a row (rolls back at 4)",
+    ]
+
+
+def test_a_last_check_without_a_p99_and_without_failures() -> None:
+    offload = sample(
+        phase="Shifting",
+        consecutiveFailures=0,
+        lastCheck={
+            "verdict": "NotEnoughData",
+            "side": "home",
+            "requests": 3,
+            "errorRatePercent": 0.0,
+            "p99Milliseconds": None,
+            "message": "3 requests on the home side, fewer than the 10 needed",
+            "at": "2026-12-02T11:50:00Z",
+        },
+    )
+    lines = section(rendering.render_status(offload, now=NOW), "Gates:")
+    assert lines[2:] == [
+        "  Last check:  NotEnoughData on the home side, 10m ago",
+        "  Measured:    3 requests, error rate 0%, p99 -",
+        "  Message:     3 requests on the home side, fewer than the 10 needed",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1, "1"),
+        (1.0, "1"),
+        (0.5, "0.5"),
+        (2.5641, "2.564"),
+        (184.25, "184.25"),
+        (1e7, "10000000"),
+        (None, "-"),
+    ],
+)
+def test_number_text(value: float | None, text: str) -> None:
+    assert rendering.number_text(value) == text
+
+
+# -- the steps of the running migration ------------------------------------------------------------
+
+
+def test_the_steps_snapshot_in_status_wins_over_the_edited_spec() -> None:
+    offload = sample(
+        phase="Shifting", targetPlacement="away", awayWeight=50, stepIndex=2, steps=[10, 50, 100]
+    )
+    offload["spec"]["strategy"]["toAwaySteps"] = [100]  # edited after the migration started
+    assert "Step:         2/3 (toward away: 10,50,100)" in rendering.render_status(offload, now=NOW)
+    assert rendering.step_text(offload) == "2/3"
+    assert rendering.progress_line(offload) == "offload chat: Shifting, away weight 50%, step 2/3"
+    assert rendering.render_list([offload], all_namespaces=False, now=NOW).splitlines()[1].split()[4] == "2/3"
+
+
+def test_without_a_snapshot_the_spec_steps_toward_the_target_are_shown() -> None:
+    offload = sample(phase="Idle", targetPlacement="home", awayWeight=0, stepIndex=0)
+    assert rendering.migration_steps(offload) == (10, 25, 50, 75, 100)
+    assert "Step:         0/5 (toward home: 10,25,50,75,100)" in rendering.render_status(offload, now=NOW)
+
+
+# -- the Recent events section -----------------------------------------------------------------------
+
+
+def event(
+    reason: str,
+    at: str,
+    message: str = "",
+    *,
+    version: int,
+    type_: str = "Normal",
+    uid: str | None = "offload-uid",
+    **extra: Any,
+) -> dict[str, Any]:
+    involved: dict[str, Any] = {
+        "apiVersion": "offload.vk-provider.dev/v1alpha1",
+        "kind": "Offload",
+        "name": "chat",
+        "namespace": "ml",
+    }
+    if uid is not None:
+        involved["uid"] = uid
+    return {
+        "metadata": {"name": f"chat.{version:04d}", "namespace": "ml", "resourceVersion": str(version)},
+        "involvedObject": involved,
+        "type": type_,
+        "reason": reason,
+        "message": message or reason,
+        "count": 1,
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        **extra,
+    }
+
+
+MINE = {**SHIFTING, "metadata": {**SHIFTING["metadata"], "uid": "offload-uid"}}
+
+
+def test_recent_events_are_the_last_five_of_this_offload_newest_last() -> None:
+    events = [
+        event("StepApplied", "2026-12-02T11:59:00Z", version=20),
+        event("Older", "2026-12-02T11:50:00Z", version=30),  # listed late, happened early
+        event("SameSecondFirst", "2026-12-02T11:58:00Z", version=15),
+        event("SameSecondSecond", "2026-12-02T11:58:00Z", version=16),
+        event("FromBefore", "2026-12-02T11:59:30Z", version=40, uid="an-old-offload-of-that-name"),
+        event("WithoutUid", "2026-12-02T11:57:00Z", version=12, uid=None),
+        event("Oldest", "2026-12-02T11:00:00Z", version=5),
+        {
+            "metadata": {"name": "chat.new", "resourceVersion": "50"},
+            "involvedObject": {"kind": "Offload", "name": "chat", "uid": "offload-uid"},
+            "reason": "MicroTime",
+            "type": "Normal",
+            "eventTime": "2026-12-02T11:59:45.123456Z",
+        },
+    ]
+    shown = rendering.recent_events(events, MINE)
+    assert [item["reason"] for item in shown] == [
+        "WithoutUid",
+        "SameSecondFirst",
+        "SameSecondSecond",
+        "StepApplied",
+        "MicroTime",
+    ]
+    # An Offload without a uid (a hand-written sample) keeps every Event.
+    assert len(rendering.recent_events(events, SHIFTING, limit=100)) == len(events)
+
+
+def test_the_events_section_is_a_table_cut_to_the_page_width() -> None:
+    long_message = "away weight 50 failed its gates (1 of 3); holding: " + "x" * 200
+    events = [
+        event(
+            "MigrationStarted", "2026-12-02T11:57:00Z", "moving away: away weight 0 -> 25 -> 50", version=1
+        ),
+        event("GateFailed", "2026-12-02T11:59:48Z", long_message, version=2, type_="Warning"),
+    ]
+    lines = section(rendering.render_status(MINE, rendering.EventList(events), now=NOW), "Recent events:")
+    assert lines[1].split() == ["AGE", "TYPE", "REASON", "MESSAGE"]
+    assert lines[2].split(maxsplit=3) == [
+        "3m",
+        "Normal",
+        "MigrationStarted",
+        "moving away: away weight 0 -> 25 -> 50",
+    ]
+    assert lines[3].split()[:3] == ["12s", "Warning", "GateFailed"]
+    assert lines[3].endswith("...")
+    assert len(lines[3]) == rendering.PAGE_WIDTH
+    assert lines[3].index("GateFailed") == lines[2].index("MigrationStarted")  # aligned columns
+    assert lines[1].index("MESSAGE") == lines[2].index("moving")
+
+
+def test_repeated_events_show_their_count_and_a_message_on_one_line() -> None:
+    repeated = event(
+        "GateFailed", "2026-12-02T11:59:30Z", "error rate\nabove 1%", version=3, type_="Warning", count=4
+    )
+    repeated["firstTimestamp"] = "2026-12-02T11:50:00Z"
+    lines = rendering.event_lines(rendering.EventList([repeated]), MINE, NOW)
+    assert lines[2].split() == [
+        "30s",
+        "(x4",
+        "over",
+        "10m)",
+        "Warning",
+        "GateFailed",
+        "error",
+        "rate",
+        "above",
+        "1%",
+    ]
+
+
+def test_no_events_and_events_that_could_not_be_listed() -> None:
+    assert rendering.event_lines(rendering.EventList(), MINE, NOW) == ["Recent events:", "  (none)"]
+    note = rendering.EventList(note="not shown: listing events is forbidden (403)")
+    text = rendering.render_status(MINE, note, now=NOW)
+    assert text.splitlines()[-2:] == ["Recent events:", "  (not shown: listing events is forbidden (403))"]
+    # Without events at all (as before), the page has no such section.
+    assert "Recent events:" not in rendering.render_status(MINE, now=NOW)
+
+
+@pytest.mark.parametrize(("text", "width", "cut"), [("a  b\tc", 10, "a b c"), ("abcdefghij", 8, "abcde...")])
+def test_shorten(text: str, width: int, cut: str) -> None:
+    assert rendering.shorten(text, width) == cut
