@@ -111,6 +111,24 @@ def offload_crd(kubectl: Kubectl) -> None:
     kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
 
+TRAFFIC = Path(__file__).parents[2] / "manifests" / "traffic"
+
+
+@pytest.fixture(scope="session")
+def traffic_rbac(kubectl: Kubectl, offload_crd: None) -> None:
+    """The router's and controller's ServiceAccounts and RBAC from manifests/traffic, left in place.
+
+    The whole kustomization is validated by a server-side dry run; its Deployments are not applied,
+    since the test plane has no image to run them: tests run router and controller as processes,
+    under these ServiceAccounts.
+    """
+    kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
+    dry_run = kubectl("apply", "-k", str(TRAFFIC), "--dry-run=server")
+    assert "(server dry run)" in dry_run.stdout
+    for name in ("rbac-router.yaml", "rbac-controller.yaml"):
+        kubectl("apply", "-f", str(TRAFFIC / name))
+
+
 @pytest.fixture
 async def start_node(
     control_plane: cluster.ClusterState, kube_api: client.ApiClient, tmp_path: Path

@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess, NodeDaemon
+from tests.integration.identities import service_account_kubeconfig
 from tests.integration.waiting import wait_for
 from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.devcluster import cluster, podnetwork
 from vk_provider.devcluster.ports import PortPicker
 
+SYSTEM_NAMESPACE = "vk-provider-system"
 HOST = "chat.test"
 NAME = "chat"
 API = "/apis/offload.vk-provider.dev/v1alpha1"
@@ -134,8 +137,11 @@ class Rig:
             self.namespace,
             "--router-url",
             self.router_url,
+            # The manifests let the controller hold Leases only in its own namespace.
             "--leader-election-namespace",
-            self.namespace,
+            SYSTEM_NAMESPACE,
+            "--lease-name",
+            f"controller-{self.namespace}"[:63],
             "--lease-duration",
             "6",
             "--lease-renew",
@@ -155,6 +161,7 @@ class Rig:
 
 async def build_rig(
     *,
+    kube_api: client.ApiClient,
     control_plane: cluster.ClusterState,
     namespace: str,
     start_node: StartNode,
@@ -184,6 +191,39 @@ async def build_rig(
         ),
     )
     api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
+    try:
+        return await _start_rig(
+            api,
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            folder=folder,
+            strategy=strategy,
+            home_replicas=home_replicas,
+            nodes=(home, away),
+            labels=(home_label, away_label),
+        )
+    except BaseException:
+        # Leave nothing that keeps recreating pods: the nodes' teardown waits for their pods to go.
+        await _delete_deployments(api, namespace)
+        await api.close()
+        raise
+
+
+async def _start_rig(
+    api: KubeApi,
+    *,
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    folder: Path,
+    strategy: dict[str, Any],
+    home_replicas: int,
+    nodes: tuple[NodeDaemon, NodeDaemon],
+    labels: tuple[dict[str, str], dict[str, str]],
+) -> Rig:
+    home, away = nodes
+    home_label, away_label = labels
     fail_dir = folder / "fail"
     fail_dir.mkdir(parents=True, exist_ok=True)
     await api.create(
@@ -219,13 +259,20 @@ async def build_rig(
             },
         },
     )
+    # Router and controller run as their ServiceAccounts: the manifests' RBAC must be enough.
+    router_kubeconfig, controller_kubeconfig = [
+        await service_account_kubeconfig(
+            kube_api, control_plane, SYSTEM_NAMESPACE, f"vk-provider-{part}", folder / f"{part}.kubeconfig"
+        )
+        for part in ("router", "controller")
+    ]
     port = PortPicker().pick()
     router = ManagedProcess(
         folder=folder / "router",
         arguments=[
             "router",
             "--kubeconfig",
-            str(control_plane.kubeconfig),
+            str(router_kubeconfig),
             "--namespace",
             namespace,
             "--listen",
@@ -245,10 +292,15 @@ async def build_rig(
         controller=ManagedProcess(folder=folder / "controller", arguments=[]),
         fail_dir=fail_dir,
     )
-    rig.controller.arguments = rig.controller_arguments(control_plane.kubeconfig)
-    rig.controller.start()
-    await rig.wait_for_phase("Idle", timeout_seconds=60)
-    await wait_for_home_endpoints(rig, home_replicas)
+    rig.controller.arguments = rig.controller_arguments(controller_kubeconfig)
+    try:
+        rig.controller.start()
+        await rig.wait_for_phase("Idle", timeout_seconds=60)
+        await wait_for_home_endpoints(rig, home_replicas)
+    except BaseException:
+        for process in (rig.controller, rig.router):
+            process.close()
+        raise
     return rig
 
 
@@ -274,10 +326,14 @@ async def close_rig(rig: Rig) -> None:
         if process.alive():
             process.stop()
         process.close()
+    await _delete_deployments(rig.api, rig.namespace)
+    await rig.api.close()
+
+
+async def _delete_deployments(api: KubeApi, namespace: str) -> None:
     for name in (NAME, f"{NAME}-away"):
         with contextlib.suppress(KubeApiError):
-            await rig.api.delete(
-                f"/apis/apps/v1/namespaces/{rig.namespace}/deployments/{name}",
+            await api.delete(
+                f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
                 {"propagationPolicy": "Foreground"},
             )
-    await rig.api.close()

@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
 from tests.integration.daemons import NodeDaemon
+from tests.integration.identities import service_account_kubeconfig
 from tests.integration.waiting import wait_for
 from vk_provider.devcluster import cluster
 
@@ -67,15 +68,17 @@ def applied_base(kubectl: Kubectl) -> Iterator[None]:
     try:
         yield
     finally:
-        kubectl("delete", "-k", str(BASE), "--wait=false", "--ignore-not-found", check=False)
+        # Everything but the namespace, which other tests' ServiceAccounts (manifests/traffic) share.
+        resources = yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"]
+        for resource in resources:
+            if resource != "namespace.yaml":
+                kubectl(
+                    "delete", "-f", str(BASE / resource), "--wait=false", "--ignore-not-found", check=False
+                )
 
 
 def can_i(kubectl: Kubectl, verb: str, resource: str, namespace: str | None) -> str:
-    scope = ["-n", namespace] if namespace else ["--all-namespaces"]
-    resource, _, subresource = resource.partition("/")
-    extra = [f"--subresource={subresource}"] if subresource else []
-    result = kubectl("auth", "can-i", verb, resource, *extra, f"--as={SERVICE_ACCOUNT}", *scope, check=False)
-    return result.stdout.strip()
+    return can_i_as(kubectl, SERVICE_ACCOUNT, verb, resource, namespace)
 
 
 @pytest.mark.usefixtures("applied_base")
@@ -100,29 +103,8 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
 ) -> None:
     """The RBAC is not only plausible but sufficient: the daemon works with nothing else."""
     core = client.CoreV1Api(kube_api)
-    token = await core.create_namespaced_service_account_token(
-        "vk-provider-node", NAMESPACE, {"spec": {"expirationSeconds": 3600}}
-    )
-    kubeconfig = tmp_path / "node-sa.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "plane",
-                        "cluster": {
-                            "server": control_plane.server,
-                            "certificate-authority": str(control_plane.ca_cert),
-                        },
-                    }
-                ],
-                "users": [{"name": "node", "user": {"token": token.status.token}}],
-                "contexts": [{"name": "node", "context": {"cluster": "plane", "user": "node"}}],
-                "current-context": "node",
-            }
-        )
+    kubeconfig = await service_account_kubeconfig(
+        kube_api, control_plane, NAMESPACE, "vk-provider-node", tmp_path / "node-sa.kubeconfig"
     )
     # Self-approval needs the opt-in component; the base alone leaves the CSR to an operator.
     daemon = await start_node("mock", kubeconfig=str(kubeconfig), kubelet_csr_self_approve=False)
@@ -158,3 +140,72 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
 
     await wait_for(gone, timeout_seconds=60, what="the pod to be removed by the daemon")
     assert "Forbidden" not in daemon.log_tail()
+
+
+ROUTER = f"system:serviceaccount:{NAMESPACE}:vk-provider-router"
+CONTROLLER = f"system:serviceaccount:{NAMESPACE}:vk-provider-controller"
+TRAFFIC_RIGHTS = {
+    ROUTER: (
+        [
+            ("list", "offloads.offload.vk-provider.dev", None),
+            ("watch", "offloads.offload.vk-provider.dev", None),
+            ("list", "endpointslices.discovery.k8s.io", None),
+            ("watch", "endpointslices.discovery.k8s.io", None),
+            ("list", "pods", None),
+            ("watch", "pods", None),
+        ],
+        [
+            ("patch", "offloads.offload.vk-provider.dev/status", "default"),
+            ("patch", "pods", "default"),
+            ("create", "events", "default"),
+            ("get", "secrets", "default"),
+            ("patch", "deployments.apps", "default"),
+        ],
+    ),
+    CONTROLLER: (
+        [
+            ("list", "offloads.offload.vk-provider.dev", None),
+            ("watch", "offloads.offload.vk-provider.dev", None),
+            ("patch", "offloads.offload.vk-provider.dev/status", "default"),
+            ("get", "deployments.apps", "default"),
+            ("create", "deployments.apps", "default"),
+            ("patch", "deployments.apps", "default"),
+            ("get", "services", "default"),
+            ("list", "pods", None),
+            ("create", "events", "default"),
+            ("get", "leases.coordination.k8s.io", NAMESPACE),
+            ("create", "leases.coordination.k8s.io", NAMESPACE),
+            ("update", "leases.coordination.k8s.io", NAMESPACE),
+        ],
+        [
+            ("patch", "offloads.offload.vk-provider.dev", "default"),  # the spec is the user's
+            ("delete", "offloads.offload.vk-provider.dev", "default"),
+            ("delete", "deployments.apps", "default"),
+            ("delete", "pods", "default"),
+            ("create", "pods", "default"),
+            ("get", "secrets", "default"),
+            ("create", "leases.coordination.k8s.io", "default"),
+            ("update", "leases.coordination.k8s.io", "kube-node-lease"),
+            ("patch", "services", "default"),
+        ],
+    ),
+}
+
+
+def can_i_as(kubectl: Kubectl, user: str, verb: str, resource: str, namespace: str | None) -> str:
+    scope = ["-n", namespace] if namespace else ["--all-namespaces"]
+    resource, _, subresource = resource.partition("/")
+    extra = [f"--subresource={subresource}"] if subresource else []
+    result = kubectl("auth", "can-i", verb, resource, *extra, f"--as={user}", *scope, check=False)
+    return result.stdout.strip()
+
+
+@pytest.mark.usefixtures("traffic_rbac")
+@pytest.mark.parametrize("user", [ROUTER, CONTROLLER], ids=["router", "controller"])
+def test_router_and_controller_may_do_what_they_do_and_nothing_more(kubectl: Kubectl, user: str) -> None:
+    """Sufficiency is proven by the migration tests, which run both as these ServiceAccounts."""
+    needed, forbidden = TRAFFIC_RIGHTS[user]
+    missing = [(verb, res) for verb, res, ns in needed if can_i_as(kubectl, user, verb, res, ns) != "yes"]
+    excess = [(verb, res) for verb, res, ns in forbidden if can_i_as(kubectl, user, verb, res, ns) != "no"]
+    assert missing == []
+    assert excess == []

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
 from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
 from tests.integration.waiting import wait_for
@@ -25,7 +26,7 @@ from vk_provider.backoff import jittered_backoff_seconds
 from vk_provider.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_provider.devcluster import cluster
 
-pytestmark = pytest.mark.usefixtures("offload_crd")
+pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
 PROPAGATION_MARGIN_SECONDS = 1.5
 """Left out of each step's window after its weight was written: routers pick it up within this."""
@@ -89,6 +90,8 @@ async def following(rig: Rig) -> AsyncIterator[WeightLog]:
 
 @contextlib.asynccontextmanager
 async def rig_for(
+    *,
+    kube_api: client.ApiClient,
     control_plane: cluster.ClusterState,
     namespace: str,
     start_node: StartNode,
@@ -96,6 +99,7 @@ async def rig_for(
     strategy: dict[str, Any],
 ) -> AsyncIterator[Rig]:
     rig = await build_rig(
+        kube_api=kube_api,
         control_plane=control_plane,
         namespace=namespace,
         start_node=start_node,
@@ -161,7 +165,11 @@ def assert_shares_follow_weights(
 
 
 async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
-    control_plane: cluster.ClusterState, namespace: str, start_node: StartNode, tmp_path: Path
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
 ) -> None:
     strategy = {
         "stepIntervalSeconds": 8,
@@ -169,7 +177,14 @@ async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
         "progressDeadlineSeconds": 180,
     }
     async with (
-        rig_for(control_plane, namespace, start_node, tmp_path, strategy) as rig,
+        rig_for(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            tmp_path=tmp_path,
+            strategy=strategy,
+        ) as rig,
         following(rig) as log,
         load(rig, rate=130) as generator,
     ):
@@ -198,7 +213,11 @@ async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
 
 
 async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
-    control_plane: cluster.ClusterState, namespace: str, start_node: StartNode, tmp_path: Path
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
 ) -> None:
     strategy = {
         "stepIntervalSeconds": 3,
@@ -208,7 +227,14 @@ async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
         "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
     }
     async with (
-        rig_for(control_plane, namespace, start_node, tmp_path, strategy) as rig,
+        rig_for(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            tmp_path=tmp_path,
+            strategy=strategy,
+        ) as rig,
         load(rig, rate=60) as generator,
     ):
         assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
@@ -250,7 +276,11 @@ async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
 
 
 async def test_a_controller_killed_mid_migration_resumes_from_its_status(
-    control_plane: cluster.ClusterState, namespace: str, start_node: StartNode, tmp_path: Path
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
 ) -> None:
     strategy = {
         "stepIntervalSeconds": 3,
@@ -258,7 +288,14 @@ async def test_a_controller_killed_mid_migration_resumes_from_its_status(
         "gates": {"minRequestsPerInterval": 20},
     }
     async with (
-        rig_for(control_plane, namespace, start_node, tmp_path, strategy) as rig,
+        rig_for(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            tmp_path=tmp_path,
+            strategy=strategy,
+        ) as rig,
         following(rig) as log,
         load(rig, rate=60) as generator,
     ):

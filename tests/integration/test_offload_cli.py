@@ -283,3 +283,55 @@ async def test_status_watch_re_renders_until_the_phase_is_terminal(
     assert process.returncode == 0, stderr.decode()
     assert "Phase:        Shifting" in rest.decode()
     assert "[####################] 100% away" in rest.decode()
+
+
+async def test_status_shows_the_gates_and_the_recent_events_of_the_offload(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    created = await create_offload(api, namespace, "chat", placement="away")
+    await patch_status(
+        api,
+        namespace,
+        "chat",
+        {
+            "phase": "Shifting",
+            "targetPlacement": "away",
+            "awayWeight": 50,
+            "stepIndex": 1,
+            "steps": [50, 100],
+        },
+    )
+    for index, (reason, uid) in enumerate(
+        [("MigrationStarted", created["metadata"]["uid"]), ("FromAnOlderOffload", "another-uid")]
+    ):
+        await api.create(
+            f"/api/v1/namespaces/{namespace}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"chat.test{index}", "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": "offload.vk-provider.dev/v1alpha1",
+                    "kind": "Offload",
+                    "name": "chat",
+                    "namespace": namespace,
+                    "uid": uid,
+                },
+                "type": "Normal",
+                "reason": reason,
+                "message": "moving away: away weight 0 -> 50 -> 100",
+                "count": 1,
+                "firstTimestamp": created["metadata"]["creationTimestamp"],
+                "lastTimestamp": created["metadata"]["creationTimestamp"],
+                "source": {"component": "test"},
+            },
+        )
+
+    shown = await asyncio.to_thread(run_cli, control_plane, "status", "chat", "-n", namespace)
+
+    assert shown.returncode == 0, shown.stderr
+    assert "Step:         1/2 (toward away: 50,100)" in shown.stdout
+    assert "  Limits:      error rate <= 1%, p99 <= 2000 ms" in shown.stdout
+    events = shown.stdout.split("Recent events:\n", 1)[1]
+    assert "MigrationStarted" in events
+    assert "FromAnOlderOffload" not in events
