@@ -12,13 +12,14 @@ import contextlib
 import itertools
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
+from tests.integration.daemons import ManagedProcess
 from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
 from tests.integration.waiting import wait_for
 from vk_provider._kube.api import KubeApi
@@ -282,6 +283,7 @@ async def test_a_controller_killed_mid_migration_resumes_from_its_status(
     start_node: StartNode,
     tmp_path: Path,
 ) -> None:
+    """Two replicas: the standby waits on the Lease, then takes over from the status alone."""
     strategy = {
         "stepIntervalSeconds": 3,
         "toAwaySteps": [20, 40, 60, 80, 100],
@@ -299,21 +301,151 @@ async def test_a_controller_killed_mid_migration_resumes_from_its_status(
         following(rig) as log,
         load(rig, rate=60) as generator,
     ):
-        await rig.patch_offload({"spec": {"placement": "away"}})
+        standby = ManagedProcess(folder=tmp_path / "standby", arguments=rig.controller.arguments)
+        standby.start()
+        try:
+            await rig.patch_offload({"spec": {"placement": "away"}})
 
-        async def mid_way() -> bool:
-            status = (await rig.offload()).get("status") or {}
-            return status.get("phase") == "Shifting" and status.get("awayWeight", 0) >= 40
+            async def mid_way() -> bool:
+                status = (await rig.offload()).get("status") or {}
+                return status.get("phase") == "Shifting" and status.get("awayWeight", 0) >= 40
 
-        await wait_for(mid_way, timeout_seconds=180, what="the migration to reach away weight 40")
-        rig.controller.kill()
-        killed_at = (await rig.offload())["status"]["awayWeight"]
-        rig.controller.start()
-        done = await rig.wait_for_phase("Succeeded", timeout_seconds=180)
-        await generator.stop()
+            await wait_for(mid_way, timeout_seconds=180, what="the migration to reach away weight 40")
+            assert " leads " not in standby.log_path.read_text()  # one leader at a time
+            rig.controller.kill()
+            killed_at = (await rig.offload())["status"]["awayWeight"]
+            done = await rig.wait_for_phase("Succeeded", timeout_seconds=180)
+            await generator.stop()
+            assert " leads " in standby.log_path.read_text()
+        finally:
+            standby.close()
     assert done["status"]["awayWeight"] == 100
     weights = [weight for _, weight in log.changes]
     assert weights == [0, 20, 40, 60, 80, 100], weights  # no step repeated, skipped or undone
     assert killed_at in weights
-    assert "--- start 2 ---" in rig.controller.log_path.read_text()
     assert not failures(generator.outcomes), describe(failures(generator.outcomes))
+
+
+async def test_pause_resume_promote_and_abort_steer_a_running_migration(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> None:
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [25, 50, 75, 100],
+        "toHomeSteps": [10, 50, 100],
+        "gates": {"minRequestsPerInterval": 10},
+    }
+    async with (
+        rig_for(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            tmp_path=tmp_path,
+            strategy=strategy,
+        ) as rig,
+        following(rig) as log,
+        load(rig, rate=40) as generator,
+    ):
+
+        async def status_where(what: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+            async def probe() -> dict[str, Any] | None:
+                status: dict[str, Any] = (await rig.offload()).get("status") or {}
+                return status if check(status) else None
+
+            return await wait_for(probe, timeout_seconds=120, what=f"{what}; {rig.controller.log_tail(20)}")
+
+        await rig.patch_offload({"spec": {"placement": "away"}})
+        await status_where("away weight 25", lambda s: s.get("awayWeight") == 25)
+        await rig.patch_offload({"spec": {"paused": True}})
+        paused = await status_where("Paused", lambda s: s.get("phase") == "Paused")
+        held_since = time.monotonic()
+        # Two intervals later the weight has not moved (the controller re-reads the Offload meanwhile).
+        await status_where(
+            "two intervals to pass",
+            lambda s: time.monotonic() - held_since > 2 * strategy["stepIntervalSeconds"],
+        )
+        assert (await rig.offload())["status"]["awayWeight"] == paused["awayWeight"] == 25
+        await rig.patch_offload({"spec": {"paused": False}})
+        await status_where("Shifting again", lambda s: s.get("phase") == "Shifting")
+        await rig.patch_offload(
+            {"metadata": {"annotations": {"offload.vk-provider.dev/promote": "2026-12-02T00:00:00Z"}}}
+        )
+        promoted = await status_where("Succeeded", lambda s: s.get("phase") == "Succeeded")
+        assert promoted["awayWeight"] == 100
+        assert promoted["stepIndex"] == 4
+        # Now home, and abort on the first step: back to away, home scaled to 0 again.
+        await rig.patch_offload({"spec": {"placement": "home"}})
+        await status_where("away weight 90", lambda s: s.get("awayWeight") == 90)
+        await rig.patch_offload({"spec": {"placement": "away"}})  # what `kubectl offload abort` writes
+        aborted = await status_where("RolledBack", lambda s: s.get("phase") == "RolledBack")
+        assert aborted["awayWeight"] == 100
+        assert aborted["outcomeReason"] == "Aborted"
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 0
+        for reason in ("Paused", "Resumed", "Aborted"):
+            assert await rig.events(reason), reason
+        await generator.stop()
+    weights = [weight for _, weight in log.changes]
+    assert weights == [0, 25, 100, 90, 100], weights  # promote jumped 25 -> 100; abort went 90 -> 100
+    assert not failures(generator.outcomes), describe(failures(generator.outcomes))
+
+
+async def test_an_offload_naming_a_missing_deployment_gets_a_condition_and_no_action(
+    kube_api: client.ApiClient, control_plane: cluster.ClusterState, namespace: str, tmp_path: Path
+) -> None:
+    api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
+    controller = ManagedProcess(
+        folder=tmp_path / "controller",
+        arguments=[
+            "controller",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--namespace",
+            namespace,
+            "--router-url",
+            "http://127.0.0.1:9",  # never asked: nothing may move
+            "--leader-election-namespace",
+            namespace,
+        ],
+    )
+    path = f"/apis/offload.vk-provider.dev/v1alpha1/namespaces/{namespace}/offloads"
+    try:
+        await api.create(
+            path,
+            {
+                "apiVersion": "offload.vk-provider.dev/v1alpha1",
+                "kind": "Offload",
+                "metadata": {"name": "ghost"},
+                "spec": {
+                    "home": {"deployment": "ghost", "service": "ghost"},
+                    "placement": "away",
+                    "route": {"hosts": ["ghost.test"]},
+                },
+            },
+        )
+        controller.start()
+
+        async def reported() -> dict[str, Any] | None:
+            status: dict[str, Any] = (await api.get(f"{path}/ghost")).get("status") or {}
+            ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+            return status if ready and ready["reason"] == "HomeDeploymentNotFound" else None
+
+        status = await wait_for(reported, timeout_seconds=60, what=f"the condition; {controller.log_tail()}")
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "False"
+        assert 'Deployment "ghost" not found' in ready["message"]
+        assert status["phase"] == "Idle"  # not Preparing: nothing was started
+        deployments = await api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments")
+        assert deployments["items"] == []
+        events = await api.get(
+            f"/api/v1/namespaces/{namespace}/events",
+            query={"fieldSelector": "involvedObject.kind=Offload,reason=HomeDeploymentNotFound"},
+        )
+        assert events["items"]
+    finally:
+        controller.close()
+        await api.close()
