@@ -45,7 +45,8 @@ StartNode = Callable[..., Awaitable[NodeDaemon]]
 
 def pod_range() -> str:
     """A /24 of the dev pod network no other node of this run is likely to hold."""
-    return str(podnetwork.subnet(random.randrange(1, 256)))  # noqa: S311 - not a secret
+    # /24s 2..15 belong to development clusters (see devcluster.localnode).
+    return str(podnetwork.subnet(random.randrange(16, 256)))  # noqa: S311 - not a secret
 
 
 def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[str, Any]:

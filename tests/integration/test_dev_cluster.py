@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from vk_provider import procfs
 from vk_provider.devcluster import cluster, processes
 from vk_provider.devcluster.building import BinaryCache
 from vk_provider.devcluster.processes import ComponentFailedError
@@ -92,12 +95,15 @@ def test_a_component_that_exits_during_start_is_named_with_its_log_and_the_other
     )
 
 
-def test_dev_up_starts_a_local_virtual_node_and_dev_down_leaves_nothing_running(tmp_path: Path) -> None:
+def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Path) -> None:
     directory = tmp_path / "with-node"
     up = vk_provider("dev", "up", "--dir", str(directory))
     try:
         assert up.returncode == 0, up.stderr
-        assert "virtual node local-gpu (local provider) is Ready" in up.stderr
+        assert "virtual node local-gpu (local provider, home-gpu) is Ready" in up.stderr
+        assert "virtual node burst-gpu (local provider, burst-gpu) is Ready" in up.stderr
+        assert "the migration controller are running" in up.stderr
+        assert "kubectl offload flip tokens --to away --wait" in up.stdout
         state = cluster.ClusterState.load(directory)
         assert state is not None
         nodes = subprocess.run(
@@ -112,9 +118,16 @@ def test_dev_up_starts_a_local_virtual_node_and_dev_down_leaves_nothing_running(
             text=True,
             timeout=60,
             check=True,
-        ).stdout.split()
-        assert nodes[:2] == ["local-gpu", "Ready"]
+        ).stdout.splitlines()
+        assert sorted(line.split()[:2] for line in nodes) == [["burst-gpu", "Ready"], ["local-gpu", "Ready"]]
+        router = f"http://127.0.0.1:{state.ports['router']}/-/status"
+        with urllib.request.urlopen(router, timeout=10) as response:
+            routes = json.load(response)["routes"]
+        assert [(route["namespace"], route["name"]) for route in routes] == [("default", "tokens")]
     finally:
         down = vk_provider("dev", "down", "--dir", str(directory))
-    assert "node/local-gpu" in down.stdout
+    for component in ("node/local-gpu", "node/burst-gpu", "router", "controller"):
+        assert component in down.stdout
     assert not any(processes.is_running(record) for record in state.processes)
+    # The example service's workloads went with the nodes.
+    assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []

@@ -165,19 +165,34 @@ async def test_kill_9_of_the_daemon_amid_creates_and_deletes_converges_without_d
 
     survivors = sorted(set(tags) - doomed)
 
+    lagging: list[str] = []
+
     async def converged() -> bool:
+        """True when converged; otherwise `lagging` says which pods are not, for the failure message."""
         if not daemon.alive():
             raise AssertionError(f"the daemon died:\n{daemon.log_tail()}")
         pods = {pod.metadata.name: pod for pod in (await core.list_namespaced_pod(namespace)).items}
-        if sorted(pods) != survivors:
-            return False
-        if any(pod.status.phase != "Running" for pod in pods.values()):
-            return False
-        return all(len(processes_with_argument(tags[name])) == 1 for name in survivors) and not any(
-            processes_with_argument(tags[name]) for name in doomed
-        )
+        lagging[:] = [
+            *(f"{name}: still exists" for name in sorted(set(pods) - set(survivors))),
+            *(f"{name}: missing" for name in survivors if name not in pods),
+            *(f"{name}: {pod.status.phase}" for name, pod in pods.items() if pod.status.phase != "Running"),
+            *(
+                f"{name}: {count} processes"
+                for name in survivors
+                if (count := len(processes_with_argument(tags[name]))) != 1
+            ),
+            *(
+                f"{name}: deleted but its process runs"
+                for name in doomed
+                if processes_with_argument(tags[name])
+            ),
+        ]
+        return not lagging
 
-    await wait_for(converged, timeout_seconds=180, what="every pod to converge after the kill -9")
+    try:
+        await wait_for(converged, timeout_seconds=180, what="every pod to converge after the kill -9")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; not converged: {lagging}\n{daemon.log_tail()}") from None
     duplicates = {name: processes_with_argument(tags[name]) for name in survivors}
     assert all(len(pids) == 1 for pids in duplicates.values()), duplicates
 

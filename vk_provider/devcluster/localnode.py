@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +28,29 @@ from vk_provider.devcluster import podnetwork
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
 
 
+DEV_SUBNET_PAIRS = 7
+"""Development clusters take /24s 2..15 of the pod network, a pair per cluster folder (tests take
+16 and up), so two clusters in different folders rarely share an address."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DevNode:
     name: str
     role: str
     tainted: bool
-    subnet_index: int
+    pair_offset: int
 
     @property
     def labels(self) -> dict[str, str]:
         return {"vk-provider.dev/role": self.role}
 
+    def subnet(self, directory: Path) -> str:
+        pair = zlib.crc32(str(directory.resolve()).encode()) % DEV_SUBNET_PAIRS
+        return str(podnetwork.subnet(2 + 2 * pair + self.pair_offset))
 
-HOME = DevNode(name="local-gpu", role="home-gpu", tainted=False, subnet_index=1)
-AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, subnet_index=2)
+
+HOME = DevNode(name="local-gpu", role="home-gpu", tainted=False, pair_offset=0)
+AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, pair_offset=1)
 NODE_NAME = HOME.name
 
 
@@ -58,7 +68,7 @@ def write_config(directory: Path, node: DevNode, *, kubeconfig: Path, kubelet_po
         "state_dir": str(directory / "nodes" / node.name),
         "provider_config": {
             "capacity": {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]},
-            "address_range": str(podnetwork.subnet(node.subnet_index)),
+            "address_range": node.subnet(directory),
         },
     }
     if not node.tainted:
