@@ -130,6 +130,9 @@ class Router:
         self._timer = timer
         self._table = RouteTable()
         self._session: aiohttp.ClientSession | None = None
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.update(table if table is not None else RouteTable())
 
     @property
@@ -196,8 +199,27 @@ class Router:
             ]
         }
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being proxied right now (streams included)."""
+        return self._in_flight
+
+    async def wait_idle(self) -> None:
+        """Return once no request is being proxied."""
+        await self._idle.wait()
+
     async def proxy(self, request: web.Request) -> web.StreamResponse:
         """Route one request, forward it, and stream the answer back."""
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._proxy(request)
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+
+    async def _proxy(self, request: web.Request) -> web.StreamResponse:
         started = self._timer()
         route = self._table.match(request.headers.get("Host"), request.path)
         if route is None:

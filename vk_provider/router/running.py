@@ -13,6 +13,8 @@ import logging
 import os
 import signal
 
+from aiohttp import web
+
 from vk_provider._kube.api import KubeApi, RateLimiter
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.proxy import ProxySettings, Router, start
@@ -54,6 +56,28 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
 
+LATE_REQUEST_SETTLE_SECONDS = 0.1
+
+
+async def drain(runner: web.AppRunner, router: Router, grace: float) -> None:
+    """Stop listening, then wait (up to `grace`) for the requests in flight before cleanup closes
+    connections.
+
+    Not left to `runner.cleanup()` alone: it closes every connection with no request running, and a
+    connection accepted just before the listener closed may not have sent its request yet; aiohttp
+    then drops that request and leaves the client waiting. A moment for such requests to arrive,
+    then waiting for every proxied request, answers them instead.
+    """
+    for site in list(runner.sites):
+        await site.stop()
+    await asyncio.sleep(min(LATE_REQUEST_SETTLE_SECONDS, grace))
+    try:
+        async with asyncio.timeout(grace):
+            await router.wait_idle()
+    except TimeoutError:
+        logger.warning("%d request(s) still in flight after the %gs grace", router.in_flight, grace)
+
+
 async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
     host, port = arguments.listen
     api = await KubeApi.from_kubeconfig(arguments.kubeconfig, limiter=RateLimiter(20, 40))
@@ -75,6 +99,7 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
         logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
         await stop.wait()
         logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
+        await drain(runner, router, arguments.shutdown_grace)
     finally:
         if runner is not None:
             await runner.cleanup()
