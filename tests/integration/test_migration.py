@@ -209,6 +209,8 @@ async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
     assert len(streams) >= 0.25 * len(outcomes)
     assert [weight for _, weight in log.changes] == [0, 50, 100, 90, 75, 50, 25, 0]
     report = assert_shares_follow_weights(rig, log, outcomes, finished)
+    # Shown with `pytest -rP`: the measured shares, for the record.
+    print(f"{len(outcomes)} requests, {len(streams)} streaming, 0 failed; " + "; ".join(report))
     checked = [line for line in report if not line.startswith(("weight 0:", "weight 100:"))]
     assert len(checked) == 5, report  # 50 on the way out; 90, 75, 50, 25 on the way back
 
