@@ -2,8 +2,11 @@
 
 The status is written as a strategic-merge patch of pods/status: conditions merge by type, so the
 conditions other controllers own (readiness gates, DisruptionTarget) survive; containerStatuses and
-podIPs are replaced whole, so no stale entry lingers. A transition time moves only when a condition's
-status changes, as the kubelet does.
+podIPs are replaced whole, so no stale entry lingers. How depends on the field's patch strategy in
+core/v1: podIPs and hostIPs merge by `ip`, so they carry the `$patch: replace` directive;
+containerStatuses and initContainerStatuses are atomic, so a plain list already replaces them, and a
+directive there would be stored as a blank status whenever the pod had none yet. A transition time
+moves only when a condition's status changes, as the kubelet does.
 """
 
 from __future__ import annotations
@@ -137,7 +140,7 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
             now,
             reasons,
         ),
-        "containerStatuses": [{"$patch": "replace"}, *containers] if containers else [],
+        "containerStatuses": containers,
         "hostIP": host_ip,
         "hostIPs": [{"$patch": "replace"}, {"ip": host_ip}],
         "startTime": current.get("startTime") or iso(state.started_at or now),
@@ -145,7 +148,7 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
         "message": state.message,
     }
     if init_containers:
-        status["initContainerStatuses"] = [{"$patch": "replace"}, *init_containers]
+        status["initContainerStatuses"] = init_containers
     if state.pod_ip:
         status["podIP"] = state.pod_ip
         status["podIPs"] = [{"$patch": "replace"}, {"ip": state.pod_ip}]

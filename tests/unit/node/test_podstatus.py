@@ -47,9 +47,9 @@ def test_a_running_pod_gets_every_condition_and_a_status_per_container() -> None
         "ContainersReady": "True",
         "Ready": "True",
     }
-    names = [c["name"] for c in status["containerStatuses"] if "name" in c]
+    names = [c["name"] for c in status["containerStatuses"]]
     assert names == ["app", "sidecar"]
-    app = status["containerStatuses"][1]
+    app = status["containerStatuses"][0]
     assert app["ready"] is True
     assert app["started"] is True
     assert app["restartCount"] == 0
@@ -64,7 +64,7 @@ def test_a_running_pod_gets_every_condition_and_a_status_per_container() -> None
 def test_a_container_the_provider_does_not_report_yet_is_waiting_in_container_creating() -> None:
     state = PodState(REF, "Pending", (running("app"),))
     status = podstatus.pod_status(api_pod(), state, host_ip="127.0.0.1", now=NOW)
-    sidecar = status["containerStatuses"][2]
+    sidecar = status["containerStatuses"][1]
     assert sidecar["state"] == {"waiting": {"reason": "ContainerCreating"}}
     assert sidecar["ready"] is False
     assert conditions_of(status)["Ready"] == "False"
@@ -86,7 +86,7 @@ def test_a_terminated_container_reports_exit_code_reason_and_last_state() -> Non
         "sidecar", "img", ContainerStateKind.TERMINATED, termination=ContainerTermination(0, "Completed")
     )
     status = podstatus.pod_status(api_pod(), PodState(REF, "Running", (crashed, done)), host_ip="h", now=NOW)
-    app, sidecar = status["containerStatuses"][1:]
+    app, sidecar = status["containerStatuses"]
     assert app["state"] == {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}}
     assert app["restartCount"] == 2
     assert app["lastState"]["terminated"]["exitCode"] == 3
@@ -127,8 +127,12 @@ def test_lists_we_own_are_replaced_whole_by_the_strategic_merge() -> None:
     status = podstatus.pod_status(
         api_pod(), PodState(REF, "Running", pod_ip="10.0.0.9"), host_ip="h", now=NOW
     )
-    for key in ("containerStatuses", "podIPs", "hostIPs"):
+    # podIPs and hostIPs merge by ip in core/v1: only the directive replaces them.
+    for key in ("podIPs", "hostIPs"):
         assert status[key][0] == {"$patch": "replace"}
+    # containerStatuses is atomic: a plain list replaces it, and a directive would be stored as a
+    # blank container status when the pod had none yet (seen on the real apiserver).
+    assert all("$patch" not in item for item in status["containerStatuses"])
 
 
 def test_provider_failure_is_pending_with_the_message_or_failed_when_the_pod_never_restarts() -> None:
