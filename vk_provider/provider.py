@@ -15,6 +15,8 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
 - `SupportsLogs`: container logs for `kubectl logs`.
 - `SupportsUsage`: CPU and memory usage for `kubectl top` and the kubelet stats endpoints.
 - `SupportsNodeCapacity`: the provider reports what the node should advertise (GPUs, for one).
+- `SupportsGpuCatalog`: the provider lists the GPUs it offers now, with prices and availability, for
+  placement to choose from.
 
 Rules every provider follows:
 
@@ -278,6 +280,47 @@ class SupportsUsage(Protocol):
 class SupportsNodeCapacity(Protocol):
     async def node_capacity(self) -> Mapping[str, str]:
         """Resources to advertise, e.g. {"nvidia.com/gpu": "8"}; merged over the configured capacity."""
+
+
+Availability = Literal["none", "low", "medium", "high"]
+"""How much of an offer is in stock, on the coarse scale providers publish."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocationAvailability:
+    """An offer's stock in one place the provider can put a pod (a data center, region or zone)."""
+
+    location: str
+    """The provider's id for the place, as a pod would name it."""
+    availability: Availability
+    name: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GpuOffer:
+    """Pods of `gpu_count` GPUs of one type, in one tier of a provider, at a list price."""
+
+    gpu_type: str
+    """The provider's id for the GPU type, as a pod would ask for it."""
+    gpu_count: int
+    price_per_hour: float
+    """USD per hour for all `gpu_count` GPUs (the provider's list price; discounts are not reflected)."""
+    display_name: str = ""
+    memory_gb: int | None = None
+    """Memory of one GPU."""
+    tier: str | None = None
+    """The provider's pricing tier or cloud (e.g. RunPod's SECURE and COMMUNITY); None if it has one."""
+    availability: Availability | None = None
+    """Overall stock; None when the provider does not say."""
+    locations: tuple[LocationAvailability, ...] = ()
+    max_count: int | None = None
+    """The most GPUs of this type one pod can have in this tier."""
+
+
+@runtime_checkable
+class SupportsGpuCatalog(Protocol):
+    async def gpu_offers(self, *, gpu_count: int = 1) -> Sequence[GpuOffer]:
+        """What the provider offers now for pods of `gpu_count` GPUs: types, tiers, prices, stock."""
 
 
 ProviderFactory = Callable[[ProviderContext], PodLifecycle]

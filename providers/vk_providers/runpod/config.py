@@ -1,0 +1,207 @@
+"""The runpod provider's settings, read once from its section of the node configuration.
+
+A wrong value fails when the daemon starts, with a message naming the key. The API key is not a
+setting: only where to find it is (`api_key_file`, a mounted Secret, or `api_key_env`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from vk_provider.resilience import CallPolicy
+
+logger = logging.getLogger(__name__)
+
+Cloud = Literal["SECURE", "COMMUNITY"]
+CLOUDS: tuple[Cloud, ...] = ("SECURE", "COMMUNITY")
+
+DEFAULT_API_URL = "https://api.runpod.io/v2"
+"""REST API v2. v1 (https://rest.runpod.io/v1) is deprecated, retired on 2026-12-01 (or -11-15)."""
+DEFAULT_PROXY_URL_TEMPLATE = "https://{pod_id}-{port}.proxy.runpod.net"
+"""RunPod's HTTPS proxy address of a pod's exposed HTTP port (docs: pods/configuration/expose-ports)."""
+DEFAULT_API_KEY_ENV = "RUNPOD_API_KEY"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunPodSettings:
+    api_url: str = DEFAULT_API_URL
+    api_key_file: Path | None = None
+    """A file holding the key (a mounted Secret); re-read when it changes. Wins over api_key_env."""
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    proxy_url_template: str = DEFAULT_PROXY_URL_TEMPLATE
+    """The traffic address of a pod; `{pod_id}` and `{port}` are filled in."""
+    gpu_type: str | None = None
+    """The GPU type id (e.g. "NVIDIA GeForce RTX 4090") for pods that do not name one."""
+    gpu_count: int = 1
+    """GPUs for pods whose container neither requests nor limits nvidia.com/gpu."""
+    cloud: Cloud = "SECURE"
+    data_center_ids: tuple[str, ...] = ()
+    """Preferred data centers, in order; empty lets RunPod choose."""
+    max_price_per_hour: float | None = None
+    """The most a pod may cost (USD per hour, all its GPUs, at list price); None: no cap."""
+    disk_gb: int | None = None
+    """Container disk; None leaves RunPod's default."""
+    name_prefix: str = "vk"
+    capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Resources the node advertises, e.g. {"nvidia.com/gpu": "8"}."""
+    call_timeout_seconds: float = 30.0
+    max_attempts: int = 4
+    backoff_initial_seconds: float = 0.5
+    backoff_max_seconds: float = 8.0
+    max_retry_after_seconds: float = 30.0
+    breaker_failure_threshold: int = 5
+    breaker_open_seconds: float = 30.0
+    health_timeout_seconds: float = 5.0
+    """The health probe's limit: under the node's own 10 s, so a hang counts as a failed probe."""
+    log_idle_seconds: float = 2.0
+    """A non-followed log ends once RunPod's stream has been quiet this long (it has no end marker)."""
+    error_log_lines: int = 3
+    """System log lines quoted as the message of a pod in ERROR (the API has no message field)."""
+    catalog_ttl_seconds: float = 60.0
+    """How long a GPU catalog answer is reused for price checks."""
+
+    def call_policy(self) -> CallPolicy:
+        return CallPolicy(
+            timeout_seconds=self.call_timeout_seconds,
+            max_attempts=self.max_attempts,
+            initial_backoff_seconds=self.backoff_initial_seconds,
+            max_backoff_seconds=self.backoff_max_seconds,
+            max_retry_after_seconds=self.max_retry_after_seconds,
+        )
+
+
+def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:
+    known = {field.name for field in dataclasses.fields(RunPodSettings)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        logger.warning("ignoring unknown runpod provider settings %s (known: %s)", unknown, sorted(known))
+    defaults = RunPodSettings()
+    settings = RunPodSettings(
+        api_url=_url(config.get("api_url", defaults.api_url)),
+        api_key_file=_optional_path(config.get("api_key_file")),
+        api_key_env=_text(config, "api_key_env", defaults.api_key_env),
+        proxy_url_template=_template(config.get("proxy_url_template", defaults.proxy_url_template)),
+        gpu_type=_optional_text(config, "gpu_type"),
+        gpu_count=_integer(config, "gpu_count", defaults.gpu_count, minimum=1),
+        cloud=_cloud(config.get("cloud", defaults.cloud)),
+        data_center_ids=_names(config, "data_center_ids"),
+        max_price_per_hour=_optional_number(config, "max_price_per_hour"),
+        disk_gb=None if config.get("disk_gb") is None else _integer(config, "disk_gb", 0, minimum=1),
+        name_prefix=_text(config, "name_prefix", defaults.name_prefix),
+        capacity=_capacity(config.get("capacity", {})),
+        call_timeout_seconds=_seconds(
+            config, "call_timeout_seconds", defaults.call_timeout_seconds, positive=True
+        ),
+        max_attempts=_integer(config, "max_attempts", defaults.max_attempts, minimum=1),
+        backoff_initial_seconds=_seconds(config, "backoff_initial_seconds", defaults.backoff_initial_seconds),
+        backoff_max_seconds=_seconds(config, "backoff_max_seconds", defaults.backoff_max_seconds),
+        max_retry_after_seconds=_seconds(config, "max_retry_after_seconds", defaults.max_retry_after_seconds),
+        breaker_failure_threshold=_integer(
+            config, "breaker_failure_threshold", defaults.breaker_failure_threshold, minimum=1
+        ),
+        breaker_open_seconds=_seconds(
+            config, "breaker_open_seconds", defaults.breaker_open_seconds, positive=True
+        ),
+        health_timeout_seconds=_seconds(
+            config, "health_timeout_seconds", defaults.health_timeout_seconds, positive=True
+        ),
+        log_idle_seconds=_seconds(config, "log_idle_seconds", defaults.log_idle_seconds, positive=True),
+        error_log_lines=_integer(config, "error_log_lines", defaults.error_log_lines, minimum=0),
+        catalog_ttl_seconds=_seconds(config, "catalog_ttl_seconds", defaults.catalog_ttl_seconds),
+    )
+    try:
+        settings.call_policy()
+    except ValueError as error:
+        raise ValueError(f"runpod provider: {error}") from None
+    return settings
+
+
+def _url(value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError(f"runpod provider: api_url must be an http(s) URL, not {value!r}")
+    return value.rstrip("/")
+
+
+def _template(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"runpod provider: proxy_url_template must be a string, not {value!r}")
+    fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+    if fields != {"pod_id", "port"}:
+        raise ValueError(
+            "runpod provider: proxy_url_template must use exactly the fields {pod_id} and {port}, "
+            f"not {sorted(fields)} (in {value!r})"
+        )
+    return value
+
+
+def _cloud(value: Any) -> Cloud:
+    if value not in CLOUDS:
+        raise ValueError(f"runpod provider: cloud must be one of {', '.join(CLOUDS)}, not {value!r}")
+    return cast(Cloud, value)
+
+
+def _text(config: Mapping[str, Any], key: str, default: str) -> str:
+    value = config.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"runpod provider: {key} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _optional_text(config: Mapping[str, Any], key: str) -> str | None:
+    value = config.get(key)
+    return None if value is None else _text(config, key, "")
+
+
+def _optional_path(value: Any) -> Path | None:
+    if value is None or value == "":
+        return None
+    return Path(str(value))
+
+
+def _integer(config: Mapping[str, Any], key: str, default: int, *, minimum: int) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"runpod provider: {key} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+def _seconds(config: Mapping[str, Any], key: str, default: float, *, positive: bool = False) -> float:
+    value = config.get(key, default)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"runpod provider: {key} must be a number of seconds {bound}, not {value!r}")
+    return float(value)
+
+
+def _optional_number(config: Mapping[str, Any], key: str) -> float | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"runpod provider: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _names(config: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = config.get(key, ())
+    if isinstance(value, str) or not all(isinstance(name, str) and name for name in value):
+        raise ValueError(f"runpod provider: {key} must be a list of names, not {value!r}")
+    return tuple(value)
+
+
+def _capacity(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"runpod provider: capacity must be a mapping like {{'nvidia.com/gpu': '8'}}, not {value!r}"
+        )
+    return {str(name): str(quantity) for name, quantity in value.items()}
