@@ -23,7 +23,7 @@ from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
-from vk_provider.errors import InvalidPodError, ProviderError
+from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
 from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node import podstatus
 from vk_provider.node.podrequest import build_pod_request, pod_ref
@@ -67,6 +67,12 @@ def spec_fingerprint(pod: Mapping[str, Any]) -> str:
 
 def _pod_path(ref: PodRef) -> str:
     return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+
+
+def retry_delay(backoff_seconds: float, error: BaseException) -> float:
+    """The backoff, or longer when the provider said how long to wait (e.g. a 429's Retry-After)."""
+    hint = error.retry_after_seconds if isinstance(error, TemporaryProviderError) else None
+    return max(backoff_seconds, hint) if hint is not None and hint > 0 else backoff_seconds
 
 
 class PodReconciler:
@@ -147,7 +153,7 @@ class PodReconciler:
         pod = self._pods.objects.get(uid)
         if pod is not None and pod.get("status", {}).get("phase") == "Failed":
             return  # terminal: a Failed pod is never run again
-        delay = self._backoff.next_delay(uid)
+        delay = retry_delay(self._backoff.next_delay(uid), error)
         logger.info(
             "pod %s: attempt %d failed (%s); retrying in %.1fs",
             uid,
