@@ -17,6 +17,11 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
 - `SupportsNodeCapacity`: the provider reports what the node should advertise (GPUs, for one).
 - `SupportsGpuCatalog`: the provider lists the GPUs it offers now, with prices and availability, for
   placement to choose from.
+- `SupportsOfferPlacement`: the provider can be told which of its offers to use for a pod (placement
+  by a provider that chooses among others, such as `chain`).
+
+A provider that chooses where each pod goes (the `chain`) says what it chose in `PodState.placement`;
+the node writes that on the pod (see `vk_provider.placement`).
 
 Rules every provider follows:
 
@@ -174,6 +179,24 @@ class ContainerState:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a provider that chooses among backends put a pod, and the list price it chose."""
+
+    provider: str
+    """The backend that holds the pod (for the `chain`, the member's name)."""
+    price_per_hour: float | None = None
+    """USD per hour for the whole pod at list price; None when no price was known at placement."""
+    gpu_type: str | None = None
+    """The backend's own id of the GPU type; None when the backend chose by its own defaults."""
+    gpu_count: int = 0
+    tier: str | None = None
+    """The backend's pricing tier or cloud (e.g. RunPod's SECURE or COMMUNITY), if it has tiers."""
+    locations: tuple[str, ...] = ()
+    """The locations the pod was allowed in, in order of preference (the backend picks one); empty when
+    the backend chose freely."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodState:
     """What the provider knows of one pod. The node turns it into a full Kubernetes pod status."""
 
@@ -189,6 +212,9 @@ class PodState:
     """Where the router should send this pod's traffic, e.g. http://127.0.0.5:8080 or an HTTPS URL."""
     terminated: bool = False
     """True once a deleted pod has fully stopped: the node may then remove the API object."""
+    placement: Placement | None = None
+    """Set by providers that choose where a pod goes (the `chain`); None from every other provider, and
+    for pods whose placement this instance has not seen (e.g. adopted after a restart)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -321,6 +347,21 @@ class GpuOffer:
 class SupportsGpuCatalog(Protocol):
     async def gpu_offers(self, *, gpu_count: int = 1) -> Sequence[GpuOffer]:
         """What the provider offers now for pods of `gpu_count` GPUs: types, tiers, prices, stock."""
+
+
+@runtime_checkable
+class SupportsOfferPlacement(Protocol):
+    def request_for_offer(
+        self,
+        pod: PodRequest,
+        offer: GpuOffer,
+        *,
+        locations: Sequence[str] = (),
+        max_price_per_hour: float | None = None,
+    ) -> PodRequest:
+        """`pod` as this provider must receive it in `create_pod` (and `update_pod`) to run it on `offer`,
+        one of its own `gpu_offers`: in one of `locations` (in that order) when any are given, refusing to
+        pay more than `max_price_per_hour` when set. Pure: no call to the backend."""
 
 
 ProviderFactory = Callable[[ProviderContext], PodLifecycle]
