@@ -73,6 +73,13 @@ class DaemonMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._pod_cost = Counter(
+            "pod_cost_usd",
+            "Estimated cost of placed pods at their provider's list price per hour, while running.",
+            ["namespace", "pod", "provider"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         for result in ("success", "failure"):
             self._reconciles.labels(result=result)  # both series exist from the start, at 0
 
@@ -83,6 +90,15 @@ class DaemonMetrics:
     def observe_reconcile(self, seconds: float, ok: bool) -> None:
         self._reconcile_seconds.observe(seconds)
         self._reconciles.labels(result="success" if ok else "failure").inc()
+
+    def add_pod_cost(self, namespace: str, pod: str, provider: str, dollars: float) -> None:
+        if dollars > 0:
+            self._pod_cost.labels(namespace=namespace, pod=pod, provider=provider).inc(dollars)
+
+    def forget_pod_cost(self, namespace: str, pod: str, provider: str) -> None:
+        """Drop a deleted pod's series, so the registry does not grow with every pod ever placed."""
+        with contextlib.suppress(KeyError):
+            self._pod_cost.remove(namespace, pod, provider)
 
     def set_provider_available(self, available: bool) -> None:
         self._provider_available.set(1.0 if available else 0.0)

@@ -29,6 +29,14 @@ from vk_provider.node import podstatus
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.queueing import Backoff, KeyedQueue
 from vk_provider.node.settings import NodeSettings
+from vk_provider.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.placement.cost import CostMeter
+from vk_provider.placement.record import (
+    PLACED_EVENT_REASON,
+    chosen_annotation,
+    parse_chosen_annotation,
+    placement_message,
+)
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
 
 logger = logging.getLogger(__name__)
@@ -46,16 +54,18 @@ def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
     return InvolvedObject("Pod", metadata["name"], metadata["namespace"], metadata["uid"])
 
 
+OWN_ANNOTATIONS = frozenset({TRAFFIC_ADDRESS_ANNOTATION, CHOSEN_ANNOTATION})
+
+
 def spec_fingerprint(pod: Mapping[str, Any]) -> str:
     """What a provider may need to update in a running pod: labels, annotations, container images.
 
-    Our own traffic-address annotation is left out: writing it must not look like a change.
+    Our own annotations (traffic address, chosen placement) are left out: writing them must not look
+    like a change.
     """
     metadata = pod["metadata"]
     annotations = {
-        key: value
-        for key, value in (metadata.get("annotations") or {}).items()
-        if key != TRAFFIC_ADDRESS_ANNOTATION
+        key: value for key, value in (metadata.get("annotations") or {}).items() if key not in OWN_ANNOTATIONS
     }
     spec = pod["spec"]
     images = [
@@ -106,6 +116,9 @@ class PodReconciler:
         self.known: dict[str, PodRef] = {}
         """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
         self._stopping: set[str] = set()
+        self._cost = CostMeter()
+        self._placements: dict[str, tuple[str, str, str]] = {}
+        """Placed pods' cost labels (namespace, pod, provider) by UID, to close their series."""
         self.reconciles = 0
         self.failures = 0
 
@@ -256,12 +269,45 @@ class PodReconciler:
             # an identical, harmless patch.
             await self._api.patch(_pod_path(ref) + "/status", {"status": status})
         annotations = pod["metadata"].get("annotations") or {}
+        wanted: dict[str, str] = {}
         if state.traffic_address and annotations.get(TRAFFIC_ADDRESS_ANNOTATION) != state.traffic_address:
+            wanted[TRAFFIC_ADDRESS_ANNOTATION] = state.traffic_address
+        if state.placement is not None:
+            chosen = chosen_annotation(state.placement)
+            if annotations.get(CHOSEN_ANNOTATION) != chosen:
+                wanted[CHOSEN_ANNOTATION] = chosen
+                self._events.record(
+                    _involved(pod), "Normal", PLACED_EVENT_REASON, placement_message(state.placement)
+                )
+        if wanted:
             await self._api.patch(
-                _pod_path(ref),
-                {"metadata": {"annotations": {TRAFFIC_ADDRESS_ANNOTATION: state.traffic_address}}},
-                content_type=MERGE_PATCH,
+                _pod_path(ref), {"metadata": {"annotations": wanted}}, content_type=MERGE_PATCH
             )
+        self._charge(pod, state)
+
+    def _charge(self, pod: Mapping[str, Any], state: PodState) -> None:
+        """Add what the pod cost since it was last looked at to the cost counter (placed pods only).
+
+        The price comes from the state, or after a restart from the pod's `chosen` annotation: only the
+        instance that placed a pod knows its placement, the annotation outlives it.
+        """
+        placement = state.placement
+        if placement is None:
+            recorded = (pod["metadata"].get("annotations") or {}).get(CHOSEN_ANNOTATION)
+            placement = parse_chosen_annotation(recorded) if recorded else None
+        if placement is None:
+            return
+        uid = pod["metadata"]["uid"]
+        self._placements[uid] = (pod["metadata"]["namespace"], pod["metadata"]["name"], placement.provider)
+        running = state.phase == "Running" and not state.terminated
+        dollars = self._cost.observe(uid, price_per_hour=placement.price_per_hour, running=running)
+        self._metrics.add_pod_cost(*self._placements[uid], dollars)
+
+    def _stop_charging(self, uid: str) -> None:
+        labels = self._placements.pop(uid, None)
+        if labels is not None:
+            self._metrics.add_pod_cost(*labels, self._cost.forget(uid))
+            self._metrics.forget_pod_cost(*labels)
 
     async def _reconcile_deletion(self, pod: dict[str, Any], ref: PodRef) -> float | None:
         """Stop the workload, then remove the API object as soon as the provider says it has stopped."""
@@ -299,11 +345,13 @@ class PodReconciler:
         self._stopping.discard(ref.uid)
         self._applied.pop(ref.uid, None)
         self.known.pop(ref.uid, None)
+        self._stop_charging(ref.uid)
 
     async def _forget(self, uid: str) -> None:
         """The API object is gone (force delete, or our own final delete): make sure nothing runs."""
         ref = self.known.pop(uid, None)
         self._applied.pop(uid, None)
+        self._stop_charging(uid)
         self._stopping.discard(uid)
         self._backoff.reset(uid)
         self._queue.forget(uid)
