@@ -1,0 +1,67 @@
+"""The `sagemaker` provider: each pod of the node runs as an Amazon SageMaker real-time endpoint.
+
+A pod becomes a model (its container's image and environment, run with the IAM role `role_arn`), an
+endpoint configuration (one variant, `AllTraffic`, on the instance type and count chosen below) and
+an endpoint, all three named `<name_prefix>-<pod UID>` and tagged `vk-provider.dev/pod-uid`,
+`vk-provider.dev/node` and `vk-provider.dev/pod` (`<namespace>/<name>`). The pod must have one
+container, no init containers, and no `command`, `args` or `workingDir`: SageMaker starts the image as
+`<entrypoint> serve`, and the image must answer `GET /ping` and `POST /invocations` on port 8080 (the
+SageMaker hosting contract); the pod's declared ports are not used. Its `nvidia.com/gpu` requests are
+not used either: the instance type decides the hardware.
+
+The pod's traffic address is the endpoint's invocation URL,
+`https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/invocations`; requests to it must be
+signed with SigV4 (service `sagemaker`) with the provider's credentials: see `signing` and
+`SageMakerProvider.request_signer`. EndpointStatus maps to pod states as `translate` tabulates: Creating
+is Pending, InService (and Updating, which keeps serving) Running and ready, Failed is Failed with
+SageMaker's FailureReason as the message, Deleting is a stopping pod.
+
+Placement annotations on the pod:
+- `sagemaker.vk-provider.dev/instance-type`: e.g. `ml.g5.xlarge` (else the `instance_type` setting);
+- `sagemaker.vk-provider.dev/instance-count`: instances behind the endpoint (else `instance_count`).
+
+Settings (the provider's section of the node configuration; see `config.SageMakerSettings`):
+- `role_arn` (required): the model's execution role;
+- `region` (else the boto3 chain's), `endpoint_url` (the SageMaker API, for moto or a VPC endpoint),
+  `runtime_url` (where invocations go, if not AWS's own);
+- credentials: boto3's standard chain (environment, IRSA web identity, shared files, container and
+  instance metadata), with an optional `profile`; or `credentials_file`, a mounted AWS credentials
+  file (a Secret) read with `profile`'s section and re-read when it changes. Credential values are
+  never logged: botocore's loggers get a filter that scrubs them (and models' environments);
+- `instance_type`, `instance_count`, `container_startup_timeout_seconds`: placement defaults;
+- `call_timeout_seconds`, `connect_timeout_seconds`, `max_attempts`, `backoff_initial_seconds`,
+  `backoff_max_seconds`, `max_retry_after_seconds`, `breaker_failure_threshold`,
+  `breaker_open_seconds`, `health_timeout_seconds`: resilience; `max_concurrent_calls`: the size of the
+  thread pool boto3 calls run on; `capacity_retry_seconds`: the wait after a quota refusal
+  (ResourceLimitExceeded); `deletion_poll_seconds`: see deferred deletions in `provider`;
+- `capacity`: what the node advertises; `name_prefix`.
+
+IAM: the credentials need sagemaker:CreateModel, CreateEndpointConfig, CreateEndpoint, AddTags,
+DescribeModel, DescribeEndpointConfig, DescribeEndpoint, ListEndpoints, ListTags, DeleteModel,
+DeleteEndpointConfig, DeleteEndpoint and InvokeEndpoint (for the router), and iam:PassRole on
+`role_arn`.
+
+Capabilities: node capacity. No status push (the node polls), no pod IP, no logs (they are in
+CloudWatch Logs), no usage, no GPU catalog. A changed pod is not applied to its endpoint in place.
+"""
+
+from __future__ import annotations
+
+from vk_provider.provider import ProviderContext
+from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
+from vk_providers.sagemaker.provider import SageMakerProvider
+from vk_providers.sagemaker.signing import RequestSigner, sign_request
+
+
+def create_provider(context: ProviderContext) -> SageMakerProvider:
+    return SageMakerProvider(context)
+
+
+__all__ = [
+    "RequestSigner",
+    "SageMakerProvider",
+    "SageMakerSettings",
+    "create_provider",
+    "parse_settings",
+    "sign_request",
+]

@@ -1,0 +1,446 @@
+"""SageMaker real-time endpoints for the pods of a virtual node: create, watch, delete, list.
+
+boto3 blocks, so every call runs on the provider's own bounded thread pool (`max_concurrent_calls`
+threads, shut down by `aclose`), through `loop.run_in_executor`, and under one `ResilientCaller`
+(a timeout on every attempt, retries with backoff on throttling, 5xx and connection failures, the
+provider's circuit breaker); see `api` for how SageMaker's error codes are classed.
+
+Idempotence: a pod UID maps to one name for its model, endpoint configuration and endpoint
+(`translate.resource_name`). Creating looks first and makes only what is missing, in order (model,
+then endpoint configuration, then endpoint), so a create cut short at any step (a crash, a lost
+answer) resumes where it stopped; a create that finds its resource already made ("Cannot create
+already existing ...") counts as done. A pod SageMaker refuses for good leaves nothing behind.
+
+Deletion removes the endpoint, then its configuration, then the model; each one already gone is fine.
+SageMaker refuses to delete an endpoint that is Creating or Updating ("Cannot update in-progress
+endpoint"), and removing the model under an endpoint being created leaves it stuck in Creating for up
+to an hour; so such a deletion is recorded, reported as requested, and carried out by a background
+task as soon as SageMaker allows it (checked every `deletion_poll_seconds`). After a restart the node
+asks again (the pod is still terminating, or its workload is an orphan), so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+from vk_provider.errors import (
+    InvalidPodError,
+    NotFoundError,
+    ProviderError,
+    ProviderUnavailableError,
+    TemporaryProviderError,
+)
+from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
+from vk_provider.resilience import (
+    AccountError,
+    ApiStatusError,
+    BreakerStatus,
+    CircuitBreaker,
+    ResilientCaller,
+)
+from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
+from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
+from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
+from vk_providers.sagemaker.session import make_client, make_session
+from vk_providers.sagemaker.signing import RequestSigner
+from vk_providers.sagemaker.translate import (
+    IN_PROGRESS,
+    Deployment,
+    Endpoint,
+    Owner,
+    deployment_for,
+    endpoint_state,
+    invocation_url,
+    owner_from_tags,
+    resource_name,
+    runtime_base_url,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+DELETING_RETRY_SECONDS = 15.0
+"""How long the node waits before creating again a pod whose old endpoint SageMaker is still deleting."""
+
+
+def _map_status(capacity_retry_seconds: float) -> Callable[[ApiStatusError, str], ProviderError]:
+    """The contract error for a refusal SageMaker will not take back on a retry within the call."""
+
+    def mapped(error: ApiStatusError, context: str) -> ProviderError:
+        message = f"{context}: {error.reason}: {error.detail}"
+        if error.reason == CAPACITY_CODE:
+            # No CapacityError in vk_provider.errors yet: a quota or capacity refusal may clear.
+            return TemporaryProviderError(
+                f"{message} (a quota or capacity limit; trying again later)",
+                retry_after_seconds=capacity_retry_seconds,
+            )
+        if error.reason in CONFLICT_CODES:
+            return TemporaryProviderError(message, retry_after_seconds=error.retry_after_seconds)
+        if error.status in (401, 402, 403):
+            return AccountError(message)
+        if error.status == 404:
+            return NotFoundError(message)
+        return InvalidPodError(message)
+
+    return mapped
+
+
+class SageMakerProvider:
+    def __init__(
+        self,
+        context: ProviderContext,
+        *,
+        settings: SageMakerSettings | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        client_hook: Callable[[SageMakerClient], None] | None = None,
+    ) -> None:
+        """`sleep` and `clock` are for tests (retry waits, breaker time); so is `client_hook`, called with
+        the boto3 client once it is made (tests register botocore event handlers on it).
+
+        Raises ValueError when the settings are wrong, the credentials file cannot be read, or no
+        region is known. The standard credential chain is resolved on the first call, off the loop.
+        """
+        self.node_name = context.node_name
+        self._settings = settings if settings is not None else parse_settings(context.config)
+        self._session = make_session(self._settings, on_values=REDACTOR.remember)
+        self.region = self._session.region_name or ""  # make_session insists on one
+        self._runtime_url = runtime_base_url(self._settings, self.region)
+        self._client_hook = client_hook
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self._settings.max_concurrent_calls, thread_name_prefix="sagemaker"
+        )
+        self._api = SageMakerApi(self._make_client, redact=REDACTOR.redact)
+        self.breaker = CircuitBreaker(
+            "SageMaker",
+            failure_threshold=self._settings.breaker_failure_threshold,
+            open_seconds=self._settings.breaker_open_seconds,
+            clock=clock,
+        )
+        self._caller = ResilientCaller(
+            "SageMaker",
+            policy=self._settings.call_policy(),
+            breaker=self.breaker,
+            sleep=sleep,
+            redact=REDACTOR.redact,
+            map_status=_map_status(self._settings.capacity_retry_seconds),
+        )
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._owners: dict[str, tuple[datetime | None, Owner | None]] = {}
+        """Endpoint name -> (its creation time when its tags were read, whose it is: None if not ours)."""
+        self._deferred: dict[str, PodRef] = {}
+        """Endpoint name -> the pod whose deletion waits for SageMaker to allow it."""
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SageMakerProvider(node={self.node_name!r}, region={self.region!r})"
+
+    @property
+    def settings(self) -> SageMakerSettings:
+        return self._settings
+
+    def breaker_status(self) -> BreakerStatus:
+        """The circuit breaker's state: what the health check reports as ProviderAvailable."""
+        return self.breaker.status()
+
+    def resource_name(self, ref: PodRef) -> str:
+        """The name of the pod's model, endpoint configuration and endpoint."""
+        return resource_name(self._settings.name_prefix, ref.uid)
+
+    def traffic_address(self, ref: PodRef) -> str:
+        return invocation_url(self._runtime_url, self.resource_name(ref))
+
+    async def request_signer(self) -> RequestSigner:
+        """A SigV4 signer for the endpoints' traffic, with the provider's credentials (resolved off loop)."""
+
+        def resolve() -> RequestSigner:
+            self._api.client()  # resolves the credentials once, as for the calls
+            credentials = self._session.get_credentials()
+            if credentials is None:
+                raise ProviderUnavailableError("SageMaker: no AWS credentials to sign requests with")
+            frozen = credentials.get_frozen_credentials()
+            REDACTOR.remember((frozen.access_key, frozen.secret_key, frozen.token))
+            return RequestSigner(credentials, self.region)
+
+        return await self._run(resolve)
+
+    # -- PodLifecycle --------------------------------------------------------------------------
+
+    async def create_pod(self, pod: PodRequest) -> None:
+        deployment = deployment_for(pod, self._settings, self.node_name)
+        name = deployment.name
+        async with self._lock(name):
+            endpoint = await self._call("describe_endpoint", self._api.describe_endpoint, name)
+            if endpoint is not None:
+                await self._existing(pod.ref, endpoint)
+                return
+            self._deferred.pop(name, None)
+            try:
+                if not await self._call("describe_model", self._api.model_exists, name):
+                    await self._call(
+                        "create_model", self._api.create_model, deployment, self._settings.role_arn
+                    )
+                if not await self._call("describe_endpoint_config", self._api.endpoint_config_exists, name):
+                    await self._call("create_endpoint_config", self._api.create_endpoint_config, deployment)
+                await self._call("create_endpoint", self._api.create_endpoint, deployment)
+            except InvalidPodError:
+                await self._discard_parts(pod.ref, name)
+                raise
+            self._remember_owner(name, deployment)
+            logger.info(
+                "pod %s: SageMaker endpoint %s (%d x %s)",
+                pod.ref,
+                name,
+                deployment.instance_count,
+                deployment.instance_type,
+            )
+
+    async def _existing(self, ref: PodRef, endpoint: Endpoint) -> None:
+        """create_pod for a pod whose endpoint exists: nothing to do, unless it is on its way out."""
+        if endpoint.status == "Deleting":
+            raise TemporaryProviderError(
+                f"SageMaker is still deleting endpoint {endpoint.name}; "
+                "the pod is created again once it is gone",
+                retry_after_seconds=DELETING_RETRY_SECONDS,
+            )
+        owner = await self._owner(endpoint)
+        if owner is None or owner.ref.uid != ref.uid:
+            raise InvalidPodError(
+                f"SageMaker endpoint {endpoint.name} exists and was not made for pod {ref} (its tags say "
+                f"{owner.ref if owner else 'nothing'}); delete it or choose another name_prefix"
+            )
+        if endpoint.name in self._deferred:
+            raise TemporaryProviderError(
+                f"endpoint {endpoint.name} is being deleted once SageMaker allows it; the pod is created "
+                "again after that",
+                retry_after_seconds=self._settings.deletion_poll_seconds,
+            )
+
+    async def _discard_parts(self, ref: PodRef, name: str) -> None:
+        """After a permanent refusal: remove the endpoint configuration and model made for nothing."""
+        for operation, delete in (
+            ("delete_endpoint_config", self._api.delete_endpoint_config),
+            ("delete_model", self._api.delete_model),
+        ):
+            try:
+                await self._call(operation, delete, name)
+            except ProviderError as error:
+                logger.warning("pod %s: could not remove %s after SageMaker refused it: %s", ref, name, error)
+
+    async def update_pod(self, pod: PodRequest) -> None:
+        """SageMaker endpoints are not changed in place: a changed pod keeps its endpoint as created.
+
+        (An image or environment change needs a new model, a new endpoint configuration and
+        UpdateEndpoint; delete the pod to deploy the change.)
+        """
+        deployment_for(pod, self._settings, self.node_name)  # still a pod SageMaker could run
+        logger.warning(
+            "pod %s changed; the SageMaker provider does not update endpoint %s in place "
+            "(delete the pod to deploy the change)",
+            pod.ref,
+            self.resource_name(pod.ref),
+        )
+
+    async def delete_pod(self, ref: PodRef, *, grace_period_seconds: float) -> None:
+        """Delete at once (SageMaker has no graceful stop: the grace period is not used); see the module."""
+        name = self.resource_name(ref)
+        async with self._lock(name):
+            endpoint = await self._call("describe_endpoint", self._api.describe_endpoint, name)
+            if endpoint is not None and endpoint.status in IN_PROGRESS:
+                self._defer(ref, name, endpoint.status)
+                return
+            if endpoint is not None and endpoint.status != "Deleting":
+                outcome = await self._call("delete_endpoint", self._api.delete_endpoint, name)
+                if outcome.in_progress:
+                    self._defer(ref, name, "in progress")
+                    return
+                if outcome.deleted:
+                    logger.info("pod %s: deleting SageMaker endpoint %s", ref, name)
+            await self._call("delete_endpoint_config", self._api.delete_endpoint_config, name)
+            await self._call("delete_model", self._api.delete_model, name)
+            self._deferred.pop(name, None)
+            self._owners.pop(name, None)
+
+    def _defer(self, ref: PodRef, name: str, status: str) -> None:
+        if name not in self._deferred:
+            logger.info(
+                "pod %s: SageMaker endpoint %s is %s and cannot be deleted yet; deleting it once it can",
+                ref,
+                name,
+                status,
+            )
+        self._deferred[name] = ref
+        if not self._closed and (self._reaper is None or self._reaper.done()):
+            self._reaper = asyncio.create_task(
+                self._reap(), name=f"sagemaker deferred deletions ({self.node_name})"
+            )
+
+    async def _reap(self) -> None:
+        """Carry out deferred deletions as SageMaker allows them; ends when none is left."""
+        while self._deferred:
+            await asyncio.sleep(self._settings.deletion_poll_seconds)
+            for ref in list(self._deferred.values()):
+                try:
+                    await self.delete_pod(ref, grace_period_seconds=0)
+                except ProviderError as error:
+                    logger.info("pod %s: deferred deletion not done yet: %s", ref, error)
+                except Exception:
+                    logger.exception("pod %s: deferred deletion failed unexpectedly", ref)
+
+    async def get_pod_state(self, ref: PodRef) -> PodState | None:
+        name = self.resource_name(ref)
+        endpoint = await self._call("describe_endpoint", self._api.describe_endpoint, name)
+        if endpoint is None:
+            return None
+        owner = await self._owner(endpoint)
+        if owner is None or owner.ref.uid != ref.uid:
+            return None  # not ours: a name clash create_pod reports
+        return self._state(ref, endpoint, owner)
+
+    async def list_pods(self) -> Sequence[PodState]:
+        """This node's endpoints, but not those being deleted (nothing is left to do for them)."""
+        prefix = f"{self._settings.name_prefix}-"
+        endpoints = [
+            endpoint
+            for endpoint in await self._call("list_endpoints", self._api.list_endpoints, prefix)
+            if endpoint.name.startswith(prefix)
+            and endpoint.status != "Deleting"
+            and endpoint.name not in self._deferred
+        ]
+        owners = await asyncio.gather(*(self._owner(endpoint) for endpoint in endpoints))
+        states = []
+        for endpoint, owner in zip(endpoints, owners, strict=True):
+            if owner is None or owner.node_name != self.node_name:
+                continue
+            described = None
+            if endpoint.status == "Failed":  # the listing carries no FailureReason
+                described = await self._call("describe_endpoint", self._api.describe_endpoint, endpoint.name)
+            states.append(self._state(owner.ref, described or endpoint, owner))
+        return states
+
+    async def check_health(self) -> None:
+        """Unavailable while the breaker is open, or when AWS refuses the credentials.
+
+        One failed probe does not make the provider unavailable: the breaker counts failures across all
+        calls and opens after enough of them in a row.
+        """
+        self.breaker.raise_if_open()
+        try:
+            await self._caller.call(
+                "health probe",
+                functools.partial(self._run, self._api.probe),
+                retry=False,
+                timeout_seconds=min(
+                    self._settings.health_timeout_seconds, self._settings.call_timeout_seconds
+                ),
+            )
+        except ProviderUnavailableError:
+            raise
+        except TemporaryProviderError as error:
+            status = self.breaker.status()
+            if not status.available:
+                raise ProviderUnavailableError(status.describe()) from None
+            logger.info("SageMaker health probe failed (%s); %s", error, status.describe())
+        except ProviderError as error:
+            raise ProviderUnavailableError(str(error)) from None
+
+    async def aclose(self) -> None:
+        """Stop the deferred deletions and the thread pool; endpoints keep running."""
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        if self._deferred:
+            logger.info(
+                "closing with %d deferred SageMaker deletion(s); the node asks again after a restart",
+                len(self._deferred),
+            )
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._api.close)
+
+    # -- SupportsNodeCapacity ------------------------------------------------------------------
+
+    async def node_capacity(self) -> Mapping[str, str]:
+        return self._settings.capacity
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _make_client(self) -> SageMakerClient:
+        """Runs on a pool thread, at the first call: the credential chain may call the network."""
+        client = make_client(self._session, self._settings)
+        credentials = self._session.get_credentials()
+        if credentials is not None:
+            frozen = credentials.get_frozen_credentials()
+            REDACTOR.remember((frozen.access_key, frozen.secret_key, frozen.token))
+        install_log_filter()
+        if self._client_hook is not None:
+            self._client_hook(client)
+        return client
+
+    async def _run(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`function` on the provider's thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(function, *args, **kwargs))
+
+    async def _call(self, operation: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """One SageMaker operation on the pool, under the resilience rules."""
+
+        async def attempt() -> T:
+            return await self._run(function, *args, **kwargs)
+
+        return await self._caller.call(operation, attempt)
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[name] = lock
+        return lock
+
+    # -- whose endpoints are --------------------------------------------------------------------
+
+    def _remember_owner(self, name: str, deployment: Deployment) -> None:
+        """What create_pod tagged the endpoint with, until a describe gives its creation time."""
+        owner = owner_from_tags(dict(deployment.tags))
+        if owner is not None:
+            self._owners[name] = (None, owner)
+
+    async def _owner(self, endpoint: Endpoint) -> Owner | None:
+        """Whose the endpoint is, from its tags, read once per endpoint (a new one has a new creation time)"""
+        cached = self._owners.get(endpoint.name)
+        if cached is not None:
+            created, known = cached
+            if created is None or created == endpoint.creation_time:
+                self._owners[endpoint.name] = (endpoint.creation_time, known)
+                return known
+        tags = await self._call("list_tags", self._api.tags, endpoint.arn)
+        if tags is None:
+            return None  # gone in between
+        owner = owner_from_tags(tags)
+        self._owners[endpoint.name] = (endpoint.creation_time, owner)
+        return owner
+
+    def _state(self, ref: PodRef, endpoint: Endpoint, owner: Owner) -> PodState:
+        return endpoint_state(
+            ref,
+            endpoint,
+            owner,
+            traffic_address=invocation_url(self._runtime_url, endpoint.name),
+            deletion_requested=endpoint.name in self._deferred,
+        )

@@ -1,0 +1,65 @@
+"""Fixtures: one moto server per test module (emptied before each test), the layer, a provider on both.
+
+The machine's own AWS settings never reach a test: every AWS_* variable is removed, the shared files
+point at nothing, and the instance metadata service is off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
+from vk_providers.sagemaker import SageMakerProvider
+
+from .support import ManualClock, RecordedSleep, make_provider
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[MotoSageMaker]:
+    with MotoSageMaker() as server:
+        yield server
+
+
+@pytest.fixture
+def moto(moto_server: MotoSageMaker) -> MotoSageMaker:
+    moto_server.reset()
+    return moto_server
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def layer(moto: MotoSageMaker, clock: ManualClock) -> SageMakerLayer:
+    """moto plus SageMaker's behaviour, on the test's manual clock (statuses move when the test says)."""
+    return SageMakerLayer(moto, clock=clock)
+
+
+@pytest.fixture
+def sleep() -> RecordedSleep:
+    return RecordedSleep()
+
+
+@pytest.fixture
+async def provider(
+    moto: MotoSageMaker, layer: SageMakerLayer, tmp_path: Path, clock: ManualClock, sleep: RecordedSleep
+) -> AsyncIterator[SageMakerProvider]:
+    subject = make_provider(moto, tmp_path, layer=layer, clock=clock, sleep=sleep)
+    yield subject
+    await subject.aclose()
