@@ -150,15 +150,20 @@ async def start_node(
 
     yield start
     core = client.CoreV1Api(kube_api)
-    for daemon in started:
+    problems: list[BaseException] = []
+    for daemon in started:  # every daemon is closed, even when draining an earlier one failed
         try:
             if daemon.alive():
                 await remove_pods_of(core, daemon.node_name)
                 daemon.stop()
+        except Exception as error:
+            problems.append(error)
         finally:
             daemon.close()
             with contextlib.suppress(client.ApiException):
                 await core.delete_node(daemon.node_name)
+    if problems:
+        raise problems[0]
 
 
 async def wait_for_node_ready(
