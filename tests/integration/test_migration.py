@@ -89,28 +89,35 @@ async def following(rig: Rig) -> AsyncIterator[WeightLog]:
             await task
 
 
-@contextlib.asynccontextmanager
-async def rig_for(
-    *,
+RigFor = Callable[[dict[str, Any]], contextlib.AbstractAsyncContextManager[Rig]]
+
+
+@pytest.fixture
+def rig_for(
     kube_api: client.ApiClient,
     control_plane: cluster.ClusterState,
     namespace: str,
     start_node: StartNode,
     tmp_path: Path,
-    strategy: dict[str, Any],
-) -> AsyncIterator[Rig]:
-    rig = await build_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=tmp_path,
-        strategy=strategy,
-    )
-    try:
-        yield rig
-    finally:
-        await close_rig(rig)
+) -> RigFor:
+    """`async with rig_for(strategy) as rig`: this test's rig, with the Offload's strategy given."""
+
+    @contextlib.asynccontextmanager
+    async def started(strategy: dict[str, Any]) -> AsyncIterator[Rig]:
+        rig = await build_rig(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            folder=tmp_path,
+            strategy=strategy,
+        )
+        try:
+            yield rig
+        finally:
+            await close_rig(rig)
+
+    return started
 
 
 def load(rig: Rig, rate: float) -> LoadGenerator:
@@ -165,27 +172,14 @@ def assert_shares_follow_weights(
     return report
 
 
-async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> None:
+async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(rig_for: RigFor) -> None:
     strategy = {
         "stepIntervalSeconds": 8,
         "gates": {"minRequestsPerInterval": 50, "maxErrorRatePercent": 0.5},
         "progressDeadlineSeconds": 180,
     }
     async with (
-        rig_for(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            tmp_path=tmp_path,
-            strategy=strategy,
-        ) as rig,
+        rig_for(strategy) as rig,
         following(rig) as log,
         load(rig, rate=130) as generator,
     ):
@@ -216,11 +210,7 @@ async def test_a_flip_out_and_back_loses_no_request_and_follows_every_weight(
 
 
 async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
+    rig_for: RigFor, control_plane: cluster.ClusterState
 ) -> None:
     strategy = {
         "stepIntervalSeconds": 3,
@@ -230,14 +220,7 @@ async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
         "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
     }
     async with (
-        rig_for(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            tmp_path=tmp_path,
-            strategy=strategy,
-        ) as rig,
+        rig_for(strategy) as rig,
         load(rig, rate=60) as generator,
     ):
         assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
@@ -279,11 +262,7 @@ async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
 
 
 async def test_a_controller_killed_mid_migration_resumes_from_its_status(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
+    rig_for: RigFor, tmp_path: Path
 ) -> None:
     """Two replicas: the standby waits on the Lease, then takes over from the status alone."""
     strategy = {
@@ -292,14 +271,7 @@ async def test_a_controller_killed_mid_migration_resumes_from_its_status(
         "gates": {"minRequestsPerInterval": 20},
     }
     async with (
-        rig_for(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            tmp_path=tmp_path,
-            strategy=strategy,
-        ) as rig,
+        rig_for(strategy) as rig,
         following(rig) as log,
         load(rig, rate=60) as generator,
     ):
@@ -328,13 +300,7 @@ async def test_a_controller_killed_mid_migration_resumes_from_its_status(
     assert not failures(generator.outcomes), describe(failures(generator.outcomes))
 
 
-async def test_pause_resume_promote_and_abort_steer_a_running_migration(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> None:
+async def test_pause_resume_promote_and_abort_steer_a_running_migration(rig_for: RigFor) -> None:
     strategy = {
         "stepIntervalSeconds": 3,
         "toAwaySteps": [25, 50, 75, 100],
@@ -342,14 +308,7 @@ async def test_pause_resume_promote_and_abort_steer_a_running_migration(
         "gates": {"minRequestsPerInterval": 10},
     }
     async with (
-        rig_for(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            tmp_path=tmp_path,
-            strategy=strategy,
-        ) as rig,
+        rig_for(strategy) as rig,
         following(rig) as log,
         load(rig, rate=40) as generator,
     ):
