@@ -7,15 +7,13 @@ setting: only where to find it is (`api_key_file`, a mounted Secret, or `api_key
 from __future__ import annotations
 
 import dataclasses
-import logging
 import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from vk_provider.resilience import CallPolicy
-
-logger = logging.getLogger(__name__)
+from vk_provider.resilience.settings import ConfigValues, call_settings
 
 Cloud = Literal["SECURE", "COMMUNITY"]
 CLOUDS: tuple[Cloud, ...] = ("SECURE", "COMMUNITY")
@@ -76,43 +74,26 @@ class RunPodSettings:
 
 
 def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:
-    known = {field.name for field in dataclasses.fields(RunPodSettings)}
-    unknown = sorted(set(config) - known)
-    if unknown:
-        logger.warning("ignoring unknown runpod provider settings %s (known: %s)", unknown, sorted(known))
+    values = ConfigValues("runpod", config)
+    values.warn_unknown(RunPodSettings)
     defaults = RunPodSettings()
     settings = RunPodSettings(
         api_url=_url(config.get("api_url", defaults.api_url)),
-        api_key_file=_optional_path(config.get("api_key_file")),
+        api_key_file=values.optional_path("api_key_file"),
         api_key_env=_text(config, "api_key_env", defaults.api_key_env),
         proxy_url_template=_template(config.get("proxy_url_template", defaults.proxy_url_template)),
         gpu_type=_optional_text(config, "gpu_type"),
-        gpu_count=_integer(config, "gpu_count", defaults.gpu_count, minimum=1),
+        gpu_count=values.integer("gpu_count", defaults.gpu_count, minimum=1),
         cloud=_cloud(config.get("cloud", defaults.cloud)),
         data_center_ids=_names(config, "data_center_ids"),
         max_price_per_hour=_optional_number(config, "max_price_per_hour"),
-        disk_gb=None if config.get("disk_gb") is None else _integer(config, "disk_gb", 0, minimum=1),
+        disk_gb=None if config.get("disk_gb") is None else values.integer("disk_gb", 0, minimum=1),
         name_prefix=_text(config, "name_prefix", defaults.name_prefix),
-        capacity=_capacity(config.get("capacity", {})),
-        call_timeout_seconds=_seconds(
-            config, "call_timeout_seconds", defaults.call_timeout_seconds, positive=True
-        ),
-        max_attempts=_integer(config, "max_attempts", defaults.max_attempts, minimum=1),
-        backoff_initial_seconds=_seconds(config, "backoff_initial_seconds", defaults.backoff_initial_seconds),
-        backoff_max_seconds=_seconds(config, "backoff_max_seconds", defaults.backoff_max_seconds),
-        max_retry_after_seconds=_seconds(config, "max_retry_after_seconds", defaults.max_retry_after_seconds),
-        breaker_failure_threshold=_integer(
-            config, "breaker_failure_threshold", defaults.breaker_failure_threshold, minimum=1
-        ),
-        breaker_open_seconds=_seconds(
-            config, "breaker_open_seconds", defaults.breaker_open_seconds, positive=True
-        ),
-        health_timeout_seconds=_seconds(
-            config, "health_timeout_seconds", defaults.health_timeout_seconds, positive=True
-        ),
-        log_idle_seconds=_seconds(config, "log_idle_seconds", defaults.log_idle_seconds, positive=True),
-        error_log_lines=_integer(config, "error_log_lines", defaults.error_log_lines, minimum=0),
-        catalog_ttl_seconds=_seconds(config, "catalog_ttl_seconds", defaults.catalog_ttl_seconds),
+        capacity=values.capacity(),
+        **call_settings(values, defaults),
+        log_idle_seconds=values.seconds("log_idle_seconds", defaults.log_idle_seconds, positive=True),
+        error_log_lines=values.integer("error_log_lines", defaults.error_log_lines, minimum=0),
+        catalog_ttl_seconds=values.seconds("catalog_ttl_seconds", defaults.catalog_ttl_seconds),
     )
     try:
         settings.call_policy()
@@ -157,32 +138,6 @@ def _optional_text(config: Mapping[str, Any], key: str) -> str | None:
     return None if value is None else _text(config, key, "")
 
 
-def _optional_path(value: Any) -> Path | None:
-    if value is None or value == "":
-        return None
-    return Path(str(value))
-
-
-def _integer(config: Mapping[str, Any], key: str, default: int, *, minimum: int) -> int:
-    value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"runpod provider: {key} must be an integer >= {minimum}, not {value!r}")
-    return value
-
-
-def _seconds(config: Mapping[str, Any], key: str, default: float, *, positive: bool = False) -> float:
-    value = config.get(key, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or value < 0
-        or (positive and value == 0)
-    ):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"runpod provider: {key} must be a number of seconds {bound}, not {value!r}")
-    return float(value)
-
-
 def _optional_number(config: Mapping[str, Any], key: str) -> float | None:
     value = config.get(key)
     if value is None:
@@ -197,11 +152,3 @@ def _names(config: Mapping[str, Any], key: str) -> tuple[str, ...]:
     if isinstance(value, str) or not all(isinstance(name, str) and name for name in value):
         raise ValueError(f"runpod provider: {key} must be a list of names, not {value!r}")
     return tuple(value)
-
-
-def _capacity(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            f"runpod provider: capacity must be a mapping like {{'nvidia.com/gpu': '8'}}, not {value!r}"
-        )
-    return {str(name): str(quantity) for name, quantity in value.items()}

@@ -8,15 +8,13 @@ environment, web identity (IRSA), shared files, container or instance metadata).
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from vk_provider.resilience import CallPolicy
-
-logger = logging.getLogger(__name__)
+from vk_provider.resilience.settings import ConfigValues, call_settings
 
 NAME_PATTERN = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
 """What SageMaker accepts as a model, endpoint configuration or endpoint name (at most 63 characters)."""
@@ -78,10 +76,8 @@ class SageMakerSettings:
 
 
 def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
-    known = {field.name for field in dataclasses.fields(SageMakerSettings)}
-    unknown = sorted(set(config) - known)
-    if unknown:
-        logger.warning("ignoring unknown sagemaker provider settings %s (known: %s)", unknown, sorted(known))
+    values = ConfigValues("sagemaker", config)
+    values.warn_unknown(SageMakerSettings)
     defaults = SageMakerSettings()
     startup = config.get("container_startup_timeout_seconds")
     settings = SageMakerSettings(
@@ -90,47 +86,31 @@ def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
         endpoint_url=_optional_url(config, "endpoint_url"),
         runtime_url=_optional_url(config, "runtime_url"),
         profile=_optional_text(config, "profile"),
-        credentials_file=_optional_path(config.get("credentials_file")),
+        credentials_file=values.optional_path("credentials_file"),
         instance_type=_optional_text(config, "instance_type"),
-        instance_count=_integer(config, "instance_count", defaults.instance_count, minimum=1),
+        instance_count=values.integer("instance_count", defaults.instance_count, minimum=1),
         container_startup_timeout_seconds=None
         if startup is None
-        else _integer(
-            config,
+        else values.integer(
             "container_startup_timeout_seconds",
             0,
             minimum=MIN_STARTUP_TIMEOUT_SECONDS,
             maximum=MAX_STARTUP_TIMEOUT_SECONDS,
         ),
         name_prefix=_name_prefix(config.get("name_prefix", defaults.name_prefix)),
-        capacity=_capacity(config.get("capacity", {})),
-        call_timeout_seconds=_seconds(
-            config, "call_timeout_seconds", defaults.call_timeout_seconds, positive=True
+        capacity=values.capacity(),
+        connect_timeout_seconds=values.seconds(
+            "connect_timeout_seconds", defaults.connect_timeout_seconds, positive=True
         ),
-        connect_timeout_seconds=_seconds(
-            config, "connect_timeout_seconds", defaults.connect_timeout_seconds, positive=True
+        **call_settings(values, defaults),
+        max_concurrent_calls=values.integer(
+            "max_concurrent_calls", defaults.max_concurrent_calls, minimum=1, maximum=64
         ),
-        max_attempts=_integer(config, "max_attempts", defaults.max_attempts, minimum=1),
-        backoff_initial_seconds=_seconds(config, "backoff_initial_seconds", defaults.backoff_initial_seconds),
-        backoff_max_seconds=_seconds(config, "backoff_max_seconds", defaults.backoff_max_seconds),
-        max_retry_after_seconds=_seconds(config, "max_retry_after_seconds", defaults.max_retry_after_seconds),
-        breaker_failure_threshold=_integer(
-            config, "breaker_failure_threshold", defaults.breaker_failure_threshold, minimum=1
+        capacity_retry_seconds=values.seconds(
+            "capacity_retry_seconds", defaults.capacity_retry_seconds, positive=True
         ),
-        breaker_open_seconds=_seconds(
-            config, "breaker_open_seconds", defaults.breaker_open_seconds, positive=True
-        ),
-        health_timeout_seconds=_seconds(
-            config, "health_timeout_seconds", defaults.health_timeout_seconds, positive=True
-        ),
-        max_concurrent_calls=_integer(
-            config, "max_concurrent_calls", defaults.max_concurrent_calls, minimum=1, maximum=64
-        ),
-        capacity_retry_seconds=_seconds(
-            config, "capacity_retry_seconds", defaults.capacity_retry_seconds, positive=True
-        ),
-        deletion_poll_seconds=_seconds(
-            config, "deletion_poll_seconds", defaults.deletion_poll_seconds, positive=True
+        deletion_poll_seconds=values.seconds(
+            "deletion_poll_seconds", defaults.deletion_poll_seconds, positive=True
         ),
     )
     try:
@@ -174,45 +154,3 @@ def _optional_text(config: Mapping[str, Any], key: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"sagemaker provider: {key} must be a non-empty string, not {value!r}")
     return value.strip()
-
-
-def _optional_path(value: Any) -> Path | None:
-    if value is None or value == "":
-        return None
-    return Path(str(value))
-
-
-def _integer(
-    config: Mapping[str, Any], key: str, default: int, *, minimum: int, maximum: int | None = None
-) -> int:
-    value = config.get(key, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
-        bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        raise ValueError(f"sagemaker provider: {key} must be an integer {bound}, not {value!r}")
-    return value
-
-
-def _seconds(config: Mapping[str, Any], key: str, default: float, *, positive: bool = False) -> float:
-    value = config.get(key, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or value < 0
-        or (positive and value == 0)
-    ):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"sagemaker provider: {key} must be a number of seconds {bound}, not {value!r}")
-    return float(value)
-
-
-def _capacity(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise ValueError(
-            f"sagemaker provider: capacity must be a mapping like {{'nvidia.com/gpu': '8'}}, not {value!r}"
-        )
-    return {str(name): str(quantity) for name, quantity in value.items()}
