@@ -102,10 +102,13 @@ async def test_a_failing_liveness_probe_restarts_the_container(tmp_path: Path) -
 
 
 async def test_a_liveness_kill_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) -> None:
-    liveness = quick(ExecAction(("false",)))
-    script = "trap '' TERM; while :; do sleep 0.05; done"
+    # The probe fails only once the shell has ignored SIGTERM: a probe failing at once could send the
+    # TERM before the trap is set, and the shell would die of it (exit 143) without needing the SIGKILL.
+    trapped = tmp_path / "trapped"
+    liveness = quick(ExecAction(("test", "!", "-f", str(trapped))))
+    script = f"trap '' TERM; touch {trapped}; while :; do sleep 0.05; done"
     request = pod("s2", shell(script, liveness=liveness), grace_period_seconds=0.3, restart_policy="Never")
-    async with local_provider(tmp_path) as provider:
+    async with local_provider(tmp_path / "state") as provider:
         await provider.create_pod(request)
         state = await wait_for_pod(provider, request.ref, lambda state: state.phase == "Failed")
         termination = container_named(state, "main").termination
