@@ -127,6 +127,17 @@ class ContainerSpec:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class VolumeFile:
+    """One file of a ConfigMap, Secret or projected volume, as the kubelet would write it."""
+
+    path: str
+    """Relative to the volume's root; may contain `/` (an item's path such as `conf/app.yaml`)."""
+    content: bytes
+    mode: int
+    """Permission bits: the item's `mode`, else the volume's `defaultMode`, else 0o644 (the API default)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PodRequest:
     """A pod as the provider should run it."""
 
@@ -140,6 +151,11 @@ class PodRequest:
     annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """The pod as the API returned it (JSON), for what the typed fields do not carry. Read-only."""
+    volume_files: Mapping[str, tuple[VolumeFile, ...]] = dataclasses.field(default_factory=dict)
+    """The files of the pod's ConfigMap, Secret and projected volumes (of ConfigMaps and Secrets only),
+    by volume name, read by the node: a provider that can mount files need not read the home cluster.
+    A volume resolved to no files (an optional object that is missing) maps to an empty tuple; a volume
+    the node does not resolve (any other kind) is absent."""
 
 
 class ContainerStateKind(enum.Enum):
@@ -210,6 +226,9 @@ class PodState:
     message: str | None = None
     traffic_address: str | None = None
     """Where the router should send this pod's traffic, e.g. http://127.0.0.5:8080 or an HTTPS URL."""
+    traffic_auth: str | None = None
+    """How the router must authenticate requests to `traffic_address`, None for plain requests: a
+    marker `vk_provider.traffic_auth` reads, e.g. `AwsSigV4(region="eu-west-1").marker()`."""
     terminated: bool = False
     """True once a deleted pod has fully stopped: the node may then remove the API object."""
     placement: Placement | None = None

@@ -42,6 +42,8 @@ from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, Sup
 logger = logging.getLogger(__name__)
 
 TRAFFIC_ADDRESS_ANNOTATION = "vk-provider.dev/traffic-address"
+TRAFFIC_AUTH_ANNOTATION = "vk-provider.dev/traffic-auth"
+"""How the router must authenticate requests to the traffic address (see `vk_provider.traffic_auth`)."""
 DEFAULT_GRACE_SECONDS = 30.0
 
 
@@ -54,14 +56,14 @@ def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
     return InvolvedObject("Pod", metadata["name"], metadata["namespace"], metadata["uid"])
 
 
-OWN_ANNOTATIONS = frozenset({TRAFFIC_ADDRESS_ANNOTATION, CHOSEN_ANNOTATION})
+OWN_ANNOTATIONS = frozenset({TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION, CHOSEN_ANNOTATION})
 
 
 def spec_fingerprint(pod: Mapping[str, Any]) -> str:
     """What a provider may need to update in a running pod: labels, annotations, container images.
 
-    Our own annotations (traffic address, chosen placement) are left out: writing them must not look
-    like a change.
+    Our own annotations (traffic address and its authentication, chosen placement) are left out:
+    writing them must not look like a change.
     """
     metadata = pod["metadata"]
     annotations = {
@@ -119,6 +121,9 @@ class PodReconciler:
         self._cost = CostMeter()
         self._placements: dict[str, tuple[str, str, str]] = {}
         """Placed pods' cost labels (namespace, pod, provider) by UID, to close their series."""
+        self._announced: dict[str, str] = {}
+        """The `chosen` annotation each pod's Placed event announced, by UID: until the watch brings the
+        annotation back, the cache does not show it written, and the event must not be posted again."""
         self.reconciles = 0
         self.failures = 0
 
@@ -272,13 +277,17 @@ class PodReconciler:
         wanted: dict[str, str] = {}
         if state.traffic_address and annotations.get(TRAFFIC_ADDRESS_ANNOTATION) != state.traffic_address:
             wanted[TRAFFIC_ADDRESS_ANNOTATION] = state.traffic_address
+        if state.traffic_auth and annotations.get(TRAFFIC_AUTH_ANNOTATION) != state.traffic_auth:
+            wanted[TRAFFIC_AUTH_ANNOTATION] = state.traffic_auth
         if state.placement is not None:
             chosen = chosen_annotation(state.placement)
             if annotations.get(CHOSEN_ANNOTATION) != chosen:
                 wanted[CHOSEN_ANNOTATION] = chosen
-                self._events.record(
-                    _involved(pod), "Normal", PLACED_EVENT_REASON, placement_message(state.placement)
-                )
+                if self._announced.get(ref.uid) != chosen:  # not when only the cache lags our write
+                    self._announced[ref.uid] = chosen
+                    self._events.record(
+                        _involved(pod), "Normal", PLACED_EVENT_REASON, placement_message(state.placement)
+                    )
         if wanted:
             await self._api.patch(
                 _pod_path(ref), {"metadata": {"annotations": wanted}}, content_type=MERGE_PATCH
@@ -344,6 +353,7 @@ class PodReconciler:
                 raise
         self._stopping.discard(ref.uid)
         self._applied.pop(ref.uid, None)
+        self._announced.pop(ref.uid, None)
         self.known.pop(ref.uid, None)
         self._stop_charging(ref.uid)
 
@@ -351,6 +361,7 @@ class PodReconciler:
         """The API object is gone (force delete, or our own final delete): make sure nothing runs."""
         ref = self.known.pop(uid, None)
         self._applied.pop(uid, None)
+        self._announced.pop(uid, None)
         self._stop_charging(uid)
         self._stopping.discard(uid)
         self._backoff.reset(uid)

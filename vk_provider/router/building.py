@@ -21,7 +21,10 @@ two slices while they are rebalanced), the live reading beats the draining one.
 Away endpoints are the pods in the Offload's namespace labelled `offload.vk-provider.dev/offload=<name>`
 that carry the traffic-address annotation (the URL the virtual node publishes) and whose `Ready`
 condition is `True`; a pod being deleted (`metadata.deletionTimestamp` set) that is still Ready drains.
-A pod whose annotation is not an http(s) URL is left out.
+A pod whose annotation is not an http(s) URL is left out. A pod that also carries the traffic-auth
+annotation (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see `vk_provider.traffic_auth`)
+becomes a signed endpoint; one whose marker the router cannot act on is left out, since unsigned
+requests would only be refused there.
 
 An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not starting with `/`, no
 home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
@@ -35,8 +38,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vk_provider.node.pods import TRAFFIC_ADDRESS_ANNOTATION
+from vk_provider.node.pods import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
+from vk_provider.traffic_auth import TrafficAuth, parse_traffic_auth
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +56,7 @@ __all__ = [
     "OFFLOAD_LABEL",
     "SERVICE_NAME_LABEL",
     "TRAFFIC_ADDRESS_ANNOTATION",
+    "TRAFFIC_AUTH_ANNOTATION",
     "BuildResult",
     "SkippedOffload",
     "build_routes",
@@ -117,8 +122,8 @@ def build_routes(
     return BuildResult(RouteTable.of(routes), tuple(skipped))
 
 
-# Endpoints by (namespace, service or offload name) → {url: terminating}.
-_Index = dict[tuple[str, str], dict[str, bool]]
+# Endpoints by (namespace, service or offload name) → {url: endpoint}.
+_Index = dict[tuple[str, str], dict[str, Endpoint]]
 
 
 def _route(
@@ -153,14 +158,17 @@ def _route(
     )
 
 
-def _endpoints(found: Mapping[str, bool]) -> tuple[Endpoint, ...]:
-    return tuple(Endpoint(url, terminating=found[url]) for url in sorted(found))
+def _endpoints(found: Mapping[str, Endpoint]) -> tuple[Endpoint, ...]:
+    return tuple(found[url] for url in sorted(found))
 
 
-def _add(index: _Index, key: tuple[str, str], url: str, terminating: bool) -> None:
+def _add(index: _Index, key: tuple[str, str], endpoint: Endpoint) -> None:
     """Record an endpoint; a live reading of a URL beats a draining one."""
     side = index.setdefault(key, {})
-    side[url] = side.get(url, True) and terminating
+    known = side.get(endpoint.url)
+    if known is not None and not known.terminating:
+        return
+    side[endpoint.url] = endpoint
 
 
 def _index_home_endpoints(endpoint_slices: Iterable[Mapping[str, Any]]) -> _Index:
@@ -182,7 +190,7 @@ def _index_home_endpoints(endpoint_slices: Iterable[Mapping[str, Any]]) -> _Inde
             for address in endpoint.get("addresses") or ():
                 if isinstance(address, str) and address:
                     host = f"[{address}]" if ipv6_slice or ":" in address else address
-                    _add(index, key, f"http://{host}:{port}", terminating)
+                    _add(index, key, Endpoint(f"http://{host}:{port}", terminating=terminating))
     return index
 
 
@@ -216,13 +224,20 @@ def _index_away_endpoints(away_pods: Iterable[Mapping[str, Any]]) -> _Index:
         if not offload or not address or not _pod_ready(pod):
             continue
         url = address.rstrip("/")
+        deleting = metadata.get("deletionTimestamp") is not None
         try:
-            Endpoint(url)
+            auth = _traffic_auth(metadata, url)
+            endpoint = Endpoint(url, terminating=deleting, auth=auth)
         except ValueError:
             continue
-        deleting = metadata.get("deletionTimestamp") is not None
-        _add(index, (_text(metadata.get("namespace")), offload), url, deleting)
+        _add(index, (_text(metadata.get("namespace")), offload), endpoint)
     return index
+
+
+def _traffic_auth(metadata: Mapping[str, Any], url: str) -> TrafficAuth | None:
+    """The pod's traffic-auth marker read for its address; ValueError if the router cannot do it."""
+    marker = _text(_mapping(metadata.get("annotations")).get(TRAFFIC_AUTH_ANNOTATION)).strip()
+    return parse_traffic_auth(marker, url) if marker else None
 
 
 def _pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -75,6 +75,14 @@ class RouterMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._rejected = Counter(
+            "rejected",
+            "Requests the router refused itself, sending nothing (e.g. a body too large to sign), by "
+            "reason. Not errors of the side: the client asked for what no endpoint would take.",
+            ["namespace", "name", "side", "reason"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         self._unmatched = Counter(
             "unmatched",
             "Requests answered 404 because no route matched their host and path.",
@@ -97,6 +105,9 @@ class RouterMetrics:
 
     def unavailable(self, namespace: str, name: str) -> None:
         self._unavailable.labels(namespace, name).inc()
+
+    def rejected(self, namespace: str, name: str, side: Side, reason: str) -> None:
+        self._rejected.labels(namespace, name, side, reason).inc()
 
     def unmatched(self) -> None:
         self._unmatched.inc()

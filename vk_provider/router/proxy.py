@@ -4,7 +4,9 @@ Everything here serves one promise of the migration: moving traffic between home
 fail a request or break a stream. Hence:
 
 - bodies stream both ways, chunk by chunk, never buffered: LLM output is SSE or chunked, and a
-  client must see each token when the backend sends it;
+  client must see each token when the backend sends it. The one exception is the request body
+  of a request to a signed endpoint (a SageMaker invocation URL), which is read whole first because
+  its SigV4 signature covers its hash (`bodies`, `signing`); its response still streams;
 - a request is retried on another endpoint only when its connection failed before any byte was
   sent (refused, or connect timeout). After that the backend may have acted on it (a generation is
   not idempotent), so a later failure is reported, never replayed;
@@ -33,8 +35,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from vk_provider.router.balancing import Balancer
+from vk_provider.router.bodies import SIGNED_BODY_LIMIT, BodyTooLargeError, RequestBody
 from vk_provider.router.metrics import CONTENT_TYPE, RouterMetrics
-from vk_provider.router.table import SIDES, Route, RouteTable, Side
+from vk_provider.router.signing import RequestSigning, SigningUnavailableError
+from vk_provider.router.table import SIDES, Endpoint, Route, RouteTable, Side
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +75,8 @@ class ProxySettings:
     such a request cannot be retried, since bytes were sent."""
     connection_limit: int = 0
     """Upstream connections at once, 0 for no limit: long streams must not queue short requests."""
+    signed_body_limit: int = SIGNED_BODY_LIMIT
+    """Bytes a request to a signed endpoint may carry (read whole to be signed); larger gets 413."""
 
 
 def forwarded_headers(request: web.Request) -> CIMultiDict[str]:
@@ -122,11 +128,13 @@ class Router:
         settings: ProxySettings | None = None,
         balancer: Balancer | None = None,
         metrics: RouterMetrics | None = None,
+        signing: RequestSigning | None = None,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.settings = settings if settings is not None else ProxySettings()
         self.balancer = balancer if balancer is not None else Balancer()
         self.metrics = metrics if metrics is not None else RouterMetrics()
+        self.signing = signing if signing is not None else RequestSigning()
         self._timer = timer
         self._table = RouteTable()
         self._session: aiohttp.ClientSession | None = None
@@ -229,6 +237,7 @@ class Router:
         if self._session is None:
             raise RuntimeError("the router's application is not started")
         draw = self.balancer.draw()  # one draw per request: its retries stay on the drawn side
+        body = RequestBody(request)
         tried: set[str] = set()
         counted_fallback = False
         for _attempt in range(self.settings.max_attempts):
@@ -243,11 +252,20 @@ class Router:
             self.balancer.acquire(url)
             try:
                 try:
+                    target, headers, data = await self._outgoing(request, body, pick.endpoint, pick.side)
+                except BodyTooLargeError as error:
+                    self.metrics.rejected(route.namespace, route.name, pick.side, "body_too_large")
+                    return _plain(413, f"{error} (requests to {url} are signed)")
+                except SigningUnavailableError as error:
+                    # Before a byte was sent, but every signed endpoint would fail the same way.
+                    self.metrics.error(route.namespace, route.name, pick.side, "signing")
+                    return _plain(502, f"cannot sign the request to {url}: {error}")
+                try:
                     upstream = await self._session.request(
                         request.method,
-                        URL(url + request.raw_path, encoded=True),
-                        headers=forwarded_headers(request),
-                        data=_body(request) if request.body_exists else None,
+                        URL(target, encoded=True),
+                        headers=headers,
+                        data=data,
                         allow_redirects=False,
                     )
                 except CONNECT_FAILURES as error:
@@ -271,6 +289,26 @@ class Router:
                 self.balancer.release(url)
         self.metrics.unavailable(route.namespace, route.name)
         return _plain(503, f"no usable endpoint for {route.key}: tried {len(tried)}")
+
+    async def _outgoing(
+        self, request: web.Request, body: RequestBody, endpoint: Endpoint, side: Side
+    ) -> tuple[str, CIMultiDict[str], bytes | AsyncIterator[bytes] | None]:
+        """The URL, headers and body of one attempt at `endpoint`: signed when it asks for that.
+
+        Home pods get the client's Host, as behind any in-cluster proxy. An away endpoint gets its
+        own: it is a provider's front (RunPod's proxy, SageMaker's runtime) that finds the deployment
+        by Host, so the client's Host would reach nothing there; X-Forwarded-Host still carries it.
+        BodyTooLargeError or SigningUnavailableError when a signed request cannot be made.
+        """
+        target = endpoint.target(request.raw_path)
+        headers = forwarded_headers(request)
+        if side == "away":
+            headers.popall("Host", None)
+        if endpoint.auth is None:
+            return target, headers, body.payload()
+        whole = await body.whole(self.settings.signed_body_limit)
+        signed = await self.signing.signed_headers(request.method, target, headers, whole, endpoint.auth)
+        return target, signed, whole
 
     async def _relay(
         self, request: web.Request, upstream: aiohttp.ClientResponse, route: Route, side: Side
@@ -304,12 +342,6 @@ class Router:
                 upstream.release()
             else:
                 upstream.close()
-
-
-async def _body(request: web.Request) -> AsyncIterator[bytes]:
-    """The client's body as it arrives, so uploads stream upstream too."""
-    async for chunk in request.content.iter_any():
-        yield chunk
 
 
 async def start(router: Router, host: str, port: int, *, shutdown_timeout: float = 30.0) -> web.AppRunner:

@@ -3,6 +3,11 @@
 The router loads the table before it listens, so its first answer is never a 404 for a route that
 exists. The first SIGTERM or SIGINT stops listening and lets requests in flight finish (up to the
 shutdown grace); a second one exits at once.
+
+Away pods whose traffic address wants SigV4 (SageMaker endpoints) get signed requests, with the AWS
+credentials botocore's standard chain finds for the router (environment, IRSA, shared files, container
+or instance metadata), or the profile and credentials file `--aws-profile` and
+`--aws-credentials-file` name; see `vk_provider.router.signing`.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ import asyncio
 import logging
 import os
 import signal
+from pathlib import Path
 
 from aiohttp import web
 
 from vk_provider._kube.api import KubeApi, RateLimiter
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.proxy import ProxySettings, Router, start
+from vk_provider.router.signing import RequestSigning, standard_chain
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +60,18 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds requests in flight get to finish when the router stops (default: 30)",
     )
+    parser.add_argument(
+        "--aws-profile",
+        help="AWS profile whose credentials sign requests to SageMaker endpoints "
+        "(default: AWS_PROFILE, else the default profile)",
+    )
+    parser.add_argument(
+        "--aws-credentials-file",
+        type=Path,
+        metavar="FILE",
+        help="AWS shared credentials file to read them from, e.g. a mounted Secret's "
+        "(default: AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); read once",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
 
@@ -81,7 +100,10 @@ async def drain(runner: web.AppRunner, router: Router, grace: float) -> None:
 async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
     host, port = arguments.listen
     api = await KubeApi.from_kubeconfig(arguments.kubeconfig, limiter=RateLimiter(20, 40))
-    router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout))
+    signing = RequestSigning(
+        standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
+    )
+    router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout), signing=signing)
     feed = TableFeed(api, router.update, namespace=arguments.namespace)
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
     runner = None

@@ -12,21 +12,37 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Literal
 
+from vk_provider.traffic_auth import TrafficAuth
+
 Side = Literal["home", "away"]
 SIDES: tuple[Side, Side] = ("home", "away")
 
 
 @dataclasses.dataclass(frozen=True)
 class Endpoint:
-    """One backend address, e.g. `http://127.1.0.5:8080` (scheme, host and port; no path)."""
+    """One backend address: e.g. `http://127.1.0.5:8080`, or a base with a path prefix that request
+    paths are appended to (a proxy front such as a RunPod stand-in's); for a signed endpoint, the whole
+    URL requests go to (a SageMaker endpoint's invocation URL)."""
 
     url: str
     terminating: bool = False
     """A draining endpoint: it finishes the requests it has but gets no new ones."""
+    auth: TrafficAuth | None = None
+    """How requests to it must be authenticated (signed); None for plain requests."""
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"endpoint URL {self.url!r} must start with http:// or https://")
+
+    def target(self, raw_path: str) -> str:
+        """The URL a request for `raw_path` (path and query, as received) is sent to.
+
+        A plain endpoint serves the client's paths, so the path is appended. A signed one is a single
+        operation at a fixed URL (SageMaker's `/endpoints/<name>/invocations`, which takes whatever
+        the model reads, e.g. an OpenAI-style chat body), so the client's path and query are dropped.
+        The method stays the client's (SageMaker takes POST and refuses the rest).
+        """
+        return self.url if self.auth is not None else self.url + raw_path
 
 
 @dataclasses.dataclass(frozen=True)

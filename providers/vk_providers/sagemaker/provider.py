@@ -47,6 +47,7 @@ from vk_provider.resilience import (
     CircuitBreaker,
     ResilientCaller,
 )
+from vk_provider.resilience.health import probe_health
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
@@ -63,6 +64,7 @@ from vk_providers.sagemaker.translate import (
     owner_from_tags,
     resource_name,
     runtime_base_url,
+    traffic_auth_marker,
 )
 
 if TYPE_CHECKING:
@@ -336,28 +338,15 @@ class SageMakerProvider:
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when AWS refuses the credentials.
 
-        One failed probe does not make the provider unavailable: the breaker counts failures across all
-        calls and opens after enough of them in a row.
+        One failed probe does not make the provider unavailable (`vk_provider.resilience.health`).
         """
-        self.breaker.raise_if_open()
-        try:
-            await self._caller.call(
-                "health probe",
-                functools.partial(self._run, self._api.probe),
-                retry=False,
-                timeout_seconds=min(
-                    self._settings.health_timeout_seconds, self._settings.call_timeout_seconds
-                ),
-            )
-        except ProviderUnavailableError:
-            raise
-        except TemporaryProviderError as error:
-            status = self.breaker.status()
-            if not status.available:
-                raise ProviderUnavailableError(status.describe()) from None
-            logger.info("SageMaker health probe failed (%s); %s", error, status.describe())
-        except ProviderError as error:
-            raise ProviderUnavailableError(str(error)) from None
+        await probe_health(
+            self._caller,
+            self.breaker,
+            functools.partial(self._run, self._api.probe),
+            provider="SageMaker",
+            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+        )
 
     async def aclose(self) -> None:
         """Stop the deferred deletions and the thread pool; endpoints keep running."""
@@ -442,5 +431,6 @@ class SageMakerProvider:
             endpoint,
             owner,
             traffic_address=invocation_url(self._runtime_url, endpoint.name),
+            traffic_auth=traffic_auth_marker(self.region),
             deletion_requested=endpoint.name in self._deferred,
         )

@@ -29,7 +29,8 @@ A Failed pod has the reason EndpointFailed, an unknown status is its own reason.
 while they update or roll back (SageMaker swaps instances behind the name), so those count as ready.
 SageMaker reports no exit code; a failed endpoint is recorded with exit code 1.
 The traffic address is the runtime's invocation URL, `<runtime>/endpoints/<name>/invocations`; requests
-to it must be signed with SigV4 (`signing`).
+to it must be signed with SigV4 (`signing`), which the pod state says in `traffic_auth` (the router reads
+it from the pod's `vk-provider.dev/traffic-auth` annotation).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
 )
+from vk_provider.traffic_auth import SAGEMAKER_SERVICE, AwsSigV4
 from vk_providers.sagemaker.config import NAME_PATTERN, SageMakerSettings
 
 MAX_NAME = 63
@@ -93,6 +95,15 @@ def runtime_base_url(settings: SageMakerSettings, region: str) -> str:
 
 def invocation_url(base_url: str, name: str) -> str:
     return f"{base_url}/endpoints/{name}/invocations"
+
+
+def traffic_auth_marker(region: str) -> str:
+    """What the router must do to reach an invocation URL: sign for `sagemaker` in the region.
+
+    The region is named even though AWS's own runtime host says it, because a `runtime_url` (a VPC
+    endpoint, a stand-in) does not.
+    """
+    return AwsSigV4(region=region, service=SAGEMAKER_SERVICE).marker()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -213,9 +224,12 @@ def endpoint_state(
     owner: Owner,
     *,
     traffic_address: str,
+    traffic_auth: str | None = None,
     deletion_requested: bool = False,
 ) -> PodState:
     """The pod state an endpoint stands for (see the module's table).
+
+    `traffic_auth` (see `traffic_auth_marker`) goes out with the traffic address, only while serving.
 
     `deletion_requested`: the provider asked for the endpoint's deletion and SageMaker will allow it
     only once the endpoint leaves an in-progress status; it is reported as stopping, without traffic.
@@ -293,6 +307,7 @@ def endpoint_state(
         reason=reason,
         message=message,
         traffic_address=traffic_address if serving else None,
+        traffic_auth=traffic_auth if serving else None,
     )
 
 

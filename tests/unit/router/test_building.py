@@ -12,10 +12,12 @@ from vk_provider.router.building import (
     OFFLOAD_LABEL,
     SERVICE_NAME_LABEL,
     TRAFFIC_ADDRESS_ANNOTATION,
+    TRAFFIC_AUTH_ANNOTATION,
     SkippedOffload,
     build_routes,
     build_table,
 )
+from vk_provider.traffic_auth import AwsSigV4
 
 
 def _offload(
@@ -84,10 +86,13 @@ def _pod(
     address: str | None = "http://10.9.0.1:9000",
     ready: bool = True,
     deleting: bool = False,
+    auth: str | None = None,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {OFFLOAD_LABEL: offload}}
     if address is not None:
         metadata["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: address}
+    if auth is not None:
+        metadata.setdefault("annotations", {})[TRAFFIC_AUTH_ANNOTATION] = auth
     if deleting:
         metadata["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     return {
@@ -197,6 +202,38 @@ def test_ready_away_pods_with_an_address_are_away_endpoints() -> None:
         Endpoint("http://10.9.0.1:9000"),
         Endpoint("http://10.9.0.4:9000", terminating=True),
     )
+
+
+SAGEMAKER_URL = "https://runtime.sagemaker.eu-west-1.amazonaws.com/endpoints/vk-1/invocations"
+
+
+def test_the_traffic_auth_marker_carries_into_the_away_endpoint() -> None:
+    pods = [
+        _pod("a", address=SAGEMAKER_URL, auth="aws-sigv4; service=sagemaker; region=eu-west-1"),
+        _pod("b", address="http://127.0.0.1:9000/endpoints/x/invocations", auth="aws-sigv4;region=us-east-2"),
+        _pod("c", address="http://10.9.0.3:9000"),
+    ]
+    (route,) = build_table([_offload()], [], pods).routes
+    # b is left out: its marker names no service, and its address is no SageMaker host to say one.
+    assert route.away == (
+        Endpoint("http://10.9.0.3:9000"),
+        Endpoint(SAGEMAKER_URL, auth=AwsSigV4(region="eu-west-1", service="sagemaker")),
+    )
+
+
+def test_a_bare_marker_takes_region_and_service_from_a_sagemaker_runtime_host() -> None:
+    (route,) = build_table([_offload()], [], [_pod("a", address=SAGEMAKER_URL, auth="aws-sigv4")]).routes
+    assert route.away == (Endpoint(SAGEMAKER_URL, auth=AwsSigV4(region="eu-west-1")),)
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["bearer", "aws-sigv4; colour=blue", "aws-sigv4; region=EU WEST", "aws-sigv4; region"],
+)
+def test_a_pod_with_a_marker_the_router_cannot_act_on_is_left_out(marker: str) -> None:
+    pods = [_pod("a", address=SAGEMAKER_URL, auth=marker), _pod("b", address="http://10.9.0.2:9000")]
+    (route,) = build_table([_offload()], [], pods).routes
+    assert route.away == (Endpoint("http://10.9.0.2:9000"),)
 
 
 def test_a_pod_without_the_offload_label_is_not_an_away_endpoint() -> None:

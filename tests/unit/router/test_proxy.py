@@ -368,6 +368,25 @@ async def test_headers_are_forwarded_without_hop_by_hop_ones() -> None:
     assert "keep-alive" not in seen
 
 
+async def test_an_away_endpoint_gets_its_own_host_and_home_the_clients() -> None:
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response({name.lower(): value for name, value in request.headers.items()})
+
+    async with backends("home", "away", handler=echo) as (home, away):
+        seen: dict[str, dict[str, str]] = {}
+        away_host = away.endpoint().url.removeprefix("http://")
+        for weight, side in ((0, "home"), (100, "away")):
+            routes = table(route(home=(home.endpoint(),), away=(away.endpoint(),), weight=weight))
+            async with (
+                router_client(Router(routes)) as client,
+                client.get("/h", headers={"Host": "chat.example.com"}) as response,
+            ):
+                seen[side] = await response.json()
+    assert seen["home"]["host"] == "chat.example.com"
+    assert seen["away"]["host"] == away_host  # a provider's front finds the deployment by Host
+    assert seen["away"]["x-forwarded-host"] == "chat.example.com"
+
+
 async def test_status_metrics_and_healthz() -> None:
     async with backends("home", "away") as (home, away):
         router = Router(

@@ -46,6 +46,9 @@ async def test_each_endpoint_status_maps_to_a_pod_state(
     assert container.name == "server"
     expected_address = f"https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/{name}/invocations"
     assert state.traffic_address == (expected_address if serving else None)
+    # The router must sign what it sends there, for SageMaker in the provider's region.
+    expected_auth = "aws-sigv4; service=sagemaker; region=us-east-1"
+    assert state.traffic_auth == (expected_auth if serving else None)
     assert not state.terminated
     # What SageMaker is doing, said on the pod (or, while Creating, on the waiting container).
     message = container.message if status == "Creating" else state.message
@@ -108,6 +111,8 @@ async def test_the_runtime_url_can_be_overridden(
         assert state.traffic_address == (
             f"http://relay.test:8080/endpoints/{provider.resource_name(request.ref)}/invocations"
         )
+        # The relay's host says no region, so the marker names it.
+        assert state.traffic_auth == "aws-sigv4; service=sagemaker; region=us-east-1"
     finally:
         await provider.aclose()
 
