@@ -45,6 +45,7 @@ from vk_provider.placement import (
     parse_chosen_annotation,
     parse_placement,
 )
+from vk_provider.placement.capacity import GPU_TYPE_RESOURCE_PREFIX
 from vk_provider.provider import (
     ContainerUsage,
     GpuOffer,
@@ -240,7 +241,8 @@ class ChainProvider:
     # -- SupportsNodeCapacity, SupportsLogs, SupportsUsage -------------------------------------
 
     async def node_capacity(self) -> Mapping[str, str]:
-        """The members' capacities added up, resource by resource (GPUs per type when members say)."""
+        """The members' capacities added up, resource by resource; GPUs per type
+        (`gpu.vk-provider.dev/<type>`) are the largest pod any member can take, so the most of them."""
         totals: dict[str, Fraction] = {}
         binary: set[str] = set()
         for member in self.members:
@@ -257,7 +259,9 @@ class ChainProvider:
                 except InvalidQuantityError as error:
                     logger.warning("chain member %s: capacity %s: %s; ignored", member.name, resource, error)
                     continue
-                totals[resource] = totals.get(resource, Fraction(0)) + value
+                earlier = totals.get(resource, Fraction(0))
+                largest_pod = resource.startswith(GPU_TYPE_RESOURCE_PREFIX)
+                totals[resource] = max(earlier, value) if largest_pod else earlier + value
                 if str(quantity).strip().endswith("i"):
                     binary.add(resource)
         return {

@@ -61,6 +61,10 @@ class RunPodSettings:
     error_log_lines: int = 3
     """System log lines quoted as the message of a pod in ERROR (the API has no message field)."""
     catalog_ttl_seconds: float = 60.0
+    readiness_timeout_seconds: float = 2.0
+    """Of one readiness check through the proxy (see `readiness`)."""
+    readiness_interval_seconds: float = 2.0
+    """The least time between two readiness checks of a pod."""
     """How long a GPU catalog answer is reused for price checks."""
 
     def call_policy(self) -> CallPolicy:
@@ -94,6 +98,12 @@ def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:
         log_idle_seconds=values.seconds("log_idle_seconds", defaults.log_idle_seconds, positive=True),
         error_log_lines=values.integer("error_log_lines", defaults.error_log_lines, minimum=0),
         catalog_ttl_seconds=values.seconds("catalog_ttl_seconds", defaults.catalog_ttl_seconds),
+        readiness_timeout_seconds=values.seconds(
+            "readiness_timeout_seconds", defaults.readiness_timeout_seconds, positive=True
+        ),
+        readiness_interval_seconds=values.seconds(
+            "readiness_interval_seconds", defaults.readiness_interval_seconds
+        ),
     )
     try:
         settings.call_policy()

@@ -27,9 +27,9 @@ from vk_provider.errors import (
     InvalidPodError,
     NotFoundError,
     ProviderError,
-    ProviderUnavailableError,
     TemporaryProviderError,
 )
+from vk_provider.placement.capacity import gpu_type_capacity
 from vk_provider.provider import (
     Availability,
     GpuOffer,
@@ -47,8 +47,10 @@ from vk_provider.resilience import (
     ResilientCaller,
     default_status_error,
 )
+from vk_provider.resilience.health import probe_health
 from vk_providers.runpod.api import LogEvent, RunPodApi, RunPodGpuType, RunPodPod, server_sent_events
 from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings, parse_settings
+from vk_providers.runpod.readiness import ReadinessChecker
 from vk_providers.runpod.translate import (
     ENV_CONTAINER_NAME,
     Placement,
@@ -56,6 +58,7 @@ from vk_providers.runpod.translate import (
     is_gone,
     owner_uid,
     pod_state,
+    readiness_url,
     ref_of,
 )
 
@@ -146,6 +149,12 @@ class RunPodProvider:
         self._error_messages: dict[str, str] = {}
         """RunPod pod id -> the message read from its system log when it went into ERROR."""
         self._catalog: dict[tuple[int, str], tuple[float, list[RunPodGpuType]]] = {}
+        self._gpu_capacity: dict[str, str] = {}
+        self._readiness = ReadinessChecker(
+            timeout_seconds=self._settings.readiness_timeout_seconds,
+            min_interval_seconds=self._settings.readiness_interval_seconds,
+            clock=clock,
+        )
 
     def __repr__(self) -> str:
         source = self._keys.describe()
@@ -219,6 +228,7 @@ class RunPodProvider:
                 if await self._caller.call("delete_pod", functools.partial(self._api.delete_pod, pod_id)):
                     logger.info("pod %s: terminated RunPod pod %s", ref, pod_id)
                 self._error_messages.pop(pod_id, None)
+                self._readiness.forget(pod_id)
             self._ids.pop(ref.uid, None)
 
     async def get_pod_state(self, ref: PodRef) -> PodState | None:
@@ -226,9 +236,11 @@ class RunPodProvider:
         if pod is None:
             return None
         message = await self._error_message(pod) if pod.status == "ERROR" else None
-        return pod_state(
-            ref, pod, proxy_url_template=self._settings.proxy_url_template, error_message=message
-        )
+        template = self._settings.proxy_url_template
+        ready = True
+        if pod.status == "RUNNING" and (url := readiness_url(pod, template)) is not None:
+            ready = await self._readiness.check(pod.id, url)
+        return pod_state(ref, pod, proxy_url_template=template, error_message=message, ready=ready)
 
     async def list_pods(self) -> Sequence[PodState]:
         pods = await self._caller.call("list_pods", self._api.list_pods)
@@ -248,6 +260,8 @@ class RunPodProvider:
                     pod,
                     proxy_url_template=self._settings.proxy_url_template,
                     error_message=self._error_messages.get(pod.id),
+                    ready=readiness_url(pod, self._settings.proxy_url_template) is None
+                    or self._readiness.last(pod.id),
                 )
             )
         return states
@@ -255,36 +269,34 @@ class RunPodProvider:
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when RunPod refuses the key or account.
 
-        One failed probe does not make the provider unavailable: the breaker counts failures across all
-        calls and opens after enough of them in a row.
+        One failed probe does not make the provider unavailable (`vk_provider.resilience.health`).
         """
-        self.breaker.raise_if_open()
-        try:
-            await self._caller.call(
-                "health probe",
-                self._api.probe,
-                retry=False,
-                timeout_seconds=min(
-                    self._settings.health_timeout_seconds, self._settings.call_timeout_seconds
-                ),
-            )
-        except ProviderUnavailableError:
-            raise
-        except TemporaryProviderError as error:
-            status = self.breaker.status()
-            if not status.available:
-                raise ProviderUnavailableError(status.describe()) from None
-            logger.info("RunPod health probe failed (%s); %s", error, status.describe())
-        except ProviderError as error:
-            raise ProviderUnavailableError(str(error)) from None
+        await probe_health(
+            self._caller,
+            self.breaker,
+            self._api.probe,
+            provider="RunPod",
+            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+        )
 
     async def aclose(self) -> None:
+        await self._readiness.aclose()
         await self._api.aclose()
 
     # -- SupportsNodeCapacity, SupportsGpuCatalog ----------------------------------------------
 
     async def node_capacity(self) -> Mapping[str, str]:
-        return self._settings.capacity
+        """The configured capacity, plus GPUs per type from the catalog (`gpu.vk-provider.dev/<type>`).
+
+        When the catalog cannot be read, the last types read stay advertised (the failure is counted by
+        the breaker and logged): a node whose GPU types come and go with every API hiccup would make the
+        scheduler's view flap.
+        """
+        try:
+            self._gpu_capacity = gpu_type_capacity(await self.gpu_offers(gpu_count=1))
+        except ProviderError as error:
+            logger.info("RunPod's GPU catalog is unreadable (%s); advertising the last types read", error)
+        return {**self._settings.capacity, **self._gpu_capacity}
 
     async def gpu_offers(self, *, gpu_count: int = 1, clouds: Sequence[Cloud] = CLOUDS) -> Sequence[GpuOffer]:
         """RunPod's pod offers for `gpu_count` GPUs: one per GPU type and cloud that has it, with stock."""

@@ -12,12 +12,13 @@ States (RunPod's `PodStatus`):
 |--------------|---------|---------------------------------|-------------------------------------------|
 | PROVISIONING | Pending | waiting: Provisioning           |                                           |
 | STARTING     | Pending | waiting: ContainerCreating      |                                           |
-| RUNNING      | Running | running, ready, since startedAt |                                           |
+| RUNNING      | Running | running since startedAt; ready  |                                           |
 | EXITED       | Failed  | terminated: Exited              | Exited: no exit code is reported          |
 | ERROR        | Failed  | terminated: Error               | RunPodError: its system log's last lines  |
 | TERMINATED   | none: treated as gone, like a 404 |                                                     |
 | other        | Unknown | waiting: the status             | the status                                |
 
+A RUNNING container is ready when its HTTP readiness probe answers through the proxy (see `readiness`).
 RunPod reports no exit code; a stopped container is recorded with exit code 1 (`UNREPORTED_EXIT_CODE`),
 matching the Failed phase, and the message says so.
 """
@@ -41,6 +42,7 @@ from vk_provider.provider import (
 )
 from vk_providers.runpod.api import RunPodPod
 from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings
+from vk_providers.runpod.readiness import ENV_READINESS, ReadinessTarget, readiness_target
 
 ENV_POD_UID = "VK_PROVIDER_POD_UID"
 ENV_POD_NAMESPACE = "VK_PROVIDER_POD_NAMESPACE"
@@ -98,13 +100,17 @@ def create_request(pod: PodRequest, settings: RunPodSettings, node_name: str) ->
             ENV_CONTAINER_NAME: container.name,
         }
     )
+    ports = _http_ports(container)
+    readiness = readiness_target(container, ports)
+    if readiness is not None:
+        env[ENV_READINESS] = readiness.encode()
     body: dict[str, Any] = {
         "name": pod_name(settings, pod.ref.uid),
         "image": container.image,
         "gpu": {"id": placement.gpu_type, "count": placement.gpu_count},
         "cloud": placement.cloud,
         "env": env,
-        "ports": [f"{port}/http" for port in _http_ports(container)],
+        "ports": [f"{port}/http" for port in ports],
     }
     if container.args:
         body["args"] = shlex.join(container.args)
@@ -220,8 +226,22 @@ def traffic_address(pod: RunPodPod, template: str) -> str | None:
     return None if port is None else template.format(pod_id=pod.id, port=port)
 
 
-def pod_state(ref: PodRef, pod: RunPodPod, *, proxy_url_template: str, error_message: str | None) -> PodState:
-    """The state to report for `ref`, held by RunPod as `pod` (not TERMINATED)."""
+def readiness_url(pod: RunPodPod, template: str) -> str | None:
+    """Where to check the RUNNING pod's readiness (see `readiness`); None when it has no HTTP probe."""
+    target = ReadinessTarget.decode(pod.env.get(ENV_READINESS))
+    return None if target is None else template.format(pod_id=pod.id, port=target.port) + target.path
+
+
+def pod_state(
+    ref: PodRef,
+    pod: RunPodPod,
+    *,
+    proxy_url_template: str,
+    error_message: str | None,
+    ready: bool = True,
+) -> PodState:
+    """The state to report for `ref`, held by RunPod as `pod` (not TERMINATED); `ready` is the
+    readiness check's last answer, for a RUNNING pod."""
     container = pod.env.get(ENV_CONTAINER_NAME, "main")
     base = ContainerState(
         name=container, image=pod.image, state=ContainerStateKind.WAITING, container_id=f"runpod://{pod.id}"
@@ -245,7 +265,7 @@ def pod_state(ref: PodRef, pod: RunPodPod, *, proxy_url_template: str, error_mes
         return dataclasses.replace(state, containers=(waiting,))
     if pod.status == "RUNNING":
         running = dataclasses.replace(
-            base, state=ContainerStateKind.RUNNING, ready=True, started=True, started_at=pod.started_at
+            base, state=ContainerStateKind.RUNNING, ready=ready, started=True, started_at=pod.started_at
         )
         return dataclasses.replace(state, phase="Running", containers=(running,))
     if pod.status in ("EXITED", "ERROR"):

@@ -301,14 +301,22 @@ async def test_the_chain_is_available_while_any_member_is(tmp_path: Path) -> Non
     assert chain.unavailable == {}
 
 
-async def test_capacity_is_the_members_added_up(tmp_path: Path) -> None:
+async def test_capacity_is_the_members_added_up_and_gpus_per_type_their_largest_pod(tmp_path: Path) -> None:
     chain = make_chain(
         tmp_path,
         [
             {
                 "name": "home",
                 "provider": "mock",
-                "config": {"capacity": {"nvidia.com/gpu": "4", "memory": "64Gi", "cpu": "500m", "x": "oops"}},
+                "config": {
+                    "capacity": {
+                        "nvidia.com/gpu": "4",
+                        "memory": "64Gi",
+                        "cpu": "500m",
+                        "x": "oops",
+                        "gpu.vk-provider.dev/nvidia-l4": "2",
+                    }
+                },
             },
             {"name": "none", "provider": "scripted"},
             {
@@ -320,6 +328,7 @@ async def test_capacity_is_the_members_added_up(tmp_path: Path) -> None:
                         "memory": "32Gi",
                         "cpu": "1.5",
                         "gpu.example/h100": "8",
+                        "gpu.vk-provider.dev/nvidia-l4": "8",
                     }
                 },
             },
@@ -330,6 +339,7 @@ async def test_capacity_is_the_members_added_up(tmp_path: Path) -> None:
         "memory": "96Gi",
         "cpu": "2",
         "gpu.example/h100": "8",
+        "gpu.vk-provider.dev/nvidia-l4": "8",  # the largest pod of either member, not a sum
     }
 
 

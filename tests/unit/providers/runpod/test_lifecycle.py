@@ -349,10 +349,27 @@ async def test_no_capacity_is_temporary_with_runpods_words(
     await provider.create_pod(pod_request("fed"))
 
 
-async def test_node_capacity_is_the_configured_one(fake: FakeRunPod, tmp_path: Path) -> None:
-    provider = make_provider(fake, tmp_path, capacity={"nvidia.com/gpu": 8})
+async def test_node_capacity_is_the_configured_one_plus_gpus_per_type_in_stock(
+    fake: FakeRunPod, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    provider = make_provider(fake, tmp_path, clock=clock, capacity={"nvidia.com/gpu": 8})
     try:
-        assert await provider.node_capacity() == {"nvidia.com/gpu": "8"}
+        assert await provider.node_capacity() == {
+            "nvidia.com/gpu": "8",
+            "gpu.vk-provider.dev/nvidia-geforce-rtx-4090": "8",
+            "gpu.vk-provider.dev/nvidia-a100-80gb-pcie": "8",
+            "gpu.vk-provider.dev/nvidia-h100-80gb-hbm3": "8",
+        }
+        # Out of stock in the only cloud that has H100s: still listed, with nothing to give.
+        await fake.control.set_stock("NVIDIA H100 80GB HBM3", "SECURE", "NONE")
+        clock.advance(61)  # past the catalog's cache
+        capacity = await provider.node_capacity()
+        assert capacity["gpu.vk-provider.dev/nvidia-h100-80gb-hbm3"] == "0"
+        # The catalog unreadable: the last types read stay advertised.
+        await fake.control.fail(status=503, method="GET", path="/v2/catalog/gpus", times=None)
+        clock.advance(61)
+        assert await provider.node_capacity() == capacity
     finally:
         await provider.aclose()
 
