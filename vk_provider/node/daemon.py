@@ -18,6 +18,8 @@ from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
+from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.errors import ProviderError
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.metrics import DaemonMetrics
@@ -25,7 +27,7 @@ from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import serve_kubelet_api
 from vk_provider.node import nodeobject, plugins
 from vk_provider.node.keeper import NodeKeeper
-from vk_provider.node.pods import PodReconciler
+from vk_provider.node.pods import PodReconciler, retry_delay
 from vk_provider.node.queueing import KeyedQueue
 from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import PodLifecycle, ProviderContext, SupportsNodeCapacity, SupportsStatusPush
@@ -167,7 +169,7 @@ async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asynci
     group.create_task(daemon.keeper.run_status(), name="node status")
     group.create_task(daemon.keeper.run_health_checks(), name="provider health")
     await daemon.pods.synced.wait()
-    adopted = await daemon.reconciler.adopt()
+    adopted = await _adopt(daemon)
     logger.info(
         "pod cache synced: %d pods bound here, %d adopted from the provider",
         len(daemon.pods.objects),
@@ -181,6 +183,29 @@ async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asynci
     if ready is not None:
         ready.set()
     logger.info("node %s is ready (provider %s)", settings.node_name, settings.provider)
+
+
+async def _adopt(daemon: NodeDaemon) -> int:
+    """Adopt the provider's workloads, asking again with backoff while the provider fails to list them.
+
+    Workers must not start before adoption, but a provider that cannot answer for a moment at start-up
+    (a 5xx, a timeout, an open breaker) must not end the daemon: the node stays NotReady meanwhile.
+    """
+    settings = daemon.settings
+    failures = 0
+    while True:
+        try:
+            return await daemon.reconciler.adopt()
+        except ProviderError as error:
+            failures += 1
+            backoff = jittered_backoff_seconds(
+                failures,
+                initial_seconds=settings.retry_initial_seconds,
+                max_seconds=settings.retry_max_seconds,
+            )
+            delay = retry_delay(backoff, error)
+            logger.warning("listing the provider's pods to adopt failed (%s); again in %.1fs", error, delay)
+            await asyncio.sleep(delay)
 
 
 async def run_node(

@@ -23,7 +23,8 @@ Written from RunPod's published API reference (the OpenAPI 3.1 document of
 - **faults on demand** (`/_control`, no auth): a status (5xx, 429 with `Retry-After`, or any), a request
   that hangs until faults are cleared (a timeout), a dropped connection, a request carried out whose
   answer is lost; pods that vanish; pods forced into ERROR with a message (written to the pod's system
-  log, as RunPod's Pod has no message field).
+  log, as RunPod's Pod has no message field); and a seeded fraction of all requests failing at random, the
+  kinds mixed (`random_faults`). Each request's record names the fault it was served, if any.
 
 Everything is in one process: `FakeRunPod` is started in the test's event loop, `control` drives it
 over HTTP (the same API an out-of-process user would call; `python -m vk_provider.testing.runpod_server`
@@ -55,6 +56,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from vk_provider.testing.random_faults import RANDOM_KINDS, RandomFaults
 from vk_provider.testing.runpod_schema import validate_create_pod, validate_update_pod
 
 logger = logging.getLogger(__name__)
@@ -179,6 +181,8 @@ class RecordedRequest:
     body: Any = None
     status: int | None = None
     """None while the request is being answered (or hangs)."""
+    fault: str | None = None
+    """The kind of fault injected into this request (a `random_faults` kind for random ones), if any."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -194,6 +198,10 @@ class _Fault:
     detail: str
     retry_after: str | None
     remaining: int | None
+    hang_seconds: float | None = None
+    """For a timeout: answer 504 after this long rather than when released. For a lost answer: hold
+    the answer back this long rather than drop the connection."""
+    random_kind: str | None = None
 
     def matches(self, request: web.Request) -> bool:
         return (
@@ -255,6 +263,25 @@ def _title(status: int) -> str:
         return "Error"
 
 
+def _random_fault(plan: RandomFaults, request: web.Request) -> _Fault | None:
+    """The random plan's draw for this request as a fault to serve (matching scripted ones come first)."""
+    drawn = plan.draw(request.method, request.path)
+    if drawn is None:
+        return None
+    return _Fault(
+        id=0,
+        kind=drawn.kind,
+        method="*",
+        path=re.compile(""),
+        status=drawn.status,
+        detail=drawn.detail,
+        retry_after=drawn.retry_after,
+        remaining=None,
+        hang_seconds=drawn.hang_seconds,
+        random_kind=drawn.random_kind,
+    )
+
+
 class FakeRunPod:
     """The fake API and proxy front, on ephemeral local ports. Use as `async with FakeRunPod() as fake`."""
 
@@ -282,6 +309,7 @@ class FakeRunPod:
         self._pods: dict[str, _Pod] = {}
         self._faults: list[_Fault] = []
         self._fault_ids = 0
+        self._random_faults: RandomFaults | None = None
         self._release = asyncio.Event()
         self._stock: dict[tuple[str, str], str] = {}
         self.requests: list[RecordedRequest] = []
@@ -311,6 +339,8 @@ class FakeRunPod:
         api.router.add_route("*", f"{API_PREFIX}/{{tail:.*}}", self._no_route)
         api.router.add_post(f"{CONTROL_PREFIX}/faults", self._control_add_fault)
         api.router.add_delete(f"{CONTROL_PREFIX}/faults", self._control_clear_faults)
+        api.router.add_post(f"{CONTROL_PREFIX}/random-faults", self._control_random_faults)
+        api.router.add_get(f"{CONTROL_PREFIX}/random-faults", self._control_random_fault_stats)
         api.router.add_get(f"{CONTROL_PREFIX}/requests", self._control_requests)
         api.router.add_delete(f"{CONTROL_PREFIX}/requests", self._control_forget_requests)
         api.router.add_get(f"{CONTROL_PREFIX}/pods", self._control_pods)
@@ -395,6 +425,8 @@ class FakeRunPod:
         )
         self.requests.append(record)
         fault = self._take_fault(request)
+        if fault is not None:
+            record.fault = fault.random_kind or fault.kind
         response = (
             None if fault is None or fault.kind == "lose_answer" else await self._faulted(request, fault)
         )
@@ -404,7 +436,9 @@ class FakeRunPod:
         if response is None:
             response = await handler(request)
         record.status = response.status
-        if fault is not None and fault.kind == "lose_answer" and request.transport is not None:
+        if fault is not None and fault.kind == "lose_answer" and fault.hang_seconds is not None:
+            await asyncio.sleep(fault.hang_seconds)  # done, but the answer comes after the client gave up
+        elif fault is not None and fault.kind == "lose_answer" and request.transport is not None:
             request.transport.abort()  # done, but the client never hears of it
         return response
 
@@ -424,11 +458,15 @@ class FakeRunPod:
         fault = next((fault for fault in self._faults if fault.matches(request)), None)
         if fault is not None and fault.remaining is not None:
             fault.remaining -= 1
+        if fault is None and self._random_faults is not None:
+            fault = _random_fault(self._random_faults, request)
         return fault
 
     async def _faulted(self, request: web.Request, fault: _Fault) -> web.StreamResponse:
         if fault.kind == "timeout":
-            await self._release.wait()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(fault.hang_seconds):  # None: until released
+                    await self._release.wait()
             return _problem(504, "released after an injected hang")
         if fault.kind == "disconnect":
             if request.transport is not None:
@@ -847,8 +885,23 @@ class FakeRunPod:
 
     async def _control_clear_faults(self, request: web.Request) -> web.Response:
         self._faults.clear()
+        if self._random_faults is not None:
+            self._random_faults.active = False  # its counts stay readable
         self._release.set()
         return web.json_response({})
+
+    async def _control_random_faults(self, request: web.Request) -> web.Response:
+        try:
+            plan = RandomFaults.from_json(await request.json())
+        except (KeyError, TypeError, ValueError) as error:
+            return web.json_response({"error": f"bad random fault plan: {error}"}, status=400)
+        if self._release.is_set():
+            self._release = asyncio.Event()
+        self._random_faults = plan
+        return web.json_response(plan.stats())
+
+    async def _control_random_fault_stats(self, request: web.Request) -> web.Response:
+        return web.json_response(None if self._random_faults is None else self._random_faults.stats())
 
     async def _control_requests(self, request: web.Request) -> web.Response:
         return web.json_response([record.to_json() for record in self.requests])
@@ -1036,8 +1089,38 @@ class FakeRunPodControl:
         return int((await self._send("POST", "/faults", spec))["id"])
 
     async def clear_faults(self) -> None:
-        """Remove every fault and release every hanging request."""
+        """Remove every fault, stop random faults, and release every hanging request."""
         await self._send("DELETE", "/faults")
+
+    async def fail_randomly(
+        self,
+        fraction: float,
+        *,
+        seed: int,
+        kinds: Sequence[str] = RANDOM_KINDS,
+        hang_seconds: float = 1.5,
+        retry_after_seconds: float = 1.0,
+        method: str = "*",
+        path: str = ".*",
+    ) -> dict[str, Any]:
+        """Fail this fraction of the matching API requests at random, the kinds mixed (see
+        `random_faults`), until `clear_faults`; replaces an earlier plan. Returns its `random_fault_stats`."""
+        spec = {
+            "fraction": fraction,
+            "seed": seed,
+            "kinds": list(kinds),
+            "hang_seconds": hang_seconds,
+            "retry_after_seconds": retry_after_seconds,
+            "method": method,
+            "path": path,
+        }
+        result: dict[str, Any] = await self._send("POST", "/random-faults", spec)
+        return result
+
+    async def random_fault_stats(self) -> dict[str, Any] | None:
+        """The seed, the draws made and the faults injected by kind; None if never asked for."""
+        result: dict[str, Any] | None = await self._send("GET", "/random-faults")
+        return result
 
     async def requests(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = await self._send("GET", "/requests")
