@@ -1,10 +1,13 @@
 """Everything a migration test needs, on the real control plane: two nodes, a service, router, controller.
 
 - a home node: the `local` provider, no taint, labelled as this test's home GPU node;
-- an away node: the `local` provider too (standing in for an external GPU provider), with the virtual
-  node taint and this test's away label;
+- an away node: the `local` provider too (standing in for an external GPU provider), or the `runpod`
+  provider against a `FakeRunPod` (see `runpod_away`), with the virtual node taint and this test's away
+  label;
 - the example inference service (`vk_provider.demo.tokens`) as a Deployment + Service on the home node,
-  each replica answering `X-Served-By: <node>/<pod>` so the load generator can tell the sides apart;
+  each replica answering `X-Served-By: <node>/<pod>` so the load generator can tell the sides apart. Its
+  container sets `args` only, the image's entrypoint doing the rest, as RunPod requires (it cannot
+  override an entrypoint); the `local` nodes are told that entrypoint (`image_entrypoints`);
 - an Offload routing Host `chat.test` to it, the router and the controller as real subprocesses.
 
 Each node gets a random /24 of the dev pod network (198.19.0.0/16, routed to this host, because the
@@ -30,15 +33,20 @@ from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess, NodeDaemon
 from tests.integration.identities import service_account_kubeconfig
+from tests.integration.runpod_away import TOKEN_DELAY_SECONDS, runpod_provider_config
 from tests.integration.waiting import wait_for
 from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.devcluster import cluster, podnetwork
 from vk_provider.devcluster.ports import PortPicker
+from vk_provider.testing.runpod_server import FakeRunPod
 
 SYSTEM_NAMESPACE = "vk-provider-system"
 HOST = "chat.test"
 NAME = "chat"
 API = "/apis/offload.vk-provider.dev/v1alpha1"
+TOKENS_IMAGE = "vk-provider/tokens"
+TOKENS_ENTRYPOINT = [sys.executable, "-m", "vk_provider.demo.tokens"]
+"""What the tokens image would run: `local` nodes run it for containers of that image (no command)."""
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 
@@ -55,10 +63,7 @@ def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[st
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
-    command = [
-        sys.executable,
-        "-m",
-        "vk_provider.demo.tokens",
+    args = [
         "--host",
         "$(POD_IP)",
         "--port",
@@ -66,7 +71,7 @@ def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[st
         "--name",
         "$(NODE_NAME)/$(POD_NAME)",
         "--token-delay",
-        "0.005",
+        str(TOKEN_DELAY_SECONDS),
         "--fail-file",
         f"{fail_dir}/$(NODE_NAME).fail",
     ]
@@ -78,8 +83,8 @@ def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[st
             "containers": [
                 {
                     "name": "server",
-                    "image": "vk-provider/tokens",  # informational: the local provider runs the command
-                    "command": command,
+                    "image": TOKENS_IMAGE,
+                    "args": args,
                     "env": env,
                     "ports": [{"name": "http", "containerPort": 8080}],
                     "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
@@ -169,27 +174,37 @@ async def build_rig(
     folder: Path,
     strategy: dict[str, Any],
     home_replicas: int = 2,
+    runpod: FakeRunPod | None = None,
 ) -> Rig:
-    """Start the nodes, the service, the Offload, the router and the controller; wait until all are up."""
+    """Start the nodes, the service, the Offload, the router and the controller; wait until all are up.
+
+    With `runpod`, the away node is a `runpod` node whose RunPod is that (started) fake.
+    """
     podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
     home_label = {"vk-provider.dev/role": f"home-{tag}"}
     away_label = {"vk-provider.dev/role": f"away-{tag}"}
-    fast = {"restart_backoff_initial_seconds": 0.5, "restart_backoff_max_seconds": 2}
+
+    def local_config() -> dict[str, Any]:  # a fresh address range per node
+        return {
+            "restart_backoff_initial_seconds": 0.5,
+            "restart_backoff_max_seconds": 2,
+            "address_range": pod_range(),
+            "image_entrypoints": {TOKENS_IMAGE: TOKENS_ENTRYPOINT},
+        }
+
+    away_provider, away_config = ("local", local_config())
+    if runpod is not None:
+        away_provider, away_config = ("runpod", runpod_provider_config(runpod, folder / "runpod"))
     home, away = await asyncio.gather(
         start_node(
             "local",
             node_name=f"home-{tag}",
             no_taint=True,
             labels=home_label,
-            provider_config={**fast, "address_range": pod_range()},
+            provider_config=local_config(),
         ),
-        start_node(
-            "local",
-            node_name=f"away-{tag}",
-            labels=away_label,
-            provider_config={**fast, "address_range": pod_range()},
-        ),
+        start_node(away_provider, node_name=f"away-{tag}", labels=away_label, provider_config=away_config),
     )
     api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
     try:

@@ -13,7 +13,9 @@ Settings (the provider's section of the node configuration):
 - `capacity`: resources to advertise, e.g. {"nvidia.com/gpu": "8"};
 - `inherited_env` (PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, USER, LOGNAME): daemon variables passed on to
   containers that do not set them;
-- `unhealthy_marker_file`: while this file exists the health check fails (to test provider outages).
+- `unhealthy_marker_file`: while this file exists the health check fails (to test provider outages);
+- `image_entrypoints`: image name -> argv standing in for its ENTRYPOINT, run (with `args`) by a
+  container of that image that sets no `command` (like pods meant for RunPod, which takes `args` only).
 
 This module stays light on purpose: `python -m vk_providers.local.monitor` imports it before the
 monitor, at every container start, so the provider itself is imported only when it is created.

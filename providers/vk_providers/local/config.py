@@ -34,6 +34,10 @@ class LocalSettings:
     unhealthy_marker_file: Path | None = None
     capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     inherited_env: tuple[str, ...] = DEFAULT_INHERITED_ENV
+    image_entrypoints: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """Image -> the argv its ENTRYPOINT would run: what a container of that image without `command`
+    runs (followed by its `args`). A host has no images to read entrypoints from, yet pods meant for
+    providers that only take `args` (RunPod) must run here too, e.g. on a home node they migrate from."""
 
 
 def parse_settings(config: Mapping[str, Any]) -> LocalSettings:
@@ -57,6 +61,7 @@ def parse_settings(config: Mapping[str, Any]) -> LocalSettings:
         unhealthy_marker_file=_optional_path(config.get("unhealthy_marker_file")),
         capacity=_capacity(config.get("capacity", {})),
         inherited_env=_names(config.get("inherited_env", defaults.inherited_env)),
+        image_entrypoints=_entrypoints(config.get("image_entrypoints", {})),
     )
 
 
@@ -107,6 +112,22 @@ def _capacity(value: Any) -> dict[str, str]:
             f"local provider: capacity must be a mapping like {{'nvidia.com/gpu': '8'}}, not {value!r}"
         )
     return {str(name): str(quantity) for name, quantity in value.items()}
+
+
+def _entrypoints(value: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(image, str)
+        and image
+        and isinstance(argv, list | tuple)
+        and argv
+        and all(isinstance(word, str) for word in argv)
+        for image, argv in value.items()
+    ):
+        raise ValueError(
+            "local provider: image_entrypoints must map image names to non-empty argv lists, "
+            f"like {{'vk-provider/tokens': ['python', '-m', 'vk_provider.demo.tokens']}}, not {value!r}"
+        )
+    return {image: tuple(argv) for image, argv in value.items()}
 
 
 def _names(value: Any) -> tuple[str, ...]:

@@ -90,7 +90,9 @@ class PodRuntime:
         env = container_environment(spec, pod_ip=self.pod_ip, pod_name=self.ref.name, inherited=inherited_env)
         # Without an image there is no WORKDIR to default to; a scratch folder per pod plays its part.
         working_dir = spec.working_dir or str(self.directory / "work")
-        launch = Launch(argv=(*spec.command, *spec.args), env=env, working_dir=working_dir)
+        # No command: the image's entrypoint, as a container runtime would run it (see image_entrypoints).
+        entrypoint = spec.command or self.settings.image_entrypoints.get(spec.image, ())
+        launch = Launch(argv=(*entrypoint, *spec.args), env=env, working_dir=working_dir)
         return ContainerRuntime(
             spec,
             launch,

@@ -123,7 +123,7 @@ class LocalProvider:
         uid = pod.ref.uid
         if uid in self._pods:
             return
-        _validate(pod)
+        _validate(pod, self._settings.image_entrypoints)
         pod_ip = self._addresses.reserve(uid)
         runtime = PodRuntime(
             pod,
@@ -316,7 +316,7 @@ class LocalProvider:
         self._note_change(uid)
 
 
-def _validate(pod: PodRequest) -> None:
+def _validate(pod: PodRequest, image_entrypoints: Mapping[str, object]) -> None:
     if not _UID.fullmatch(pod.ref.uid):
         raise InvalidPodError(f"pod UID {pod.ref.uid!r} is not a UID")
     if pod.restart_policy not in RESTART_POLICIES:
@@ -331,10 +331,10 @@ def _validate(pod: PodRequest) -> None:
         if spec.name in seen:
             raise InvalidPodError(f"container name {spec.name!r} is used twice")
         seen.add(spec.name)
-        if not spec.command:
+        if not spec.command and spec.image not in image_entrypoints:
             raise InvalidPodError(
                 f"container {spec.name!r} has no command: the local provider runs `command` + `args` as a "
-                "process on this host, and has no image entrypoint to fall back on"
+                f"process on this host, and image_entrypoints names no entrypoint for {spec.image!r}"
             )
 
 

@@ -50,6 +50,8 @@ def test_127_0_0_1_is_never_handed_out(tmp_path: Path) -> None:
         {"address_range": "not a network"},
         {"restart_backoff_initial_seconds": -1},
         {"capacity": ["nvidia.com/gpu"]},
+        {"image_entrypoints": {"tokens": "python -m tokens"}},  # a string, not an argv list
+        {"image_entrypoints": {"tokens": []}},
     ],
 )
 def test_wrong_settings_are_refused_with_the_key_named(config: dict[str, object]) -> None:

@@ -204,6 +204,16 @@ async def test_a_container_without_a_command_is_rejected(tmp_path: Path) -> None
         assert await provider.get_pod_state(request.ref) is None
 
 
+async def test_a_container_without_a_command_runs_its_images_configured_entrypoint(tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    script = f"echo entrypoint ran >> {trace}; {SLEEP_FOREVER}"
+    request = pod("i2", ContainerSpec(name="main", image="tracer", args=(script,)))
+    async with local_provider(tmp_path, image_entrypoints={"tracer": ["sh", "-c"]}) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, is_running())
+        await wait_until(lambda: trace.exists() and "entrypoint ran" in trace.read_text(), what="the trace")
+
+
 async def test_init_containers_run_in_order_before_the_containers(tmp_path: Path) -> None:
     trace = tmp_path / "trace"
     request = pod(
