@@ -33,7 +33,8 @@ from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess, NodeDaemon
 from tests.integration.identities import service_account_kubeconfig
-from tests.integration.runpod_away import TOKEN_DELAY_SECONDS, runpod_provider_config
+from tests.integration.runpod_away import TOKEN_DELAY_SECONDS
+from tests.integration.runpod_fleet import runpod_config
 from tests.integration.waiting import wait_for
 from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.devcluster import cluster, podnetwork
@@ -195,7 +196,7 @@ async def build_rig(
 
     away_provider, away_config = ("local", local_config())
     if runpod is not None:
-        away_provider, away_config = ("runpod", runpod_provider_config(runpod, folder / "runpod"))
+        away_provider, away_config = ("runpod", runpod_config(runpod, folder / "runpod"))
     home, away = await asyncio.gather(
         start_node(
             "local",

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from kubernetes_asyncio import client
 
 LEASE_DURATION_SECONDS = 40
+TOLERATE_ALL = [{"operator": "Exists"}]
+"""A toleration of every taint: pods placed on a virtual node directly, whatever its taints."""
 RENEW_INTERVAL_SECONDS = 5.0
 
 

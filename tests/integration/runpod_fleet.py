@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from tests.integration.daemons import NodeDaemon
-from tests.integration.test_virtual_node import TOLERATE_ALL
+from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
 from vk_provider.testing.runpod_server import FakeRunPod
 from vk_providers.runpod.translate import ENV_POD_UID

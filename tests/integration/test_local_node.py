@@ -12,7 +12,8 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from tests.integration.daemons import NodeDaemon
-from tests.integration.test_virtual_node import TOLERATE_ALL, deployment
+from tests.integration.nodes import TOLERATE_ALL
+from tests.integration.test_virtual_node import deployment
 from tests.integration.waiting import wait_for
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]

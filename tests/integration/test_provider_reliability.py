@@ -38,6 +38,7 @@ from tests.integration.runpod_fleet import (
 from tests.integration.test_virtual_node import events_of
 from tests.integration.waiting import wait_for
 from vk_provider.placement import CHOSEN_ANNOTATION, GPU_TYPES_ANNOTATION, PLACED_EVENT_REASON
+from vk_provider.placement.capacity import gpu_type_resource
 from vk_provider.testing.random_faults import RANDOM_KINDS
 from vk_provider.testing.runpod_server import FakeGpuType, FakeRunPod
 
@@ -373,3 +374,7 @@ async def test_a_capacity_refusal_at_the_cheaper_runpod_moves_the_pod_to_the_nex
     assert message.startswith("placed on backup: 1 x NVIDIA GeForce RTX 4090 (SECURE)")
     assert f"${BACKUP_PRICE:.2f}/h" in message
     print(f"{refusal}: {chosen}; event: {message}")
+
+    # The node advertises the GPU type its members have: the largest pod of it that either can take.
+    node = await core.read_node(daemon.node_name)
+    assert node.status.capacity[gpu_type_resource(GPU)] == "8", node.status.capacity

@@ -11,12 +11,12 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import NODE_MONITOR_GRACE_PERIOD_SECONDS
 from tests.integration.daemons import NodeDaemon
+from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
 from vk_provider.devcluster import cluster
 from vk_provider.devcluster.ports import PortPicker
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
-TOLERATE_ALL = [{"operator": "Exists"}]
 
 
 def deployment(name: str, node: str, *, replicas: int = 2, **container: Any) -> dict[str, Any]:
