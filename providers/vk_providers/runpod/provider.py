@@ -243,14 +243,25 @@ class RunPodProvider:
         return pod_state(ref, pod, proxy_url_template=template, error_message=message, ready=ready)
 
     async def list_pods(self) -> Sequence[PodState]:
+        """The node's pods at RunPod, one per pod UID; a UID's extra RunPod pods are terminated here.
+
+        RunPod's create has no idempotency key: a create that timed out here but went through there
+        late makes a second RunPod pod, which nothing else would see until the pod is deleted (and it
+        costs money meanwhile). The listing the node's orphan sweep runs is where it shows up.
+        """
         pods = await self._caller.call("list_pods", self._api.list_pods)
-        chosen: dict[str, RunPodPod] = {}
+        by_uid: dict[str, list[RunPodPod]] = {}
         for pod in pods:
             uid = owner_uid(pod, self.node_name)
-            if uid is None or is_gone(pod):
-                continue
-            if uid not in chosen or _preference(pod) < _preference(chosen[uid]):
-                chosen[uid] = pod
+            if uid is not None and not is_gone(pod):
+                by_uid.setdefault(uid, []).append(pod)
+        chosen: dict[str, RunPodPod] = {}
+        for uid, held in by_uid.items():
+            held.sort(key=_preference)
+            chosen[uid] = held[0]
+            if len(held) > 1:
+                async with self._lock(uid):  # not while a create of this UID is looking
+                    await self._terminate_duplicates(uid, held)
         states = []
         for uid, pod in chosen.items():
             self._ids[uid] = pod.id

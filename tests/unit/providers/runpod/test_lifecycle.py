@@ -189,8 +189,28 @@ async def test_duplicate_runpod_pods_of_one_uid_are_reduced_to_one(
     ):
         assert response.status == 201
     assert len(await runpod_pods_of(fake, request.ref.uid)) == 2
-    assert [state.ref for state in await provider.list_pods()] == [request.ref]  # one state per pod
     await provider.create_pod(request)  # keeps the one furthest along, terminates the other
+    assert [pod["id"] for pod in await runpod_pods_of(fake, request.ref.uid)] == [original["id"]]
+
+
+async def test_listing_terminates_a_duplicate_made_by_a_create_that_went_through_late(
+    fake: FakeRunPod, provider: RunPodProvider
+) -> None:
+    request = pod_request("late")
+    await provider.create_pod(request)
+    await wait_running(provider, request.ref)
+    original = await runpod_pod_of(fake, request.ref.uid)
+    body = (await requests_to(fake, "POST"))[0]["body"]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{fake.api_url}/pods", json=body, headers={"Authorization": f"Bearer {fake.api_key}"}
+        ) as response,
+    ):
+        assert response.status == 201
+    assert len(await runpod_pods_of(fake, request.ref.uid)) == 2
+    states = await provider.list_pods()  # what the node's orphan sweep calls
+    assert [state.ref for state in states] == [request.ref]
     assert [pod["id"] for pod in await runpod_pods_of(fake, request.ref.uid)] == [original["id"]]
 
 
