@@ -83,6 +83,14 @@ class RouterMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._disconnects = Counter(
+            "client_disconnects",
+            "Responses cut short because the client went away while they were relayed (a cancelled "
+            "generation, a closed tab). Not errors of the side: nothing failed there.",
+            ["namespace", "name", "side"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         self._unmatched = Counter(
             "unmatched",
             "Requests answered 404 because no route matched their host and path.",
@@ -108,6 +116,9 @@ class RouterMetrics:
 
     def rejected(self, namespace: str, name: str, side: Side, reason: str) -> None:
         self._rejected.labels(namespace, name, side, reason).inc()
+
+    def client_disconnected(self, namespace: str, name: str, side: Side) -> None:
+        self._disconnects.labels(namespace, name, side).inc()
 
     def unmatched(self) -> None:
         self._unmatched.inc()

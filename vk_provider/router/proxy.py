@@ -315,10 +315,10 @@ class Router:
     ) -> web.StreamResponse:
         """Stream the upstream response to the client; close the upstream unless it ended cleanly."""
         finished = False
+        response = web.StreamResponse(
+            status=upstream.status, reason=upstream.reason, headers=_end_to_end(upstream.headers)
+        )
         try:
-            response = web.StreamResponse(
-                status=upstream.status, reason=upstream.reason, headers=_end_to_end(upstream.headers)
-            )
             await response.prepare(request)
             while True:
                 try:
@@ -336,6 +336,17 @@ class Router:
                 await response.write(chunk)  # each chunk goes out as it arrives: SSE tokens flow
             await response.write_eof()
             finished = True
+            return response
+        except (ConnectionError, asyncio.CancelledError) as gone:
+            # The client left (a closed tab, a cancelled generation): aiohttp cancels the handler,
+            # or, when the client leaves just as the answer starts, the write fails. Nothing failed
+            # on our side, so it is not an error a gate should count, nor worth more than a debug
+            # line; let through, the write failure would be logged as an unhandled error with a
+            # traceback, once per request.
+            self.metrics.client_disconnected(route.namespace, route.name, side)
+            logger.debug("client of %s left mid-response", route.key)
+            if isinstance(gone, asyncio.CancelledError):
+                raise
             return response
         finally:
             if finished:

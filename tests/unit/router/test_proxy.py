@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import aiohttp
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
@@ -333,6 +335,42 @@ async def test_a_client_that_disconnects_cancels_the_upstream_request() -> None:
         async with asyncio.timeout(5):
             await cancelled.wait()
         await until(lambda: llm.in_flight == 0)
+
+
+async def test_a_client_leaving_mid_stream_is_counted_not_logged_as_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for _ in range(5000):  # a long generation, token after token
+            await response.write(b"data: token\n\n")
+            await asyncio.sleep(0.005)
+        return response
+
+    async with backends("llm", handler=endless) as (llm,):
+        router = Router(table(route(home=(llm.endpoint(),))))
+        async with router_client(router) as client:
+            response = await client.get("/stream")
+            await response.content.readany()
+            response.close()  # the user cancels the generation
+
+            def disconnects() -> float:
+                sample = router.metrics.registry.get_sample_value(
+                    "vk_provider_router_client_disconnects_total",
+                    {"namespace": "ml", "name": "web", "side": "home"},
+                )
+                return sample or 0.0
+
+            await until(lambda: disconnects() == 1, within=10)
+            await until(lambda: llm.in_flight == 0, within=10)  # the upstream was let go too
+    errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert not errors, [record.getMessage() for record in errors]
+    errors_total = router.metrics.registry.get_sample_value(
+        "vk_provider_router_errors_total",
+        {"namespace": "ml", "name": "web", "side": "home", "reason": "upstream_broken"},
+    )
+    assert not errors_total
 
 
 async def test_headers_are_forwarded_without_hop_by_hop_ones() -> None:
