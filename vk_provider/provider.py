@@ -132,8 +132,8 @@ class VolumeFile:
 
     path: str
     """Relative to the volume's root; may contain `/` (an item's path such as `conf/app.yaml`)."""
-    content: bytes
-    mode: int
+    content: bytes = dataclasses.field(repr=False)  # Secret contents must not reach a log by accident
+    mode: int = 0o644
     """Permission bits: the item's `mode`, else the volume's `defaultMode`, else 0o644 (the API default)."""
 
 

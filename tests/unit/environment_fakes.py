@@ -20,11 +20,21 @@ class FakeReader:
     config_maps: dict[tuple[str, str], dict[str, str]] = dataclasses.field(default_factory=dict)
     secrets: dict[tuple[str, str], dict[str, bytes]] = dataclasses.field(default_factory=dict)
     services_by_namespace: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    binary_data: dict[tuple[str, str], dict[str, bytes]] = dataclasses.field(default_factory=dict)
+    """ConfigMaps' binaryData, beside their `config_maps` data (a ConfigMap may have only this)."""
     reads: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 
     async def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
         self.reads.append(("configmap", namespace, name))
         return self.config_maps.get((namespace, name))
+
+    async def config_map_files(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        self.reads.append(("configmap", namespace, name))
+        key = (namespace, name)
+        if key not in self.config_maps and key not in self.binary_data:
+            return None
+        text = {item: value.encode() for item, value in self.config_maps.get(key, {}).items()}
+        return {**text, **self.binary_data.get(key, {})}
 
     async def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
         self.reads.append(("secret", namespace, name))

@@ -173,5 +173,6 @@ def test_the_package_exports_the_public_api() -> None:
         "expand",
         "parse_quantity",
         "resolve_container_environment",
+        "resolve_volume_files",
     }
     assert issubclass(environment.InvalidEnvironmentError, ValueError)

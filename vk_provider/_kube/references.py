@@ -1,4 +1,4 @@
-"""Read the ConfigMaps, Secrets and Services a pod's environment refers to.
+"""Read the ConfigMaps, Secrets and Services a pod's environment and volumes refer to.
 
 ConfigMaps and Secrets are read on demand (a node may only read those its pods use, under the Node
 authorizer); Services come from a cluster-wide watch, because service links need every Service of a
@@ -21,25 +21,38 @@ class ApiReferenceReader:
         self._services = services
 
     async def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        try:
-            obj = await self._api.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
-        except KubeApiError as error:
-            if error.not_found:
-                return None
-            raise
+        obj = await self._get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        if obj is None:
+            return None
         data: dict[str, str] = dict(obj.get("data") or {})
         for key, value in (obj.get("binaryData") or {}).items():
             data.setdefault(key, base64.b64decode(value).decode(errors="replace"))
         return data
 
+    async def config_map_files(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        obj = await self._get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        if obj is None:
+            return None
+        files = {key: value.encode() for key, value in (obj.get("data") or {}).items()}
+        for key, value in (obj.get("binaryData") or {}).items():
+            files.setdefault(key, base64.b64decode(value))
+        return files
+
     async def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        obj = await self._get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        if obj is None:
+            return None
+        return {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}
+
+    async def _get(self, path: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist; other failures propagate."""
         try:
-            obj = await self._api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+            obj: dict[str, Any] = await self._api.get(path)
         except KubeApiError as error:
             if error.not_found:
                 return None
             raise
-        return {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}
+        return obj
 
     async def services(self, namespace: str) -> Sequence[Mapping[str, Any]]:
         await self._services.synced.wait()

@@ -10,6 +10,9 @@ with the kubelet's precedence, defaults, rounding, event reasons and `$(VAR)` ex
 - `valueFrom`: ConfigMap and Secret keys (`references`), pod fields (`field_refs`), container
   resources (`resource_refs`, with the quantity arithmetic in `quantity`).
 
+The same reader gives the files of ConfigMap, Secret and projected volumes (`volumes`), with the
+kubelet's `FailedMount` event for a mandatory object or key that is missing.
+
 Boundaries: API objects come only through the caller's `ReferenceReader`; events are returned, not
 recorded; nothing is logged, so Secret values cannot leak through here. The pod is trusted to have
 passed API validation, so only what the kubelet itself checks is checked again. `fileKeyRef`
@@ -31,6 +34,7 @@ from vk_provider.environment.model import (
 )
 from vk_provider.environment.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.environment.resolve import resolve_container_environment
+from vk_provider.environment.volumes import resolve_volume_files
 
 __all__ = [
     "EnvironmentEvent",
@@ -42,4 +46,5 @@ __all__ = [
     "expand",
     "parse_quantity",
     "resolve_container_environment",
+    "resolve_volume_files",
 ]

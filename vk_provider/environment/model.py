@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol
 
 
 class ReferenceReader(Protocol):
-    """The API objects a container's environment may refer to, all in the pod's namespace.
+    """The API objects a container's environment and volumes may refer to, all in the pod's namespace.
 
     `None` means the object does not exist; any other failure (API down, forbidden) is raised and
     propagates unchanged, because only "not found" may be excused by `optional: true`. Every
@@ -18,6 +18,13 @@ class ReferenceReader(Protocol):
 
     async def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
         """The ConfigMap's `data`."""
+        ...
+
+    async def config_map_files(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        """The ConfigMap as a volume's files: `data` encoded as UTF-8 and `binaryData` as it is.
+
+        Apart from `config_map` because `binaryData` is bytes, which a variable cannot hold exactly.
+        """
         ...
 
     async def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:

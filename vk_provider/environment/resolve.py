@@ -26,7 +26,7 @@ from vk_provider.environment.resource_refs import resource_field_value
 from vk_provider.environment.service_links import service_link_variables
 
 # Where a namespace-less pod (hand-written, never from the API) lives, as kubectl would put it.
-_DEFAULT_NAMESPACE = "default"
+DEFAULT_NAMESPACE = "default"
 
 
 async def resolve_container_environment(
@@ -49,7 +49,7 @@ async def resolve_container_environment(
     `InvalidEnvironmentError` for a selector that cannot be evaluated or a source it does not know.
     """
     metadata = pod.get("metadata") or {}
-    namespace = str(metadata.get("namespace") or _DEFAULT_NAMESPACE)
+    namespace = str(metadata.get("namespace") or DEFAULT_NAMESPACE)
     lookup = ReferenceLookup(reader, namespace, str(container.get("name") or ""))
     # enableServiceLinks defaults to true; only an explicit false turns the links off.
     links_enabled = (pod.get("spec") or {}).get("enableServiceLinks") is not False

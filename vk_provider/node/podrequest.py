@@ -2,8 +2,8 @@
 
 The provider never sees the raw API object's variable references: envFrom, ConfigMap and Secret keys,
 `$(VAR)` expansion, service links and the downward API are resolved here, with the kubelet's event
-reasons for what is missing. A mandatory reference that is missing stops the pod before the provider
-is called.
+reasons for what is missing. So are the files of ConfigMap, Secret and projected volumes
+(`volume_files`). A mandatory reference that is missing stops the pod before the provider is called.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from vk_provider.environment import (
     ReferenceReader,
     expand,
     resolve_container_environment,
+    resolve_volume_files,
 )
 from vk_provider.provider import (
     ContainerPort,
@@ -135,7 +136,8 @@ async def build_pod_request(
 ) -> tuple[PodRequest, list[EnvironmentEvent]]:
     """The request plus the environment events to record (optional references that were missing).
 
-    Raises MandatoryReferenceError (nothing may be created) or a ValueError for a spec we cannot run.
+    Raises MandatoryReferenceError (nothing may be created: a missing reference of the environment or
+    of a volume) or a ValueError for a spec we cannot run.
     """
     spec = pod["spec"]
     events: list[EnvironmentEvent] = []
@@ -153,6 +155,9 @@ async def build_pod_request(
 
     containers = [await convert(container) for container in spec.get("containers", [])]
     init_containers = [await convert(container) for container in spec.get("initContainers", [])]
+    # After the environment, as the kubelet mounts volumes before it makes containers; a missing
+    # mandatory object stops the pod the same way (MandatoryReferenceError, here with FailedMount).
+    volume_files = await resolve_volume_files(pod, reader)
     metadata = pod["metadata"]
     request = PodRequest(
         ref=pod_ref(pod),
@@ -164,5 +169,6 @@ async def build_pod_request(
         labels=dict(metadata.get("labels") or {}),
         annotations=dict(metadata.get("annotations") or {}),
         raw=pod,
+        volume_files=volume_files,
     )
     return request, events

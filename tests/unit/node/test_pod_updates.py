@@ -37,6 +37,9 @@ class NoReferences:
     async def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
         return None
 
+    async def config_map_files(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        return None
+
     async def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
         return None
 
