@@ -39,18 +39,20 @@ from vk_provider.resilience import (
 from vk_provider.resilience.health import probe_health
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
+from vk_providers.kubernetes.states import (
+    failed_containers_without_message,
+    log_query,
+    owner_ref,
+    pod_state,
+)
 from vk_providers.kubernetes.translate import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     RawObject,
     RemoteObjects,
-    failed_containers_without_message,
-    log_query,
     node_selector,
     object_name,
-    owner_ref,
     pod_selector,
-    pod_state,
     remote_objects,
 )
 

@@ -14,16 +14,18 @@ from vk_provider.errors import InvalidPodError
 from vk_provider.node.podrequest import build_pod_request
 from vk_provider.provider import ContainerStateKind, LogOptions, PodRef, PodRequest
 from vk_providers.kubernetes.config import KubernetesSettings
+from vk_providers.kubernetes.states import (
+    failed_containers_without_message,
+    log_query,
+    owner_ref,
+    pod_state,
+)
 from vk_providers.kubernetes.translate import (
     NODE_LABEL,
     UID_LABEL,
     env_secret_name,
-    failed_containers_without_message,
-    log_query,
     node_label_value,
     object_name,
-    owner_ref,
-    pod_state,
     remote_objects,
     secret_key,
 )

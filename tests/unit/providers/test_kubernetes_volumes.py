@@ -15,10 +15,12 @@ from vk_provider.errors import InvalidPodError
 from vk_provider.node.podrequest import build_pod_request
 from vk_provider.provider import PodRequest
 from vk_providers.kubernetes.config import KubernetesSettings
+from vk_providers.kubernetes.states import (
+    owner_ref,
+)
 from vk_providers.kubernetes.translate import (
     NODE_LABEL,
     UID_LABEL,
-    owner_ref,
     pod_selector,
     remote_objects,
     volume_secret_name,
