@@ -10,6 +10,8 @@ moto 5.2.5):
 
 - an endpoint is `InService` the moment it is created, and gone the moment it is deleted;
 - it never reports `Failed` (nor any status other than InService, and Updating inside one call);
+- it has no UpdateEndpoint (moto answers 500: "not implemented"), and lists every model whatever
+  ListModels' NameContains;
 - creating a model, configuration or endpoint whose name exists silently replaces it, where SageMaker
   answers `ValidationException: Cannot create already existing ...`;
 - deleting an endpoint that is Creating or Updating succeeds, where SageMaker answers
@@ -19,10 +21,13 @@ moto 5.2.5):
 `SageMakerLayer` adds these, at the boto3 client level: installed on a client (the sagemaker
 provider's `client_hook`), it registers botocore `before-call` and `after-call` handlers that answer
 for moto (an error, a refusal moto does not make, a deletion that takes time) or rewrite its answers
-(EndpointStatus and FailureReason in DescribeEndpoint and ListEndpoints). Its statuses follow its clock:
-an endpoint is Creating for `creating_seconds` after it was created, and Deleting for
-`deleting_seconds` after its deletion was accepted (then it is deleted in moto); `force` pins a status
-(Failed with a reason, Updating, ...). Faults (`fail`, `lose_answer`, `start_outage`) are served in the
+(EndpointStatus, EndpointConfigName and FailureReason in DescribeEndpoint and ListEndpoints). Its
+statuses follow its clock: an endpoint is Creating for `creating_seconds` after it was created, Updating
+for `updating_seconds` after an UpdateEndpoint was accepted (the layer answers UpdateEndpoint itself, with
+SageMaker's refusals), and Deleting for `deleting_seconds` after its deletion was accepted (then it is
+deleted in moto); `force` pins a status (Failed with a reason, Updating, ...). An update ends on its
+new configuration, or, after `fail_next_update`, back InService on the old one with a FailureReason,
+as SageMaker rolls back a failed update. Faults (`fail`, `lose_answer`, `start_outage`) are served in the
 order they were added. `calls` counts the operations the layer saw, by name.
 
 The endpoint's instance-type list of moto 5.2.5 is old (no ml.g5, ml.g6, ml.p4d, ml.p5): tests use
@@ -118,6 +123,16 @@ class MotoSageMaker:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class EndpointUpdate:
+    """An UpdateEndpoint the layer accepted: the endpoint is Updating until `until` (the layer's clock)."""
+
+    config_name: str
+    until: float
+    failure: str | None = None
+    """Roll back with this FailureReason instead of moving onto `config_name`."""
+
+
 @dataclasses.dataclass(slots=True)
 class Fault:
     """An answer the layer gives instead of moto's, `times` times (None: until cleared)."""
@@ -143,17 +158,25 @@ class SageMakerLayer:
         *,
         creating_seconds: float = 0.0,
         deleting_seconds: float = 0.0,
+        updating_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.moto = moto
         self.creating_seconds = creating_seconds
         self.deleting_seconds = deleting_seconds
+        self.updating_seconds = updating_seconds
         self._clock = clock
         self._raw = moto.client()
         self._lock = threading.RLock()
         self._created_at: dict[str, float] = {}
         self._deleting_until: dict[str, float] = {}
         self._forced: dict[str, tuple[str, str | None]] = {}
+        self._updating: dict[str, EndpointUpdate] = {}
+        self._configs: dict[str, str] = {}
+        """Endpoint -> the configuration it serves after an update (moto's record keeps the first)."""
+        self._update_failures: dict[str, str] = {}
+        """Endpoint -> the FailureReason of its last update, which was rolled back."""
+        self._next_update_failure: str | None = None
         self._faults: list[Fault] = []
         self._holding: list[threading.Event] = []
         self.calls: collections.Counter[str] = collections.Counter()
@@ -182,6 +205,30 @@ class SageMakerLayer:
         """End the endpoint's Creating now."""
         with self._lock:
             self._created_at.pop(name, None)
+
+    def finish_updating(self, name: str) -> None:
+        """End the endpoint's Updating now (as the update's outcome says)."""
+        with self._lock:
+            update = self._updating.get(name)
+            if update is not None:
+                self._updating[name] = dataclasses.replace(update, until=self._clock())
+            self.advance()
+
+    def fail_next_update(self, reason: str) -> None:
+        """The next UpdateEndpoint accepted fails: once Updating ends, the endpoint is InService on its
+        old configuration with FailureReason `reason`."""
+        with self._lock:
+            self._next_update_failure = reason
+
+    def serving_config(self, name: str) -> str | None:
+        """The configuration the endpoint serves, as DescribeEndpoint says; None if it does not exist."""
+        with self._lock:
+            self.advance()
+            try:
+                recorded = self._raw.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+            except ClientError:
+                return None
+            return self._configs.get(name, recorded)
 
     def fail(
         self,
@@ -224,6 +271,9 @@ class SageMakerLayer:
                 return "Deleting"
             if name in self._forced:
                 return self._forced[name][0]
+            update = self._updating.get(name)
+            if update is not None and self._clock() < update.until:
+                return "Updating"
             created = self._created_at.get(name)
             if created is not None and self._clock() < created + self.creating_seconds:
                 return "Creating"
@@ -241,7 +291,7 @@ class SageMakerLayer:
             self._forget(name)
 
     def advance(self) -> None:
-        """Carry out the deletions whose time has come (done before every call anyway)."""
+        """Carry out the deletions and end the updates whose time has come (done before every call)."""
         with self._lock:
             now = self._clock()
             for name, until in list(self._deleting_until.items()):
@@ -249,11 +299,22 @@ class SageMakerLayer:
                     with contextlib.suppress(ClientError):
                         self._raw.delete_endpoint(EndpointName=name)
                     self._forget(name)
+            for name, update in list(self._updating.items()):
+                if now >= update.until:
+                    del self._updating[name]
+                    if update.failure is None:
+                        self._configs[name] = update.config_name
+                        self._update_failures.pop(name, None)
+                    else:
+                        self._update_failures[name] = update.failure
 
     def _forget(self, name: str) -> None:
         self._created_at.pop(name, None)
         self._deleting_until.pop(name, None)
         self._forced.pop(name, None)
+        self._updating.pop(name, None)
+        self._configs.pop(name, None)
+        self._update_failures.pop(name, None)
 
     # -- the handlers --------------------------------------------------------------------------
 
@@ -313,6 +374,8 @@ class SageMakerLayer:
         if existing is not None:
             kind, arn = existing
             return _error("ValidationException", f'Cannot create already existing {kind} "{arn}".')
+        if operation == "UpdateEndpoint":
+            return self._update(arguments["EndpointName"], arguments["EndpointConfigName"])
         if operation == "DeleteEndpoint":
             name = arguments["EndpointName"]
             try:
@@ -328,6 +391,32 @@ class SageMakerLayer:
                 return _answer({})
             self._forget(name)  # moto deletes it now
         return None
+
+    def _update(self, name: str, config_name: str) -> _Response:
+        """UpdateEndpoint, which moto lacks, with SageMaker's refusals."""
+        try:
+            arn = self._raw.describe_endpoint(EndpointName=name)["EndpointArn"]
+        except ClientError:
+            return _error("ValidationException", f"Could not find endpoint '{self._arn('endpoint', name)}'.")
+        status = self.status(name)
+        if status in IN_PROGRESS or status == "Deleting":
+            return _error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
+        if status == "Failed":
+            return _error("ValidationException", f'Cannot update failed endpoint "{arn}".')
+        try:
+            self._raw.describe_endpoint_config(EndpointConfigName=config_name)
+        except ClientError:
+            missing = self._arn("endpoint-config", config_name)
+            return _error("ValidationException", f"Could not find endpoint configuration '{missing}'.")
+        self._updating[name] = EndpointUpdate(
+            config_name, self._clock() + self.updating_seconds, self._next_update_failure
+        )
+        self._next_update_failure = None
+        self.advance()  # with no updating_seconds, the update is done at once
+        return _answer({"EndpointArn": arn})
+
+    def _arn(self, kind: str, name: str) -> str:
+        return f"arn:aws:sagemaker:{self.moto.region}:{ACCOUNT_ID}:{kind}/{name}"
 
     def _after_call(self, http_response: AWSResponse, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if http_response.status_code >= 300:
@@ -350,9 +439,13 @@ class SageMakerLayer:
         status = self.status(name)
         if status is not None:
             endpoint["EndpointStatus"] = status
+        if name in self._configs and "EndpointConfigName" in endpoint:
+            endpoint["EndpointConfigName"] = self._configs[name]
         forced = self._forced.get(name)
         if with_reason and forced is not None and forced[1] is not None and status == forced[0]:
             endpoint["FailureReason"] = forced[1]
+        elif with_reason and status is None and name in self._update_failures:
+            endpoint["FailureReason"] = self._update_failures[name]  # InService again, rolled back
 
 
 def _arguments(params: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,16 @@ signed with SigV4 (service `sagemaker`) with the provider's credentials: see `si
 is Pending, InService (and Updating, which keeps serving) Running and ready, Failed is Failed with
 SageMaker's FailureReason as the message, Deleting is a stopping pod.
 
+A changed pod is applied in place when its image, environment, instance type or instance count changed
+(the node hands over changes of labels, annotations and images; labels and other annotations do not
+matter to SageMaker and cost no call): a new model (for a new image or environment) and a new endpoint
+configuration, named `<name_prefix>-<pod UID>-<digest of their content>` and tagged like the first ones,
+then UpdateEndpoint. The endpoint keeps serving its old version while Updating; once it is InService on
+the new one, the pod's superseded models and configurations are removed. A failed update is rolled back
+by SageMaker: the pod stays Running on the old version, its message gives SageMaker's FailureReason, and
+the change is tried again when the pod changes again. A change while the endpoint is Creating or Updating
+is refused as temporary (the node retries it). Deleting the pod removes every version. See `versions`.
+
 Placement annotations on the pod:
 - `sagemaker.vk-provider.dev/instance-type`: e.g. `ml.g5.xlarge` (else the `instance_type` setting);
 - `sagemaker.vk-provider.dev/instance-count`: instances behind the endpoint (else `instance_count`).
@@ -33,16 +43,17 @@ Settings (the provider's section of the node configuration; see `config.SageMake
   `backoff_max_seconds`, `max_retry_after_seconds`, `breaker_failure_threshold`,
   `breaker_open_seconds`, `health_timeout_seconds`: resilience; `max_concurrent_calls`: the size of the
   thread pool boto3 calls run on; `capacity_retry_seconds`: the wait after a quota refusal
-  (ResourceLimitExceeded); `deletion_poll_seconds`: see deferred deletions in `provider`;
+  (ResourceLimitExceeded); `deletion_poll_seconds`: how often deferred deletions (see `provider`) and
+  updates in progress are checked;
 - `capacity`: what the node advertises; `name_prefix`.
 
-IAM: the credentials need sagemaker:CreateModel, CreateEndpointConfig, CreateEndpoint, AddTags,
-DescribeModel, DescribeEndpointConfig, DescribeEndpoint, ListEndpoints, ListTags, DeleteModel,
-DeleteEndpointConfig, DeleteEndpoint and InvokeEndpoint (for the router), and iam:PassRole on
-`role_arn`.
+IAM: the credentials need sagemaker:CreateModel, CreateEndpointConfig, CreateEndpoint, UpdateEndpoint,
+AddTags, DescribeModel, DescribeEndpointConfig, DescribeEndpoint, ListEndpoints, ListEndpointConfigs,
+ListModels, ListTags, DeleteModel, DeleteEndpointConfig, DeleteEndpoint and InvokeEndpoint (for the
+router), and iam:PassRole on `role_arn`.
 
 Capabilities: node capacity. No status push (the node polls), no pod IP, no logs (they are in
-CloudWatch Logs), no usage, no GPU catalog. A changed pod is not applied to its endpoint in place.
+CloudWatch Logs), no usage, no GPU catalog.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from vk_provider.errors import InvalidPodError, TemporaryProviderError
 from vk_provider.resilience import AccountError, ApiStatusError
 from vk_providers.sagemaker.translate import VARIANT_NAME, Deployment, Endpoint
+from vk_providers.sagemaker.versions import ConfigVersion, ModelVersion
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -178,6 +179,14 @@ def translate_error(error: BaseException, redact: Callable[[str], str]) -> BaseE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Listed:
+    """A model or endpoint configuration as a listing names it."""
+
+    name: str
+    arn: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class DeleteOutcome:
     deleted: bool
     """SageMaker accepted the deletion."""
@@ -232,25 +241,55 @@ class SageMakerApi:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def describe_endpoint(self, name: str) -> Endpoint | None:
+    def _get(self, function: Callable[[SageMakerClient], T]) -> T | None:
+        """The call's result; None if the resource does not exist."""
         try:
-            answer = self.client().describe_endpoint(EndpointName=name)
+            return function(self.client())
         except ClientError as error:
             if is_missing(error):
                 return None
             failure = translate_error(error, self._redact)
         except BotoCoreError as error:
             failure = translate_error(error, self._redact)
-        else:
-            return Endpoint(
-                name=answer["EndpointName"],
-                arn=answer["EndpointArn"],
-                status=str(answer.get("EndpointStatus", "")),
-                creation_time=answer.get("CreationTime"),
-                last_modified_time=answer.get("LastModifiedTime"),
-                failure_reason=answer.get("FailureReason") or None,
-            )
         raise failure
+
+    def describe_endpoint(self, name: str) -> Endpoint | None:
+        answer = self._get(lambda client: client.describe_endpoint(EndpointName=name))
+        if answer is None:
+            return None
+        return Endpoint(
+            name=answer["EndpointName"],
+            arn=answer["EndpointArn"],
+            status=str(answer.get("EndpointStatus", "")),
+            creation_time=answer.get("CreationTime"),
+            last_modified_time=answer.get("LastModifiedTime"),
+            failure_reason=answer.get("FailureReason") or None,
+            config_name=answer.get("EndpointConfigName") or None,
+        )
+
+    def describe_endpoint_config(self, name: str) -> ConfigVersion | None:
+        """The configuration and its first variant (the provider makes one); None if it is missing."""
+        answer = self._get(lambda client: client.describe_endpoint_config(EndpointConfigName=name))
+        if answer is None or not answer.get("ProductionVariants"):
+            return None
+        variant = answer["ProductionVariants"][0]
+        return ConfigVersion(
+            name=answer["EndpointConfigName"],
+            model_name=variant.get("ModelName", ""),
+            instance_type=str(variant.get("InstanceType", "")),
+            instance_count=int(variant.get("InitialInstanceCount", 0)),
+        )
+
+    def describe_model(self, name: str) -> ModelVersion | None:
+        answer = self._get(lambda client: client.describe_model(ModelName=name))
+        if answer is None:
+            return None
+        container = answer.get("PrimaryContainer", {})
+        return ModelVersion(
+            name=answer["ModelName"],
+            image=container.get("Image", ""),
+            environment=dict(container.get("Environment", {})),
+        )
 
     def model_exists(self, name: str) -> bool:
         return self._exists(lambda client: client.describe_model(ModelName=name))
@@ -278,6 +317,28 @@ class SageMakerApi:
 
         return self._call(lambda client: list(pages(client)))
 
+    def list_models(self, name_contains: str) -> list[Listed]:
+        """Every model whose name contains `name_contains`, all pages."""
+
+        def pages(client: SageMakerClient) -> Iterator[Listed]:
+            paginator = client.get_paginator("list_models")
+            for page in paginator.paginate(NameContains=name_contains, PaginationConfig={"PageSize": 100}):
+                for summary in page.get("Models", []):
+                    yield Listed(summary["ModelName"], summary["ModelArn"])
+
+        return self._call(lambda client: list(pages(client)))
+
+    def list_endpoint_configs(self, name_contains: str) -> list[Listed]:
+        """Every endpoint configuration whose name contains `name_contains`, all pages."""
+
+        def pages(client: SageMakerClient) -> Iterator[Listed]:
+            paginator = client.get_paginator("list_endpoint_configs")
+            for page in paginator.paginate(NameContains=name_contains, PaginationConfig={"PageSize": 100}):
+                for summary in page.get("EndpointConfigs", []):
+                    yield Listed(summary["EndpointConfigName"], summary["EndpointConfigArn"])
+
+        return self._call(lambda client: list(pages(client)))
+
     def tags(self, arn: str) -> dict[str, str] | None:
         """The resource's tags, all pages; None if it no longer exists."""
 
@@ -288,15 +349,7 @@ class SageMakerApi:
                 tags.update({tag["Key"]: tag["Value"] for tag in page.get("Tags", [])})
             return tags
 
-        try:
-            return read(self.client())
-        except ClientError as error:
-            if is_missing(error):
-                return None
-            failure = translate_error(error, self._redact)
-        except BotoCoreError as error:
-            failure = translate_error(error, self._redact)
-        raise failure
+        return self._get(read)
 
     def probe(self) -> None:
         """The cheapest call that proves the API answers and takes our credentials."""
@@ -305,12 +358,13 @@ class SageMakerApi:
     # -- creating: each returns False when the resource already existed --------------------------
 
     def create_model(self, deployment: Deployment, role_arn: str) -> bool:
+        """The model `deployment.model_name`."""
         container: ContainerDefinitionTypeDef = {"Image": deployment.image}
         if deployment.environment:
             container["Environment"] = dict(deployment.environment)
         return self._call_tolerating(
             lambda client: client.create_model(
-                ModelName=deployment.name,
+                ModelName=deployment.model_name,
                 ExecutionRoleArn=role_arn,
                 PrimaryContainer=container,
                 Tags=_tags(deployment),
@@ -319,9 +373,10 @@ class SageMakerApi:
         )
 
     def create_endpoint_config(self, deployment: Deployment) -> bool:
+        """The configuration `deployment.config_name`, on the model `deployment.model_name`."""
         variant: ProductionVariantTypeDef = {
             "VariantName": VARIANT_NAME,
-            "ModelName": deployment.name,
+            "ModelName": deployment.model_name,
             "InstanceType": cast("ProductionVariantInstanceTypeType", deployment.instance_type),
             "InitialInstanceCount": deployment.instance_count,
             "InitialVariantWeight": 1.0,
@@ -330,7 +385,9 @@ class SageMakerApi:
             variant["ContainerStartupHealthCheckTimeoutInSeconds"] = deployment.startup_timeout_seconds
         return self._call_tolerating(
             lambda client: client.create_endpoint_config(
-                EndpointConfigName=deployment.name, ProductionVariants=[variant], Tags=_tags(deployment)
+                EndpointConfigName=deployment.config_name,
+                ProductionVariants=[variant],
+                Tags=_tags(deployment),
             ),
             is_already_existing,
         )
@@ -338,10 +395,27 @@ class SageMakerApi:
     def create_endpoint(self, deployment: Deployment) -> bool:
         return self._call_tolerating(
             lambda client: client.create_endpoint(
-                EndpointName=deployment.name, EndpointConfigName=deployment.name, Tags=_tags(deployment)
+                EndpointName=deployment.name,
+                EndpointConfigName=deployment.config_name,
+                Tags=_tags(deployment),
             ),
             is_already_existing,
         )
+
+    # -- changing -------------------------------------------------------------------------------
+
+    def update_endpoint(self, name: str, config_name: str) -> bool:
+        """Start moving the endpoint onto `config_name`; False if SageMaker refused because it is busy
+        (Creating, Updating: "Cannot update in-progress endpoint")."""
+        return self._call_tolerating(
+            lambda client: client.update_endpoint(EndpointName=name, EndpointConfigName=config_name),
+            is_in_progress,
+        )
+
+    def tag(self, arn: str, tags: Sequence[tuple[str, str]]) -> None:
+        """Add or overwrite tags of the resource."""
+        pairs: list[TagTypeDef] = [{"Key": key, "Value": value} for key, value in tags]
+        self._call(lambda client: client.add_tags(ResourceArn=arn, Tags=pairs))
 
     # -- deleting: each is fine with a resource that is already gone -----------------------------
 

@@ -45,7 +45,7 @@ class SageMakerSettings:
     container_startup_timeout_seconds: int | None = None
     """ContainerStartupHealthCheckTimeoutInSeconds (60-3600): how long /ping may fail at start."""
     name_prefix: str = "vk"
-    """SageMaker names are `<name_prefix>-<pod UID>`."""
+    """SageMaker names are `<name_prefix>-<pod UID>` (an update's model and configuration add `-<digest>`)."""
     capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Resources the node advertises, e.g. {"nvidia.com/gpu": "8"}."""
     call_timeout_seconds: float = 30.0
@@ -63,7 +63,8 @@ class SageMakerSettings:
     capacity_retry_seconds: float = 120.0
     """The node's wait before trying again after a quota refusal (ResourceLimitExceeded)."""
     deletion_poll_seconds: float = 30.0
-    """How often a deletion SageMaker refused (the endpoint was Creating or Updating) is tried again."""
+    """How often a deletion SageMaker refused (the endpoint was Creating or Updating) is tried again, and
+    an endpoint being updated is checked (to remove the versions it no longer uses)."""
 
     def call_policy(self) -> CallPolicy:
         return CallPolicy(

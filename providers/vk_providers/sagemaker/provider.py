@@ -5,18 +5,29 @@ threads, shut down by `aclose`), through `loop.run_in_executor`, and under one `
 (a timeout on every attempt, retries with backoff on throttling, 5xx and connection failures, the
 provider's circuit breaker); see `api` for how SageMaker's error codes are classed.
 
-Idempotence: a pod UID maps to one name for its model, endpoint configuration and endpoint
-(`translate.resource_name`). Creating looks first and makes only what is missing, in order (model,
-then endpoint configuration, then endpoint), so a create cut short at any step (a crash, a lost
-answer) resumes where it stopped; a create that finds its resource already made ("Cannot create
-already existing ...") counts as done. A pod SageMaker refuses for good leaves nothing behind.
+Idempotence: a pod UID maps to one name for its endpoint and its first model and endpoint configuration
+(`translate.resource_name`); an update's are named by their content (`versions`). Creating looks first
+and makes only what is missing, in order (model, then endpoint configuration, then endpoint), so a create
+cut short at any step (a crash, a lost answer) resumes where it stopped; a create that finds its resource
+already made ("Cannot create already existing ...") counts as done. A pod SageMaker refuses for good
+leaves nothing behind.
 
-Deletion removes the endpoint, then its configuration, then the model; each one already gone is fine.
+Deletion removes the endpoint, then its configurations, then its models (every version, found by name
+and tag: `pod_versions`); each one already gone is fine.
 SageMaker refuses to delete an endpoint that is Creating or Updating ("Cannot update in-progress
 endpoint"), and removing the model under an endpoint being created leaves it stuck in Creating for up
 to an hour; so such a deletion is recorded, reported as requested, and carried out by a background
 task as soon as SageMaker allows it (checked every `deletion_poll_seconds`). After a restart the node
 asks again (the pod is still terminating, or its workload is an orphan), so nothing is lost.
+
+Updates: `update_pod` compares what the endpoint serves (its configuration's instance type and count,
+its model's image and environment) with the pod, makes what differs as a new version and calls
+UpdateEndpoint. What the provider made or saw an endpoint serve is remembered, so a pod whose change does
+not matter to SageMaker costs no call. The background task that carries out deferred deletions also
+follows updates: once the endpoint is out of Updating it notes the outcome (on success, the endpoint's
+image tag is rewritten, as pod states read it) and removes the versions the endpoint no longer uses. An
+update in progress when the daemon stops is not followed after a restart: its superseded versions stay
+until the pod's next update or its deletion.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -50,11 +62,14 @@ from vk_provider.resilience import (
 from vk_provider.resilience.health import probe_health
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
+from vk_providers.sagemaker.pod_versions import PodVersions
 from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
 from vk_providers.sagemaker.session import make_client, make_session
 from vk_providers.sagemaker.signing import RequestSigner
 from vk_providers.sagemaker.translate import (
     IN_PROGRESS,
+    MAX_TAG_VALUE,
+    TAG_IMAGE,
     Deployment,
     Endpoint,
     Owner,
@@ -66,6 +81,7 @@ from vk_providers.sagemaker.translate import (
     runtime_base_url,
     traffic_auth_marker,
 )
+from vk_providers.sagemaker.versions import Current, Serving, next_version, serving_of
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -77,6 +93,17 @@ P = ParamSpec("P")
 
 DELETING_RETRY_SECONDS = 15.0
 """How long the node waits before creating again a pod whose old endpoint SageMaker is still deleting."""
+BUSY_RETRY_SECONDS = 30.0
+"""How long the node waits before applying a change to an endpoint SageMaker is creating or updating."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingUpdate:
+    """An UpdateEndpoint SageMaker is carrying out, until the background task sees how it ended."""
+
+    ref: PodRef
+    config_name: str
+    serving: Serving
 
 
 def _map_status(capacity_retry_seconds: float) -> Callable[[ApiStatusError, str], ProviderError]:
@@ -146,7 +173,14 @@ class SageMakerProvider:
         """Endpoint name -> (its creation time when its tags were read, whose it is: None if not ours)."""
         self._deferred: dict[str, PodRef] = {}
         """Endpoint name -> the pod whose deletion waits for SageMaker to allow it."""
-        self._reaper: asyncio.Task[None] | None = None
+        self._updates: dict[str, PendingUpdate] = {}
+        """Endpoint name -> the update SageMaker is carrying out."""
+        self._serving: dict[str, Serving] = {}
+        """Endpoint name -> what it serves, as this provider made or updated it: an update_pod asking for
+        the same costs no call. Not known after a restart (then the endpoint is described)."""
+        self._versions = PodVersions(self._api, self._call, role_arn=self._settings.role_arn)
+        self._background: asyncio.Task[None] | None = None
+        """Carries out deferred deletions and follows updates (`_follow_up`); runs while there are any."""
         self._closed = False
 
     def __repr__(self) -> str:
@@ -204,6 +238,7 @@ class SageMakerProvider:
                 await self._discard_parts(pod.ref, name)
                 raise
             self._remember_owner(name, deployment)
+            self._serving[name] = serving_of(deployment)
             logger.info(
                 "pod %s: SageMaker endpoint %s (%d x %s)",
                 pod.ref,
@@ -245,23 +280,78 @@ class SageMakerProvider:
                 logger.warning("pod %s: could not remove %s after SageMaker refused it: %s", ref, name, error)
 
     async def update_pod(self, pod: PodRequest) -> None:
-        """SageMaker endpoints are not changed in place: a changed pod keeps its endpoint as created.
+        """Move the endpoint onto a new version when the image, environment or instance type or count
+        changed (see the module); anything else about the pod is not SageMaker's business."""
+        deployment = deployment_for(pod, self._settings, self.node_name)
+        wanted = serving_of(deployment)
+        name = deployment.name
+        if self._serving.get(name) == wanted:
+            return
+        async with self._lock(name):
+            endpoint = await self._call("describe_endpoint", self._api.describe_endpoint, name)
+            if endpoint is None or endpoint.status == "Deleting" or name in self._deferred:
+                return  # gone or going: a pod created again is created as it is now
+            owner = await self._owner(endpoint)
+            if owner is None or owner.ref.uid != pod.ref.uid:
+                return  # not this pod's (get_pod_state does not report it either)
+            if endpoint.status in IN_PROGRESS:
+                raise TemporaryProviderError(
+                    f"SageMaker endpoint {name} is {endpoint.status}; the pod's change is applied once it "
+                    "is InService again",
+                    retry_after_seconds=BUSY_RETRY_SECONDS,
+                )
+            if name in self._updates:  # ended, not yet seen by the background task
+                await self._settled(self._updates[name], endpoint)
+                del self._updates[name]
+            if endpoint.status == "Failed":
+                logger.warning("pod %s changed, but its endpoint %s has failed: not updated", pod.ref, name)
+                return
+            current = await self._versions.current(endpoint)
+            version = next_version(deployment, current, role_arn=self._settings.role_arn)
+            unchanged = current is not None and current.serving == wanted
+            # Or the version it would move onto is the one it serves, whose model or configuration could
+            # not be read: SageMaker refuses an update onto the configuration an endpoint already has.
+            if unchanged or version.config_name == endpoint.config_name:
+                self._serving[name] = wanted
+                return
+            await self._start_update(pod.ref, version, current)
 
-        (An image or environment change needs a new model, a new endpoint configuration and
-        UpdateEndpoint; delete the pod to deploy the change.)
-        """
-        deployment_for(pod, self._settings, self.node_name)  # still a pod SageMaker could run
-        logger.warning(
-            "pod %s changed; the SageMaker provider does not update endpoint %s in place "
-            "(delete the pod to deploy the change)",
-            pod.ref,
-            self.resource_name(pod.ref),
+    async def _start_update(self, ref: PodRef, version: Deployment, current: Current | None) -> None:
+        """Make the new version and move the endpoint onto it; `_settle` sees how that ends."""
+        name = version.name
+        await self._versions.make(version, current)
+        try:
+            accepted = await self._call(
+                "update_endpoint", self._api.update_endpoint, name, version.config_name
+            )
+        except InvalidPodError:
+            await self._versions.discard(version, current)
+            raise
+        if not accepted:
+            raise TemporaryProviderError(
+                f"SageMaker endpoint {name} is busy (creating or updating); the pod's change is applied "
+                "once it is InService again",
+                retry_after_seconds=BUSY_RETRY_SECONDS,
+            )
+        self._serving.pop(name, None)
+        self._updates[name] = PendingUpdate(ref, version.config_name, serving_of(version))
+        self._start_background()
+        logger.info(
+            "pod %s: updating SageMaker endpoint %s to configuration %s (model %s, %s; %d x %s)",
+            ref,
+            name,
+            version.config_name,
+            version.model_name,
+            version.image,
+            version.instance_count,
+            version.instance_type,
         )
 
     async def delete_pod(self, ref: PodRef, *, grace_period_seconds: float) -> None:
         """Delete at once (SageMaker has no graceful stop: the grace period is not used); see the module."""
         name = self.resource_name(ref)
         async with self._lock(name):
+            self._updates.pop(name, None)  # whatever became of it, every version goes
             endpoint = await self._call("describe_endpoint", self._api.describe_endpoint, name)
             if endpoint is not None and endpoint.status in IN_PROGRESS:
                 self._defer(ref, name, endpoint.status)
@@ -273,10 +363,10 @@ class SageMakerProvider:
                     return
                 if outcome.deleted:
                     logger.info("pod %s: deleting SageMaker endpoint %s", ref, name)
-            await self._call("delete_endpoint_config", self._api.delete_endpoint_config, name)
-            await self._call("delete_model", self._api.delete_model, name)
+            await self._versions.delete_all(ref, name)
             self._deferred.pop(name, None)
             self._owners.pop(name, None)
+            self._serving.pop(name, None)
 
     def _defer(self, ref: PodRef, name: str, status: str) -> None:
         if name not in self._deferred:
@@ -287,14 +377,20 @@ class SageMakerProvider:
                 status,
             )
         self._deferred[name] = ref
-        if not self._closed and (self._reaper is None or self._reaper.done()):
-            self._reaper = asyncio.create_task(
-                self._reap(), name=f"sagemaker deferred deletions ({self.node_name})"
+        self._start_background()
+
+    def _start_background(self) -> None:
+        if not self._closed and (self._background is None or self._background.done()):
+            self._background = asyncio.create_task(
+                self._follow_up(), name=f"sagemaker deletions and updates ({self.node_name})"
             )
 
-    async def _reap(self) -> None:
-        """Carry out deferred deletions as SageMaker allows them; ends when none is left."""
-        while self._deferred:
+    async def _follow_up(self) -> None:
+        """Carry out deferred deletions as SageMaker allows them, and settle updates as they end.
+
+        Checks every `deletion_poll_seconds`; ends when nothing is left to follow.
+        """
+        while self._deferred or self._updates:
             await asyncio.sleep(self._settings.deletion_poll_seconds)
             for ref in list(self._deferred.values()):
                 try:
@@ -303,6 +399,56 @@ class SageMakerProvider:
                     logger.info("pod %s: deferred deletion not done yet: %s", ref, error)
                 except Exception:
                     logger.exception("pod %s: deferred deletion failed unexpectedly", ref)
+            for name, update in list(self._updates.items()):
+                try:
+                    await self._settle(name)
+                except ProviderError as error:
+                    logger.info("pod %s: following the update of %s: %s", update.ref, name, error)
+                except Exception:
+                    logger.exception(
+                        "pod %s: following the update of %s failed unexpectedly", update.ref, name
+                    )
+
+    async def _settle(self, name: str) -> None:
+        """Once SageMaker has finished the endpoint's update: see `_settled`."""
+        async with self._lock(name):
+            if name not in self._updates:
+                return
+            endpoint = await self._call("describe_endpoint", self._api.describe_endpoint, name)
+            if endpoint is None or endpoint.status == "Deleting" or name in self._deferred:
+                del self._updates[name]  # the pod's deletion removes every version
+            elif endpoint.status not in IN_PROGRESS:
+                await self._settled(self._updates[name], endpoint)
+                del self._updates[name]  # only now: a failed prune is tried again
+
+    async def _settled(self, update: PendingUpdate, endpoint: Endpoint) -> None:
+        """Record how an update ended, and remove the versions the endpoint no longer uses."""
+        name = endpoint.name
+        if endpoint.status == "InService" and endpoint.config_name == update.config_name:
+            await self._retag(endpoint, update.serving.image)
+            self._serving[name] = update.serving
+            logger.info("pod %s: SageMaker endpoint %s now serves %s", update.ref, name, update.config_name)
+        else:
+            # Rolled back (InService on the old configuration, with a FailureReason the pod's message
+            # shows) or failed: the node tries again only when the pod changes again.
+            logger.warning(
+                "pod %s: SageMaker did not update endpoint %s to %s (%s): %s",
+                update.ref,
+                name,
+                update.config_name,
+                endpoint.status,
+                endpoint.failure_reason or "no reason given",
+            )
+        if endpoint.config_name is not None:
+            await self._versions.prune(update.ref, name, config_in_use=endpoint.config_name)
+
+    async def _retag(self, endpoint: Endpoint, image: str) -> None:
+        """Tag the endpoint with the image it now serves: pod states (and a restarted node) read it there."""
+        value = image if len(image) <= MAX_TAG_VALUE else ""  # too long for a tag: say nothing
+        await self._call("add_tags", self._api.tag, endpoint.arn, [(TAG_IMAGE, value)])
+        owner = await self._owner(endpoint)
+        if owner is not None:
+            self._owners[endpoint.name] = (endpoint.creation_time, dataclasses.replace(owner, image=value))
 
     async def get_pod_state(self, ref: PodRef) -> PodState | None:
         name = self.resource_name(ref)
@@ -349,12 +495,13 @@ class SageMakerProvider:
         )
 
     async def aclose(self) -> None:
-        """Stop the deferred deletions and the thread pool; endpoints keep running."""
+        """Stop the background task (deferred deletions, updates followed) and the thread pool; endpoints
+        keep running."""
         self._closed = True
-        if self._reaper is not None:
-            self._reaper.cancel()
+        if self._background is not None:
+            self._background.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
+                await self._background
         if self._deferred:
             logger.info(
                 "closing with %d deferred SageMaker deletion(s); the node asks again after a restart",

@@ -3,7 +3,7 @@
 Names: a pod's model, endpoint configuration and endpoint share one name, `<name_prefix>-<pod UID>`
 (SageMaker keeps the three kinds apart), e.g. `vk-0b6f2c8e-5d7a-4d0e-9c1b-6a2f1e3d4c5b`: 39 characters of
 the 63 allowed, matching `[a-zA-Z0-9](-*[a-zA-Z0-9])*`. A UID that does not fit is replaced by its
-SHA-256, cut to fit.
+SHA-256, cut to fit. An update's model and configuration add a digest of their content (`versions`).
 
 Identity: all three carry the tags `vk-provider.dev/pod-uid`, `vk-provider.dev/node` and
 `vk-provider.dev/pod` (`<namespace>/<name>`), plus `vk-provider.dev/container` and, when it fits a tag,
@@ -16,6 +16,7 @@ States (EndpointStatus; "serving" means the container is ready and the traffic a
 |----------------------|---------|----------------------------|---------|--------------------------------|
 | Creating             | Pending | waiting: ContainerCreating | no      |                                |
 | InService            | Running | running                    | yes     |                                |
+| InService + reason   | Running | running                    | yes     | the update failed: the reason  |
 | Updating             | Running | running                    | yes     | SageMaker is updating it       |
 | SystemUpdating       | Running | running                    | yes     | SageMaker is updating it       |
 | RollingBack          | Running | running                    | yes     | an update is being rolled back |
@@ -27,6 +28,8 @@ States (EndpointStatus; "serving" means the container is ready and the traffic a
 
 A Failed pod has the reason EndpointFailed, an unknown status is its own reason. Endpoints keep serving
 while they update or roll back (SageMaker swaps instances behind the name), so those count as ready.
+An endpoint whose update failed is back InService on its previous configuration with a FailureReason
+("InService + reason"): the pod stays Running and ready, its message says why the update failed.
 SageMaker reports no exit code; a failed endpoint is recorded with exit code 1.
 The traffic address is the runtime's invocation URL, `<runtime>/endpoints/<name>/invocations`; requests
 to it must be signed with SigV4 (`signing`), which the pod state says in `traffic_auth` (the router reads
@@ -108,9 +111,15 @@ def traffic_auth_marker(region: str) -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Deployment:
-    """A pod as SageMaker needs it: one name for model, endpoint configuration and endpoint."""
+    """A pod as SageMaker needs it: its endpoint's name, and those of the model and configuration to make.
+
+    `deployment_for` gives the first version, where all three share the endpoint's name; an update names
+    a new model and configuration (`versions.next_version`).
+    """
 
     name: str
+    model_name: str
+    config_name: str
     image: str
     environment: Mapping[str, str]
     instance_type: str
@@ -122,8 +131,11 @@ class Deployment:
 def deployment_for(pod: PodRequest, settings: SageMakerSettings, node_name: str) -> Deployment:
     """What to create for `pod` on the node `node_name`; InvalidPodError for what SageMaker cannot run."""
     container = _single_container(pod)
+    name = resource_name(settings.name_prefix, pod.ref.uid)
     return Deployment(
-        name=resource_name(settings.name_prefix, pod.ref.uid),
+        name=name,
+        model_name=name,
+        config_name=name,
         image=container.image,
         environment=dict(container.env),
         instance_type=_instance_type(pod, settings),
@@ -197,6 +209,8 @@ class Endpoint:
     creation_time: datetime | None = None
     last_modified_time: datetime | None = None
     failure_reason: str | None = None
+    config_name: str | None = None
+    """The endpoint configuration it serves (DescribeEndpoint says; ListEndpoints does not)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -256,6 +270,11 @@ def endpoint_state(
             ContainerStateKind.WAITING,
             reason="ContainerCreating",
             message=f"SageMaker is creating endpoint {endpoint.name}",
+        )
+    elif status == "InService" and endpoint.failure_reason:
+        message = (
+            f"an update of endpoint {endpoint.name} failed and was rolled back (it serves its previous "
+            f"configuration): {endpoint.failure_reason}"
         )
     elif status in ("Updating", "SystemUpdating"):
         message = f"SageMaker is updating endpoint {endpoint.name} ({status}); it keeps serving"

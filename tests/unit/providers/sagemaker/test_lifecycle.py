@@ -365,14 +365,3 @@ async def test_an_endpoint_with_our_name_but_not_our_pod_is_refused(
     assert await provider.get_pod_state(request.ref) is None
     with pytest.raises(InvalidPodError, match="was not made for pod"):
         await provider.create_pod(request)
-
-
-async def test_update_does_not_touch_the_endpoint(
-    provider: SageMakerProvider, layer: SageMakerLayer, caplog: pytest.LogCaptureFixture
-) -> None:
-    request = pod_request("updated")
-    await provider.create_pod(request)
-    before = sum(layer.calls.values())
-    await provider.update_pod(pod_request("updated", uid=request.ref.uid, image=IMAGE + "-new"))
-    assert sum(layer.calls.values()) == before
-    assert "does not update endpoint" in caplog.text

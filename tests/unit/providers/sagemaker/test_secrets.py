@@ -14,8 +14,10 @@ from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.redaction import Redactor
 
+from ..contract import eventually
 from .support import (
     ACCESS_KEY,
+    IMAGE,
     SECRET_KEY,
     SESSION_TOKEN,
     ManualClock,
@@ -40,12 +42,25 @@ async def test_credentials_never_reach_the_logs(
     caplog.set_level(logging.DEBUG)  # every logger, botocore's and urllib3's included
     provider = make_provider(moto, tmp_path, layer=layer, clock=clock)
     texts: list[str] = [repr(provider), repr(provider.settings)]
+
+    async def models_now() -> list[str]:
+        return [model["ModelName"] for model in moto.client().list_models()["Models"]]
+
     try:
         request = pod_request(
             "secretive",
             env=(("MODEL", "llama"), ("HF_TOKEN", POD_SECRET), ("DB_PASSWORD", AWKWARD_POD_SECRET)),
         )
         await provider.create_pod(request)
+        # An update reads the model's environment back (DescribeModel) and makes a new model with it.
+        await provider.update_pod(
+            pod_request("secretive", uid=request.ref.uid, image=IMAGE + "-2", env=request.containers[0].env)
+        )
+        await eventually(
+            models_now,
+            lambda models: len(models) == 1,  # the old one removed: no call is left to make
+            what="the update to be done, before the faults below",
+        )
         state = await provider.get_pod_state(request.ref)
         texts.append(repr(state))
         texts.extend(repr(state) for state in await provider.list_pods())
