@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vk_provider.resilience.policy import CallPolicy
+
 logger = logging.getLogger(__name__)
 
 
@@ -106,3 +108,14 @@ def call_settings(values: ConfigValues, defaults: Any) -> dict[str, Any]:
             "health_timeout_seconds", defaults.health_timeout_seconds, positive=True
         ),
     }
+
+
+def call_policy_of(settings: Any) -> CallPolicy:
+    """The retry and timeout policy of a provider's settings, which declare `CALL_SETTINGS`."""
+    return CallPolicy(
+        timeout_seconds=settings.call_timeout_seconds,
+        max_attempts=settings.max_attempts,
+        initial_backoff_seconds=settings.backoff_initial_seconds,
+        max_backoff_seconds=settings.backoff_max_seconds,
+        max_retry_after_seconds=settings.max_retry_after_seconds,
+    )

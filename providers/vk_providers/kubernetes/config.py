@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_settings
+from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
 
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
 SERVICE_TYPES: tuple[ServiceType, ...] = ("ClusterIP", "NodePort", "LoadBalancer")
@@ -61,13 +61,7 @@ class KubernetesSettings:
     """Log lines quoted as the message of a container that failed without a termination message."""
 
     def call_policy(self) -> CallPolicy:
-        return CallPolicy(
-            timeout_seconds=self.call_timeout_seconds,
-            max_attempts=self.max_attempts,
-            initial_backoff_seconds=self.backoff_initial_seconds,
-            max_backoff_seconds=self.backoff_max_seconds,
-            max_retry_after_seconds=self.max_retry_after_seconds,
-        )
+        return call_policy_of(self)
 
 
 def parse_settings(config: Mapping[str, Any]) -> KubernetesSettings:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_settings
+from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
 
 Cloud = Literal["SECURE", "COMMUNITY"]
 CLOUDS: tuple[Cloud, ...] = ("SECURE", "COMMUNITY")
@@ -68,13 +68,7 @@ class RunPodSettings:
     """How long a GPU catalog answer is reused for price checks."""
 
     def call_policy(self) -> CallPolicy:
-        return CallPolicy(
-            timeout_seconds=self.call_timeout_seconds,
-            max_attempts=self.max_attempts,
-            initial_backoff_seconds=self.backoff_initial_seconds,
-            max_backoff_seconds=self.backoff_max_seconds,
-            max_retry_after_seconds=self.max_retry_after_seconds,
-        )
+        return call_policy_of(self)
 
 
 def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_settings
+from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
 
 NAME_PATTERN = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
 """What SageMaker accepts as a model, endpoint configuration or endpoint name (at most 63 characters)."""
@@ -67,13 +67,7 @@ class SageMakerSettings:
     an endpoint being updated is checked (to remove the versions it no longer uses)."""
 
     def call_policy(self) -> CallPolicy:
-        return CallPolicy(
-            timeout_seconds=self.call_timeout_seconds,
-            max_attempts=self.max_attempts,
-            initial_backoff_seconds=self.backoff_initial_seconds,
-            max_backoff_seconds=self.backoff_max_seconds,
-            max_retry_after_seconds=self.max_retry_after_seconds,
-        )
+        return call_policy_of(self)
 
 
 def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
