@@ -20,7 +20,6 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from tests.integration.daemons import NodeDaemon
-from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
 from vk_provider.devcluster import cluster
 from vk_provider.devcluster.building import BinaryCache
@@ -194,12 +193,3 @@ async def remove_pods_of(core: client.CoreV1Api, node_name: str, *, timeout_seco
         return not (await core.list_pod_for_all_namespaces(field_selector=selector)).items
 
     await wait_for(none_left, timeout_seconds=timeout_seconds, what=f"the pods of {node_name} to be gone")
-
-
-@pytest.fixture(scope="session")
-def remote_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotePlane]:
-    """A second control plane with a `local` node: the remote cluster of the `kubernetes` provider.
-
-    Session scoped, and requested only by the kubernetes provider's tests, so only they start it.
-    """
-    yield from start_remote_plane(tmp_path_factory.mktemp("remote-plane"))

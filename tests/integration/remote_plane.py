@@ -6,8 +6,8 @@ host, on a /24 of the dev pod network routed to the host, so the remote pod IPs 
 The node keeps its virtual-kubelet taint: the provider's `tolerations` and `node_selector` settings put
 remote pods on it, as they would put them on a GPU pool of a real remote cluster.
 
-It is started once per run, and only when a test asks for it (the `remote_plane` fixture in
-conftest.py): the other tests do not pay for it.
+It is started once per module that asks for it (the `remote_plane` fixture of
+test_kubernetes_provider.py), and stopped after that module: the other tests do not pay for it.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import re
 import sys
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
 from tests.integration.daemons import NodeDaemon
-from tests.integration.remote_plane import RemotePlane
+from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
 from tests.unit.providers.contract import ProviderContract, eventually, wait_running
 from vk_provider.errors import NotFoundError
@@ -226,6 +226,16 @@ class KubernetesHarness:
             assert isinstance(provider, KubernetesProvider)
             await provider.aclose()
         self.plane.kubectl("delete", "namespace", self.namespace, "--wait=false", "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def remote_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotePlane]:
+    """A second control plane with a `local` node: the remote cluster of the `kubernetes` provider.
+
+    Module scoped: started when the first of these tests runs, stopped after the last, so it neither
+    costs the other tests anything nor runs beside them.
+    """
+    yield from start_remote_plane(tmp_path_factory.mktemp("remote-plane"))
 
 
 @pytest.fixture
