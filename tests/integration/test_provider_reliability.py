@@ -37,7 +37,12 @@ from tests.integration.runpod_fleet import (
 )
 from tests.integration.test_virtual_node import events_of
 from tests.integration.waiting import wait_for
-from vk_provider.placement import CHOSEN_ANNOTATION, GPU_TYPES_ANNOTATION, PLACED_EVENT_REASON
+from vk_provider.placement import (
+    CHOSEN_ANNOTATION,
+    GPU_TYPES_ANNOTATION,
+    MAX_PRICE_ANNOTATION,
+    PLACED_EVENT_REASON,
+)
 from vk_provider.placement.capacity import gpu_type_resource
 from vk_provider.testing.random_faults import RANDOM_KINDS
 from vk_provider.testing.runpod_server import FakeGpuType, FakeRunPod
@@ -378,3 +383,30 @@ async def test_a_capacity_refusal_at_the_cheaper_runpod_moves_the_pod_to_the_nex
     # The node advertises the GPU type its members have: the largest pod of it that either can take.
     node = await core.read_node(daemon.node_name)
     assert node.status.capacity[gpu_type_resource(GPU)] == "8", node.status.capacity
+
+
+async def test_a_node_with_runpod_alone_honours_the_placement_annotations(
+    start_runpod_node: StartRunPodNode, runpod_fake: FakeRunPod, kube_api: client.ApiClient, namespace: str
+) -> None:
+    """The node's default GPU type is the RTX 4090; the pod asks for an 80 GB A100 under a price cap,
+    and gets the cheapest A100 offer (the community cloud's), as a chain of several providers would."""
+    daemon = await start_runpod_node()
+    core = client.CoreV1Api(kube_api)
+    annotations = {GPU_TYPES_ANNOTATION: "A100-80GB", MAX_PRICE_ANNOTATION: "1.50"}
+    await core.create_namespaced_pod(namespace, gpu_pod("a100", daemon.node_name, annotations=annotations))
+
+    async def placed_and_running() -> bool:
+        pod = await core.read_namespaced_pod("a100", namespace)
+        return bool(pod.status.phase == "Running" and CHOSEN_ANNOTATION in (pod.metadata.annotations or {}))
+
+    await wait_for(placed_and_running, timeout_seconds=60, what="the pod to run, placed")
+    pod = await core.read_namespaced_pod("a100", namespace)
+    chosen = json.loads(pod.metadata.annotations[CHOSEN_ANNOTATION])
+    assert (chosen["provider"], chosen["gpuType"], chosen["tier"]) == (
+        "runpod",
+        "NVIDIA A100 80GB PCIe",
+        "COMMUNITY",
+    )
+    assert chosen["pricePerHour"] == 1.19
+    [made] = await runpod_fake.control.pods()
+    assert (made["gpu"]["id"], made["cloud"]) == ("NVIDIA A100 80GB PCIe", "COMMUNITY"), made

@@ -220,7 +220,7 @@ async def run_node(
         state_dir=settings.state_dir / "provider",
     )
     context.state_dir.mkdir(parents=True, exist_ok=True)
-    provider = plugins.build(settings.provider, context)
+    provider = plugins.build_for_node(settings.provider, context)
     api = await KubeApi.from_kubeconfig(
         settings.kubeconfig, limiter=RateLimiter(settings.api_qps, settings.api_burst)
     )

@@ -17,7 +17,10 @@ Any of the first four turns on placement by price: the offers of the providers' 
 are tried cheapest first (`choice` documents the matching and every tie-break), and a refusal (no
 capacity, a quota) moves on to the next offer. Without them, the providers are tried in order, each with
 its own defaults. A value that cannot be read fails the pod with the reason (`PlacementError`). The
-`chain` provider reads these annotations; a node with a single provider ignores them.
+`chain` provider reads these annotations; a node whose single provider publishes a GPU catalog (RunPod)
+runs it as a chain of one (`vk_provider.node.plugins.build_for_node`), so they work there too. A node
+whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot match them and ignores
+them.
 
 What was chosen is written back by the node, from `PodState.placement`, as the annotation
 `placement.vk-provider.dev/chosen` (JSON, see `record`) and a `Placed` event; `cost.CostMeter` adds up

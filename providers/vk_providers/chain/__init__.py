@@ -50,13 +50,16 @@ creation (the member is not known yet), no GPU catalog of its own.
 
 from __future__ import annotations
 
+from vk_provider.node import plugins
 from vk_provider.provider import ProviderContext
 from vk_providers.chain.config import ChainSettings, MemberSettings, parse_settings
-from vk_providers.chain.provider import ChainProvider, Member
+from vk_providers.chain.provider import Builder, ChainProvider, Member
 
 
-def create_provider(context: ProviderContext) -> ChainProvider:
-    return ChainProvider(context)
+def create_provider(context: ProviderContext, *, build: Builder = plugins.build) -> ChainProvider:
+    """`build` makes the members; the node passes one that returns a provider it has built already
+    when it runs a single provider as a chain of one (`vk_provider.node.plugins.build_for_node`)."""
+    return ChainProvider(context, build=build)
 
 
 __all__ = ["ChainProvider", "ChainSettings", "Member", "MemberSettings", "create_provider", "parse_settings"]
