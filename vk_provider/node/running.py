@@ -19,6 +19,21 @@ from vk_provider.node.settings import NodeSettings
 logger = logging.getLogger(__name__)
 
 
+SLOW_STOP_SECONDS = 10.0
+"""A stop that takes longer names what it is waiting for: a hang at shutdown must be diagnosable."""
+
+
+def report_slow_stop() -> None:
+    tasks = [task for task in asyncio.all_tasks() if not task.done()]
+    logger.warning("still stopping after %gs; %d task(s) left:", SLOW_STOP_SECONDS, len(tasks))
+    for task in tasks:
+        frames = task.get_stack(limit=3)
+        where = " <- ".join(
+            f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})" for frame in frames
+        )
+        logger.warning("  %s: %s", task.get_name(), where or "(not started)")
+
+
 def run_node_command(settings: NodeSettings) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -35,6 +50,7 @@ def run_node_command(settings: NodeSettings) -> int:
                 os._exit(1)
             logger.info("%s received: stopping", signal.Signals(signum).name)
             stop.set()
+            loop.call_later(SLOW_STOP_SECONDS, report_slow_stop)
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, on_signal, signum)
