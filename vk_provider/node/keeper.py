@@ -199,8 +199,12 @@ class NodeKeeper:
                 self._status_due.set()
                 await asyncio.sleep(1.0)
                 continue
+            # asyncio.timeout, not wait_for: on Python 3.11, wait_for loses a cancellation that comes as
+            # the awaited event is set, and the status loop then outlived the daemon's stop (a CI run
+            # saw a node ignore SIGTERM for 30 s while pods were being deleted).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._status_due.wait(), self._settings.node_status_interval_seconds)
+                async with asyncio.timeout(self._settings.node_status_interval_seconds):
+                    await self._status_due.wait()
 
     async def _ensure_taints(self) -> None:
         current = await self._api.get(self._node_path)
@@ -212,8 +216,11 @@ class NodeKeeper:
     async def run_health_checks(self) -> None:
         while True:
             try:
-                async with self._metrics.time_provider_call("check_health"):
-                    await asyncio.wait_for(self._provider.check_health(), HEALTH_CHECK_TIMEOUT_SECONDS)
+                async with (
+                    self._metrics.time_provider_call("check_health"),
+                    asyncio.timeout(HEALTH_CHECK_TIMEOUT_SECONDS),  # not wait_for: see run_status
+                ):
+                    await self._provider.check_health()
             except Exception as error:
                 if not isinstance(error, ProviderError | TimeoutError | OSError):
                     logger.exception("the provider's health check raised an unexpected error")
