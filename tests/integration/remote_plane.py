@@ -132,7 +132,7 @@ def _remove_remote_pods(state: cluster.ClusterState, node: NodeDaemon) -> None:
         if time.monotonic() > deadline:
             print(f"remote pods still on {node.node_name}; cluster.down ends them", file=sys.stderr)
             return
-        time.sleep(POLL_SECONDS)
+        time.sleep(POLL_SECONDS)  # a poll with a deadline, no event loop here (noqa: sleep-ok)
 
 
 def _wait_until_ready(plane: RemotePlane) -> None:
@@ -144,4 +144,4 @@ def _wait_until_ready(plane: RemotePlane) -> None:
     ):
         if not plane.node.alive() or time.monotonic() > deadline:
             raise AssertionError(f"the remote plane's node did not become Ready:\n{plane.node.log_tail()}")
-        time.sleep(POLL_SECONDS)
+        time.sleep(POLL_SECONDS)  # a poll with a deadline, no event loop here (noqa: sleep-ok)
