@@ -77,6 +77,13 @@ def _add_dev_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="only the plane and the local-gpu node: no burst node, example service, router or controller",
     )
     up.add_argument(
+        "--burst-provider",
+        choices=cluster.BURST_PROVIDERS,
+        default="local",
+        help="what backs the burst-gpu node: another local node (default), or a runpod node on the "
+        "offline RunPod stand-in, started as one more component (no account needed)",
+    )
+    up.add_argument(
         "--start-timeout",
         type=_positive_int,
         default=180,
@@ -262,6 +269,7 @@ def _run_dev(arguments: argparse.Namespace) -> int:
             start_timeout_seconds=arguments.start_timeout,
             local_node=not arguments.no_local_node,
             demo=not arguments.no_demo,
+            burst_provider=arguments.burst_provider,
         )
         return commands.up(settings)
     if command == "demo":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vk_provider import procfs
-from vk_provider.devcluster import cluster, processes
+from vk_provider.devcluster import cluster, processes, runpodstandin
 from vk_provider.devcluster.building import BinaryCache
 from vk_provider.devcluster.processes import ComponentFailedError
 
@@ -130,4 +131,34 @@ def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Pa
         assert component in down.stdout
     assert not any(processes.is_running(record) for record in state.processes)
     # The example service's workloads went with the nodes.
+    assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []
+
+
+def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "on-runpod"
+    up = vk_provider("dev", "up", "--dir", str(directory), "--burst-provider", "runpod-standin")
+    state = cluster.ClusterState.load(directory)
+    try:
+        assert up.returncode == 0, up.stderr
+        # `up` returns once the stand-in answers and the runpod node is Ready: the example can go away.
+        assert "RunPod stand-in is answering" in up.stderr
+        assert "virtual node burst-gpu (runpod provider, burst-gpu) is Ready" in up.stderr
+        assert "kubectl offload flip tokens --to away --wait" in up.stdout
+        assert state is not None
+        assert state.burst_provider == runpodstandin.PROVIDER_CHOICE
+        assert runpodstandin.is_answering(directory)
+        demo = vk_provider("dev", "demo", "--dir", str(directory))
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert "none failed" in demo.stdout
+        assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
+        # While away, RunPod pods served: their token servers name themselves <node>/<RunPod pod id>.
+        assert re.search(r"burst-gpu/[a-z0-9]+ \d+", demo.stdout), demo.stdout
+    finally:
+        down = vk_provider("dev", "down", "--dir", str(directory))
+    for component in ("node/local-gpu", "node/burst-gpu", runpodstandin.COMPONENT, "router", "controller"):
+        assert component in down.stdout
+    assert state is not None
+    assert not any(processes.is_running(record) for record in state.processes)
     assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []

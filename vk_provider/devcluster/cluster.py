@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import localnode, podnetwork, processes, traffic
+from vk_provider.devcluster import localnode, podnetwork, processes, runpodstandin, traffic
 from vk_provider.devcluster.kubeconfigs import write_kubeconfig
 from vk_provider.devcluster.pki import (
     CertificateAuthority,
@@ -73,6 +73,8 @@ KUBELET_API_ADMIN_BINDING = {
 }
 FRONT_PROXY_CLIENT = ClientIdentity("front-proxy-client", "front-proxy-client")
 DEV_CLUSTER_MARK = "VK_PROVIDER_DEV_CLUSTER"
+BURST_PROVIDERS = ("local", runpodstandin.PROVIDER_CHOICE)
+"""What plays the demo's external GPU provider: another `local` node, or a `runpod` node on the stand-in."""
 MARKER_FILE = ".vk-provider-dev-cluster"
 
 
@@ -102,6 +104,8 @@ class ClusterSettings:
     """Also start a `local` virtual node playing the home GPU nodes (tests start their own nodes)."""
     demo: bool = True
     """With the local node: also the burst node, the Offload CRD, the example service, router, controller."""
+    burst_provider: str = "local"
+    """One of BURST_PROVIDERS: what backs the demo's burst node."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -157,6 +161,12 @@ class ClusterState:
 
     def running(self) -> dict[str, bool]:
         return {record.name: processes.is_running(record) for record in self.processes}
+
+    @property
+    def burst_provider(self) -> str:
+        """What backs the demo's burst node, told by the components that `up` started."""
+        names = {record.name for record in self.processes}
+        return runpodstandin.PROVIDER_CHOICE if runpodstandin.COMPONENT in names else "local"
 
     def is_fully_running(self) -> bool:
         running = self.running()
@@ -462,8 +472,16 @@ def up(
                 launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
             )
         if settings.local_node and settings.demo:
+            on_standin = settings.burst_provider == runpodstandin.PROVIDER_CHOICE
+            if on_standin:
+                _start_runpod_standin(launch, settings.start_timeout_seconds, out)
             _start_node(
-                launch, localnode.AWAY, ports["burst-node-kubelet"], settings.start_timeout_seconds, out
+                launch,
+                localnode.AWAY,
+                ports["burst-node-kubelet"],
+                settings.start_timeout_seconds,
+                out,
+                on_runpod_standin=on_standin,
             )
             _start_traffic(launch, ports["router"], settings.start_timeout_seconds, out)
     except BaseException:
@@ -474,12 +492,25 @@ def up(
 
 
 def _start_node(
-    launch: _Launch, node: localnode.DevNode, kubelet_port: int, timeout_seconds: float, out: TextIO
+    launch: _Launch,
+    node: localnode.DevNode,
+    kubelet_port: int,
+    timeout_seconds: float,
+    out: TextIO,
+    *,
+    on_runpod_standin: bool = False,
 ) -> None:
     state = launch.state
-    config = localnode.write_config(
-        state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
-    )
+    if on_runpod_standin:
+        provider = "runpod"
+        config = runpodstandin.write_node_config(
+            state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
+        )
+    else:
+        provider = "local"
+        config = localnode.write_config(
+            state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
+        )
     name = f"node/{node.name}"
     log_path = state.directory / "logs" / f"node-{node.name}.log"
     started = time.monotonic()
@@ -495,10 +526,31 @@ def _start_node(
         timeout_seconds=timeout_seconds,
     )
     print(
-        f"virtual node {node.name} (local provider, {node.role}) is Ready "
+        f"virtual node {node.name} ({provider} provider, {node.role}) is Ready "
         f"({time.monotonic() - started:.1f}s)",
         file=out,
     )
+
+
+def _start_runpod_standin(launch: _Launch, timeout_seconds: float, out: TextIO) -> None:
+    """The RunPod stand-in, answering with a fresh key, before the `runpod` burst node that uses it."""
+    directory = launch.state.directory
+    runpodstandin.write_api_key(directory)
+    name = runpodstandin.COMPONENT
+    log_path = directory / "logs" / f"{name}.log"
+    started = time.monotonic()
+    process, record = processes.start(name, runpodstandin.argv(directory), log_path=log_path)
+    launch.add(record)
+    processes.wait_until(
+        name,
+        lambda: runpodstandin.is_answering(directory),
+        process=process,
+        log_path=log_path,
+        timeout_seconds=timeout_seconds,
+    )
+    addresses = runpodstandin.read_addresses(directory)
+    api_url = addresses.api_url if addresses is not None else "?"
+    print(f"RunPod stand-in is answering at {api_url} ({time.monotonic() - started:.1f}s)", file=out)
 
 
 def _start_traffic(launch: _Launch, router_port: int, timeout_seconds: float, out: TextIO) -> None:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import cluster, traffic
+from vk_provider.devcluster import cluster, runpodstandin, traffic
 from vk_provider.devcluster.building import BinaryCache, BuildError
 from vk_provider.devcluster.processes import ComponentFailedError
 
@@ -75,7 +75,7 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
         name = traffic.EXAMPLE_NAME
         print(
             f"""
-the demo runs: {name} serves at home (node local-gpu); node burst-gpu plays the external GPU provider.
+the demo runs: {name} serves at home (node local-gpu); {_burst_node_role(state)}.
   send a request:   curl -H 'Host: {traffic.EXAMPLE_HOST}' {router}/v1/completions \\
                       -d '{{"prompt": "hi", "stream": true}}'
   flip it out:      kubectl offload flip {name} --to away --wait
@@ -85,6 +85,17 @@ the demo runs: {name} serves at home (node local-gpu); node burst-gpu plays the 
             file=out,
         )
     return EXIT_OK
+
+
+def _burst_node_role(state: cluster.ClusterState) -> str:
+    if state.burst_provider != runpodstandin.PROVIDER_CHOICE:
+        return "node burst-gpu plays the external GPU provider"
+    addresses = runpodstandin.read_addresses(state.directory)
+    api = f" at {addresses.api_url}" if addresses is not None else ""
+    return (
+        "node burst-gpu is a runpod node on the offline RunPod stand-in"
+        f"{api}: away pods are RunPod pods, their traffic goes through its proxy front"
+    )
 
 
 def down(directory: Path, *, out: TextIO = sys.stdout) -> int:

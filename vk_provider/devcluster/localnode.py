@@ -1,14 +1,16 @@
-"""The development cluster's own virtual nodes, both backed by the `local` provider.
+"""The development cluster's own virtual nodes, backed by the `local` provider (or `runpod`, for burst).
 
 There are no real kubelets in the development cluster, so without these nodes nothing could run:
 
 - `local-gpu` plays the home GPU nodes: untainted (ordinary Deployments land on it, as on a home GPU
   node), labelled `vk-provider.dev/role=home-gpu`, advertising 8 GPUs;
 - `burst-gpu` plays the external GPU provider of the demo: tainted like every virtual node and
-  labelled `vk-provider.dev/role=burst-gpu`, so only the Offloads' away pods go there.
+  labelled `vk-provider.dev/role=burst-gpu`, so only the Offloads' away pods go there. By default a
+  `local` node too; with `--burst-provider runpod-standin` a `runpod` node (see `runpodstandin`).
 
-Each runs container commands as real processes, each pod on an address of its own from a /24 of the
-dev pod network (see `podnetwork`), so Services get real endpoints.
+A `local` node runs container commands as real processes, each pod on an address of its own from a /24
+of the dev pod network (see `podnetwork`), so Services get real endpoints. Containers that set no
+`command` (as RunPod requires) run their image's entrypoint, which `IMAGE_ENTRYPOINTS` stands in for.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ import yaml
 from vk_provider.devcluster import podnetwork
 
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
+GPU_CAPACITY = {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}
+TOKENS_IMAGE = "vk-provider/tokens:0.1.0"
+"""The example service's image (manifests/examples/inference.yaml): its container passes `args` only."""
+IMAGE_ENTRYPOINTS = {TOKENS_IMAGE: [sys.executable, "-m", "vk_provider.demo.tokens"]}
+"""What that image's ENTRYPOINT would run, for `local` nodes, which run no images: this Python, so
+vk-provider is importable, as in the image."""
 
 
 DEV_SUBNET_PAIRS = 7
@@ -54,10 +62,29 @@ AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, pair_offset=1)
 NODE_NAME = HOME.name
 
 
-def write_config(directory: Path, node: DevNode, *, kubeconfig: Path, kubelet_port: int) -> Path:
+def local_provider_config(directory: Path, node: DevNode) -> dict[str, Any]:
+    return {
+        "capacity": GPU_CAPACITY,
+        "address_range": node.subnet(directory),
+        "image_entrypoints": IMAGE_ENTRYPOINTS,
+    }
+
+
+def write_config(
+    directory: Path,
+    node: DevNode,
+    *,
+    kubeconfig: Path,
+    kubelet_port: int,
+    provider: str = "local",
+    provider_config: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """The node's configuration file; `provider_config` defaults to a `local` node's, `extra` adds
+    node settings."""
     config: dict[str, Any] = {
         "node_name": node.name,
-        "provider": "local",
+        "provider": provider,
         "kubeconfig": str(kubeconfig),
         "labels": node.labels,
         "capacity": CAPACITY,
@@ -66,10 +93,10 @@ def write_config(directory: Path, node: DevNode, *, kubeconfig: Path, kubelet_po
         # The development cluster approves its nodes' serving certificates itself.
         "kubelet_csr_self_approve": True,
         "state_dir": str(directory / "nodes" / node.name),
-        "provider_config": {
-            "capacity": {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]},
-            "address_range": node.subnet(directory),
-        },
+        "provider_config": (
+            local_provider_config(directory, node) if provider_config is None else provider_config
+        ),
+        **(extra or {}),
     }
     if not node.tainted:
         config["no_taint"] = True
@@ -84,8 +111,8 @@ def argv(config: Path) -> list[str]:
 
 
 def workload_path() -> str:
-    """PATH for the nodes (and so their workloads): this Python's folder first, so a container's
-    `python3 -m vk_provider.demo.tokens` runs with vk-provider importable, as in its image."""
+    """PATH for the nodes (and so their workloads): this Python's folder first, so a container command
+    such as `python3 -m vk_provider.demo.tokens` runs with vk-provider importable, as in its image."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
 
 

@@ -46,16 +46,19 @@ import json
 import logging
 import re
 import secrets
+import signal
 import string
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from vk_provider.demo.runpod_pods import token_pod_app
 from vk_provider.testing.random_faults import RANDOM_KINDS, RandomFaults
 from vk_provider.testing.runpod_schema import validate_create_pod, validate_update_pod
 
@@ -1158,19 +1161,53 @@ async def running_fake(**options: Any) -> AsyncIterator[FakeRunPod]:
         await fake.close()
 
 
+POD_APPS: Mapping[str, PodAppFactory] = {"echo": echo_app, "tokens": token_pod_app}
+"""What `--pod-app` chooses between: the echo app, or the demo's token server (`demo.runpod_pods`)."""
+
+
+def _write_addresses(path: Path, addresses: Mapping[str, str]) -> None:
+    """Write the JSON of addresses whole (a reader polling for the file never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(addresses) + "\n")
+    temporary.replace(path)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the fake until interrupted; print one JSON line with its addresses first."""
+    """Run the fake until interrupted or terminated; print one JSON line with its addresses first.
+
+    The ports are ephemeral; `--addresses-file` also writes that JSON to a file, once every address
+    answers, so a supervisor (the development cluster) can wait for it and configure its node from it.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--api-key", default="rp_fake_0123456789abcdef")
+    key = parser.add_mutually_exclusive_group()
+    key.add_argument("--api-key", default="rp_fake_0123456789abcdef")
+    key.add_argument(
+        "--api-key-file", type=Path, help="read the API key from this file (keeps it off the command line)"
+    )
     parser.add_argument("--provisioning-seconds", type=float, default=2.0)
     parser.add_argument("--starting-seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--pod-app",
+        choices=sorted(POD_APPS),
+        default="echo",
+        help="what each RUNNING pod serves on its HTTP ports: an echo app, or the demo's token server",
+    )
+    parser.add_argument("--addresses-file", type=Path, help="also write the addresses JSON to this file")
     arguments = parser.parse_args(argv)
+    api_key: str = arguments.api_key
+    if arguments.api_key_file is not None:
+        api_key = arguments.api_key_file.read_text().strip()
 
     async def serve() -> None:
+        stop = asyncio.Event()
+        # SIGTERM (how `vk-provider dev down` stops components) closes the pods' servers cleanly.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         async with running_fake(
-            api_key=arguments.api_key,
+            api_key=api_key,
             provisioning_seconds=arguments.provisioning_seconds,
             starting_seconds=arguments.starting_seconds,
+            pod_app=POD_APPS[arguments.pod_app],
         ) as fake:
             addresses = {
                 "api_url": fake.api_url,
@@ -1178,7 +1215,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "control_url": fake.control_url,
             }
             print(json.dumps(addresses), flush=True)
-            await asyncio.Event().wait()
+            if arguments.addresses_file is not None:
+                _write_addresses(arguments.addresses_file, addresses)
+            await stop.wait()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())
