@@ -11,12 +11,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from tests.unit.node.test_pod_updates import CachedPods, NoReferences, RecordingApi, pod
+from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, make_reconciler, pod
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kubelet.metrics import DaemonMetrics
-from vk_provider.node.pods import PodReconciler
-from vk_provider.node.queueing import KeyedQueue
-from vk_provider.node.settings import NodeSettings
 from vk_provider.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.placement.cost import CostMeter
 from vk_provider.provider import Placement, PodRef, PodState, ProviderContext
@@ -60,17 +57,8 @@ async def test_the_placement_is_annotated_announced_and_charged_while_running(tm
     events = EventRecorder(api, host="n")  # type: ignore[arg-type]
     metrics = DaemonMetrics()
     pods = CachedPods()
-    reconciler = PodReconciler(
-        api=api,  # type: ignore[arg-type]
-        settings=NodeSettings(node_name="n"),
-        provider=PlacedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path)),
-        pods=pods,  # type: ignore[arg-type]
-        reader=NoReferences(),
-        events=events,
-        queue=KeyedQueue(),
-        node_allocatable={},
-        metrics=metrics,
-    )
+    provider = PlacedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
+    reconciler = make_reconciler(api, provider, pods, events=events, metrics=metrics)
     clock = ManualClock()
     reconciler._cost = CostMeter(clock)  # a clock the test moves
     pods.objects["u1"] = pod()

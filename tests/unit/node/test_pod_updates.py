@@ -80,23 +80,35 @@ def pod() -> dict[str, Any]:
     }
 
 
+def make_reconciler(
+    api: RecordingApi,
+    provider: MockProvider,
+    pods: CachedPods,
+    *,
+    events: EventRecorder | None = None,
+    metrics: DaemonMetrics | None = None,
+) -> PodReconciler:
+    """The reconciler of node `n`, on these stand-ins (driven with `reconcile(uid)`, no workers)."""
+    return PodReconciler(
+        api=api,  # type: ignore[arg-type]
+        settings=NodeSettings(node_name="n"),
+        provider=provider,
+        pods=pods,  # type: ignore[arg-type]
+        reader=NoReferences(),
+        events=events or EventRecorder(api, host="n"),  # type: ignore[arg-type]
+        queue=KeyedQueue(),
+        node_allocatable={},
+        metrics=metrics or DaemonMetrics(),
+    )
+
+
 async def test_changed_labels_and_images_reach_the_provider_and_our_own_annotation_does_not(
     tmp_path: Path,
 ) -> None:
     api = RecordingApi()
     provider = RecordingMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
     pods = CachedPods()
-    reconciler = PodReconciler(
-        api=api,  # type: ignore[arg-type]
-        settings=NodeSettings(node_name="n"),
-        provider=provider,
-        pods=pods,  # type: ignore[arg-type]
-        reader=NoReferences(),
-        events=EventRecorder(api, host="n"),  # type: ignore[arg-type]
-        queue=KeyedQueue(),
-        node_allocatable={},
-        metrics=DaemonMetrics(),
-    )
+    reconciler = make_reconciler(api, provider, pods)
     pods.objects["u1"] = pod()
     await reconciler.reconcile("u1")
     assert await provider.get_pod_state(reconciler.known["u1"]) is not None

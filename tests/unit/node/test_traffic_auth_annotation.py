@@ -10,17 +10,12 @@ import copy
 import dataclasses
 from pathlib import Path
 
-from tests.unit.node.test_pod_updates import CachedPods, NoReferences, RecordingApi, RecordingMock, pod
-from vk_provider._kube.events import EventRecorder
-from vk_provider.kubelet.metrics import DaemonMetrics
+from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, RecordingMock, make_reconciler, pod
 from vk_provider.node.pods import (
     OWN_ANNOTATIONS,
     TRAFFIC_ADDRESS_ANNOTATION,
     TRAFFIC_AUTH_ANNOTATION,
-    PodReconciler,
 )
-from vk_provider.node.queueing import KeyedQueue
-from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import PodRef, PodState, ProviderContext
 from vk_provider.traffic_auth import AwsSigV4
 
@@ -45,17 +40,7 @@ async def test_the_traffic_auth_marker_is_written_once_beside_the_address(tmp_pa
     api = RecordingApi()
     provider = SignedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
     pods = CachedPods()
-    reconciler = PodReconciler(
-        api=api,  # type: ignore[arg-type]
-        settings=NodeSettings(node_name="n"),
-        provider=provider,
-        pods=pods,  # type: ignore[arg-type]
-        reader=NoReferences(),
-        events=EventRecorder(api, host="n"),  # type: ignore[arg-type]
-        queue=KeyedQueue(),
-        node_allocatable={},
-        metrics=DaemonMetrics(),
-    )
+    reconciler = make_reconciler(api, provider, pods)
     pods.objects["u1"] = pod()
     await reconciler.reconcile("u1")
     (written,) = written_annotations(api)
