@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from vk_provider.resilience.breaker import CircuitBreaker
 from vk_provider.resilience.policy import CallPolicy
 
 logger = logging.getLogger(__name__)
@@ -118,4 +119,14 @@ def call_policy_of(settings: Any) -> CallPolicy:
         initial_backoff_seconds=settings.backoff_initial_seconds,
         max_backoff_seconds=settings.backoff_max_seconds,
         max_retry_after_seconds=settings.max_retry_after_seconds,
+    )
+
+
+def breaker_of(name: str, settings: Any, clock: Callable[[], float]) -> CircuitBreaker:
+    """The circuit breaker of a provider whose settings declare `CALL_SETTINGS`."""
+    return CircuitBreaker(
+        name,
+        failure_threshold=settings.breaker_failure_threshold,
+        open_seconds=settings.breaker_open_seconds,
+        clock=clock,
     )

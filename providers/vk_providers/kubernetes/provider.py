@@ -32,11 +32,11 @@ from vk_provider.resilience import (
     AccountError,
     ApiStatusError,
     BreakerStatus,
-    CircuitBreaker,
     ResilientCaller,
     default_status_error,
 )
 from vk_provider.resilience.health import probe_health
+from vk_provider.resilience.settings import breaker_of
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
 from vk_providers.kubernetes.states import (
@@ -121,12 +121,7 @@ class KubernetesProvider:
         self._settings = settings if settings is not None else parse_settings(context.config)
         _check_kubeconfig(self._settings)
         self._remote = RemoteCluster(self._settings.kubeconfig_file, self._settings.context)
-        self.breaker = CircuitBreaker(
-            "remote Kubernetes",
-            failure_threshold=self._settings.breaker_failure_threshold,
-            open_seconds=self._settings.breaker_open_seconds,
-            clock=clock,
-        )
+        self.breaker = breaker_of("remote Kubernetes", self._settings, clock)
         self._caller = ResilientCaller(
             "remote Kubernetes",
             policy=self._settings.call_policy(),

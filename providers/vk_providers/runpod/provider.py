@@ -43,11 +43,11 @@ from vk_provider.provider import (
 from vk_provider.resilience import (
     ApiStatusError,
     BreakerStatus,
-    CircuitBreaker,
     ResilientCaller,
     default_status_error,
 )
 from vk_provider.resilience.health import probe_health
+from vk_provider.resilience.settings import breaker_of
 from vk_providers.runpod.api import LogEvent, RunPodApi, RunPodGpuType, RunPodPod, server_sent_events
 from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings, parse_settings
 from vk_providers.runpod.readiness import ReadinessChecker
@@ -129,12 +129,7 @@ class RunPodProvider:
         except MissingSecretError as error:
             raise ValueError(f"runpod provider: {error}") from None
         self._clock = clock
-        self.breaker = CircuitBreaker(
-            "RunPod",
-            failure_threshold=self._settings.breaker_failure_threshold,
-            open_seconds=self._settings.breaker_open_seconds,
-            clock=clock,
-        )
+        self.breaker = breaker_of("RunPod", self._settings, clock)
         self._caller = ResilientCaller(
             "RunPod",
             policy=self._settings.call_policy(),

@@ -56,10 +56,10 @@ from vk_provider.resilience import (
     AccountError,
     ApiStatusError,
     BreakerStatus,
-    CircuitBreaker,
     ResilientCaller,
 )
 from vk_provider.resilience.health import probe_health
+from vk_provider.resilience.settings import breaker_of
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
@@ -154,12 +154,7 @@ class SageMakerProvider:
             max_workers=self._settings.max_concurrent_calls, thread_name_prefix="sagemaker"
         )
         self._api = SageMakerApi(self._make_client, redact=REDACTOR.redact)
-        self.breaker = CircuitBreaker(
-            "SageMaker",
-            failure_threshold=self._settings.breaker_failure_threshold,
-            open_seconds=self._settings.breaker_open_seconds,
-            clock=clock,
-        )
+        self.breaker = breaker_of("SageMaker", self._settings, clock)
         self._caller = ResilientCaller(
             "SageMaker",
             policy=self._settings.call_policy(),
