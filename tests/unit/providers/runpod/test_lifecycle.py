@@ -173,13 +173,8 @@ async def test_a_create_whose_answer_was_lost_is_not_repeated(
     assert pod["name"] == f"vk-{request.ref.uid}"
 
 
-async def test_duplicate_runpod_pods_of_one_uid_are_reduced_to_one(
-    fake: FakeRunPod, provider: RunPodProvider
-) -> None:
-    request = pod_request("doubled")
-    await provider.create_pod(request)
-    await wait_running(provider, request.ref)
-    original = await runpod_pod_of(fake, request.ref.uid)
+async def create_again_behind_the_providers_back(fake: FakeRunPod) -> None:
+    """A second RunPod pod from the provider's first create body: what a late-executed create makes."""
     body = (await requests_to(fake, "POST"))[0]["body"]
     async with (
         aiohttp.ClientSession() as session,
@@ -188,6 +183,16 @@ async def test_duplicate_runpod_pods_of_one_uid_are_reduced_to_one(
         ) as response,
     ):
         assert response.status == 201
+
+
+async def test_duplicate_runpod_pods_of_one_uid_are_reduced_to_one(
+    fake: FakeRunPod, provider: RunPodProvider
+) -> None:
+    request = pod_request("doubled")
+    await provider.create_pod(request)
+    await wait_running(provider, request.ref)
+    original = await runpod_pod_of(fake, request.ref.uid)
+    await create_again_behind_the_providers_back(fake)
     assert len(await runpod_pods_of(fake, request.ref.uid)) == 2
     await provider.create_pod(request)  # keeps the one furthest along, terminates the other
     assert [pod["id"] for pod in await runpod_pods_of(fake, request.ref.uid)] == [original["id"]]
@@ -200,14 +205,7 @@ async def test_listing_terminates_a_duplicate_made_by_a_create_that_went_through
     await provider.create_pod(request)
     await wait_running(provider, request.ref)
     original = await runpod_pod_of(fake, request.ref.uid)
-    body = (await requests_to(fake, "POST"))[0]["body"]
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(
-            f"{fake.api_url}/pods", json=body, headers={"Authorization": f"Bearer {fake.api_key}"}
-        ) as response,
-    ):
-        assert response.status == 201
+    await create_again_behind_the_providers_back(fake)
     assert len(await runpod_pods_of(fake, request.ref.uid)) == 2
     states = await provider.list_pods()  # what the node's orphan sweep calls
     assert [state.ref for state in states] == [request.ref]
