@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-unit test-integration lint build-plane clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml devtools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -e ./devtools
 	touch $(STAMP)
 
 # Builds the control plane if it is not cached yet (about 10 min cold), then waits for it.
@@ -24,8 +24,8 @@ demo: build-plane
 	$(BIN)/vk-provider dev demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check vk_provider providers tests
-	$(BIN)/ruff format --check vk_provider providers tests
+	$(BIN)/ruff check vk_provider providers devtools tests
+	$(BIN)/ruff format --check vk_provider providers devtools tests
 	$(BIN)/mypy
 
 test-unit: lint

@@ -6,13 +6,13 @@ Parsing only: each subcommand hands its arguments to the module that does the wo
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vk_provider import __version__
 from vk_provider.controller.running import add_controller_arguments, run_controller_command
-from vk_provider.devcluster import cluster, commands, demorun
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
@@ -20,104 +20,16 @@ from vk_provider.offloadcli import commands as migration
 from vk_provider.offloadcli.arguments import add_migration_commands
 from vk_provider.router.running import add_router_arguments, run_router_command
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
-    return value
+COMMANDS_GROUP = "vk_provider.commands"
+"""Entry points that add subcommands: each is `register(subparsers)`, which adds its parser and sets
+`run_command` (arguments -> exit code) as a default. The development tools add `dev` this way, so the
+product's command line never imports them and a production install has no `dev` at all."""
 
 
-def _add_dev_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    dev = subparsers.add_parser(
-        "dev",
-        help="a real local Kubernetes control plane for development and tests",
-        description=(
-            "Build (once) and run a real control plane, etcd, kube-apiserver, kube-controller-manager and "
-            "kube-scheduler, on loopback with generated certificates."
-        ),
-    )
-    dev_commands = dev.add_subparsers(dest="dev_command", required=True, metavar="COMMAND")
-
-    def with_dir(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        parser.add_argument(
-            "--dir",
-            type=Path,
-            default=None,
-            help="the cluster's folder (default: $VK_PROVIDER_DEV_DIR or ~/.local/state/vk-provider/dev)",
-        )
-        return parser
-
-    up = with_dir(dev_commands.add_parser("up", help="start the control plane (building it first if needed)"))
-    up.add_argument(
-        "--node-monitor-grace-period",
-        type=_positive_int,
-        default=40,
-        metavar="SECONDS",
-        help="seconds without a node heartbeat before it is marked Unknown (default: 40)",
-    )
-    up.add_argument(
-        "--default-toleration-seconds",
-        type=_positive_int,
-        default=300,
-        metavar="SECONDS",
-        help="not-ready/unreachable toleration added to every pod: seconds before eviction (default: 300)",
-    )
-    up.add_argument(
-        "--no-local-node",
-        action="store_true",
-        help="do not start the local-gpu virtual node (benchmarks and tests bring their own nodes)",
-    )
-    up.add_argument(
-        "--no-demo",
-        action="store_true",
-        help="only the plane and the local-gpu node: no burst node, example service, router or controller",
-    )
-    up.add_argument(
-        "--burst-provider",
-        choices=cluster.BURST_PROVIDERS,
-        default="local",
-        help="what backs the burst-gpu node: another local node (default), or a runpod node on the "
-        "offline RunPod stand-in, started as one more component (no account needed)",
-    )
-    up.add_argument(
-        "--start-timeout",
-        type=_positive_int,
-        default=180,
-        metavar="SECONDS",
-        help="how long each component may take to become healthy (default: 180)",
-    )
-    with_dir(
-        dev_commands.add_parser(
-            "demo", help="flip the example service out to the burst node and back under load (after `up`)"
-        )
-    )
-    with_dir(dev_commands.add_parser("down", help="stop the control plane (logs stay in its folder)"))
-    with_dir(dev_commands.add_parser("status", help="show each component and whether the apiserver is ready"))
-    with_dir(dev_commands.add_parser("kubeconfig", help="print the path of the admin kubeconfig"))
-    with_dir(
-        dev_commands.add_parser(
-            "env",
-            help='print shell exports for KUBECONFIG and the built kubectl: eval "$(vk-provider dev env)"',
-        )
-    )
-    kubectl = with_dir(
-        dev_commands.add_parser(
-            "kubectl", help="run the plane's own kubectl against it: dev kubectl -- get nodes"
-        )
-    )
-    kubectl.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for kubectl")
-    build = dev_commands.add_parser(
-        "build", help="build the control-plane binaries if they are missing or corrupt (cached)"
-    )
-    mode = build.add_mutually_exclusive_group()
-    mode.add_argument("--background", action="store_true", help="build detached, logging to the cache folder")
-    mode.add_argument(
-        "--no-wait", action="store_true", help="fail at once if another build is under way instead of waiting"
-    )
+def _add_installed_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for entry_point in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None] = entry_point.load()
+        register(subparsers)
 
 
 def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -224,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_node_command(subparsers)
-    _add_dev_commands(subparsers)
+    _add_installed_commands(subparsers)
     _add_migrate_command(subparsers)
     add_router_arguments(
         subparsers.add_parser(
@@ -256,41 +168,12 @@ def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.Argumen
     add_migration_commands(migrate.add_subparsers(dest="migration_command", required=True, metavar="COMMAND"))
 
 
-def _run_dev(arguments: argparse.Namespace) -> int:
-    command: str = arguments.dev_command
-    if command == "build":
-        return commands.build(background=arguments.background, wait=not arguments.no_wait)
-    directory: Path = arguments.dir or cluster.default_directory()
-    if command == "up":
-        settings = cluster.ClusterSettings(
-            directory=directory,
-            node_monitor_grace_period_seconds=arguments.node_monitor_grace_period,
-            default_toleration_seconds=arguments.default_toleration_seconds,
-            start_timeout_seconds=arguments.start_timeout,
-            local_node=not arguments.no_local_node,
-            demo=not arguments.no_demo,
-            burst_provider=arguments.burst_provider,
-        )
-        return commands.up(settings)
-    if command == "demo":
-        return demorun.run(directory)
-    if command == "kubectl":
-        passed: list[str] = arguments.arguments
-        return commands.kubectl(directory, passed[1:] if passed[:1] == ["--"] else passed)
-    by_directory = {
-        "down": commands.down,
-        "status": commands.status,
-        "kubeconfig": commands.kubeconfig,
-        "env": commands.env,
-    }
-    return by_directory[command](directory)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     arguments = parser.parse_args(argv)
-    if arguments.command == "dev":
-        return _run_dev(arguments)
+    installed: Callable[[argparse.Namespace], int] | None = getattr(arguments, "run_command", None)
+    if installed is not None:
+        return installed(arguments)
     if arguments.command == "migrate":
         return migration.run(arguments)
     if arguments.command == "router":
@@ -312,21 +195,22 @@ def build_offload_parser() -> argparse.ArgumentParser:
         prog="kubectl offload",
         description=(
             "Move inference between home GPU nodes and external GPU providers (kubectl plugin): "
-            "list, inspect, flip, pause, resume, abort and promote Offload migrations; `dev` runs the "
-            "development cluster, the same as `vk-provider dev`."
+            "list, inspect, flip, pause, resume, abort and promote Offload migrations; with the "
+            "development tools installed, `dev` runs the development cluster, as `vk-provider dev` does."
         ),
     )
     parser.add_argument("--version", action="version", version=f"kubectl-offload {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_migration_commands(subparsers)
-    _add_dev_commands(subparsers)
+    _add_installed_commands(subparsers)
     return parser
 
 
 def offload_main(argv: Sequence[str] | None = None) -> int:
     arguments = build_offload_parser().parse_args(argv)
-    if arguments.command == "dev":
-        return _run_dev(arguments)
+    installed: Callable[[argparse.Namespace], int] | None = getattr(arguments, "run_command", None)
+    if installed is not None:
+        return installed(arguments)
     if getattr(arguments, "migration_command", None):
         return migration.run(arguments)
     raise AssertionError(f"unhandled command {arguments.command!r}")

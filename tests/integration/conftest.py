@@ -21,8 +21,8 @@ from kubernetes_asyncio import client, config
 
 from tests.integration.daemons import NodeDaemon
 from tests.integration.waiting import wait_for
-from vk_provider.devcluster import cluster
-from vk_provider.devcluster.building import BinaryCache
+from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster.building import BinaryCache
 
 REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
 CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"

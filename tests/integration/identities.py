@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from kubernetes_asyncio import client
 
-from vk_provider.devcluster import cluster
+from vk_devtools.devcluster import cluster
 
 
 async def service_account_kubeconfig(

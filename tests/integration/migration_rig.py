@@ -4,7 +4,7 @@
 - an away node: the `local` provider too (standing in for an external GPU provider), or the `runpod`
   provider against a `FakeRunPod` (see `runpod_away`), with the virtual node taint and this test's away
   label;
-- the example inference service (`vk_provider.demo.tokens`) as a Deployment + Service on the home node,
+- the example inference service (`vk_devtools.demo.tokens`) as a Deployment + Service on the home node,
   each replica answering `X-Served-By: <node>/<pod>` so the load generator can tell the sides apart. Its
   container sets `args` only, the image's entrypoint doing the rest, as RunPod requires (it cannot
   override an entrypoint); the `local` nodes are told that entrypoint (`image_entrypoints`);
@@ -36,17 +36,17 @@ from tests.integration.identities import service_account_kubeconfig
 from tests.integration.runpod_away import TOKEN_DELAY_SECONDS
 from tests.integration.runpod_fleet import runpod_config
 from tests.integration.waiting import wait_for
+from vk_devtools.devcluster import cluster, podnetwork
+from vk_devtools.devcluster.ports import PortPicker
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
-from vk_provider.devcluster import cluster, podnetwork
-from vk_provider.devcluster.ports import PortPicker
-from vk_provider.testing.runpod_server import FakeRunPod
 
 SYSTEM_NAMESPACE = "vk-provider-system"
 HOST = "chat.test"
 NAME = "chat"
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 TOKENS_IMAGE = "vk-provider/tokens"
-TOKENS_ENTRYPOINT = [sys.executable, "-m", "vk_provider.demo.tokens"]
+TOKENS_ENTRYPOINT = [sys.executable, "-m", "vk_devtools.demo.tokens"]
 """What the tokens image would run: `local` nodes run it for containers of that image (no command)."""
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]

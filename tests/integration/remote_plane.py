@@ -24,8 +24,8 @@ from typing import Any
 
 from tests.integration.daemons import NodeDaemon
 from tests.integration.migration_rig import pod_range
-from vk_provider.devcluster import cluster, podnetwork
-from vk_provider.devcluster.building import BinaryCache
+from vk_devtools.devcluster import cluster, podnetwork
+from vk_devtools.devcluster.building import BinaryCache
 
 NODE_READY_TIMEOUT_SECONDS = 90
 POLL_SECONDS = 0.25

@@ -10,7 +10,7 @@ stand-in), so the load generator's requests succeed on either side, and it names
 
 from __future__ import annotations
 
-from vk_provider.demo.runpod_pods import TOKEN_DELAY_SECONDS, token_pod_app
+from vk_devtools.standins.runpod.workloads import TOKEN_DELAY_SECONDS, token_pod_app
 
 __all__ = ["TOKEN_DELAY_SECONDS", "runpod_pod_of", "token_pod_app"]
 

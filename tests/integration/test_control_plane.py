@@ -12,8 +12,8 @@ from kubernetes_asyncio import client
 from tests.integration.conftest import Kubectl
 from tests.integration.nodes import healthy_node
 from tests.integration.waiting import wait_for
-from vk_provider.devcluster import cluster
-from vk_provider.devcluster.building import read_pins
+from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster.building import read_pins
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 

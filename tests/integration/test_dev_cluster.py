@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.devcluster import cluster, processes, runpodstandin
+from vk_devtools.devcluster.building import BinaryCache
+from vk_devtools.devcluster.processes import ComponentFailedError
 from vk_provider import procfs
-from vk_provider.devcluster import cluster, processes, runpodstandin
-from vk_provider.devcluster.building import BinaryCache
-from vk_provider.devcluster.processes import ComponentFailedError
 
 
 def vk_provider(*arguments: str) -> subprocess.CompletedProcess[str]:

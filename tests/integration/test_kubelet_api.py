@@ -21,9 +21,9 @@ from tests.integration.conftest import Kubectl
 from tests.integration.daemons import NodeDaemon
 from tests.integration.netns import NodeAddress, routable_node_address, unavailable_reason
 from tests.integration.waiting import wait_for
-from vk_provider.devcluster import cluster
-from vk_provider.devcluster.pki import CertificateAuthority, ClientIdentity
-from vk_provider.devcluster.ports import PortPicker
+from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster.pki import CertificateAuthority, ClientIdentity
+from vk_devtools.devcluster.ports import PortPicker
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 TALKER_SCRIPT = 'for i in $(seq 1 20); do echo "line $i from $0"; done; exec sleep 3600'

@@ -35,7 +35,6 @@ from tests.integration.conftest import Kubectl
 from tests.integration.daemons import NodeDaemon
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
-from tests.unit.providers.contract import ProviderContract, eventually, wait_running
 from vk_provider.errors import NotFoundError
 from vk_provider.provider import (
     ContainerPort,
@@ -47,6 +46,7 @@ from vk_provider.provider import (
     ProviderContext,
     VolumeFile,
 )
+from vk_provider.testing.contract import ProviderContract, eventually, wait_running
 from vk_providers.kubernetes import KubernetesProvider, KubernetesSettings, parse_settings
 from vk_providers.kubernetes.translate import TRAFFIC_PORT_NAME, object_name
 
@@ -338,7 +338,7 @@ def token_server_pod(node: str) -> dict[str, Any]:
     """The demo token server, announcing its variables first; named after a ConfigMap value."""
     script = (
         'echo "greeting=$GREETING token=$API_TOKEN"; '
-        f'exec {sys.executable} -m vk_provider.demo.tokens --host "$POD_IP" --port 8080 --name "$GREETING"'
+        f'exec {sys.executable} -m vk_devtools.demo.tokens --host "$POD_IP" --port 8080 --name "$GREETING"'
     )
     return {
         "metadata": {"name": "tokens"},

@@ -13,7 +13,7 @@ from tests.integration.conftest import Kubectl
 from tests.integration.daemons import NodeDaemon
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.waiting import wait_for
-from vk_provider.devcluster import cluster
+from vk_devtools.devcluster import cluster
 
 BASE = Path(__file__).parents[2] / "manifests" / "base"
 NAMESPACE = "vk-provider-system"

@@ -22,10 +22,10 @@ from kubernetes_asyncio import client
 from tests.integration.daemons import ManagedProcess
 from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
 from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
+from vk_devtools.devcluster import cluster
 from vk_provider._kube.api import KubeApi
 from vk_provider.backoff import jittered_backoff_seconds
-from vk_provider.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
-from vk_provider.devcluster import cluster
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 

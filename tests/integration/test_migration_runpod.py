@@ -23,11 +23,11 @@ from tests.integration.migration_rig import NAME, Rig, StartNode, build_rig, clo
 from tests.integration.runpod_away import runpod_pod_of, token_pod_app
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
-from vk_provider.demo.load import BROKEN_STREAM, failures, share_by, window
-from vk_provider.devcluster import cluster
+from vk_devtools.demo.load import BROKEN_STREAM, failures, share_by, window
+from vk_devtools.devcluster import cluster
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.node.pods import TRAFFIC_ADDRESS_ANNOTATION
 from vk_provider.router.building import OFFLOAD_LABEL
-from vk_provider.testing.runpod_server import FakeRunPod
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 

@@ -37,6 +37,8 @@ from tests.integration.runpod_fleet import (
 )
 from tests.integration.test_virtual_node import events_of
 from tests.integration.waiting import wait_for
+from vk_devtools.standins.faults import RANDOM_KINDS
+from vk_devtools.standins.runpod.server import FakeGpuType, FakeRunPod
 from vk_provider.placement import (
     CHOSEN_ANNOTATION,
     GPU_TYPES_ANNOTATION,
@@ -44,8 +46,6 @@ from vk_provider.placement import (
     PLACED_EVENT_REASON,
 )
 from vk_provider.placement.capacity import gpu_type_resource
-from vk_provider.testing.random_faults import RANDOM_KINDS
-from vk_provider.testing.runpod_server import FakeGpuType, FakeRunPod
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 StartRunPodNode = Callable[..., Awaitable[NodeDaemon]]

@@ -13,8 +13,8 @@ from tests.integration.conftest import NODE_MONITOR_GRACE_PERIOD_SECONDS
 from tests.integration.daemons import NodeDaemon
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
-from vk_provider.devcluster import cluster
-from vk_provider.devcluster.ports import PortPicker
+from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster.ports import PortPicker
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from vk_provider.devcluster import building
-from vk_provider.devcluster.building import (
+from vk_devtools.devcluster import building
+from vk_devtools.devcluster.building import (
     COMPONENTS,
     BinaryCache,
     BuildInProgressError,

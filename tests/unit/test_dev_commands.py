@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_provider.devcluster import cluster, commands
+from vk_devtools.devcluster import cluster, commands
 
 
 def test_down_with_nothing_running_says_so_and_succeeds(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from vk_provider.devcluster.pki import CertificateAuthority, ClientIdentity, write_service_account_keys
+from vk_devtools.devcluster.pki import CertificateAuthority, ClientIdentity, write_service_account_keys
 
 
 def load(path: Path) -> x509.Certificate:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from vk_provider.devcluster.ports import LOOPBACK, PortPicker, is_free
+from vk_devtools.devcluster.ports import LOOPBACK, PortPicker, is_free
 
 
 def test_a_free_preferred_port_is_used() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.devcluster import processes
+from vk_devtools.devcluster.processes import ComponentFailedError
 from vk_provider import procfs
-from vk_provider.devcluster import processes
-from vk_provider.devcluster.processes import ComponentFailedError
 
 
 def pids_in_group(pgid: int) -> set[int]:

@@ -125,7 +125,7 @@ def _entrypoints(value: Any) -> dict[str, tuple[str, ...]]:
     ):
         raise ValueError(
             "local provider: image_entrypoints must map image names to non-empty argv lists, "
-            f"like {{'vk-provider/tokens': ['python', '-m', 'vk_provider.demo.tokens']}}, not {value!r}"
+            f"like {{'vk-provider/tokens': ['python', '-m', 'vk_devtools.demo.tokens']}}, not {value!r}"
         )
     return {image: tuple(argv) for image, argv in value.items()}
 

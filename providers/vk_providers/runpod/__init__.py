@@ -14,7 +14,7 @@ Settings (the provider's section of the node configuration; see `config.RunPodSe
   price cap, so the cap is checked against the catalog's list price before creating;
 - `api_url` (default https://api.runpod.io/v2) and `proxy_url_template` (default
   https://{pod_id}-{port}.proxy.runpod.net): to point the provider at a stand-in
-  (`vk_provider.testing.runpod_server`);
+  (`vk_devtools.standins.runpod.server`);
 - `call_timeout_seconds`, `max_attempts`, `backoff_initial_seconds`, `backoff_max_seconds`,
   `max_retry_after_seconds`, `breaker_failure_threshold`, `breaker_open_seconds`,
   `health_timeout_seconds`: resilience;

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from vk_provider.demo import tokens
+from vk_devtools.demo import tokens
 
 LOOPBACK = "127.0.0.1"
 

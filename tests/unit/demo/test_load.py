@@ -10,9 +10,9 @@ import time
 import pytest
 from aiohttp import web
 
-from vk_provider.demo import load
-from vk_provider.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
-from vk_provider.demo.tokens import TokenServerSettings
+from vk_devtools.demo import load
+from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
+from vk_devtools.demo.tokens import TokenServerSettings
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
 
 from . import closed_port_url, serving, start_module, stopped, token_server, until
@@ -215,7 +215,7 @@ async def test_a_request_slower_than_the_timeout_is_a_timeout() -> None:
 
 
 async def _run_cli(*args: str) -> tuple[int, str]:
-    process = await start_module("vk_provider.demo.load", *args)
+    process = await start_module("vk_devtools.demo.load", *args)
     try:
         async with asyncio.timeout(15):
             stdout, _ = await process.communicate()

@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vk_provider.demo import tokens
-from vk_provider.demo.tokens import TokenServerSettings, parse_settings
+from vk_devtools.demo import tokens
+from vk_devtools.demo.tokens import TokenServerSettings, parse_settings
 
 from . import LOOPBACK, listening_url, serving, start_module, stopped, token_server
 
@@ -229,7 +229,7 @@ async def _health(url: str) -> int | None:
 
 async def test_sigterm_drains_readiness_then_lets_a_running_stream_finish() -> None:
     process = await start_module(
-        "vk_provider.demo.tokens",
+        "vk_devtools.demo.tokens",
         *("--host", LOOPBACK, "--port", "0", "--name", "draining"),
         *("--token-delay", "0.05", "--drain-delay", "0.3"),
     )
@@ -260,7 +260,7 @@ async def test_sigterm_drains_readiness_then_lets_a_running_stream_finish() -> N
 
 async def test_a_stream_longer_than_the_grace_is_cut_off_and_the_exit_is_still_clean() -> None:
     process = await start_module(
-        "vk_provider.demo.tokens",
+        "vk_devtools.demo.tokens",
         *("--host", LOOPBACK, "--port", "0", "--token-delay", "0.05", "--shutdown-grace", "0.2"),
     )
     try:
@@ -284,7 +284,7 @@ async def test_an_address_in_use_exits_1_with_a_clear_message() -> None:
         taken.bind((LOOPBACK, 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = await start_module("vk_provider.demo.tokens", "--host", LOOPBACK, "--port", str(port))
+        process = await start_module("vk_devtools.demo.tokens", "--host", LOOPBACK, "--port", str(port))
         try:
             async with asyncio.timeout(10):
                 _, stderr = await process.communicate()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from vk_devtools.standins.runpod.server import DEFAULT_GPU_TYPES
 from vk_provider.placement import GPU_TYPE_NAMES, gpu_type_matches, names_for
 from vk_provider.placement.gpus import gpu_key, is_known_name
-from vk_provider.testing.runpod_server import DEFAULT_GPU_TYPES
 
 
 def test_every_name_accepts_each_of_its_ids_and_is_known() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vk_provider.testing.runpod_server import FakeGpuType, FakeRunPod
+from vk_devtools.standins.runpod.server import FakeGpuType, FakeRunPod
 
 from ..runpod.support import provider_config, write_key
 

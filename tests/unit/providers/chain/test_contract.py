@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import ProviderContract, ProviderHarness
 from vk_providers.chain import ChainProvider
 from vk_providers.mock.provider import FAIL_CREATE_LABEL
 
-from ..contract import ProviderContract, ProviderHarness
 from ..runpod.support import pod_request as runpod_pod_request
 from ..runpod.support import runpod_pods_of
 from .conftest import runpod_member

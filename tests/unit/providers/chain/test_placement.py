@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.errors import InvalidPodError, NotFoundError, TemporaryProviderError
 from vk_provider.placement import (
     CHOSEN_ANNOTATION,
@@ -18,10 +19,9 @@ from vk_provider.placement import (
     chosen_annotation,
 )
 from vk_provider.provider import Placement
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import wait_running
 from vk_providers.chain import ChainProvider
 
-from ..contract import wait_running
 from ..runpod.support import requests_to, runpod_pod_of, runpod_pods_of
 from .conftest import runpod_member
 from .support import make_chain, pod_request

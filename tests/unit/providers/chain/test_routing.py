@@ -17,10 +17,10 @@ from vk_provider.errors import (
 )
 from vk_provider.placement import GPU_TYPES_ANNOTATION, PROVIDERS_ANNOTATION, PlacementError
 from vk_provider.provider import LogOptions, Placement
+from vk_provider.testing.contract import wait_running
 from vk_providers.chain.provider import format_quantity
 from vk_providers.mock.provider import FAIL_CREATE_LABEL
 
-from ..contract import wait_running
 from .support import Backends, ScriptedMember, make_chain, offer, pod_request
 
 A100 = "NVIDIA A100 80GB PCIe"

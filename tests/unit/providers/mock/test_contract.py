@@ -15,10 +15,9 @@ from vk_provider.provider import (
     PodRequest,
     ProviderContext,
 )
+from vk_provider.testing.contract import ProviderContract, ProviderHarness, new_uid
 from vk_providers.mock import MockProvider
 from vk_providers.mock.provider import FAIL_CREATE_LABEL
-
-from ..contract import ProviderContract, ProviderHarness, new_uid
 
 
 class MockHarness:

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.provider import ContainerPort, ContainerSpec, PodRef, PodRequest, ProviderContext
-from vk_provider.testing.runpod_server import FakeRunPod
 from vk_providers.runpod import RunPodProvider
 
 NODE = "runpod-test"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.provider import GpuOffer, LocationAvailability, SupportsGpuCatalog
-from vk_provider.testing.runpod_server import FakeRunPod
 from vk_providers.runpod import RunPodProvider
 
 from .support import GPU, ManualClock, requests_to

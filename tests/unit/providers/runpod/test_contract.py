@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import ProviderContract, ProviderHarness
 from vk_providers.runpod import RunPodProvider
 
-from ..contract import ProviderContract, ProviderHarness
 from .support import ManualClock, make_provider, pod_request, runpod_pod_of
 
 

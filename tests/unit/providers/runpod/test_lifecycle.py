@@ -8,6 +8,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.errors import InvalidPodError, TemporaryProviderError
 from vk_provider.provider import (
     ContainerPort,
@@ -20,10 +21,9 @@ from vk_provider.provider import (
     SupportsStatusPush,
     SupportsUsage,
 )
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import wait_running
 from vk_providers.runpod import RunPodProvider
 
-from ..contract import wait_running
 from .support import (
     GPU,
     IMAGE,

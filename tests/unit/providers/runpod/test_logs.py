@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import aiohttp
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.errors import NotFoundError
 from vk_provider.provider import LogOptions, PodRef, PodRequest
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import eventually, wait_running
 from vk_providers.runpod import RunPodProvider
 
-from ..contract import eventually, wait_running
 from .support import pod_request, requests_to
 
 

@@ -11,7 +11,7 @@ import asyncio
 import aiohttp
 from aiohttp import web
 
-from vk_provider.testing.runpod_server import FakeRunPod, ServedPod
+from vk_devtools.standins.runpod.server import FakeRunPod, ServedPod
 
 from .support import GPU
 

@@ -8,8 +8,8 @@ import collections
 import aiohttp
 import pytest
 
-from vk_provider.testing.random_faults import RANDOM_KINDS, RandomFaults
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_devtools.standins.faults import RANDOM_KINDS, RandomFaults
+from vk_devtools.standins.runpod.server import FakeRunPod
 
 from .support import GPU
 

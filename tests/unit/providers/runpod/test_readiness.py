@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from vk_devtools.standins.runpod.server import FakeRunPod, ServedPod
 from vk_provider.errors import InvalidPodError
 from vk_provider.provider import ContainerPort, ContainerSpec, HttpGetAction, Probe
-from vk_provider.testing.runpod_server import FakeRunPod, ServedPod
+from vk_provider.testing.contract import wait_running
 from vk_providers.runpod import RunPodProvider
 
-from ..contract import wait_running
 from .support import IMAGE, ManualClock, make_provider, pod_request, runpod_pod_of
 
 

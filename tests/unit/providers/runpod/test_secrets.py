@@ -9,13 +9,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.credentials import MissingSecretError, Secret, SecretSource
 from vk_provider.errors import ProviderError
 from vk_provider.provider import LogOptions
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import wait_running
 from vk_providers.runpod import RunPodProvider
 
-from ..contract import wait_running
 from .support import ManualClock, pod_request, runpod_pod_of
 
 

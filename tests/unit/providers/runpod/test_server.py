@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_devtools.standins.runpod.server import FakeRunPod
 
 from .support import GPU
 
@@ -221,7 +221,7 @@ async def test_the_fake_runs_on_its_own() -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "vk_provider.testing.runpod_server",
+        "vk_devtools.standins.runpod.server",
         "--api-key",
         "rp_standalone",
         stdout=asyncio.subprocess.PIPE,

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.provider import ContainerStateKind, PodRef, PodState
-from vk_provider.testing.runpod_server import FakeRunPod
+from vk_provider.testing.contract import eventually
 from vk_providers.runpod import RunPodProvider
 from vk_providers.runpod.api import RunPodPod
 from vk_providers.runpod.translate import UNREPORTED_EXIT_CODE, pod_state
 
-from ..contract import eventually
 from .support import GPU, IMAGE, make_provider, pod_request, requests_to, runpod_pod_of
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
+from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_providers.sagemaker import SageMakerProvider
 
 from .support import ManualClock, RecordedSleep, make_provider

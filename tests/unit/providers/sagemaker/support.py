@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from vk_devtools.standins.sagemaker import GPU_INSTANCE_TYPE, TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
 from vk_provider.provider import ContainerPort, ContainerSpec, PodRef, PodRequest, ProviderContext
-from vk_provider.testing.sagemaker_moto import GPU_INSTANCE_TYPE, TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
 from vk_providers.sagemaker import SageMakerProvider
 
 NODE = "sagemaker-test"

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from vk_devtools.standins.sagemaker import TEST_ROLE_ARN
 from vk_provider.errors import InvalidPodError
 from vk_provider.provider import ContainerSpec, PodRef, ProviderContext
-from vk_provider.testing.sagemaker_moto import TEST_ROLE_ARN
 from vk_providers.sagemaker import SageMakerProvider, create_provider, parse_settings
 from vk_providers.sagemaker.config import SageMakerSettings
 from vk_providers.sagemaker.translate import (

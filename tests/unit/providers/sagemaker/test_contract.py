@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest
-from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
+from vk_provider.testing.contract import ProviderContract, ProviderHarness
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.translate import INSTANCE_TYPE_ANNOTATION, resource_name
 
-from ..contract import ProviderContract, ProviderHarness
 from .support import ManualClock, make_provider, pod_request
 
 

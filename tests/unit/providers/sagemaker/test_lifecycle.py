@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 import pytest
 from botocore.exceptions import ClientError
 
+from vk_devtools.standins.sagemaker import GPU_INSTANCE_TYPE, TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
 from vk_provider.errors import InvalidPodError, TemporaryProviderError
 from vk_provider.provider import PodRef
-from vk_provider.testing.sagemaker_moto import GPU_INSTANCE_TYPE, TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
+from vk_provider.testing.contract import eventually
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.translate import INSTANCE_COUNT_ANNOTATION, INSTANCE_TYPE_ANNOTATION
-
-from ..contract import eventually
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker.type_defs import ProductionVariantTypeDef

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_provider.errors import ProviderError
 from vk_provider.provider import ProviderContext
-from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
+from vk_provider.testing.contract import eventually
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.redaction import Redactor
 
-from ..contract import eventually
 from .support import (
     ACCESS_KEY,
     IMAGE,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 
+from vk_devtools.standins.sagemaker import MotoSageMaker
 from vk_provider.provider import PodRef
-from vk_provider.testing.sagemaker_moto import MotoSageMaker
 from vk_providers.sagemaker import sign_request
 
 from .support import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, make_provider, write_credentials

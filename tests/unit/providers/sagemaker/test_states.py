@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_provider.provider import ContainerStateKind, PodRef
-from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.translate import Endpoint, Owner, endpoint_state
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_provider.errors import InvalidPodError, TemporaryProviderError
 from vk_provider.provider import PodRequest
-from vk_provider.testing.sagemaker_moto import MotoSageMaker, SageMakerLayer
+from vk_provider.testing.contract import eventually
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.translate import INSTANCE_COUNT_ANNOTATION, INSTANCE_TYPE_ANNOTATION, TAG_POD_UID
 from vk_providers.sagemaker.versions import version_stem
 
-from ..contract import eventually
 from .support import IMAGE, NODE, ManualClock, make_provider, pod_request
 
 NEW_IMAGE = IMAGE.replace(":1", ":2")

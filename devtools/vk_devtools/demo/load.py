@@ -7,7 +7,7 @@ stalls a migration must not cause.
 
 A share of the requests stream (SSE completions, checked token by token) and the rest are short.
 Each request leaves one `Outcome`; `failures`, `window` and `share_by` slice and count them for the
-tests' verdicts, and `python -m vk_provider.demo.load` prints them live for the demo.
+tests' verdicts, and `python -m vk_devtools.demo.load` prints them live for the demo.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Literal, TypeVar
 import aiohttp
 from yarl import URL
 
-from vk_provider.demo.tokens import COMPLETIONS_PATH, SERVED_BY
+from vk_devtools.demo.tokens import COMPLETIONS_PATH, SERVED_BY
 
 Kind = Literal["short", "stream"]
 ShortRequest = Literal["completion", "root"]
@@ -360,7 +360,7 @@ async def _run_cli(settings: LoadSettings, duration: float) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m vk_provider.demo.load",
+        prog="python -m vk_devtools.demo.load",
         description="Open-loop load on a tokens service: prints each second, exits 1 if any request failed.",
     )
     parser.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8080")

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import cluster, runpodstandin, traffic
-from vk_provider.devcluster.building import BinaryCache, BuildError
-from vk_provider.devcluster.processes import ComponentFailedError
+from vk_devtools.devcluster import cluster, runpodstandin, traffic
+from vk_devtools.devcluster.building import BinaryCache, BuildError
+from vk_devtools.devcluster.processes import ComponentFailedError
 
 EXIT_OK = 0
 EXIT_FAILED = 1

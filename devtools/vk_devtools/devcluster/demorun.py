@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.demo.load import LoadGenerator, LoadSettings, failures, final_summary
-from vk_provider.devcluster import cluster, traffic
-from vk_provider.devcluster.ports import LOOPBACK
+from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, final_summary
+from vk_devtools.devcluster import cluster, traffic
+from vk_devtools.devcluster.ports import LOOPBACK
 
 EXIT_OK = 0
 EXIT_FAILED = 1

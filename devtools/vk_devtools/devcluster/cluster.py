@@ -25,16 +25,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster import localnode, podnetwork, processes, runpodstandin, traffic
-from vk_provider.devcluster.kubeconfigs import write_kubeconfig
-from vk_provider.devcluster.pki import (
+from vk_devtools.devcluster import localnode, podnetwork, processes, runpodstandin, traffic
+from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
+from vk_devtools.devcluster.pki import (
     CertificateAuthority,
     ClientIdentity,
     KeyPair,
     write_service_account_keys,
 )
-from vk_provider.devcluster.ports import LOOPBACK, PortPicker
-from vk_provider.devcluster.processes import ComponentFailedError, ProcessRecord
+from vk_devtools.devcluster.ports import LOOPBACK, PortPicker
+from vk_devtools.devcluster.processes import ComponentFailedError, ProcessRecord
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"

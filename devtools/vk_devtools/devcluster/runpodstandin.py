@@ -1,10 +1,10 @@
 """The demo's away side on the offline RunPod stand-in (`dev up --burst-provider runpod-standin`).
 
-The stand-in (`python -m vk_provider.testing.runpod_server`) is one more component of the development
+The stand-in (`python -m vk_devtools.standins.runpod.server`) is one more component of the development
 cluster, started before the burst node and stopped after it. `burst-gpu` is then a `runpod` node: the
 real provider creates, polls and deletes RunPod pods through the stand-in's REST API, and the router
 reaches them through its proxy front, which serves each RUNNING pod's HTTP port with the demo's token
-server (`vk_provider.demo.runpod_pods`). No account, no network: every address is on loopback.
+server (`vk_devtools.standins.runpod.workloads`). No account, no network: every address is on loopback.
 
 The stand-in picks its own ports and writes them to `runpod/addresses.json` in the cluster's folder
 once they answer; the API key is generated per `up` and handed over in a file, never on a command line.
@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from vk_provider.devcluster import localnode
+from vk_devtools.devcluster import localnode
 
 COMPONENT = "runpod-standin"
 PROVIDER_CHOICE = "runpod-standin"
@@ -76,7 +76,7 @@ def argv(directory: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "vk_provider.testing.runpod_server",
+        "vk_devtools.standins.runpod.server",
         "--api-key-file",
         str(api_key_file(directory)),
         "--pod-app",

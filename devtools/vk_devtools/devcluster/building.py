@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from vk_provider.devcluster.processes import tail_of_file
+from vk_devtools.devcluster.processes import tail_of_file
 
 GOMOD_DIR = Path(__file__).with_name("gomod")
 PROGRESS_INTERVAL_SECONDS = 30.0

@@ -27,7 +27,7 @@ Written from RunPod's published API reference (the OpenAPI 3.1 document of
   kinds mixed (`random_faults`). Each request's record names the fault it was served, if any.
 
 Everything is in one process: `FakeRunPod` is started in the test's event loop, `control` drives it
-over HTTP (the same API an out-of-process user would call; `python -m vk_provider.testing.runpod_server`
+over HTTP (the same API an out-of-process user would call; `python -m vk_devtools.standins.runpod.server`
 runs it standalone). It lives in the package, not under tests/, so integration tests and development
 clusters can use it as well, and because it is type-checked with the rest.
 
@@ -58,9 +58,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from vk_provider.demo.runpod_pods import token_pod_app
-from vk_provider.testing.random_faults import RANDOM_KINDS, RandomFaults
-from vk_provider.testing.runpod_schema import validate_create_pod, validate_update_pod
+from vk_devtools.standins.faults import RANDOM_KINDS, RandomFaults
+from vk_devtools.standins.runpod.schema import validate_create_pod, validate_update_pod
+from vk_devtools.standins.runpod.workloads import token_pod_app
 
 logger = logging.getLogger(__name__)
 

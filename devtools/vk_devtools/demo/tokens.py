@@ -33,7 +33,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 # Not __name__: under `python -m` that is "__main__", which says nothing in a log line.
-logger = logging.getLogger("vk_provider.demo.tokens")
+logger = logging.getLogger("vk_devtools.demo.tokens")
 
 SERVED_BY = "X-Served-By"
 COMPLETIONS_PATH = "/v1/completions"
@@ -395,7 +395,7 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> To
 
     defaults = TokenServerSettings(name="")
     parser = argparse.ArgumentParser(
-        prog="python -m vk_provider.demo.tokens",
+        prog="python -m vk_devtools.demo.tokens",
         description="An inference-like HTTP server (deterministic words, no model) for the demo. "
         "Each flag falls back to the TOKENS_<FLAG> environment variable, e.g. TOKENS_TOKEN_DELAY.",
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from vk_provider.devcluster.pki import KeyPair
+from vk_devtools.devcluster.pki import KeyPair
 
 CLUSTER_NAME = "vk-provider-dev"
 

@@ -25,13 +25,13 @@ from typing import Any
 
 import yaml
 
-from vk_provider.devcluster import podnetwork
+from vk_devtools.devcluster import podnetwork
 
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
 GPU_CAPACITY = {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}
 TOKENS_IMAGE = "vk-provider/tokens:0.1.0"
 """The example service's image (manifests/examples/inference.yaml): its container passes `args` only."""
-IMAGE_ENTRYPOINTS = {TOKENS_IMAGE: [sys.executable, "-m", "vk_provider.demo.tokens"]}
+IMAGE_ENTRYPOINTS = {TOKENS_IMAGE: [sys.executable, "-m", "vk_devtools.demo.tokens"]}
 """What that image's ENTRYPOINT would run, for `local` nodes, which run no images: this Python, so
 vk-provider is importable, as in the image."""
 
@@ -112,7 +112,7 @@ def argv(config: Path) -> list[str]:
 
 def workload_path() -> str:
     """PATH for the nodes (and so their workloads): this Python's folder first, so a container command
-    such as `python3 -m vk_provider.demo.tokens` runs with vk-provider importable, as in its image."""
+    such as `python3 -m vk_devtools.demo.tokens` runs with vk-provider importable, as in its image."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
 
 

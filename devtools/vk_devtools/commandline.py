@@ -1,0 +1,144 @@
+"""`vk-provider dev ...`: the development cluster's command line, for `vk-provider` and `kubectl offload`.
+
+This distribution is not part of the product: `vk-provider` finds the `dev` command through the
+`vk_provider.commands` entry point group, so it exists where the development tools are installed and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vk_devtools.devcluster import cluster, commands, demorun
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `dev` to a command line (the `vk_provider.commands` entry point of this distribution)."""
+    dev = subparsers.add_parser(
+        "dev",
+        help="a real local Kubernetes control plane for development and tests",
+        description=(
+            "Build (once) and run a real control plane, etcd, kube-apiserver, kube-controller-manager and "
+            "kube-scheduler, on loopback with generated certificates."
+        ),
+    )
+    dev.set_defaults(run_command=run)
+    dev_commands = dev.add_subparsers(dest="dev_command", required=True, metavar="COMMAND")
+
+    def with_dir(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument(
+            "--dir",
+            type=Path,
+            default=None,
+            help="the cluster's folder (default: $VK_PROVIDER_DEV_DIR or ~/.local/state/vk-provider/dev)",
+        )
+        return parser
+
+    up = with_dir(dev_commands.add_parser("up", help="start the control plane (building it first if needed)"))
+    up.add_argument(
+        "--node-monitor-grace-period",
+        type=_positive_int,
+        default=40,
+        metavar="SECONDS",
+        help="seconds without a node heartbeat before it is marked Unknown (default: 40)",
+    )
+    up.add_argument(
+        "--default-toleration-seconds",
+        type=_positive_int,
+        default=300,
+        metavar="SECONDS",
+        help="not-ready/unreachable toleration added to every pod: seconds before eviction (default: 300)",
+    )
+    up.add_argument(
+        "--no-local-node",
+        action="store_true",
+        help="do not start the local-gpu virtual node (benchmarks and tests bring their own nodes)",
+    )
+    up.add_argument(
+        "--no-demo",
+        action="store_true",
+        help="only the plane and the local-gpu node: no burst node, example service, router or controller",
+    )
+    up.add_argument(
+        "--burst-provider",
+        choices=cluster.BURST_PROVIDERS,
+        default="local",
+        help="what backs the burst-gpu node: another local node (default), or a runpod node on the "
+        "offline RunPod stand-in, started as one more component (no account needed)",
+    )
+    up.add_argument(
+        "--start-timeout",
+        type=_positive_int,
+        default=180,
+        metavar="SECONDS",
+        help="how long each component may take to become healthy (default: 180)",
+    )
+    with_dir(
+        dev_commands.add_parser(
+            "demo", help="flip the example service out to the burst node and back under load (after `up`)"
+        )
+    )
+    with_dir(dev_commands.add_parser("down", help="stop the control plane (logs stay in its folder)"))
+    with_dir(dev_commands.add_parser("status", help="show each component and whether the apiserver is ready"))
+    with_dir(dev_commands.add_parser("kubeconfig", help="print the path of the admin kubeconfig"))
+    with_dir(
+        dev_commands.add_parser(
+            "env",
+            help='print shell exports for KUBECONFIG and the built kubectl: eval "$(vk-provider dev env)"',
+        )
+    )
+    kubectl = with_dir(
+        dev_commands.add_parser(
+            "kubectl", help="run the plane's own kubectl against it: dev kubectl -- get nodes"
+        )
+    )
+    kubectl.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for kubectl")
+    build = dev_commands.add_parser(
+        "build", help="build the control-plane binaries if they are missing or corrupt (cached)"
+    )
+    mode = build.add_mutually_exclusive_group()
+    mode.add_argument("--background", action="store_true", help="build detached, logging to the cache folder")
+    mode.add_argument(
+        "--no-wait", action="store_true", help="fail at once if another build is under way instead of waiting"
+    )
+
+
+def run(arguments: argparse.Namespace) -> int:
+    command: str = arguments.dev_command
+    if command == "build":
+        return commands.build(background=arguments.background, wait=not arguments.no_wait)
+    directory: Path = arguments.dir or cluster.default_directory()
+    if command == "up":
+        settings = cluster.ClusterSettings(
+            directory=directory,
+            node_monitor_grace_period_seconds=arguments.node_monitor_grace_period,
+            default_toleration_seconds=arguments.default_toleration_seconds,
+            start_timeout_seconds=arguments.start_timeout,
+            local_node=not arguments.no_local_node,
+            demo=not arguments.no_demo,
+            burst_provider=arguments.burst_provider,
+        )
+        return commands.up(settings)
+    if command == "demo":
+        return demorun.run(directory)
+    if command == "kubectl":
+        passed: list[str] = arguments.arguments
+        return commands.kubectl(directory, passed[1:] if passed[:1] == ["--"] else passed)
+    by_directory = {
+        "down": commands.down,
+        "status": commands.status,
+        "kubeconfig": commands.kubeconfig,
+        "env": commands.env,
+    }
+    return by_directory[command](directory)
