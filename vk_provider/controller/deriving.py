@@ -23,10 +23,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.controller.spec import API_VERSION, KIND, OffloadSpec
-from vk_provider.router.building import OFFLOAD_LABEL
+from vk_provider.offload.names import API_VERSION, KIND, OFFLOAD_LABEL, TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.spec import OffloadSpec
 
-TEMPLATE_HASH_ANNOTATION = "offload.vk-provider.dev/template-hash"
 AWAY_SUFFIX = "-away"
 SKIPPED_LABELS = frozenset({"pod-template-hash"})
 """Labels the Deployment controller owns; copying one would confuse its ReplicaSet bookkeeping."""

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from vk_provider.controller.spec import Gates
-from vk_provider.migration.plan import Verdict
+from vk_provider.offload.plan import Verdict
+from vk_provider.offload.spec import Gates
 
 METRIC_PREFIX = "vk_provider_router_"
 RETRIED_REASONS = frozenset({"connect"})

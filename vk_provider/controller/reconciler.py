@@ -12,7 +12,7 @@ A migration's life, recorded in `status.phase`:
   that many usable endpoints there. Then the first step's weight is applied.
 - **Shifting**: for each weight, wait until every router applies it; then the step's interval counts;
   then the gates judge the receiving side's traffic over the interval and the pure plan
-  (`vk_provider.migration.plan`) says advance, hold, roll back or finish.
+  (`vk_provider.offload.plan`) says advance, hold, roll back or finish.
 - **Paused**: `spec.paused` holds the current weight; the interval starts over on resume.
 - **Finalizing**: the migration has an outcome. Once every router applies the final weight, the
   side that no longer gets traffic is scaled to 0 (home, so training gets the GPUs; or away, so
@@ -27,33 +27,37 @@ of the promote annotation skips the remaining steps.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider._kube.api import MERGE_PATCH, KubeApi, RawObject
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
+from vk_provider.controller.deployments import (
+    Deployments,
+    deployment_path,
+    ready_replicas_of,
+    replicas_of,
+    service_path,
+)
 from vk_provider.controller.gates import SideSample, judge, parse_side_sample, total
 from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
-from vk_provider.controller.spec import (
-    API_VERSION,
-    KIND,
+from vk_provider.kit.timestamps import format_timestamp
+from vk_provider.offload import plan
+from vk_provider.offload.names import API_VERSION, KIND, offload_path
+from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
+from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
+from vk_provider.offload.status import (
     RUNNING_PHASES,
-    InvalidSpec,
-    OffloadSpec,
-    offload_path,
-    parse_offload,
-    parse_timestamp,
-    timestamp,
+    OffloadStatus,
+    Phase,
+    set_condition,
+    status_patch,
+    with_patch,
 )
-from vk_provider.migration import plan
-from vk_provider.migration.plan import Action, Decision, Direction, MigrationState
-
-logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 """How soon to look again while waiting on replicas or routers (their changes do not wake us)."""
@@ -64,42 +68,9 @@ Requeue = float | None
 """Seconds until the next pass, or None to wait for the Offload to change."""
 
 
-def deployment_path(namespace: str, name: str | None = None) -> str:
-    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    return path if name is None else f"{path}/{name}"
-
-
-def service_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/services/{name}"
-
-
 def receiving_side(direction: Direction) -> str:
     """The side a migration moves traffic to: the one its gates judge."""
     return direction.value
-
-
-def set_condition(
-    conditions: list[dict[str, Any]],
-    kind: str,
-    status: str,
-    reason: str,
-    message: str,
-    *,
-    now: datetime,
-    generation: int,
-) -> list[dict[str, Any]]:
-    """The conditions with `kind` set; its transition time moves only when its status changes."""
-    previous = next((item for item in conditions if item.get("type") == kind), None)
-    changed = previous is None or previous.get("status") != status
-    condition = {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message[:32768],
-        "lastTransitionTime": timestamp(now) if changed else previous["lastTransitionTime"],  # type: ignore[index]
-        "observedGeneration": generation,
-    }
-    return [*(item for item in conditions if item.get("type") != kind), condition]
 
 
 @dataclasses.dataclass
@@ -119,51 +90,51 @@ class Pass:
 
     spec: OffloadSpec
     offload: RawObject
-    status: dict[str, Any]
+    status: Mapping[str, Any]
+    """`.status` as read, in the API's spelling."""
     home: RawObject
     service: RawObject
     now: datetime
     patch: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The merge patch of `.status` this pass writes, in the API's spelling."""
 
-    def get(self, field: str, default: Any = None) -> Any:
-        """The status field as it will be after this pass's patch."""
-        return self.patch[field] if field in self.patch else self.status.get(field, default)
+    @property
+    def current(self) -> OffloadStatus:
+        """The status as it will be after this pass's patch."""
+        return with_patch(self.status, self.patch)
 
     def set(self, **fields: Any) -> None:
-        self.patch.update(fields)
+        """Set status fields by their Python names (see OffloadStatus); None removes one."""
+        self.patch.update(status_patch(**fields))
 
     def condition(self, kind: str, status: str, reason: str, message: str) -> None:
-        conditions = list(self.get("conditions") or [])
+        conditions = self.current.conditions
         updated = set_condition(
             conditions, kind, status, reason, message, now=self.now, generation=self.spec.generation
         )
-        if updated != conditions:
+        if updated != list(conditions):
             self.patch["conditions"] = updated
 
     @property
+    def weight(self) -> int:
+        return self.current.away_weight or 0
+
+    @property
     def direction(self) -> Direction:
-        return Direction(self.get("targetPlacement") or self.spec.placement.value)
+        return Direction(self.current.target_placement or self.spec.placement.value)
 
     def state(self) -> MigrationState:
-        steps = tuple(self.get("steps") or self.spec.strategy.steps_toward(self.direction))
+        current = self.current
         return MigrationState(
             direction=self.direction,
-            steps=steps,
-            step_index=int(self.get("stepIndex", 0)),
-            weight=int(self.get("awayWeight", 0)),
-            last_good_weight=int(self.get("lastGoodWeight", self.get("awayWeight", 0))),
-            consecutive_failures=int(self.get("consecutiveFailures", 0)),
+            steps=current.steps or self.spec.strategy.steps_toward(self.direction),
+            step_index=current.step_index or 0,
+            weight=self.weight,
+            last_good_weight=self.weight if current.last_good_weight is None else current.last_good_weight,
+            consecutive_failures=current.consecutive_failures,
             failures_before_rollback=self.spec.strategy.failures_before_rollback,
             paused=self.spec.paused,
         )
-
-
-def _replicas(deployment: RawObject | None) -> int:
-    """The Deployment's desired replicas (the API's default is 1)."""
-    if deployment is None:
-        return 0
-    value = (deployment.get("spec") or {}).get("replicas")
-    return int(value) if isinstance(value, int) else 1
 
 
 class Reconciler:
@@ -177,6 +148,7 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
+        self._deployments = Deployments(api)
         self._routers = routers
         self._events = events
         self._wall_clock = wall_clock
@@ -185,28 +157,20 @@ class Reconciler:
 
     # -- reading -------------------------------------------------------------------------------
 
-    async def _get(self, path: str) -> RawObject | None:
-        try:
-            return await self._api.get(path)
-        except KubeApiError as error:
-            if error.not_found:
-                return None
-            raise
-
     async def reconcile(self, namespace: str, name: str) -> Requeue:
-        offload = await self._get(offload_path(namespace, name))
+        offload = await self._deployments.get(offload_path(namespace, name))
         if offload is None:
             self._intervals.pop(f"{namespace}/{name}", None)
             return None
         now = self._wall_clock()
-        status = dict(offload.get("status") or {})
+        status: Mapping[str, Any] = offload.get("status") or {}
         try:
             spec = parse_offload(offload)
         except InvalidSpec as error:
             await self._report_problem(offload, status, now, "InvalidSpec", str(error))
             return None
-        home = await self._get(deployment_path(namespace, spec.home_deployment))
-        service = await self._get(service_path(namespace, spec.home_service))
+        home = await self._deployments.get(deployment_path(namespace, spec.home_deployment))
+        service = await self._deployments.get(service_path(namespace, spec.home_service))
         if home is None or service is None:
             reason, what = (
                 ("HomeDeploymentNotFound", f'Deployment "{spec.home_deployment}"')
@@ -231,13 +195,14 @@ class Reconciler:
         self, offload: RawObject, status: Mapping[str, Any], now: datetime, reason: str, message: str
     ) -> None:
         generation = int((offload.get("metadata") or {}).get("generation") or 0)
-        conditions = list(status.get("conditions") or [])
+        current = OffloadStatus.from_raw(status)
+        conditions = list(current.conditions)
         updated = set_condition(conditions, "Ready", "False", reason, message, now=now, generation=generation)
-        if updated == conditions and status.get("observedGeneration") == generation:
+        if updated == conditions and current.observed_generation == generation:
             return
-        patch: dict[str, Any] = {"conditions": updated, "observedGeneration": generation, "message": message}
-        if not status.get("phase"):
-            patch["phase"] = "Idle"
+        patch = status_patch(conditions=tuple(updated), observed_generation=generation, message=message)
+        if current.phase is None:
+            patch.update(status_patch(phase=Phase.IDLE))
         metadata = offload.get("metadata") or {}
         self._event(offload, "Warning", reason, message)
         await self._api.patch(
@@ -269,65 +234,64 @@ class Reconciler:
     # -- the state machine ---------------------------------------------------------------------
 
     async def _step(self, work: Pass) -> Requeue:
-        phase = work.get("phase")
-        if not phase:
+        phase = work.current.phase
+        if phase is None:
             work.set(
-                phase="Idle",
-                targetPlacement="home",
-                awayWeight=0,
-                lastGoodWeight=0,
-                stepIndex=0,
-                consecutiveFailures=0,
-                observedGeneration=work.spec.generation,
-                handledPromotion=work.spec.promotion,
+                phase=Phase.IDLE,
+                target_placement="home",
+                away_weight=0,
+                last_good_weight=0,
+                step_index=0,
+                consecutive_failures=0,
+                observed_generation=work.spec.generation,
+                handled_promotion=work.spec.promotion,
                 message="serving at home",
             )
-            phase = "Idle"
+            phase = Phase.IDLE
         if phase not in RUNNING_PHASES:
-            if work.spec.placement.value != work.get("targetPlacement"):
+            if work.spec.placement.value != work.current.target_placement:
                 return self._start(work)
-            if work.get("observedGeneration") != work.spec.generation:
-                work.set(observedGeneration=work.spec.generation)
+            if work.current.observed_generation != work.spec.generation:
+                work.set(observed_generation=work.spec.generation)
             return IDLE_RESYNC_SECONDS
-        work.set(observedGeneration=work.spec.generation)
-        if phase == "Finalizing":
+        work.set(observed_generation=work.spec.generation)
+        if phase is Phase.FINALIZING:
             return await self._finalize(work)
-        if work.spec.placement.value != work.get("targetPlacement"):
+        if work.spec.placement.value != work.current.target_placement:
             return self._decide(work, plan.abort(work.state()), outcome_reason="Aborted")
-        if phase == "Preparing":
+        if phase is Phase.PREPARING:
             return await self._prepare(work)
         return await self._shift(work)
 
     def _start(self, work: Pass) -> Requeue:
         spec = work.spec
         direction = spec.placement
-        weight = int(work.get("awayWeight", 0))
         steps = spec.strategy.steps_toward(direction)
         state = plan.begin_from(
-            direction, steps, weight, failures_before_rollback=spec.strategy.failures_before_rollback
+            direction, steps, work.weight, failures_before_rollback=spec.strategy.failures_before_rollback
         )
-        home_replicas = work.get("homeReplicas")
-        if direction is Direction.TO_AWAY and _replicas(work.home) > 0:
-            home_replicas = _replicas(work.home)
+        home_replicas = work.current.home_replicas
+        if direction is Direction.TO_AWAY and replicas_of(work.home) > 0:
+            home_replicas = replicas_of(work.home)
         schedule = " -> ".join(str(w) for w in state.schedule[state.step_index :])
         message = f"moving {direction.value}: away weight {schedule}"
         work.set(
-            phase="Preparing",
-            targetPlacement=direction.value,
-            steps=list(state.steps),
-            stepIndex=state.step_index,
-            awayWeight=state.weight,
-            lastGoodWeight=state.last_good_weight,
-            consecutiveFailures=0,
-            homeReplicas=home_replicas,
-            migrationStartedAt=timestamp(work.now),
-            progressAt=timestamp(work.now),
-            stepStartedAt=None,
+            phase=Phase.PREPARING,
+            target_placement=direction.value,
+            steps=state.steps,
+            step_index=state.step_index,
+            away_weight=state.weight,
+            last_good_weight=state.last_good_weight,
+            consecutive_failures=0,
+            home_replicas=home_replicas,
+            migration_started_at=work.now,
+            progress_at=work.now,
+            step_started_at=None,
             outcome=None,
-            outcomeReason=None,
-            lastCheck=None,
-            handledPromotion=spec.promotion,
-            observedGeneration=spec.generation,
+            outcome_reason=None,
+            last_check=None,
+            handled_promotion=spec.promotion,
+            observed_generation=spec.generation,
             message=message,
         )
         work.condition("Progressing", "True", "MigrationStarted", message)
@@ -336,13 +300,13 @@ class Reconciler:
         return 0.0
 
     def _deadline_passed(self, work: Pass) -> bool:
-        progress = parse_timestamp(work.get("progressAt")) or work.now
+        progress = work.current.progress_at or work.now
         return (work.now - progress).total_seconds() > work.spec.strategy.progress_deadline_seconds
 
     def _waiting(self, work: Pass, reason: str, message: str) -> Requeue:
         """Wait for something outside our control, within the progress deadline."""
         if self._deadline_passed(work):
-            failed = plan.abort(work.state()) if work.get("phase") == "Preparing" else None
+            failed = plan.abort(work.state()) if work.current.phase is Phase.PREPARING else None
             state = work.state()
             if failed is None:
                 # Back to the last weight that passed its gates: the safe place to stop.
@@ -365,66 +329,27 @@ class Reconciler:
     async def _receiving_deployment(self, work: Pass) -> tuple[RawObject | None, int]:
         """Make the receiving side's Deployment exist with its replicas; return it and the count wanted."""
         spec = work.spec
+        home_replicas = work.current.home_replicas
         if work.direction is Direction.TO_AWAY:
             wanted = spec.away.replicas
             if wanted is None:
-                wanted = int(work.get("homeReplicas") or _replicas(work.home) or 1)
-            return await self._ensure_away(work, wanted), wanted
-        wanted = int(work.get("homeReplicas") or 0) or max(1, await self._away_replicas(spec))
-        if _replicas(work.home) != wanted:
-            work.home = await self._scale(spec.namespace, spec.home_deployment, wanted)
+                wanted = home_replicas or replicas_of(work.home) or 1
+            return await self._deployments.ensure_away(
+                spec, work.home, work.service, wanted, self._announcer(work)
+            ), wanted
+        wanted = home_replicas or max(1, replicas_of(await self._deployments.away(spec)))
+        if replicas_of(work.home) != wanted:
+            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, wanted)
         return work.home, wanted
 
-    async def _away_replicas(self, spec: OffloadSpec) -> int:
-        away = await self._get(deployment_path(spec.namespace, deriving.away_name(spec)))
-        return _replicas(away)
-
-    async def _ensure_away(self, work: Pass, replicas: int) -> RawObject:
-        spec = work.spec
-        desired = deriving.away_deployment(spec, work.home, work.service, replicas)
-        path = deployment_path(spec.namespace, deriving.away_name(spec))
-        current = await self._get(path)
-        if current is None:
-            created = await self._api.create(deployment_path(spec.namespace), desired)
-            self._event(
-                work.offload,
-                "Normal",
-                "AwayDeploymentCreated",
-                f"created Deployment {deriving.away_name(spec)} with {replicas} replicas",
-            )
-            return created
-        annotations = (current.get("metadata") or {}).get("annotations") or {}
-        wanted_hash = desired["metadata"]["annotations"][deriving.TEMPLATE_HASH_ANNOTATION]
-        if annotations.get(deriving.TEMPLATE_HASH_ANNOTATION) != wanted_hash:
-            # The home template changed since: roll the away pods to it (a merge patch replaces
-            # the template's lists wholesale, which is what we want here).
-            return await self._api.patch(
-                path,
-                {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]},
-                content_type=MERGE_PATCH,
-            )
-        if _replicas(current) != replicas:
-            return await self._scale(spec.namespace, deriving.away_name(spec), replicas)
-        return current
-
-    async def _scale(self, namespace: str, name: str, replicas: int) -> RawObject:
-        logger.info("scaling Deployment %s/%s to %d", namespace, name, replicas)
-        return await self._api.patch(
-            deployment_path(namespace, name), {"spec": {"replicas": replicas}}, content_type=MERGE_PATCH
-        )
-
-    async def _away_pods(self, spec: OffloadSpec) -> int:
-        selector = ",".join(f"{key}={value}" for key, value in deriving.away_selector(spec).items())
-        listing = await self._api.get(
-            f"/api/v1/namespaces/{spec.namespace}/pods", query={"labelSelector": selector}
-        )
-        return len(listing.get("items") or [])
+    def _announcer(self, work: Pass) -> Callable[[str, str], None]:
+        return lambda reason, message: self._event(work.offload, "Normal", reason, message)
 
     async def _prepare(self, work: Pass) -> Requeue:
         side = receiving_side(work.direction)
         deployment, wanted = await self._receiving_deployment(work)
         needed = math.ceil(wanted * work.spec.strategy.ready_threshold_percent / 100)
-        ready = _ready_replicas(deployment)
+        ready = ready_replicas_of(deployment)
         if ready < needed:
             return self._waiting(
                 work, "WaitingForReplicas", f"{ready} of {needed} {side} replicas ready (of {wanted} wanted)"
@@ -447,14 +372,14 @@ class Reconciler:
         spec = work.spec
         if spec.paused:
             return self._hold_paused(work)
-        if work.get("phase") == "Paused":
-            message = f"resumed at away weight {work.get('awayWeight')}"
-            work.set(phase="Shifting", progressAt=timestamp(work.now), message=message)
+        if work.current.phase is Phase.PAUSED:
+            message = f"resumed at away weight {work.current.away_weight}"
+            work.set(phase=Phase.SHIFTING, progress_at=work.now, message=message)
             self._event(work.offload, "Normal", "Resumed", message)
-        if spec.promotion and spec.promotion != work.get("handledPromotion"):
-            work.set(handledPromotion=spec.promotion)
+        if spec.promotion and spec.promotion != work.current.handled_promotion:
+            work.set(handled_promotion=spec.promotion)
             return self._decide(work, plan.promote(work.state()))
-        weight = int(work.get("awayWeight", 0))
+        weight = work.weight
         side = receiving_side(work.direction)
         samples: dict[str, SideSample] = {}
         try:
@@ -465,7 +390,7 @@ class Reconciler:
             lagging = str(error)
         if lagging:
             return self._waiting(work, "WaitingForRouters", lagging)
-        step_key = (int(work.get("stepIndex", 0)), weight, int(work.get("consecutiveFailures", 0)))
+        step_key = (work.current.step_index or 0, weight, work.current.consecutive_failures)
         started = self._intervals.get(spec.key)
         if started is None or started.step_key != step_key:
             self._begin_interval(work, step_key, samples)
@@ -488,9 +413,9 @@ class Reconciler:
         return f"routers {', '.join(behind)} do not apply away weight {weight} yet" if behind else ""
 
     def _hold_paused(self, work: Pass) -> Requeue:
-        if work.get("phase") != "Paused":
-            message = f"paused at away weight {work.get('awayWeight')}"
-            work.set(phase="Paused", message=message, stepStartedAt=None)
+        if work.current.phase is not Phase.PAUSED:
+            message = f"paused at away weight {work.current.away_weight}"
+            work.set(phase=Phase.PAUSED, message=message, step_started_at=None)
             work.condition("Progressing", "True", "Paused", message)
             self._event(work.offload, "Normal", "Paused", message)
         self._intervals.pop(work.spec.key, None)
@@ -500,7 +425,7 @@ class Reconciler:
         self, work: Pass, step_key: tuple[int, int, int], samples: dict[str, SideSample]
     ) -> None:
         self._intervals[work.spec.key] = IntervalStart(step_key, self._monotonic(), samples)
-        work.set(stepStartedAt=timestamp(work.now))
+        work.set(step_started_at=work.now)
 
     def _judge(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
         """The interval is over: judge it and act on the plan's decision."""
@@ -510,7 +435,7 @@ class Reconciler:
         if samples.keys() == started.samples.keys():  # the same routers at both ends
             interval = total(samples.values()).minus(total(started.samples.values()))
         judgement = judge(interval, spec.strategy.gates, side)
-        work.set(lastCheck={**judgement.as_status(), "side": side, "at": timestamp(work.now)})
+        work.set(last_check={**judgement.as_status(), "side": side, "at": format_timestamp(work.now)})
         work.condition(
             "GatesPassing",
             {"Healthy": "True", "Unhealthy": "False"}.get(judgement.verdict.value, "Unknown"),
@@ -527,8 +452,8 @@ class Reconciler:
         if judgement.verdict is plan.Verdict.UNHEALTHY:
             self._event(work.offload, "Warning", "GateFailed", f"{decision.reason}: {judgement.message}")
             work.set(
-                consecutiveFailures=decision.state.consecutive_failures,
-                progressAt=timestamp(work.now),
+                consecutive_failures=decision.state.consecutive_failures,
+                progress_at=work.now,
                 message=decision.reason,
             )
             return interval_seconds
@@ -558,54 +483,54 @@ class Reconciler:
         state = decision.state
         reason = decision.reason + (f" ({judged})" if judged else "")
         work.set(
-            awayWeight=state.weight,
-            stepIndex=state.step_index,
-            lastGoodWeight=state.last_good_weight,
-            consecutiveFailures=state.consecutive_failures,
-            stepStartedAt=None,
-            progressAt=timestamp(work.now),
+            away_weight=state.weight,
+            step_index=state.step_index,
+            last_good_weight=state.last_good_weight,
+            consecutive_failures=state.consecutive_failures,
+            step_started_at=None,
+            progress_at=work.now,
             message=reason,
         )
         self._intervals.pop(work.spec.key, None)
         if decision.action is Action.ADVANCE:
-            work.set(phase="Shifting")
+            work.set(phase=Phase.SHIFTING)
             work.condition("Progressing", "True", "StepApplied", reason)
             self._event(work.offload, "Normal", "StepApplied", reason)
             return 0.0
         if outcome is None:
             outcome, outcome_reason = {
-                Action.FINISH: ("Succeeded", "Succeeded"),
-                Action.ROLL_BACK: ("RolledBack", "GatesFailed"),
-                Action.ABORT: ("RolledBack", "Aborted"),
+                Action.FINISH: (Phase.SUCCEEDED, "Succeeded"),
+                Action.ROLL_BACK: (Phase.ROLLED_BACK, "GatesFailed"),
+                Action.ABORT: (Phase.ROLLED_BACK, "Aborted"),
             }[decision.action]
         if decision.action is Action.ABORT and outcome_reason == "Aborted":
             # The spec now names the starting placement: that is where this migration ends.
-            work.set(targetPlacement=work.spec.placement.value)
-        work.set(phase="Finalizing", outcome=outcome, outcomeReason=outcome_reason)
+            work.set(target_placement=work.spec.placement.value)
+        work.set(phase=Phase.FINALIZING, outcome=outcome, outcome_reason=outcome_reason)
         work.condition("Progressing", "True", "Finalizing", reason)
-        kind: EventType = "Normal" if outcome == "Succeeded" else "Warning"
+        kind: EventType = "Normal" if outcome == Phase.SUCCEEDED else "Warning"
         self._event(work.offload, kind, outcome_reason or outcome, reason)
         return 0.0
 
     async def _finalize(self, work: Pass) -> Requeue:
         spec = work.spec
-        weight = int(work.get("awayWeight", 0))
+        weight = work.weight
         try:
             lagging = await self._lagging_routers(spec, weight)
         except RouterUnreachable as error:
             lagging = str(error)
         if lagging:
             return self._finalize_wait(work, lagging)
-        if weight == plan.MAX_WEIGHT and _replicas(work.home) != 0:
+        if weight == plan.MAX_WEIGHT and replicas_of(work.home) != 0:
             # Everything goes away now: the home GPUs are free for training.
-            work.home = await self._scale(spec.namespace, spec.home_deployment, 0)
+            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, 0)
             self._event(
                 work.offload, "Normal", "HomeScaledDown", "home Deployment scaled to 0; its GPUs are free"
             )
         if weight == plan.MIN_WEIGHT:
-            away = await self._get(deployment_path(spec.namespace, deriving.away_name(spec)))
-            if away is not None and _replicas(away) != 0:
-                await self._scale(spec.namespace, deriving.away_name(spec), 0)
+            away = await self._deployments.away(spec)
+            if away is not None and replicas_of(away) != 0:
+                await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)
                 self._event(
                     work.offload,
                     "Normal",
@@ -613,37 +538,28 @@ class Reconciler:
                     "away Deployment scaled to 0; its provider deployments are being deleted",
                 )
                 return self._finalize_wait(work, "waiting for the away pods to be deleted")
-            remaining = await self._away_pods(spec)
+            remaining = await self._deployments.away_pod_count(spec)
             if remaining:
                 return self._finalize_wait(
                     work, f"waiting for {remaining} away pods to be deleted at the provider"
                 )
-        outcome = str(work.get("outcome") or "Succeeded")
-        reason = str(work.get("outcomeReason") or outcome)
+        current = work.current
+        outcome = Phase(current.outcome or Phase.SUCCEEDED)
+        reason = current.outcome_reason or outcome.value
         where = {plan.MIN_WEIGHT: "home", plan.MAX_WEIGHT: "away"}.get(weight, f"split, {weight}% away")
         message = f"{reason}: serving {where}" + (
-            f"; {work.get('message')}" if outcome != "Succeeded" and work.get("message") else ""
+            f"; {current.message}" if outcome is not Phase.SUCCEEDED and current.message else ""
         )
-        work.set(phase=outcome, message=message, stepStartedAt=None)
+        work.set(phase=outcome, message=message, step_started_at=None)
         work.condition("Progressing", "False", reason, message)
         self._event(
-            work.offload, "Normal" if outcome == "Succeeded" else "Warning", f"Migration{outcome}", message
+            work.offload,
+            "Normal" if outcome is Phase.SUCCEEDED else "Warning",
+            f"Migration{outcome.value}",
+            message,
         )
         return IDLE_RESYNC_SECONDS
 
     def _finalize_wait(self, work: Pass, message: str) -> Requeue:
         work.condition("Progressing", "True", "Finalizing", message)
         return POLL_SECONDS
-
-
-def _ready_replicas(deployment: RawObject | None) -> int:
-    """Ready replicas running the current template (old ones being replaced do not count)."""
-    if deployment is None:
-        return 0
-    status = deployment.get("status") or {}
-    metadata = deployment.get("metadata") or {}
-    if int(status.get("observedGeneration") or 0) < int(metadata.get("generation") or 0):
-        return 0
-    ready = int(status.get("readyReplicas") or 0)
-    updated = int(status.get("updatedReplicas") or 0)
-    return min(ready, updated)

@@ -24,8 +24,8 @@ from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
-from vk_provider.controller.spec import API_VERSION, PLURAL
 from vk_provider.node.queueing import Backoff, KeyedQueue
+from vk_provider.offload.names import offloads_path
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,7 @@ class Controller:
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
-        prefix = f"/apis/{API_VERSION}"
-        path = f"{prefix}/{PLURAL}" if namespace is None else f"{prefix}/namespaces/{namespace}/{PLURAL}"
+        path = offloads_path(namespace)
         self.offloads = Reflector(api, path, query={}, on_change=self._changed, description="offloads")
 
     async def _changed(self, uid: str) -> None:

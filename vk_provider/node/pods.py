@@ -29,6 +29,7 @@ from vk_provider.node import podstatus
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.queueing import Backoff, KeyedQueue
 from vk_provider.node.settings import NodeSettings
+from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.placement.cost import CostMeter
 from vk_provider.placement.record import (
@@ -41,9 +42,6 @@ from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, Sup
 
 logger = logging.getLogger(__name__)
 
-TRAFFIC_ADDRESS_ANNOTATION = "vk-provider.dev/traffic-address"
-TRAFFIC_AUTH_ANNOTATION = "vk-provider.dev/traffic-auth"
-"""How the router must authenticate requests to the traffic address (see `vk_provider.traffic_auth`)."""
 DEFAULT_GRACE_SECONDS = 30.0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from vk_provider.migration.plan import validate_steps
+from vk_provider.offload.plan import validate_steps
 
 MAX_INTERVAL_SECONDS = 2**31 - 1
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")

@@ -23,17 +23,13 @@ from typing import Any
 import aiohttp
 
 from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.offload.names import KIND, PROMOTE_ANNOTATION, offload_path, offloads_path
 from vk_provider.offloadcli import rendering
 from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
 
-GROUP = "offload.vk-provider.dev"
-VERSION = "v1alpha1"
-PLURAL = "offloads"
-PROMOTE_ANNOTATION = "offload.vk-provider.dev/promote"
 WATCH_SECONDS = 60
 REFRESH_SECONDS = 2.0
 """`status --watch` redraws at least this often, so new Events and ages show between changes."""
-EVENT_KIND = "Offload"
 CONFLICT_RETRIES = 5
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -51,16 +47,6 @@ class CommandError(Exception):
         self.message = message
 
 
-def collection_path(namespace: str | None) -> str:
-    if namespace is None:
-        return f"/apis/{GROUP}/{VERSION}/{PLURAL}"
-    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
-
-
-def object_path(namespace: str, name: str) -> str:
-    return f"{collection_path(namespace)}/{name}"
-
-
 def not_found(namespace: str, name: str) -> CommandError:
     return CommandError(EXIT_FAILED, f'offload "{name}" not found in namespace "{namespace}"')
 
@@ -71,7 +57,7 @@ def opposite(placement: str) -> str:
 
 async def get_offload(api: KubeApi, namespace: str, name: str) -> RawObject:
     try:
-        return await api.get(object_path(namespace, name))
+        return await api.get(offload_path(namespace, name))
     except KubeApiError as error:
         if error.not_found:
             raise not_found(namespace, name) from None
@@ -80,7 +66,7 @@ async def get_offload(api: KubeApi, namespace: str, name: str) -> RawObject:
 
 async def patch_offload(api: KubeApi, namespace: str, name: str, body: Mapping[str, Any]) -> RawObject:
     try:
-        return await api.patch(object_path(namespace, name), body, content_type=MERGE_PATCH)
+        return await api.patch(offload_path(namespace, name), body, content_type=MERGE_PATCH)
     except KubeApiError as error:
         if error.not_found:
             raise not_found(namespace, name) from None
@@ -115,7 +101,7 @@ async def follow(
     while True:
         try:
             async for event in api.watch(
-                collection_path(namespace),
+                offloads_path(namespace),
                 query={**query, "resourceVersion": resource_version},
                 timeout_seconds=WATCH_SECONDS,
             ):
@@ -199,7 +185,7 @@ def events_path(namespace: str) -> str:
 
 async def list_events(api: KubeApi, namespace: str, name: str) -> rendering.EventList:
     """The Events about the Offload `name`; a refusal becomes a note on the page, not a failure."""
-    query = {"fieldSelector": f"involvedObject.kind={EVENT_KIND},involvedObject.name={name}"}
+    query = {"fieldSelector": f"involvedObject.kind={KIND},involvedObject.name={name}"}
     try:
         listed = await api.get(events_path(namespace), query=query)
     except KubeApiError as error:
@@ -224,7 +210,7 @@ def complain(text: str) -> None:
 async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
     scope = None if arguments.all_namespaces else namespace
     try:
-        listed = await api.get(collection_path(scope))
+        listed = await api.get(offloads_path(scope))
     except KubeApiError as error:
         if error.not_found:
             raise CommandError(
@@ -243,7 +229,7 @@ async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
 
 
 def _ended(offload: RawObject) -> bool:
-    return rendering.status_of(offload).get("phase") in rendering.TERMINAL_PHASES
+    return rendering.status_of(offload).terminal
 
 
 def _show_document(offload: RawObject, output: str, *, repeat: bool) -> None:
@@ -311,11 +297,11 @@ async def run_status(
 def flip_patch(current: RawObject, arguments: argparse.Namespace) -> dict[str, Any]:
     """The spec patch for `flip`, or CommandError(2) when a migration toward the other side is running."""
     status = rendering.status_of(current)
-    target = status.get("targetPlacement")
+    target = status.target_placement
     if rendering.is_running(current) and target and target != arguments.to:
         raise CommandError(
             EXIT_USAGE,
-            f'offload "{arguments.name}" is already migrating to {target} (phase {status.get("phase")}, '
+            f'offload "{arguments.name}" is already migrating to {target} (phase {status.phase}, '
             f"away weight {rendering.weight_text(current)}); wait for it to end, or abort it first",
         )
     spec: dict[str, Any] = {"placement": arguments.to}
@@ -332,13 +318,13 @@ def flip_patch(current: RawObject, arguments: argparse.Namespace) -> dict[str, A
 def finished_code(offload: RawObject, generation: int, placement: str) -> int | None:
     """The exit code once the migration started at `generation` has ended; None while it has not."""
     status = rendering.status_of(offload)
-    code = rendering.exit_code_of_phase(status.get("phase"))
+    code = rendering.exit_code_of_phase(status.phase)
     if code is None:
         return None
-    observed = status.get("observedGeneration")
+    observed = status.observed_generation
     if observed is not None:
         return code if int(observed) >= generation else None
-    return code if status.get("targetPlacement") == placement else None
+    return code if status.target_placement == placement else None
 
 
 async def wait_for_end(api: KubeApi, namespace: str, patched: RawObject, placement: str) -> int:
@@ -376,7 +362,7 @@ async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
 def _require_running(current: RawObject, name: str, what: str) -> str:
     """The running migration's target placement, or CommandError(2) when none runs."""
     if not rendering.is_running(current):
-        phase = rendering.status_of(current).get("phase") or "none"
+        phase = rendering.status_of(current).phase or "none"
         raise CommandError(EXIT_USAGE, f'offload "{name}" has no migration running to {what} (phase {phase})')
     return rendering.direction_placement(current)
 

@@ -1,7 +1,10 @@
 """Text for people: the list table, the status page, progress lines, and JSON/YAML for machines.
 
 Pure functions of Offload JSON (with the Events about it, and the current time), so every layout is
-unit-tested without a cluster. Plain text only: `rich` is not a dependency of the project.
+unit-tested without a cluster. Plain text only: `rich` is not a dependency of the project. What an
+Offload is (its status, phases and defaults) comes from `vk_provider.offload`; this module only
+decides how it looks. The spec is read leniently here, field by field with the CRD's defaults, so a
+page still shows what it can of an Offload the controller refuses.
 """
 
 from __future__ import annotations
@@ -15,30 +18,34 @@ from typing import Any
 
 import yaml
 
-from vk_provider.migration.plan import DEFAULT_TO_AWAY_STEPS, DEFAULT_TO_HOME_STEPS
+from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.offload.plan import (
+    DEFAULT_FAILURES_BEFORE_ROLLBACK,
+    DEFAULT_TO_AWAY_STEPS,
+    DEFAULT_TO_HOME_STEPS,
+)
+from vk_provider.offload.spec import (
+    DEFAULT_MAX_ERROR_RATE_PERCENT,
+    DEFAULT_MAX_P99_LATENCY_MS,
+    DEFAULT_MIN_REQUESTS_PER_INTERVAL,
+)
+from vk_provider.offload.status import InvalidStatus, OffloadStatus, Phase
 
 RawObject = Mapping[str, Any]
 
-RUNNING_PHASES = frozenset({"Preparing", "Shifting", "Paused", "Finalizing"})
-TERMINAL_PHASES = frozenset({"Succeeded", "RolledBack", "Failed"})
 BAR_WIDTH = 20
 NONE = "-"
 PAGE_WIDTH = 100
 """Event messages are cut so that their lines fit this many columns."""
 RECENT_EVENTS = 5
 MIN_MESSAGE_WIDTH = 20
-# The CRD's defaults, for an Offload read before the apiserver applied them (or a hand-written one).
-DEFAULT_MAX_ERROR_RATE_PERCENT = 1
-DEFAULT_MAX_P99_MILLISECONDS = 2000
-DEFAULT_MIN_REQUESTS_PER_INTERVAL = 10
-DEFAULT_FAILURES_BEFORE_ROLLBACK = 3
 
 
 def exit_code_of_phase(phase: str | None) -> int | None:
     """The exit code a finished migration maps to (0 Succeeded, 1 RolledBack/Failed); None while running."""
-    if phase == "Succeeded":
+    if phase == Phase.SUCCEEDED:
         return 0
-    if phase in ("RolledBack", "Failed"):
+    if phase in (Phase.ROLLED_BACK, Phase.FAILED):
         return 1
     return None
 
@@ -48,18 +55,21 @@ def spec_of(offload: RawObject) -> Mapping[str, Any]:
     return spec
 
 
-def status_of(offload: RawObject) -> Mapping[str, Any]:
-    status: Mapping[str, Any] = offload.get("status") or {}
-    return status
+def status_of(offload: RawObject) -> OffloadStatus:
+    """The typed status; one the API could not have stored (wrong types) shows as empty."""
+    try:
+        return OffloadStatus.from_raw(offload.get("status"))
+    except InvalidStatus:
+        return OffloadStatus()
 
 
 def is_running(offload: RawObject) -> bool:
-    return status_of(offload).get("phase") in RUNNING_PHASES
+    return status_of(offload).running
 
 
 def direction_placement(offload: RawObject) -> str:
     """The placement the current (or last) migration goes to: status.targetPlacement, else spec.placement."""
-    return str(status_of(offload).get("targetPlacement") or spec_of(offload).get("placement") or "home")
+    return str(status_of(offload).target_placement or spec_of(offload).get("placement") or "home")
 
 
 def strategy_of(offload: RawObject) -> Mapping[str, Any]:
@@ -81,22 +91,22 @@ def migration_steps(offload: RawObject) -> tuple[int, ...]:
     along that copy, so it wins over the spec, which may have been edited since. Before any migration
     there is no copy, and the spec's steps toward the target (or the CRD defaults) are shown.
     """
-    snapshot = status_of(offload).get("steps")
-    if isinstance(snapshot, list) and snapshot:
-        return tuple(snapshot)
+    snapshot = status_of(offload).steps
+    if snapshot:
+        return snapshot
     return steps_toward(offload, direction_placement(offload))
 
 
 def step_text(offload: RawObject) -> str:
     """`i/n`: the step index of the schedule toward the target (0 = start weight) over its number of steps."""
-    index = status_of(offload).get("stepIndex")
+    index = status_of(offload).step_index
     if index is None:
         return NONE
     return f"{index}/{len(migration_steps(offload))}"
 
 
 def weight_text(offload: RawObject) -> str:
-    weight = status_of(offload).get("awayWeight")
+    weight = status_of(offload).away_weight
     return NONE if weight is None else f"{weight}%"
 
 
@@ -105,15 +115,6 @@ def progress_bar(weight: int, width: int = BAR_WIDTH) -> str:
     clamped = max(0, min(100, weight))
     filled = round(clamped * width / 100)
     return f"[{'#' * filled}{'-' * (width - filled)}] {clamped:3d}% away"
-
-
-def parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def human_age(since: datetime | None, now: datetime) -> str:
@@ -131,7 +132,7 @@ def human_age(since: datetime | None, now: datetime) -> str:
 
 
 def _age(offload: RawObject, now: datetime) -> str:
-    return human_age(parse_time((offload.get("metadata") or {}).get("creationTimestamp")), now)
+    return human_age(parse_timestamp((offload.get("metadata") or {}).get("creationTimestamp")), now)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -155,7 +156,7 @@ def render_list(offloads: Sequence[RawObject], *, all_namespaces: bool, now: dat
         row = [
             str(metadata.get("name", NONE)),
             str(spec_of(offload).get("placement") or NONE),
-            str(status_of(offload).get("phase") or NONE),
+            str(status_of(offload).phase or NONE),
             weight_text(offload),
             step_text(offload),
             _age(offload, now),
@@ -166,7 +167,7 @@ def render_list(offloads: Sequence[RawObject], *, all_namespaces: bool, now: dat
 
 def _placement_line(offload: RawObject) -> str:
     placement = str(spec_of(offload).get("placement") or NONE)
-    target = status_of(offload).get("targetPlacement")
+    target = status_of(offload).target_placement
     if is_running(offload) and target:
         return f"{placement} (migrating to {target})"
     return placement
@@ -181,7 +182,7 @@ def _condition_lines(conditions: Sequence[Mapping[str, Any]], now: datetime) -> 
             str(condition.get("type", NONE)),
             str(condition.get("status", NONE)),
             str(condition.get("reason", NONE)),
-            human_age(parse_time(condition.get("lastTransitionTime")), now),
+            human_age(parse_timestamp(condition.get("lastTransitionTime")), now),
             str(condition.get("message", "")),
         ]
         for condition in conditions
@@ -203,7 +204,7 @@ def number_text(value: Any) -> str:
 def _gate_limits(offload: RawObject) -> str:
     gates: Mapping[str, Any] = strategy_of(offload).get("gates") or {}
     error_rate = gates.get("maxErrorRatePercent", DEFAULT_MAX_ERROR_RATE_PERCENT)
-    p99 = gates.get("maxP99LatencyMilliseconds", DEFAULT_MAX_P99_MILLISECONDS)
+    p99 = gates.get("maxP99LatencyMilliseconds", DEFAULT_MAX_P99_LATENCY_MS)
     requests = gates.get("minRequestsPerInterval", DEFAULT_MIN_REQUESTS_PER_INTERVAL)
     return (
         f"error rate <= {number_text(error_rate)}%, p99 <= {number_text(p99)} ms, "
@@ -212,7 +213,7 @@ def _gate_limits(offload: RawObject) -> str:
 
 
 def _failures_line(offload: RawObject) -> list[str]:
-    failures = status_of(offload).get("consecutiveFailures")
+    failures = status_of(offload).consecutive_failures
     if not failures:
         return []
     allowed = strategy_of(offload).get("failuresBeforeRollback", DEFAULT_FAILURES_BEFORE_ROLLBACK)
@@ -222,13 +223,13 @@ def _failures_line(offload: RawObject) -> list[str]:
 def gate_lines(offload: RawObject, now: datetime) -> list[str]:
     """The Gates section: the configured limits, the last check of an interval and the failure count."""
     lines = ["Gates:", f"  Limits:      {_gate_limits(offload)}"]
-    check = status_of(offload).get("lastCheck")
-    if not isinstance(check, Mapping) or not check:
+    check = status_of(offload).last_check
+    if not check:
         lines.append("  Last check:  none yet")
     else:
         p99 = check.get("p99Milliseconds")
         verdict, side = check.get("verdict") or NONE, check.get("side") or NONE
-        when = human_age(parse_time(check.get("at")), now)
+        when = human_age(parse_timestamp(check.get("at")), now)
         lines += [
             f"  Last check:  {verdict} on the {side} side, {when} ago",
             f"  Measured:    {number_text(check.get('requests'))} requests, "
@@ -257,7 +258,7 @@ def _event_time(event: RawObject) -> datetime | None:
         event.get("firstTimestamp"),
         (event.get("metadata") or {}).get("creationTimestamp"),
     ):
-        parsed = parse_time(stamp)
+        parsed = parse_timestamp(stamp)
         if parsed is not None:
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     return None
@@ -302,7 +303,7 @@ def _event_age(event: RawObject, now: datetime) -> str:
     age = human_age(_event_time(event), now)
     count = event.get("count") or (event.get("series") or {}).get("count") or 1
     if isinstance(count, int) and count > 1:
-        first = parse_time(event.get("firstTimestamp"))
+        first = parse_timestamp(event.get("firstTimestamp"))
         return f"{age} (x{count} over {human_age(first, now)})" if first else f"{age} (x{count})"
     return age
 
@@ -336,22 +337,22 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
     metadata = offload.get("metadata") or {}
     spec = spec_of(offload)
     status = status_of(offload)
-    weight = status.get("awayWeight")
+    weight = status.away_weight
     target = direction_placement(offload)
     steps = ",".join(str(step) for step in migration_steps(offload))
     lines = [
         f"Name:         {metadata.get('name', NONE)}",
         f"Namespace:    {metadata.get('namespace', NONE)}",
         f"Placement:    {_placement_line(offload)}",
-        f"Phase:        {status.get('phase') or NONE}",
+        f"Phase:        {status.phase or NONE}",
         f"Away weight:  {NONE if weight is None else progress_bar(int(weight))}",
         f"Step:         {step_text(offload)} (toward {target}: {steps})",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
         f"Age:          {_age(offload, now)}",
-        f"Message:      {status.get('message') or NONE}",
+        f"Message:      {status.message or NONE}",
         *gate_lines(offload, now),
         "Conditions:",
-        *_condition_lines(status.get("conditions") or [], now),
+        *_condition_lines(status.conditions, now),
     ]
     if events is not None:
         lines += event_lines(events, offload, now)
@@ -362,8 +363,8 @@ def progress_line(offload: RawObject) -> str:
     """One line per change while waiting: phase, weight and step."""
     name = (offload.get("metadata") or {}).get("name", NONE)
     status = status_of(offload)
-    phase = status.get("phase") or "Pending"
-    message = status.get("message")
+    phase = status.phase or "Pending"
+    message = status.message
     line = f"offload {name}: {phase}, away weight {weight_text(offload)}, step {step_text(offload)}"
     return f"{line}: {message}" if message else line
 

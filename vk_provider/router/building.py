@@ -38,7 +38,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vk_provider.node.pods import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
+from vk_provider.offload.status import OffloadStatus
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
 from vk_provider.traffic_auth import TrafficAuth, parse_traffic_auth
 
@@ -46,17 +47,12 @@ logger = logging.getLogger(__name__)
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label an EndpointSlice carries naming the Service it belongs to."""
-OFFLOAD_LABEL = "offload.vk-provider.dev/offload"
-"""The label on the away Deployment's pods naming the Offload they serve."""
 HTTP_PORT_NAME = "http"
 """The EndpointSlice port name preferred over the first port."""
 
 __all__ = [
     "HTTP_PORT_NAME",
-    "OFFLOAD_LABEL",
     "SERVICE_NAME_LABEL",
-    "TRAFFIC_ADDRESS_ANNOTATION",
-    "TRAFFIC_AUTH_ANNOTATION",
     "BuildResult",
     "SkippedOffload",
     "build_routes",
@@ -133,7 +129,6 @@ def _route(
         raise ValueError("the Offload has no name")
     metadata = _mapping(offload.get("metadata"))
     spec = _mapping(offload.get("spec"))
-    status = _mapping(offload.get("status"))
     service = _text(_mapping(spec.get("home")).get("service"))
     if not service:
         raise ValueError("spec.home.service is missing")
@@ -145,7 +140,7 @@ def _route(
     if not isinstance(path_prefix, str):
         raise ValueError("spec.route.pathPrefix must be a string")
     match = RouteMatch(hosts=tuple(sorted(raw_hosts)), path_prefix=path_prefix)
-    away_weight = _integer(status.get("awayWeight"), "status.awayWeight")
+    away_weight = OffloadStatus.from_raw(_mapping(offload.get("status"))).away_weight or 0
     generation = _integer(metadata.get("generation"), "metadata.generation")
     return Route(
         namespace=namespace,

@@ -15,12 +15,11 @@ from collections.abc import Callable
 
 from vk_provider._kube.api import KubeApi
 from vk_provider._kube.watching import Reflector
-from vk_provider.router.building import OFFLOAD_LABEL, SERVICE_NAME_LABEL, SkippedOffload, build_routes
+from vk_provider.offload.names import OFFLOAD_LABEL, offloads_path
+from vk_provider.router.building import SERVICE_NAME_LABEL, SkippedOffload, build_routes
 from vk_provider.router.table import RouteTable
 
 logger = logging.getLogger(__name__)
-
-OFFLOAD_GROUP_VERSION = "offload.vk-provider.dev/v1alpha1"
 
 
 def _collection(prefix: str, resource: str, namespace: str | None) -> str:
@@ -51,7 +50,7 @@ class TableFeed:
         self.rebuilds = 0
         self.offloads = Reflector(
             api,
-            _collection(f"/apis/{OFFLOAD_GROUP_VERSION}", "offloads", namespace),
+            offloads_path(namespace),
             query={},
             on_change=self._changed,
             description="offloads",

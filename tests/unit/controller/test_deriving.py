@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vk_provider.controller.deriving import (
-    TEMPLATE_HASH_ANNOTATION,
-    away_deployment,
-    away_pod_template,
-)
-from vk_provider.controller.spec import parse_offload
-from vk_provider.router.building import OFFLOAD_LABEL
+from vk_provider.controller.deriving import away_deployment, away_pod_template
+from vk_provider.offload.names import OFFLOAD_LABEL, TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.spec import parse_offload
 
 OFFLOAD: dict[str, Any] = {
     "metadata": {"namespace": "ml", "name": "chat", "uid": "u-1", "generation": 3},

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from vk_provider.controller.gates import SideSample, judge, parse_side_sample, quantile_seconds, total
-from vk_provider.controller.spec import Gates
-from vk_provider.migration.plan import Verdict
+from vk_provider.offload.plan import Verdict
+from vk_provider.offload.spec import Gates
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.table import Side
 

@@ -77,14 +77,6 @@ def test_abort_and_promote_need_a_running_migration() -> None:
     )
 
 
-def test_paths() -> None:
-    assert commands.collection_path(None) == "/apis/offload.vk-provider.dev/v1alpha1/offloads"
-    assert (
-        commands.object_path("ml", "chat")
-        == "/apis/offload.vk-provider.dev/v1alpha1/namespaces/ml/offloads/chat"
-    )
-
-
 KUBECONFIG = """
 current-context: lab
 contexts:

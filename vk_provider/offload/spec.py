@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider.migration.plan import (
+from vk_provider.offload.names import PROMOTE_ANNOTATION
+from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
     DEFAULT_TO_HOME_STEPS,
@@ -20,46 +20,40 @@ from vk_provider.migration.plan import (
     validate_steps,
 )
 
-GROUP = "offload.vk-provider.dev"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "Offload"
-PLURAL = "offloads"
-PROMOTE_ANNOTATION = f"{GROUP}/promote"
-
-RUNNING_PHASES = frozenset({"Preparing", "Shifting", "Paused", "Finalizing"})
-TERMINAL_PHASES = frozenset({"Succeeded", "RolledBack", "Failed"})
+# The CRD's defaults (manifests/crds/offload.yaml), applied here too for an Offload read before the
+# apiserver filled them in, or written past it.
+DEFAULT_STEP_INTERVAL_SECONDS = 30
+DEFAULT_READY_THRESHOLD_PERCENT = 100
+DEFAULT_MAX_ERROR_RATE_PERCENT = 1.0
+DEFAULT_MAX_P99_LATENCY_MS = 2000
+DEFAULT_MIN_REQUESTS_PER_INTERVAL = 10
+DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
+DEFAULT_AWAY_NODE_SELECTOR: Mapping[str, str] = {"type": "virtual-kubelet"}
+DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
+    {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"},
+)
 
 
 class InvalidSpec(ValueError):
     """The Offload cannot be acted on as written; the message says which field and why."""
 
 
-def offload_path(namespace: str, name: str | None = None, *, status: bool = False) -> str:
-    path = f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
-    if name is not None:
-        path += f"/{name}"
-        if status:
-            path += "/status"
-    return path
-
-
 @dataclasses.dataclass(frozen=True)
 class Gates:
-    max_error_rate_percent: float = 1.0
-    max_p99_latency_ms: int = 2000
-    min_requests_per_interval: int = 10
+    max_error_rate_percent: float = DEFAULT_MAX_ERROR_RATE_PERCENT
+    max_p99_latency_ms: int = DEFAULT_MAX_P99_LATENCY_MS
+    min_requests_per_interval: int = DEFAULT_MIN_REQUESTS_PER_INTERVAL
 
 
 @dataclasses.dataclass(frozen=True)
 class Strategy:
     to_away_steps: tuple[int, ...] = DEFAULT_TO_AWAY_STEPS
     to_home_steps: tuple[int, ...] = DEFAULT_TO_HOME_STEPS
-    step_interval_seconds: int = 30
-    ready_threshold_percent: int = 100
+    step_interval_seconds: int = DEFAULT_STEP_INTERVAL_SECONDS
+    ready_threshold_percent: int = DEFAULT_READY_THRESHOLD_PERCENT
     gates: Gates = Gates()
     failures_before_rollback: int = DEFAULT_FAILURES_BEFORE_ROLLBACK
-    progress_deadline_seconds: int = 600
+    progress_deadline_seconds: int = DEFAULT_PROGRESS_DEADLINE_SECONDS
 
     def steps_toward(self, direction: Direction) -> tuple[int, ...]:
         return self.to_away_steps if direction is Direction.TO_AWAY else self.to_home_steps
@@ -151,11 +145,11 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         raise InvalidSpec(f"spec.placement must be home or away, not {placement!r}")
     tolerations = away.get("tolerations")
     if tolerations is None:
-        tolerations = [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}]
+        tolerations = list(DEFAULT_AWAY_TOLERATIONS)
     if not isinstance(tolerations, list) or not all(isinstance(item, Mapping) for item in tolerations):
         raise InvalidSpec("spec.away.tolerations must be a list of tolerations")
     node_selector = away.get("nodeSelector")
-    max_error_rate = gates.get("maxErrorRatePercent", 1.0)
+    max_error_rate = gates.get("maxErrorRatePercent", DEFAULT_MAX_ERROR_RATE_PERCENT)
     if isinstance(max_error_rate, bool) or not isinstance(max_error_rate, int | float):
         raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
     replicas = away.get("replicas")
@@ -170,7 +164,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             replicas=None if replicas is None else _integer(replicas, "spec.away.replicas", 0),
             node_selector=_strings(node_selector, "spec.away.nodeSelector")
             if node_selector is not None
-            else {"type": "virtual-kubelet"},
+            else dict(DEFAULT_AWAY_NODE_SELECTOR),
             tolerations=tuple(dict(item) for item in tolerations),
             annotations=_strings(away.get("annotations"), "spec.away.annotations"),
         ),
@@ -183,12 +177,15 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
                 strategy.get("toHomeSteps"), "spec.strategy.toHomeSteps", DEFAULT_TO_HOME_STEPS
             ),
             step_interval_seconds=_integer(
-                strategy.get("stepIntervalSeconds"), "spec.strategy.stepIntervalSeconds", 30, minimum=1
+                strategy.get("stepIntervalSeconds"),
+                "spec.strategy.stepIntervalSeconds",
+                DEFAULT_STEP_INTERVAL_SECONDS,
+                minimum=1,
             ),
             ready_threshold_percent=_integer(
                 strategy.get("readyThresholdPercent"),
                 "spec.strategy.readyThresholdPercent",
-                100,
+                DEFAULT_READY_THRESHOLD_PERCENT,
                 minimum=1,
                 maximum=100,
             ),
@@ -197,11 +194,13 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
                 max_p99_latency_ms=_integer(
                     gates.get("maxP99LatencyMilliseconds"),
                     "spec.strategy.gates.maxP99LatencyMilliseconds",
-                    2000,
+                    DEFAULT_MAX_P99_LATENCY_MS,
                     minimum=1,
                 ),
                 min_requests_per_interval=_integer(
-                    gates.get("minRequestsPerInterval"), "spec.strategy.gates.minRequestsPerInterval", 10
+                    gates.get("minRequestsPerInterval"),
+                    "spec.strategy.gates.minRequestsPerInterval",
+                    DEFAULT_MIN_REQUESTS_PER_INTERVAL,
                 ),
             ),
             failures_before_rollback=_integer(
@@ -213,7 +212,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             progress_deadline_seconds=_integer(
                 strategy.get("progressDeadlineSeconds"),
                 "spec.strategy.progressDeadlineSeconds",
-                600,
+                DEFAULT_PROGRESS_DEADLINE_SECONDS,
                 minimum=1,
             ),
         ),
@@ -222,17 +221,3 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             _mapping(metadata.get("annotations"), "metadata.annotations").get(PROMOTE_ANNOTATION) or ""
         ),
     )
-
-
-def timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with seconds, as the API writes times."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None

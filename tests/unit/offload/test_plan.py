@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vk_provider.migration.plan import (
+from vk_provider.offload.plan import (
     DEFAULT_TO_HOME_STEPS,
     Action,
     Decision,

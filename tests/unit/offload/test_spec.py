@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from vk_provider.controller.spec import InvalidSpec, parse_offload
-from vk_provider.migration.plan import Direction
+from vk_provider.offload.plan import Direction
+from vk_provider.offload.spec import InvalidSpec, parse_offload
 
 MINIMAL: dict[str, Any] = {
     "metadata": {"namespace": "ml", "name": "chat", "generation": 2},

@@ -1,0 +1,112 @@
+"""What a migration does to Deployments: derive and scale the away side, scale the home side, count pods.
+
+The phase machine (`reconciler`) decides; this module carries the decision out against the API and
+reports what it did through `announce`, so the machine stays readable as a list of phases and these
+effects stay testable on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.controller import deriving
+from vk_provider.offload.names import TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.spec import OffloadSpec
+
+logger = logging.getLogger(__name__)
+
+Announce = Callable[[str, str], None]
+"""(reason, message) of a Normal Event about the Offload."""
+
+
+def deployment_path(namespace: str, name: str | None = None) -> str:
+    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    return path if name is None else f"{path}/{name}"
+
+
+def service_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/services/{name}"
+
+
+def replicas_of(deployment: RawObject | None) -> int:
+    """The Deployment's desired replicas (the API's default is 1)."""
+    if deployment is None:
+        return 0
+    value = (deployment.get("spec") or {}).get("replicas")
+    return int(value) if isinstance(value, int) else 1
+
+
+def ready_replicas_of(deployment: RawObject | None) -> int:
+    """Ready replicas running the current template (old ones being replaced do not count)."""
+    if deployment is None:
+        return 0
+    status = deployment.get("status") or {}
+    metadata = deployment.get("metadata") or {}
+    if int(status.get("observedGeneration") or 0) < int(metadata.get("generation") or 0):
+        return 0
+    ready = int(status.get("readyReplicas") or 0)
+    updated = int(status.get("updatedReplicas") or 0)
+    return min(ready, updated)
+
+
+class Deployments:
+    """The home and away Deployments of Offloads, as one migration step needs them."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
+
+    async def get(self, path: str) -> RawObject | None:
+        """The object at `path`, or None when it does not exist."""
+        try:
+            return await self._api.get(path)
+        except KubeApiError as error:
+            if error.not_found:
+                return None
+            raise
+
+    async def away(self, spec: OffloadSpec) -> RawObject | None:
+        return await self.get(deployment_path(spec.namespace, deriving.away_name(spec)))
+
+    async def ensure_away(
+        self, spec: OffloadSpec, home: RawObject, service: RawObject, replicas: int, announce: Announce
+    ) -> RawObject:
+        """The away Deployment, derived from the home one, with `replicas`: created, rolled or scaled."""
+        desired = deriving.away_deployment(spec, home, service, replicas)
+        path = deployment_path(spec.namespace, deriving.away_name(spec))
+        current = await self.get(path)
+        if current is None:
+            created = await self._api.create(deployment_path(spec.namespace), desired)
+            announce(
+                "AwayDeploymentCreated",
+                f"created Deployment {deriving.away_name(spec)} with {replicas} replicas",
+            )
+            return created
+        annotations = (current.get("metadata") or {}).get("annotations") or {}
+        wanted_hash = desired["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+        if annotations.get(TEMPLATE_HASH_ANNOTATION) != wanted_hash:
+            # The home template changed since: roll the away pods to it (a merge patch replaces
+            # the template's lists wholesale, which is what we want here).
+            return await self._api.patch(
+                path,
+                {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]},
+                content_type=MERGE_PATCH,
+            )
+        if replicas_of(current) != replicas:
+            return await self.scale(spec.namespace, deriving.away_name(spec), replicas)
+        return current
+
+    async def scale(self, namespace: str, name: str, replicas: int) -> RawObject:
+        logger.info("scaling Deployment %s/%s to %d", namespace, name, replicas)
+        return await self._api.patch(
+            deployment_path(namespace, name), {"spec": {"replicas": replicas}}, content_type=MERGE_PATCH
+        )
+
+    async def away_pod_count(self, spec: OffloadSpec) -> int:
+        """Pods of the away side that still exist (deleted ones leave once their provider let go)."""
+        selector = ",".join(f"{key}={value}" for key, value in deriving.away_selector(spec).items())
+        listing = await self._api.get(
+            f"/api/v1/namespaces/{spec.namespace}/pods", query={"labelSelector": selector}
+        )
+        return len(listing.get("items") or [])

@@ -1,0 +1,39 @@
+"""The Offload's API names, and the labels and annotations that tie its objects together.
+
+Everything here is part of the wire contract between the node, the router, the controller, the CLI
+and the manifests: renaming any of it is a breaking change for a running cluster.
+"""
+
+from __future__ import annotations
+
+GROUP = "offload.vk-provider.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Offload"
+PLURAL = "offloads"
+
+OFFLOAD_LABEL = f"{GROUP}/offload"
+"""On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
+PROMOTE_ANNOTATION = f"{GROUP}/promote"
+"""On the Offload: a new value asks the controller to skip the remaining steps (`kubectl offload promote`)."""
+TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
+"""On the away Deployment: the hash of the home template it was derived from."""
+
+TRAFFIC_ADDRESS_ANNOTATION = "vk-provider.dev/traffic-address"
+"""On a running pod of a virtual node: the URL the router sends that pod's traffic to."""
+TRAFFIC_AUTH_ANNOTATION = "vk-provider.dev/traffic-auth"
+"""On a running pod of a virtual node: how the router must authenticate requests to the traffic
+address (see `vk_provider.kit.signing`)."""
+
+
+def offloads_path(namespace: str | None = None) -> str:
+    """The Offload collection: of one namespace, or of every namespace with None."""
+    if namespace is None:
+        return f"/apis/{API_VERSION}/{PLURAL}"
+    return f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
+
+
+def offload_path(namespace: str, name: str, *, status: bool = False) -> str:
+    """One Offload, or its status subresource."""
+    path = f"{offloads_path(namespace)}/{name}"
+    return f"{path}/status" if status else path
