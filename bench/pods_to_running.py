@@ -39,11 +39,9 @@ import ipaddress
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,18 +53,32 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from benchkit import (
+    BENCH_DIR,
+    BenchError,
+    add_results_dir_option,
+    cell,
+    describe_machine,
+    free_port,
+    percentile,
+    ratio,
+    report_head,
+    run_main,
+    run_text,
+    tail,
+    write_report,
+)
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from vk_provider import procfs
 from vk_provider.devcluster.building import cache_root
 from vk_provider.devcluster.pki import CertificateAuthority, KeyPair
 
-BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_PLANE_DIR = Path(tempfile.gettempdir()) / "bench-plane"
-DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 FIELD_MANAGER = "pods-to-running-bench"
 POD_IMAGE = "registry.k8s.io/pause:3.10"
 CAPACITY = {"cpu": "10000", "memory": "10000Gi", "pods": "10000"}
@@ -105,35 +117,12 @@ def default_vk_provider() -> Path:
     return Path(sys.executable).with_name("vk-provider")
 
 
-class BenchError(Exception):
-    """A run could not be completed; the message says why."""
-
-
 class DaemonUnavailableError(BenchError):
     """The daemon cannot be started at all (binary missing, command not implemented)."""
 
 
 class DaemonDiedError(BenchError):
     """The daemon exited during a run; the message ends with its log."""
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log was written)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def run_text(argv: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
 
 
 async def raw(call: Awaitable[object]) -> aiohttp.ClientResponse:
@@ -406,7 +395,7 @@ class RunningDaemon:
             return None
         return DaemonDiedError(
             f"{self.daemon.name} exited with status {code}. "
-            f"The end of its log ({self.log}):\n{tail(self.log)}"
+            f"The end of its log ({self.log}):\n{tail(self.log, 30)}"
         )
 
     def check_alive(self) -> None:
@@ -424,29 +413,19 @@ class RunningDaemon:
                 await self._sampler
         if self.process.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
+        procfs.signal_group(self.process.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(self.process.wait(), STOP_GRACE_SECONDS)
+            async with asyncio.timeout(STOP_GRACE_SECONDS):
+                await self.process.wait()
         except TimeoutError:
             print(
                 f"  {self.daemon.name} ignored SIGTERM for {STOP_GRACE_SECONDS:.0f}s; killing it", flush=True
             )
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+            procfs.signal_group(self.process.pid, signal.SIGKILL)
             await self.process.wait()
 
 
 # --- one run: N pods to Running -------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile (p99 of 1000 values is the 990th smallest)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(fraction * len(ordered)))
-    return ordered[rank - 1]
 
 
 def parse_kube_time(text: str | None) -> float | None:
@@ -638,7 +617,7 @@ async def wait_node_ready(api: client.CoreV1Api, node_name: str, daemon: Running
         await asyncio.sleep(0.25)
     raise BenchError(
         f"node {node_name} was not Ready within {NODE_READY_TIMEOUT_SECONDS:.0f}s. "
-        f"The end of {daemon.daemon.name}'s log ({daemon.log}):\n{tail(daemon.log)}"
+        f"The end of {daemon.daemon.name}'s log ({daemon.log}):\n{tail(daemon.log, 30)}"
     )
 
 
@@ -884,43 +863,7 @@ def stop_plane(plane_dir: Path) -> None:
     subprocess.run([*DEV_COMMAND, "down", "--dir", str(plane_dir)], check=False, timeout=120)
 
 
-def machine_info() -> dict[str, Any]:
-    cpu_model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    memory_kib = 0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        memory_kib = int(Path("/proc/meminfo").read_text().splitlines()[0].split()[1])
-    return {
-        "cpu_model": cpu_model,
-        "cpus": os.cpu_count(),
-        "memory_gib": round(memory_kib / 1024 / 1024, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-    }
-
-
 # --- results --------------------------------------------------------------------------------------
-
-
-def without_nan(value: Any) -> Any:
-    """NaN (a statistic of no values) becomes null, so the JSON stays strict."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {key: without_nan(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [without_nan(item) for item in value]
-    return value
-
-
-def ratio(ours: float | None, theirs: float | None) -> float | None:
-    if ours is None or theirs is None or theirs == 0 or math.isnan(ours) or math.isnan(theirs):
-        return None
-    return ours / theirs
 
 
 TARGETS = (
@@ -963,18 +906,12 @@ def verdict(row: dict[str, Any]) -> str:
     return "met" if ok else "MISSED"
 
 
-def cell(value: Any, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return fmt.format(value)
-
-
 def write_markdown(path: Path, report: dict[str, Any]) -> None:
     lines = [
         f"# Pods to Running: vk-provider vs virtual-kubelet ({report['started_at']})",
         "",
-        f"Machine: {report['machine']['cpus']} CPUs ({report['machine']['cpu_model']}), "
-        f"{report['machine']['memory_gib']} GiB; Kubernetes {report['versions'].get('kubernetes', '?')} "
+        f"Machine: {describe_machine(report['machine'])}; "
+        f"Kubernetes {report['versions'].get('kubernetes', '?')} "
         "control plane on the same machine (it shares the CPUs with the daemon under test).",
         "",
         f"Daemons: virtual-kubelet {report['versions'].get('virtual-kubelet', '—')} (mock provider); "
@@ -1053,7 +990,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--vk-provider", type=Path, default=default_vk_provider(), help="vk-provider executable"
     )
-    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="where results go")
+    add_results_dir_option(parser)
     parser.add_argument(
         "--work-dir",
         type=Path,
@@ -1117,16 +1054,6 @@ async def run_matrix(
     return results
 
 
-def write_report(results_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:
-    results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.fromisoformat(report["started_at"]).strftime("%Y-%m-%dT%H%MZ")
-    json_path = results_dir / f"pods_to_running-{stamp}.json"
-    markdown_path = json_path.with_suffix(".md")
-    json_path.write_text(json.dumps(without_nan(report), indent=2, allow_nan=False, default=str) + "\n")
-    write_markdown(markdown_path, report)
-    return json_path, markdown_path
-
-
 async def run_all(args: argparse.Namespace) -> int:
     available, unavailable, versions = select_daemons(args)
     if not available:
@@ -1156,10 +1083,7 @@ async def run_all(args: argparse.Namespace) -> int:
         results[name] = {}
 
     report: dict[str, Any] = {
-        "benchmark": "pods_to_running",
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        **report_head("pods_to_running", started_at),
         "versions": versions,
         "settings": {
             "sizes": args.sizes,
@@ -1175,7 +1099,7 @@ async def run_all(args: argparse.Namespace) -> int:
         "results": results,
         "comparison": comparisons(results, args.sizes),
     }
-    json_path, markdown_path = write_report(args.results_dir, report)
+    json_path, markdown_path = write_report(args.results_dir, report, write_markdown)
     print_ratios(report)
     for name, reason in unavailable.items():
         print(f"\n{name} was NOT measured: {reason}", file=sys.stderr)
@@ -1188,18 +1112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.concurrency < 1:
         raise SystemExit("--concurrency must be at least 1")
-    try:
-        return asyncio.run(run_all(args))
-    except BenchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        # asyncio.run cancelled the run; its `finally` blocks stopped the daemon and cleaned up.
-        print(
-            "\ninterrupted: the daemon was stopped and its namespace deleted; no results written",
-            file=sys.stderr,
-        )
-        return 130
+    return run_main(
+        run_all(args), interrupted="the daemon was stopped and its namespace deleted; no results written"
+    )
 
 
 if __name__ == "__main__":

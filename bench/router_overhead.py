@@ -55,7 +55,6 @@ import collections
 import contextlib
 import dataclasses
 import gc
-import json
 import math
 import os
 import platform
@@ -69,17 +68,35 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-BENCH_DIR = Path(__file__).resolve().parent
-DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
+from benchkit import (
+    BENCH_DIR,
+    REPO_DIR,
+    BenchError,
+    add_results_dir_option,
+    cell,
+    describe_machine,
+    free_port,
+    optional_uvloop,
+    percentile,
+    ratio,
+    report_head,
+    run_main,
+    run_text,
+    tail,
+    write_report,
+)
+
+from vk_provider import procfs
+
 RUNNER = BENCH_DIR / "router_runner.py"
 INSTALL_COMMAND = "apt-get install -y nginx-light wrk"
 
-BENCH_HOST = "bench.local"
+BENCH_HOST = "bench.local"  # the host of router_runner.py's one route (its BENCH_HOST)
 BACKEND_HEADER = "X-Backend"
 ENDPOINTS = ("home-0", "home-1", "away-0", "away-1")
 AWAY_WEIGHT = 50
@@ -88,6 +105,9 @@ TARGET_TEXT = "p99 added latency <= 2 ms at 500 requests/s"
 
 STARTUP_TIMEOUT_SECONDS = 20.0
 STOP_GRACE_SECONDS = 5.0
+TOOL_TIMEOUT_SECONDS = 30.0
+"""For the short commands run to completion: versions, `nginx -t`, git."""
+LOG_TAIL_LINES = 20
 REQUEST_TIMEOUT_SECONDS = 5.0
 PREOPENED_CONNECTIONS = 8
 QUIET_WAIT_SECONDS = 5.0
@@ -155,15 +175,7 @@ class Settings:
         )
 
 
-class BenchError(Exception):
-    """The run could not be completed; the message says why."""
-
-
 # --- tools and versions ---------------------------------------------------------------------------
-
-
-def run_text(argv: Sequence[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def find_tools() -> dict[str, str]:
@@ -184,12 +196,17 @@ def find_tools() -> dict[str, str]:
 
 def tool_versions(tools: dict[str, str]) -> dict[str, str]:
     versions: dict[str, str] = {}
-    nginx = run_text([tools["nginx"], "-v"])  # prints "nginx version: nginx/1.22.1" on stderr
+    # `nginx -v` prints "nginx version: nginx/1.22.1" on stderr.
+    nginx = run_text([tools["nginx"], "-v"], TOOL_TIMEOUT_SECONDS)
     versions["nginx"] = (nginx.stderr or nginx.stdout).strip().removeprefix("nginx version: ")
-    wrk = run_text([tools["wrk"], "-v"])  # first line "wrk debian/4.1.0-3+b2 [epoll] ...", exit status 1
+    # `wrk -v`: first line "wrk debian/4.1.0-3+b2 [epoll] ...", exit status 1.
+    wrk = run_text([tools["wrk"], "-v"], TOOL_TIMEOUT_SECONDS)
     first = (wrk.stdout or wrk.stderr).strip().splitlines()
     versions["wrk"] = first[0].split(" Copyright")[0] if first else "?"
-    packages = run_text(["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", "nginx", "nginx-light", "wrk"])
+    packages = run_text(
+        ["dpkg-query", "-W", "-f", "${Package}=${Version}\\n", "nginx", "nginx-light", "wrk"],
+        TOOL_TIMEOUT_SECONDS,
+    )
     for line in packages.stdout.splitlines():
         name, _, version = line.partition("=")
         if version:
@@ -199,9 +216,9 @@ def tool_versions(tools: dict[str, str]) -> dict[str, str]:
 
 def source_state() -> dict[str, str]:
     """The commit the router code comes from, and whether vk_provider/router differs from it."""
-    repo = BENCH_DIR.parent
-    head = run_text(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]).stdout.strip()
-    dirty = run_text(["git", "-C", str(repo), "status", "--porcelain", "--", "vk_provider/router"]).stdout
+    git = ["git", "-C", str(REPO_DIR)]
+    head = run_text([*git, "rev-parse", "--short", "HEAD"], TOOL_TIMEOUT_SECONDS).stdout.strip()
+    dirty = run_text([*git, "status", "--porcelain", "--", "vk_provider/router"], TOOL_TIMEOUT_SECONDS).stdout
     return {"commit": head or "?", "router_changes_uncommitted": " ".join(dirty.split()) or "none"}
 
 
@@ -211,45 +228,14 @@ def python_versions() -> dict[str, Any]:
 
     from vk_provider import __version__  # noqa: PLC0415
 
-    try:
-        import uvloop  # noqa: PLC0415
-    except ImportError:
-        uvloop_version = None
-    else:
-        uvloop_version = uvloop.__version__
+    uvloop = optional_uvloop()
     return {
         "vk-provider": __version__,
         "python": platform.python_version(),
         "aiohttp": aiohttp.__version__,
         "aiohttp_c_parser": http_parser.HttpRequestParser.__module__ == "aiohttp._http_parser",
-        "uvloop": uvloop_version,
+        "uvloop": None if uvloop is None else uvloop.__version__,
     }
-
-
-def machine_info() -> dict[str, Any]:
-    cpu_model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    memory_kib = 0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        memory_kib = int(Path("/proc/meminfo").read_text().splitlines()[0].split()[1])
-    return {
-        "cpu_model": cpu_model,
-        "cpus": os.cpu_count(),
-        "memory_gib": round(memory_kib / 1024 / 1024, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-    }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- processes ------------------------------------------------------------------------------------
@@ -279,7 +265,9 @@ class Processes:
     def check_alive(self, name: str) -> None:
         process = self.started[name]
         if process.poll() is not None:
-            raise BenchError(f"{name} exited with status {process.returncode}:\n{tail(self.logs[name])}")
+            raise BenchError(
+                f"{name} exited with status {process.returncode}:\n{tail(self.logs[name], LOG_TAIL_LINES)}"
+            )
 
     def stop_all(self) -> None:
         for name in reversed(list(self.started)):
@@ -292,52 +280,41 @@ class Processes:
 def stop_group(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the process group, SIGKILL after a grace period; the group's stragglers too."""
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+        procfs.signal_group(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=STOP_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            procfs.signal_group(process.pid, signal.SIGKILL)
             process.wait(timeout=STOP_GRACE_SECONDS)
     # The leader is gone; anything left in its group (an nginx worker) goes too.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(PermissionError):
+        procfs.signal_group(process.pid, signal.SIGKILL)
 
 
-def tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log was written)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
+def group_stat_fields(pgid: int) -> Iterator[list[str]]:
+    """procfs.stat_fields of every process in a process group, zombies included.
+
+    Those fields start after the command name: state, ppid, pgrp, ...; so utime and stime, the 14th
+    and 15th fields of /proc/<pid>/stat, are the 12th and 13th here.
+    """
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = procfs.stat_fields(int(entry.name))
+            if fields is not None and len(fields) > 2 and fields[2] == str(pgid):
+                yield fields
 
 
 def group_cpu_seconds(pgid: int) -> float:
     """User + system CPU seconds of every live process in a process group (from /proc/<pid>/stat)."""
     ticks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rpartition(")")[2].split()
-            # After the command name: state, ppid, pgrp, ...; utime and stime are the 14th and 15th
-            # fields of the whole line, so the 12th and 13th here.
-            if int(fields[2]) == pgid:
-                ticks += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            continue
+    for fields in group_stat_fields(pgid):
+        with contextlib.suppress(IndexError, ValueError):
+            ticks += int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def count_group(pgid: int) -> int:
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if int(Path(entry.path, "stat").read_text().rpartition(")")[2].split()[2]) == pgid:
-                    count += 1
-    return count
+    return sum(1 for _ in group_stat_fields(pgid))
 
 
 # --- nginx configurations -------------------------------------------------------------------------
@@ -462,7 +439,7 @@ def nginx_argv(nginx: str, folder: Path, name: str) -> list[str]:
 def write_nginx(nginx: str, folder: Path, name: str, config: str) -> list[str]:
     (folder / f"{name}.conf").write_text(config)
     argv = nginx_argv(nginx, folder, name)
-    checked = run_text([*argv, "-t", "-q"])
+    checked = run_text([*argv, "-t", "-q"], TOOL_TIMEOUT_SECONDS)
     if checked.returncode != 0:
         raise BenchError(f"nginx rejects {folder / f'{name}.conf'}:\n{checked.stderr.strip()}")
     return argv
@@ -522,7 +499,8 @@ async def fetch_once(port: int, host: str = BENCH_HOST) -> Reply:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request_bytes(host))
-        return await asyncio.wait_for(read_reply(reader), REQUEST_TIMEOUT_SECONDS)
+        async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):
+            return await read_reply(reader)
     finally:
         writer.close()
         with contextlib.suppress(OSError):
@@ -619,15 +597,6 @@ class OpenLoopClient:
 # --- statistics -----------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile (p99 of 1000 values is the 990th smallest)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(fraction * len(ordered)))
-    return ordered[rank - 1]
-
-
 def latency_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     ok = [sample for sample in samples if not sample.error and 200 <= sample.status < 300]
     latencies = [(sample.done - sample.sent) * 1000.0 for sample in ok]
@@ -707,11 +676,11 @@ async def run_wrk(wrk: str, settings: Settings, port: int, seconds: int) -> str:
         *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
     )
     try:
-        out, err = await asyncio.wait_for(process.communicate(), seconds + 30)
+        async with asyncio.timeout(seconds + 30):
+            out, err = await process.communicate()
     finally:
         if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            procfs.signal_group(process.pid, signal.SIGKILL)
             await process.wait()
     if process.returncode != 0:
         raise BenchError(f"wrk exited {process.returncode}: {err.decode(errors='replace').strip()}")
@@ -923,7 +892,7 @@ async def start_everything(
     ]
     if profile is not None:
         router_argv += ["--profile", str(profile)]
-    processes.start("router", router_argv, folder / "router.log", BENCH_DIR.parent)
+    processes.start("router", router_argv, folder / "router.log", REPO_DIR)
     await wait_ready(processes, "router", router_port)
     ready = re.search(r"ready port=\d+ loop=(\S+)", (folder / "router.log").read_text())
     router_loop = ready.group(1) if ready else "?"
@@ -972,7 +941,7 @@ async def measure_all(
     redos = Redos(settings)
     for target in targets:
         print(f"\n== max throughput: {target.label} ({target.key}, port {target.port}) ==", flush=True)
-        redone: list[dict[str, Any]] = []
+        runs_redone: list[dict[str, Any]] = []
         while True:
             entry = await measure_throughput(tools["wrk"], settings, target, processes, gate)
             proxy = entry["cpu"].get("proxy", {})
@@ -988,11 +957,11 @@ async def measure_all(
                 + f"; other work {other:.2f} cores",
                 flush=True,
             )
-            if not redos.again(other, len(redone)):
+            if not redos.again(other, len(runs_redone)):
                 break
-            redone.append({key: value for key, value in entry.items() if key != "wrk_output"})
+            runs_redone.append({key: value for key, value in entry.items() if key != "wrk_output"})
         entry["noisy"] = other > settings.noisy_cores
-        entry["redone"] = redone
+        entry["redone"] = runs_redone
         throughput[target.key] = entry
 
     pooled: dict[str, list[Sample]] = {target.key: [] for target in targets}
@@ -1086,13 +1055,6 @@ def derived(throughput: dict[str, Any], latency: dict[str, Any]) -> dict[str, An
     }
 
 
-def ratio(ours: float | None, theirs: float | None) -> float | None:
-    """ours/theirs; None when either is missing or theirs is not positive (an added latency within noise)."""
-    if ours is None or theirs is None or math.isnan(ours) or math.isnan(theirs) or theirs <= 0:
-        return None
-    return ours / theirs
-
-
 def sanity_checks(settings: Settings, throughput: dict[str, Any], latency: dict[str, Any]) -> list[str]:
     """What makes this run's comparison doubtful; empty when all is well."""
     problems = []
@@ -1115,23 +1077,6 @@ def sanity_checks(settings: Settings, throughput: dict[str, Any], latency: dict[
 
 
 # --- results --------------------------------------------------------------------------------------
-
-
-def without_nan(value: Any) -> Any:
-    """NaN (a statistic of no values) becomes null, so the JSON stays strict."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {key: without_nan(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [without_nan(item) for item in value]
-    return value
-
-
-def cell(value: Any, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return fmt.format(value)
 
 
 def throughput_rows(report: dict[str, Any]) -> list[list[str]]:
@@ -1363,9 +1308,9 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
     lines = [
         f"# Router overhead: vk-provider Router vs nginx ({report['started_at']})",
         "",
-        f"Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), {machine['memory_gib']} GiB, "
-        f"Linux {machine['kernel']}. The load tool, the proxy under test and the backends share the "
-        f"{machine['cpus']} cores, which bounds every number here; compare paths within this run.",
+        f"Machine: {describe_machine(machine)}, Linux {machine['kernel']}. The load tool, the proxy under "
+        f"test and the backends share the {machine['cpus']} cores, which bounds every number here; "
+        "compare paths within this run.",
         "",
         f"Versions: vk-provider {versions['vk-provider']} (Python {versions['python']}, aiohttp "
         f"{versions['aiohttp']}, C parser {'on' if versions['aiohttp_c_parser'] else 'OFF'}, event loop "
@@ -1434,16 +1379,6 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def write_report(results_dir: Path, report: dict[str, Any]) -> tuple[Path, Path]:
-    results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.fromisoformat(report["started_at"]).strftime("%Y-%m-%dT%H%MZ")
-    json_path = results_dir / f"router_overhead-{stamp}.json"
-    markdown_path = json_path.with_suffix(".md")
-    json_path.write_text(json.dumps(without_nan(report), indent=2, allow_nan=False, default=str) + "\n")
-    write_markdown(markdown_path, report)
-    return json_path, markdown_path
-
-
 def print_summary(report: dict[str, Any]) -> None:
     print(f"\nmax throughput ({report['settings']['wrk_command']}):")
     print("\n".join("  " + line for line in text_table(THROUGHPUT_HEADER, throughput_rows(report))))
@@ -1471,10 +1406,7 @@ async def run_all(args: argparse.Namespace, tools: dict[str, str], folder: Path,
     targets, setup = await start_everything(tools, folder, processes, args.profile_router)
     throughput, latency = await measure_all(settings, tools, targets, processes)
     report: dict[str, Any] = {
-        "benchmark": "router_overhead",
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        **report_head("router_overhead", started_at),
         "load_average_at_start": load_at_start,
         "versions": versions,
         "source": source_state(),
@@ -1505,7 +1437,7 @@ async def run_all(args: argparse.Namespace, tools: dict[str, str], folder: Path,
         "derived": derived(throughput, latency),
         "problems": sanity_checks(settings, throughput, latency),
     }
-    json_path, markdown_path = write_report(args.results_dir, report)
+    json_path, markdown_path = write_report(args.results_dir, report, write_markdown)
     print_summary(report)
     print(f"\nwrote {json_path}\nwrote {markdown_path}")
     return 1 if report["problems"] else 0
@@ -1516,7 +1448,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure what vk-provider's router adds per request, next to nginx, in one run.",
     )
     parser.add_argument("--quick", action="store_true", help="short runs (about 1 minute), rough numbers")
-    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="where results go")
+    add_results_dir_option(parser)
     parser.add_argument(
         "--rate", type=float, default=500.0, help="fixed offered rate, requests/s (%(default)s)"
     )
@@ -1571,23 +1503,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="router-overhead-"))
     folder.chmod(0o755)  # nginx workers run as nobody when started by root
     processes = Processes()
-    failed = True
-    try:
-        status = asyncio.run(run_all(args, tools, folder, processes))
-        failed = False
-        return status
-    except BenchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted: stopping every process started; no results written", file=sys.stderr)
-        return 130
-    finally:
+
+    def clean_up(failed: bool) -> None:
         processes.stop_all()
         if args.keep_work_dir or failed:
             print(f"configs and logs kept in {folder}", file=sys.stderr)
         else:
             shutil.rmtree(folder, ignore_errors=True)
+
+    return run_main(
+        run_all(args, tools, folder, processes),
+        interrupted="stopping every process started; no results written",
+        cleanup=clean_up,
+    )
 
 
 if __name__ == "__main__":
