@@ -24,9 +24,11 @@ demo: build-plane
 	$(BIN)/vk-provider dev demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check vk_provider providers devtools tests
-	$(BIN)/ruff format --check vk_provider providers devtools tests
+	$(BIN)/ruff check vk_provider providers devtools tests bench
+	$(BIN)/ruff format --check vk_provider providers devtools tests bench
 	$(BIN)/mypy
+	# The benchmarks are scripts beside their helper module, not a package: checked as files.
+	MYPYPATH=bench $(BIN)/mypy bench/*.py
 
 test-unit: lint
 	$(BIN)/pytest -m unit

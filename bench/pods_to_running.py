@@ -53,6 +53,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from benchkit import (
     BENCH_DIR,
     BenchError,
@@ -68,15 +74,9 @@ from benchkit import (
     tail,
     write_report,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
-
+from vk_devtools.devcluster.building import cache_root
+from vk_devtools.devcluster.pki import CertificateAuthority, KeyPair
 from vk_provider import procfs
-from vk_provider.devcluster.building import cache_root
-from vk_provider.devcluster.pki import CertificateAuthority, KeyPair
 
 DEFAULT_PLANE_DIR = Path(tempfile.gettempdir()) / "bench-plane"
 FIELD_MANAGER = "pods-to-running-bench"
@@ -177,7 +177,7 @@ def issue_serving_cert(paths: RunPaths, node_name: str) -> tuple[Path, Path]:
     ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
     ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise BenchError(f"{pki / 'ca.key'} is not the EC key vk_provider.devcluster writes")
+        raise BenchError(f"{pki / 'ca.key'} is not the EC key vk_devtools.devcluster writes")
     authority = CertificateAuthority(ca_cert, ca_key, KeyPair(cert=pki / "ca.crt", key=pki / "ca.key"))
     pair = authority.issue_serving(
         paths.folder,

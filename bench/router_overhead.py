@@ -90,7 +90,6 @@ from benchkit import (
     tail,
     write_report,
 )
-
 from vk_provider import procfs
 
 RUNNER = BENCH_DIR / "router_runner.py"

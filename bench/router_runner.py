@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchkit import optional_uvloop
-
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable, start
 
 BENCH_HOST = "bench.local"  # router_overhead.py sends its requests for this host
