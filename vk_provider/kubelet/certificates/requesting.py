@@ -1,10 +1,9 @@
-"""The virtual node's kubelet serving certificate: the TLS identity its kubelet API presents.
+"""The serving certificate from the cluster's kubelet-serving signer through a CSR, renewed before expiry.
 
-Why: the apiserver reaches a node's kubelet API (logs, exec, metrics) over HTTPS and, in a hardened
-cluster (`--kubelet-certificate-authority`), verifies the node's certificate against the cluster CA for
-the address it dials. A self-signed certificate will not do. A real kubelet asks the cluster for one
-with a CertificateSigningRequest for the `kubernetes.io/kubelet-serving` signer, which the
-kube-controller-manager signs with the cluster CA once the request is approved; we do the same.
+Why the boundary: this is the one part that talks to the API server and runs a long-lived loop of
+requests, approvals, watches, retries and renewals. What the request and the certificate must hold is
+in `drafting` (pure), the server context and the PEM store in `serving`; this module puts them in
+order and keeps the certificate current.
 
 The flow of `via_csr`:
 
@@ -14,8 +13,9 @@ The flow of `via_csr`:
 2. Otherwise: a fresh ECDSA P-256 key and a CSR (CN `system:node:<node>`, O `system:nodes`, the node's
    addresses as IP SANs, the node name as DNS SAN when it is a DNS name), created as a
    `certificates.k8s.io/v1` object. With `self_approve` we approve it through the `/approval`
-   subresource (which needs the RBAC below); otherwise we log the `kubectl certificate approve` command
-   an operator has to run, again every few minutes while it stays pending.
+   subresource (which needs the RBAC in the package's docstring); otherwise we log the
+   `kubectl certificate approve` command an operator has to run, again every few minutes while it
+   stays pending.
 3. We watch the CSR until the signer has put the certificate in `status.certificate`. Denied, Failed,
    deleted, a timeout or any API error: log it, back off (capped and jittered) and start over with a
    new key and CSR.
@@ -25,59 +25,58 @@ The flow of `via_csr`:
    renewing at the same instant) steps 2-4 run again. `load_cert_chain` on the same SSLContext changes
    the identity for new handshakes only: established connections keep what they negotiated, and the
    old certificate stays in service until the new one is there.
-
-`from_files` serves an operator's own pair instead and reloads it when either file changes.
-
-Until a certificate is loaded `ready` stays unset; the caller (the kubelet API server) waits for it.
-
-The RBAC `via_csr` needs: create, get, list and watch on `certificatesigningrequests`; for
-self-approval also update on `certificatesigningrequests/approval` and approve on `signers` named
-`kubernetes.io/kubelet-serving` (all in the `certificates.k8s.io` group).
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import base64
-import contextlib
-import ipaddress
 import logging
 import math
-import os
-import random
-import re
 import ssl
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-from cryptography.x509.oid import NameOID
 
 from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
 from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kubelet.certificates.drafting import (
+    MIN_EXPIRATION_SECONDS,
+    RENEW_FRACTION,
+    RENEW_JITTER,
+    SIGNER_NAME,
+    GeneralNames,
+    build_csr,
+    csr_object,
+    describe_certificate,
+    describe_names,
+    key_matches,
+    key_usages,
+    new_private_key,
+    renewal_deadline,
+    serving_names,
+    stored_certificate_problem,
+)
+from vk_provider.kubelet.certificates.serving import (
+    Clock,
+    ServingCertificate,
+    bundle_pem,
+    parse_bundle,
+    utc_now,
+    write_private_file,
+)
 
-logger = logging.getLogger(__name__)
+# The package's logger, as in `serving`.
+logger = logging.getLogger(__package__)
 
-SIGNER_NAME = "kubernetes.io/kubelet-serving"
 CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
-NODE_USER_PREFIX = "system:node:"
-NODES_GROUP = "system:nodes"
 APPROVAL_REASON = "VkProviderSelfApproved"
 STORE_FILE_NAME = "kubelet-server-current.pem"
-MIN_EXPIRATION_SECONDS = 600
-"""The smallest `expirationSeconds` the apiserver accepts."""
-
-RENEW_FRACTION = 0.7
-RENEW_JITTER = 0.1
 ISSUE_TIMEOUT_SECONDS = 15 * 60.0
 """How long one CSR may stay unsigned before we start over (the kubelet's certificate manager waits as
 long); a pending CSR is garbage-collected by the controller-manager after a day anyway."""
@@ -85,370 +84,17 @@ APPROVAL_REMINDER_SECONDS = 120.0
 RECHECK_SECONDS = 60.0
 """The longest nap between looks at the wall clock: asyncio timers run on the monotonic clock, which
 stands still while a machine is suspended, so a single long sleep could oversleep the renewal point."""
-FILE_POLL_SECONDS = 10.0
 RETRY_INITIAL_SECONDS = 2.0
 RETRY_MAX_SECONDS = 300.0
-
-Clock = Callable[[], datetime]
-GeneralNames = frozenset[x509.GeneralName]
-
-_RANDOM = random.SystemRandom()
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class CsrRejectedError(Exception):
     """The CSR was denied, failed, deleted or answered with a certificate for another key."""
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def is_dns_name(name: str) -> bool:
-    """An RFC 1123 subdomain, the only kind of DNS name Kubernetes objects and signers deal in."""
-    return 0 < len(name) <= 253 and all(_DNS_LABEL.fullmatch(label) for label in name.split("."))
-
-
-def serving_names(node_name: str, addresses: Iterable[str]) -> GeneralNames:
-    """The SANs the node's serving certificate must carry: its addresses, and its name if a DNS name.
-
-    The apiserver dials a node by one of its addresses (`--kubelet-preferred-address-types`) and checks
-    that address against the certificate, so every address must be in it. Addresses that are not IPs
-    are taken as host names; the kubelet-serving signer accepts DNS and IP SANs only.
-    """
-    names: set[x509.GeneralName] = set()
-    if is_dns_name(node_name):
-        names.add(x509.DNSName(node_name))
-    for address in addresses:
-        try:
-            names.add(x509.IPAddress(ipaddress.ip_address(address)))
-        except ValueError:
-            if not is_dns_name(address):
-                raise ValueError(
-                    f"node address {address!r} is neither an IP address nor a DNS name"
-                ) from None
-            names.add(x509.DNSName(address))
-    if not names:
-        raise ValueError(f"node {node_name!r} has no address to put in a serving certificate")
-    return frozenset(names)
-
-
-def names_of(certificate: x509.Certificate | x509.CertificateSigningRequest) -> GeneralNames:
-    try:
-        extension = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-    except x509.ExtensionNotFound:
-        return frozenset()
-    return frozenset(extension.value)
-
-
-def _sorted_names(names: GeneralNames) -> list[x509.GeneralName]:
-    # A stable order makes the CSR reproducible and readable: DNS names, then IPv4, then IPv6.
-    def key(name: x509.GeneralName) -> tuple[int, int, str]:
-        value = name.value
-        if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
-            return (value.version, int(value), "")
-        return (0, 0, str(value))
-
-    return sorted(names, key=key)
-
-
-def node_subject(node_name: str) -> x509.Name:
-    """The identity the kubelet-serving signer requires: CN system:node:<node>, O system:nodes."""
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, NODES_GROUP),
-            x509.NameAttribute(NameOID.COMMON_NAME, NODE_USER_PREFIX + node_name),
-        ]
-    )
-
-
-def new_private_key() -> ec.EllipticCurvePrivateKey:
-    # P-256: fast to generate, accepted by every Kubernetes component and TLS client.
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def build_csr(
-    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, *, node_name: str, names: GeneralNames
-) -> x509.CertificateSigningRequest:
-    return (
-        x509.CertificateSigningRequestBuilder()
-        .subject_name(node_subject(node_name))
-        .add_extension(x509.SubjectAlternativeName(_sorted_names(names)), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-
-
-def key_usages(key: PrivateKeyTypes) -> list[str]:
-    """The usages the signer must grant; key encipherment only means something for RSA key exchange."""
-    if isinstance(key, rsa.RSAPrivateKey):
-        return ["digital signature", "key encipherment", "server auth"]
-    return ["digital signature", "server auth"]
-
-
-def csr_object(
-    csr: x509.CertificateSigningRequest,
-    *,
-    node_name: str,
-    usages: Sequence[str],
-    expiration_seconds: int | None,
-) -> RawObject:
-    """The CertificateSigningRequest object; the apiserver completes `<node>-serving-` to a unique name."""
-    spec: dict[str, Any] = {
-        "request": base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode(),
-        "signerName": SIGNER_NAME,
-        "usages": list(usages),
-    }
-    if expiration_seconds is not None:
-        spec["expirationSeconds"] = expiration_seconds
-    return {
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": f"{node_name}-serving-"},
-        "spec": spec,
-    }
-
-
-def renewal_deadline(
-    certificate: x509.Certificate,
-    *,
-    fraction: float = RENEW_FRACTION,
-    jitter: float = RENEW_JITTER,
-    rng: Callable[[], float] = _RANDOM.random,
-) -> datetime:
-    """When to replace the certificate: after `fraction` plus up to `jitter` of its validity."""
-    start = certificate.not_valid_before_utc
-    lifetime = certificate.not_valid_after_utc - start
-    return start + lifetime * min(1.0, fraction + jitter * rng())
-
-
 def backoff_delay(failures: int, *, initial: float, cap: float) -> float:
     """Exponential, capped, and jittered down to half so retries of many nodes spread out."""
     return jittered_backoff_seconds(failures + 1, initial_seconds=initial, max_seconds=cap)
-
-
-def _public_der(key: Any) -> bytes:
-    data: bytes = key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return data
-
-
-def key_matches(certificate: x509.Certificate, key: PrivateKeyTypes) -> bool:
-    return _public_der(certificate.public_key()) == _public_der(key.public_key())
-
-
-def stored_certificate_problem(
-    certificate: x509.Certificate,
-    key: PrivateKeyTypes,
-    *,
-    node_name: str,
-    names: GeneralNames,
-    now: datetime,
-    renew_at: datetime,
-) -> str | None:
-    """Why a persisted certificate must not be served again, or None when it may."""
-    if not key_matches(certificate, key):
-        return "its key does not match the certificate"
-    common_names = [a.value for a in certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
-    groups = [a.value for a in certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
-    if common_names != [NODE_USER_PREFIX + node_name] or groups != [NODES_GROUP]:
-        return f"it is for {certificate.subject.rfc4514_string()}, not for node {node_name}"
-    held = names_of(certificate)
-    if held != names:
-        return f"its names ({_describe(held)}) differ from the node's addresses and name ({_describe(names)})"
-    if now < certificate.not_valid_before_utc:
-        return f"it is not valid before {certificate.not_valid_before_utc.isoformat()}"
-    if now >= renew_at:
-        return (
-            f"it is past its renewal point {renew_at.isoformat()} "
-            f"(valid until {certificate.not_valid_after_utc.isoformat()})"
-        )
-    return None
-
-
-def _describe(names: GeneralNames) -> str:
-    return ", ".join(str(name.value) for name in _sorted_names(names)) or "none"
-
-
-def server_ssl_context(client_ca_file: Path) -> ssl.SSLContext:
-    """The kubelet API's server context, without an identity yet.
-
-    TLS 1.2 at least, as the kubelet. Client certificates are requested but optional: the apiserver
-    authenticates with one, metrics-server and others with a bearer token instead. One that is offered
-    must verify against the cluster CA, so the auth layer can trust `getpeercert()`.
-    """
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.verify_mode = ssl.CERT_OPTIONAL
-    context.load_verify_locations(cafile=str(client_ca_file))
-    return context
-
-
-def _bundle_pem(chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> bytes:
-    certificates = b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in chain)
-    return certificates + key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _parse_bundle(data: bytes) -> tuple[list[x509.Certificate], PrivateKeyTypes]:
-    """Certificates and the key from one PEM file (the format we persist, as the kubelet does)."""
-    chain = x509.load_pem_x509_certificates(data)
-    begin = data.find(b"-----BEGIN PRIVATE KEY-----")
-    if begin < 0:
-        raise ValueError("no PKCS#8 private key in the file")
-    return chain, serialization.load_pem_private_key(data[begin:], password=None)
-
-
-def load_identity(context: ssl.SSLContext, chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> None:
-    """Put certificate and key into the context, affecting only handshakes that start afterwards.
-
-    `ssl` loads identities only from a path. We hand it exactly the bytes we have checked (never the
-    operator's files, which may change between check and load and leave a context with a certificate
-    but no matching key), through an anonymous in-memory file where the platform has one, so the key
-    is not written anywhere else.
-    """
-    data = _bundle_pem(chain, key)
-    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-        descriptor = os.memfd_create("vk-provider-serving", os.MFD_CLOEXEC)
-        try:
-            with open(descriptor, "wb", closefd=False) as memory:
-                memory.write(data)
-            context.load_cert_chain(f"/proc/self/fd/{descriptor}")
-        finally:
-            os.close(descriptor)
-        return
-    descriptor, name = tempfile.mkstemp(prefix="vk-provider-serving-", suffix=".pem")  # 0600
-    try:
-        with open(descriptor, "wb") as temporary:
-            temporary.write(data)
-        context.load_cert_chain(name)
-    finally:
-        os.unlink(name)
-
-
-def _write_private_file(path: Path, data: bytes) -> None:
-    """Replace `path` atomically with a 0600 file, so a crash never leaves half a certificate."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with open(descriptor, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-
-
-def _describe_certificate(certificate: x509.Certificate) -> str:
-    return (
-        f"serial {certificate.serial_number:x}, valid "
-        f"{certificate.not_valid_before_utc.isoformat()} to {certificate.not_valid_after_utc.isoformat()}"
-    )
-
-
-class ServingCertificate(abc.ABC):
-    """The source of the kubelet API's TLS identity.
-
-    `ssl_context` is the one server context for the lifetime of the process; a new certificate is
-    loaded into it in place. `ready` is set once it holds a certificate; `run` keeps it current.
-    Constructing one reads the client CA bundle and raises (OSError, ssl.SSLError) if it cannot.
-    """
-
-    def __init__(self, *, client_ca_file: Path, clock: Clock = utc_now) -> None:
-        self.ssl_context = server_ssl_context(client_ca_file)
-        self.ready = asyncio.Event()
-        self.certificate: x509.Certificate | None = None
-        """The certificate new connections get (None until there is one)."""
-        self.renew_at: datetime | None = None
-        """When the current certificate will be replaced (None: it is not renewed by us)."""
-        self._clock = clock
-
-    @abc.abstractmethod
-    async def run(self) -> None:
-        """Keep the certificate current until cancelled; never raises otherwise."""
-
-    def _install(self, chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> None:
-        load_identity(self.ssl_context, chain, key)
-        self.certificate = chain[0]
-        self.ready.set()
-
-
-def from_files(
-    cert_file: Path, key_file: Path, *, client_ca_file: Path, poll_seconds: float = FILE_POLL_SECONDS
-) -> FileCertificate:
-    """Serve an operator's own certificate and key, reloaded whenever either file changes.
-
-    The pair is loaded at once when it is there; a missing or broken pair is logged and `ready` stays
-    unset until a good one appears.
-    """
-    return FileCertificate(cert_file, key_file, client_ca_file=client_ca_file, poll_seconds=poll_seconds)
-
-
-class FileCertificate(ServingCertificate):
-    """An operator's pair, polled for changes (see `from_files`)."""
-
-    def __init__(self, cert_file: Path, key_file: Path, *, client_ca_file: Path, poll_seconds: float) -> None:
-        super().__init__(client_ca_file=client_ca_file)
-        self._cert_file = cert_file
-        self._key_file = key_file
-        self._poll_seconds = poll_seconds
-        self._seen: object = None
-        self.reload_if_changed()
-
-    def _stamp(self) -> object:
-        # mtime alone can miss a replacement within the file system's timestamp resolution; size and
-        # inode catch that and the symlink swaps of Kubernetes secret volumes.
-        stamps = []
-        for path in (self._cert_file, self._key_file):
-            status = path.stat()
-            stamps.append((status.st_mtime_ns, status.st_size, status.st_ino))
-        return tuple(stamps)
-
-    def reload_if_changed(self) -> bool:
-        """Load the pair if the files changed since the last look; True if a new pair was loaded."""
-        try:
-            stamp = self._stamp()
-        except OSError as error:
-            if self._seen != "missing":  # log once per disappearance, not on every poll
-                logger.warning("the serving certificate files are not readable: %s", error)
-                self._seen = "missing"
-            return False
-        if stamp == self._seen:
-            return False
-        self._seen = stamp
-        try:
-            chain = x509.load_pem_x509_certificates(self._cert_file.read_bytes())
-            key = serialization.load_pem_private_key(self._key_file.read_bytes(), password=None)
-            if not key_matches(chain[0], key):
-                raise ValueError("the key does not belong to the certificate")
-            self._install(chain, key)
-        except (OSError, ValueError, TypeError, ssl.SSLError) as error:
-            # A writer may have replaced one file and not yet the other; its next write changes the
-            # stamp and brings us back here.
-            logger.warning(
-                "could not load the serving certificate from %s and %s: %s%s",
-                self._cert_file,
-                self._key_file,
-                error,
-                "; the previous one stays in use" if self.ready.is_set() else "",
-            )
-            return False
-        logger.info(
-            "serving certificate loaded from %s: %s", self._cert_file, _describe_certificate(chain[0])
-        )
-        if chain[0].not_valid_after_utc <= self._clock():
-            logger.warning("the serving certificate in %s has expired", self._cert_file)
-        return True
-
-    async def run(self) -> None:
-        while True:
-            self.reload_if_changed()
-            await asyncio.sleep(self._poll_seconds)
 
 
 def via_csr(
@@ -540,7 +186,7 @@ class _CsrCertificate(ServingCertificate):
 
     def _reuse_stored(self) -> None:
         try:
-            chain, key = _parse_bundle(self._store.read_bytes())
+            chain, key = parse_bundle(self._store.read_bytes())
         except FileNotFoundError:
             return
         except (OSError, ValueError, TypeError) as error:
@@ -579,7 +225,7 @@ class _CsrCertificate(ServingCertificate):
             "serving certificate for node %s %s: %s; renewal from %s",
             self._node_name,
             origin,
-            _describe_certificate(chain[0]),
+            describe_certificate(chain[0]),
             renew_at.isoformat(),
         )
 
@@ -622,7 +268,7 @@ class _CsrCertificate(ServingCertificate):
                 await asyncio.sleep(delay)
                 continue
             try:
-                _write_private_file(self._store, _bundle_pem(chain, key))
+                write_private_file(self._store, bundle_pem(chain, key))
             except OSError as error:
                 logger.warning(
                     "could not store the serving certificate in %s (a restart will request a new one): %s",
@@ -646,7 +292,7 @@ class _CsrCertificate(ServingCertificate):
             "created CSR %s for the serving certificate of node %s (%s)",
             name,
             self._node_name,
-            _describe(self._names),
+            describe_names(self._names),
         )
         pem = await self._await_certificate(name, created)
         try:

@@ -1,0 +1,216 @@
+"""The kubelet API's TLS side: the server context, the identity put into it, and the PEM files it comes from.
+
+`ServingCertificate` owns the one server context and is what the kubelet API server consumes;
+`from_files` is its simplest source, an operator's certificate and key, reloaded when either file
+changes. Beside them: loading a certificate and key into the context, and the single-file PEM bundle
+(read, and written atomically with mode 0600) in which the CSR flow keeps what the signer issued.
+
+Why the boundary: this module is where files and `ssl` are touched. What a certificate must hold is
+decided in `drafting` (pure); the CSR flow against the API server is `requesting`, which builds on
+`ServingCertificate` and the bundle here. The abstract class lives here, beside the context it owns,
+so both sources import it from one place and nothing here imports the CSR flow.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import logging
+import os
+import ssl
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+
+from vk_provider.kubelet.certificates.drafting import describe_certificate, key_matches
+
+# The package's logger, under the name of the module it used to be: log configuration and filters
+# written for `vk_provider.kubelet.certificates` keep matching.
+logger = logging.getLogger(__package__)
+
+FILE_POLL_SECONDS = 10.0
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def server_ssl_context(client_ca_file: Path) -> ssl.SSLContext:
+    """The kubelet API's server context, without an identity yet.
+
+    TLS 1.2 at least, as the kubelet. Client certificates are requested but optional: the apiserver
+    authenticates with one, metrics-server and others with a bearer token instead. One that is offered
+    must verify against the cluster CA, so the auth layer can trust `getpeercert()`.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.verify_mode = ssl.CERT_OPTIONAL
+    context.load_verify_locations(cafile=str(client_ca_file))
+    return context
+
+
+def bundle_pem(chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> bytes:
+    """Certificates and key as one PEM file, the format `parse_bundle` reads and `load_identity` loads."""
+    certificates = b"".join(cert.public_bytes(serialization.Encoding.PEM) for cert in chain)
+    return certificates + key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def parse_bundle(data: bytes) -> tuple[list[x509.Certificate], PrivateKeyTypes]:
+    """Certificates and the key from one PEM file (the format we persist, as the kubelet does)."""
+    chain = x509.load_pem_x509_certificates(data)
+    begin = data.find(b"-----BEGIN PRIVATE KEY-----")
+    if begin < 0:
+        raise ValueError("no PKCS#8 private key in the file")
+    return chain, serialization.load_pem_private_key(data[begin:], password=None)
+
+
+def load_identity(context: ssl.SSLContext, chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> None:
+    """Put certificate and key into the context, affecting only handshakes that start afterwards.
+
+    `ssl` loads identities only from a path. We hand it exactly the bytes we have checked (never the
+    operator's files, which may change between check and load and leave a context with a certificate
+    but no matching key), through an anonymous in-memory file where the platform has one, so the key
+    is not written anywhere else.
+    """
+    data = bundle_pem(chain, key)
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        descriptor = os.memfd_create("vk-provider-serving", os.MFD_CLOEXEC)
+        try:
+            with open(descriptor, "wb", closefd=False) as memory:
+                memory.write(data)
+            context.load_cert_chain(f"/proc/self/fd/{descriptor}")
+        finally:
+            os.close(descriptor)
+        return
+    descriptor, name = tempfile.mkstemp(prefix="vk-provider-serving-", suffix=".pem")  # 0600
+    try:
+        with open(descriptor, "wb") as temporary:
+            temporary.write(data)
+        context.load_cert_chain(name)
+    finally:
+        os.unlink(name)
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Replace `path` atomically with a 0600 file, so a crash never leaves half a certificate."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with open(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+
+
+class ServingCertificate(abc.ABC):
+    """The source of the kubelet API's TLS identity.
+
+    `ssl_context` is the one server context for the lifetime of the process; a new certificate is
+    loaded into it in place. `ready` is set once it holds a certificate; `run` keeps it current.
+    Constructing one reads the client CA bundle and raises (OSError, ssl.SSLError) if it cannot.
+    """
+
+    def __init__(self, *, client_ca_file: Path, clock: Clock = utc_now) -> None:
+        self.ssl_context = server_ssl_context(client_ca_file)
+        self.ready = asyncio.Event()
+        self.certificate: x509.Certificate | None = None
+        """The certificate new connections get (None until there is one)."""
+        self.renew_at: datetime | None = None
+        """When the current certificate will be replaced (None: it is not renewed by us)."""
+        self._clock = clock
+
+    @abc.abstractmethod
+    async def run(self) -> None:
+        """Keep the certificate current until cancelled; never raises otherwise."""
+
+    def _install(self, chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> None:
+        load_identity(self.ssl_context, chain, key)
+        self.certificate = chain[0]
+        self.ready.set()
+
+
+def from_files(
+    cert_file: Path, key_file: Path, *, client_ca_file: Path, poll_seconds: float = FILE_POLL_SECONDS
+) -> FileCertificate:
+    """Serve an operator's own certificate and key, reloaded whenever either file changes.
+
+    The pair is loaded at once when it is there; a missing or broken pair is logged and `ready` stays
+    unset until a good one appears.
+    """
+    return FileCertificate(cert_file, key_file, client_ca_file=client_ca_file, poll_seconds=poll_seconds)
+
+
+class FileCertificate(ServingCertificate):
+    """An operator's pair, polled for changes (see `from_files`)."""
+
+    def __init__(self, cert_file: Path, key_file: Path, *, client_ca_file: Path, poll_seconds: float) -> None:
+        super().__init__(client_ca_file=client_ca_file)
+        self._cert_file = cert_file
+        self._key_file = key_file
+        self._poll_seconds = poll_seconds
+        self._seen: object = None
+        self.reload_if_changed()
+
+    def _stamp(self) -> object:
+        # mtime alone can miss a replacement within the file system's timestamp resolution; size and
+        # inode catch that and the symlink swaps of Kubernetes secret volumes.
+        stamps = []
+        for path in (self._cert_file, self._key_file):
+            status = path.stat()
+            stamps.append((status.st_mtime_ns, status.st_size, status.st_ino))
+        return tuple(stamps)
+
+    def reload_if_changed(self) -> bool:
+        """Load the pair if the files changed since the last look; True if a new pair was loaded."""
+        try:
+            stamp = self._stamp()
+        except OSError as error:
+            if self._seen != "missing":  # log once per disappearance, not on every poll
+                logger.warning("the serving certificate files are not readable: %s", error)
+                self._seen = "missing"
+            return False
+        if stamp == self._seen:
+            return False
+        self._seen = stamp
+        try:
+            chain = x509.load_pem_x509_certificates(self._cert_file.read_bytes())
+            key = serialization.load_pem_private_key(self._key_file.read_bytes(), password=None)
+            if not key_matches(chain[0], key):
+                raise ValueError("the key does not belong to the certificate")
+            self._install(chain, key)
+        except (OSError, ValueError, TypeError, ssl.SSLError) as error:
+            # A writer may have replaced one file and not yet the other; its next write changes the
+            # stamp and brings us back here.
+            logger.warning(
+                "could not load the serving certificate from %s and %s: %s%s",
+                self._cert_file,
+                self._key_file,
+                error,
+                "; the previous one stays in use" if self.ready.is_set() else "",
+            )
+            return False
+        logger.info("serving certificate loaded from %s: %s", self._cert_file, describe_certificate(chain[0]))
+        if chain[0].not_valid_after_utc <= self._clock():
+            logger.warning("the serving certificate in %s has expired", self._cert_file)
+        return True
+
+    async def run(self) -> None:
+        while True:
+            self.reload_if_changed()
+            await asyncio.sleep(self._poll_seconds)
