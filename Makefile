@@ -29,6 +29,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	# The benchmarks are scripts beside their helper module, not a package: checked as files.
 	MYPYPATH=bench $(BIN)/mypy bench/*.py
+	$(BIN)/lint-imports --no-cache
 
 test-unit: lint
 	$(BIN)/pytest -m unit
