@@ -58,14 +58,12 @@ from vk_provider.offload.status import (
     status_patch,
     with_patch,
 )
+from vk_provider.runtime.queueing import Requeue
 
 POLL_SECONDS = 1.0
 """How soon to look again while waiting on replicas or routers (their changes do not wake us)."""
 IDLE_RESYNC_SECONDS = 60.0
 MISSING_RESYNC_SECONDS = 10.0
-
-Requeue = float | None
-"""Seconds until the next pass, or None to wait for the Offload to change."""
 
 
 def receiving_side(direction: Direction) -> str:

@@ -1,9 +1,10 @@
 """`vk-provider controller`: reconcile every Offload while holding the leader Lease.
 
-Work is keyed by `namespace/name` in the node daemon's `KeyedQueue`: an Offload is never reconciled
-by two workers at once, a change while it is being reconciled queues it again, and each pass says
-when it wants the next one (a step's interval, a poll while waiting on replicas). A pass that fails
-(the apiserver is away, a conflict) comes back after a capped, jittered backoff; nothing is dropped.
+Work is keyed by `namespace/name` in the runtime's `WorkLoop`, the same one the node runs its pods
+with: an Offload is never reconciled by two workers at once, a change while it is being reconciled
+queues it again, and each pass says when it wants the next one (a step's interval, a poll while
+waiting on replicas). A pass that fails (the apiserver is away, a conflict) comes back after a
+capped, jittered backoff; nothing is dropped.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 import socket
 import uuid
 
@@ -24,8 +23,9 @@ from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
-from vk_provider.node.queueing import Backoff, KeyedQueue
 from vk_provider.offload.names import offloads_path
+from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
+from vk_provider.runtime.signals import until_signalled
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,13 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
 class Controller:
     def __init__(self, api: KubeApi, reconciler: Reconciler, *, namespace: str | None, workers: int) -> None:
         self._queue = KeyedQueue()
-        self._backoff = Backoff(initial_seconds=0.5, max_seconds=30.0)
+        self._loop = WorkLoop(
+            self._queue,
+            self._reconcile,
+            backoff=Backoff(initial_seconds=0.5, max_seconds=30.0),
+            what="offload",
+            expected_errors=(KubeApiError, aiohttp.ClientError, OSError, TimeoutError),
+        )
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
@@ -95,30 +101,13 @@ class Controller:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self.offloads.run())
                 for number in range(self._workers):
-                    tasks.create_task(self._work(), name=f"worker-{number}")
+                    tasks.create_task(self._loop.run_worker(), name=f"worker-{number}")
         finally:
             self._queue.close()
 
-    async def _work(self) -> None:
-        while True:
-            key = await self._queue.get()
-            try:
-                namespace, name = key.split("/", 1)
-                requeue = await self._reconciler.reconcile(namespace, name)
-            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
-                delay = self._backoff.next_delay(key)
-                logger.warning("offload %s: reconcile failed (%s); again in %.1fs", key, error, delay)
-                self._queue.add_after(key, delay)
-            except Exception:
-                delay = self._backoff.next_delay(key)
-                logger.exception("offload %s: reconcile crashed; again in %.1fs", key, delay)
-                self._queue.add_after(key, delay)
-            else:
-                self._backoff.reset(key)
-                if requeue is not None:
-                    self._queue.add_after(key, requeue)
-            finally:
-                self._queue.done(key)
+    async def _reconcile(self, key: str) -> Requeue:
+        namespace, name = key.split("/", 1)
+        return await self._reconciler.reconcile(namespace, name)
 
 
 async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
@@ -170,19 +159,8 @@ def run_controller_command(arguments: argparse.Namespace) -> int:
         level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal(signum: int) -> None:
-            if stop.is_set():
-                os._exit(1)
-            logger.info("%s received: stopping", signal.Signals(signum).name)
-            stop.set()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, on_signal, signum)
+    async def main(stop: asyncio.Event) -> None:
         await serve_controller(arguments, stop)
 
-    asyncio.run(main())
+    asyncio.run(until_signalled(main))
     return 0

@@ -28,9 +28,9 @@ from vk_provider.kubelet.server import serve_kubelet_api
 from vk_provider.node import nodeobject, plugins
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.pods import PodReconciler, retry_delay
-from vk_provider.node.queueing import KeyedQueue
 from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import PodLifecycle, ProviderContext, SupportsNodeCapacity, SupportsStatusPush
+from vk_provider.runtime.queueing import KeyedQueue
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProvider
 from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node import podstatus
 from vk_provider.node.podrequest import build_pod_request, pod_ref
-from vk_provider.node.queueing import Backoff, KeyedQueue
 from vk_provider.node.settings import NodeSettings
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.placement.annotations import CHOSEN_ANNOTATION
@@ -39,6 +38,7 @@ from vk_provider.placement.record import (
     placement_message,
 )
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
+from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, Retry, WorkLoop
 
 logger = logging.getLogger(__name__)
 
@@ -79,10 +79,19 @@ def _pod_path(ref: PodRef) -> str:
     return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
 
 
-def retry_delay(backoff_seconds: float, error: BaseException) -> float:
-    """The backoff, or longer when the provider said how long to wait (e.g. a 429's Retry-After)."""
+def provider_wait_seconds(error: BaseException) -> float:
+    """How long the provider asked us to wait (e.g. a 429's Retry-After); 0 when it did not say."""
     hint = error.retry_after_seconds if isinstance(error, TemporaryProviderError) else None
-    return max(backoff_seconds, hint) if hint is not None and hint > 0 else backoff_seconds
+    return hint if hint is not None and hint > 0 else 0.0
+
+
+def retry_delay(backoff_seconds: float, error: BaseException) -> float:
+    """The backoff, or longer when the provider said how long to wait."""
+    return max(backoff_seconds, provider_wait_seconds(error))
+
+
+EXPECTED_ERRORS = (MandatoryReferenceError, ProviderError, KubeApiError, ValueError, OSError, TimeoutError)
+"""Failures a pod's pass is expected to meet; any other is logged with its traceback."""
 
 
 class PodReconciler:
@@ -105,11 +114,17 @@ class PodReconciler:
         self._pods = pods
         self._reader = reader
         self._events = events
-        self._queue = queue
         self._node_allocatable = node_allocatable
         self._metrics = metrics
-        self._backoff = Backoff(
-            initial_seconds=settings.retry_initial_seconds, max_seconds=settings.retry_max_seconds
+        self.work = WorkLoop(
+            queue,
+            self._timed_reconcile,
+            backoff=Backoff(
+                initial_seconds=settings.retry_initial_seconds, max_seconds=settings.retry_max_seconds
+            ),
+            what="pod",
+            on_failure=self._failed,
+            expected_errors=EXPECTED_ERRORS,
         )
         self._applied: dict[str, str] = {}
         """What each pod looked like when last handed to the provider (see `spec_fingerprint`)."""
@@ -128,56 +143,39 @@ class PodReconciler:
     # -- the worker loop -------------------------------------------------------------------------
 
     async def run_worker(self) -> None:
-        while True:
-            uid = await self._queue.get()
-            try:
-                await self._reconcile_guarded(uid)
-            finally:
-                self._queue.done(uid)
+        await self.work.run_worker()
 
-    async def _reconcile_guarded(self, uid: str) -> None:
+    async def _timed_reconcile(self, uid: str) -> Requeue:
         self.reconciles += 1
-        pod = self._pods.objects.get(uid)
         started = time.perf_counter()
         try:
             requeue_after = await self.reconcile(uid)
-        except MandatoryReferenceError as error:
+        except MandatoryReferenceError:
             self._metrics.observe_reconcile(time.perf_counter() - started, ok=False)
+            raise
+        self._metrics.observe_reconcile(time.perf_counter() - started, ok=True)
+        return requeue_after
+
+    async def _failed(self, uid: str, error: Exception) -> Retry | None:
+        """Make a failed pass visible on the pod, and say when to try again (never for a Failed pod)."""
+        pod = self._pods.objects.get(uid)
+        if isinstance(error, MandatoryReferenceError):
             # Nothing was created; the pod waits, as with a kubelet, until the reference appears.
             if pod is not None:
                 for event in (*error.earlier_events, error.event):
                     self._events.record(_involved(pod), event.type, event.reason, event.message)
-            self._retry(uid, error)
-        except Exception as error:
+        else:
             self.failures += 1
-            if not isinstance(error, ProviderError | KubeApiError | ValueError | OSError | TimeoutError):
-                logger.exception("reconciling pod %s failed unexpectedly", uid)
             if (
                 pod is not None
                 and not isinstance(error, KubeApiError)
                 and not pod["metadata"].get("deletionTimestamp")
             ):
                 await self._report_provider_failure(pod, error)
-            self._retry(uid, error)
-        else:
-            self._metrics.observe_reconcile(time.perf_counter() - started, ok=True)
-            self._backoff.reset(uid)
-            if requeue_after is not None:
-                self._queue.add_after(uid, requeue_after)
-
-    def _retry(self, uid: str, error: BaseException) -> None:
         pod = self._pods.objects.get(uid)
         if pod is not None and pod.get("status", {}).get("phase") == "Failed":
-            return  # terminal: a Failed pod is never run again
-        delay = retry_delay(self._backoff.next_delay(uid), error)
-        logger.info(
-            "pod %s: attempt %d failed (%s); retrying in %.1fs",
-            uid,
-            self._backoff.failures(uid),
-            error,
-            delay,
-        )
-        self._queue.add_after(uid, delay)
+            return None  # terminal: a Failed pod is never run again
+        return Retry(not_before_seconds=provider_wait_seconds(error))
 
     async def _report_provider_failure(self, pod: Mapping[str, Any], error: BaseException) -> None:
         message = str(error) or type(error).__name__
@@ -362,8 +360,7 @@ class PodReconciler:
         self._announced.pop(uid, None)
         self._stop_charging(uid)
         self._stopping.discard(uid)
-        self._backoff.reset(uid)
-        self._queue.forget(uid)
+        self.work.forget(uid)
         if ref is not None:
             await self._delete_in_provider(ref, grace_period_seconds=0)
 

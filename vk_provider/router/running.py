@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 from pathlib import Path
 
 from aiohttp import web
@@ -25,6 +23,7 @@ from vk_provider._kube.api import KubeApi, RateLimiter
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.proxy import ProxySettings, Router, start
 from vk_provider.router.signing import RequestSigning, standard_chain
+from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
 
 logger = logging.getLogger(__name__)
 
@@ -135,23 +134,13 @@ def run_router_command(arguments: argparse.Namespace) -> int:
         level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal(signum: int) -> None:
-            if stop.is_set():
-                logger.warning("second %s: exiting now", signal.Signals(signum).name)
-                os._exit(1)
-            logger.info("%s received", signal.Signals(signum).name)
-            stop.set()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, on_signal, signum)
+    async def main(stop: asyncio.Event) -> None:
         await serve_router(arguments, stop)
 
+    # The drain may rightly take the whole grace period: only a stop that outlasts it is a hang.
+    slow_stop_seconds = arguments.shutdown_grace + SLOW_STOP_SECONDS
     try:
-        asyncio.run(main())
+        asyncio.run(until_signalled(main, slow_stop_seconds=slow_stop_seconds))
     except OSError as error:
         logger.error("cannot serve on %s:%d: %s", *arguments.listen, error)
         return 1

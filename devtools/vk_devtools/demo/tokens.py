@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import random
-import signal
 import socket
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,8 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+
+from vk_provider.runtime.signals import until_signalled
 
 # Not __name__: under `python -m` that is "__main__", which says nothing in a log line.
 logger = logging.getLogger("vk_devtools.demo.tokens")
@@ -348,22 +349,6 @@ async def _finish_in_flight(state: ServerState, grace: float) -> None:
                 await state.wait_idle()
 
 
-async def _serve_until_signalled(settings: TokenServerSettings) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal(signum: int) -> None:
-        if stop.is_set():
-            logger.warning("second %s: exiting now", signal.Signals(signum).name)
-            os._exit(1)
-        logger.info("%s received", signal.Signals(signum).name)
-        stop.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
-    return await serve(settings, stop)
-
-
 def _port(text: str) -> int:
     port = int(text)
     if not 0 <= port <= 65535:
@@ -432,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s tokens %(levelname)s %(message)s"
     )
-    return asyncio.run(_serve_until_signalled(settings))
+    return asyncio.run(until_signalled(lambda stop: serve(settings, stop), slow_stop_seconds=None))
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ from typing import Any
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler
-from vk_provider.node.queueing import KeyedQueue
 from vk_provider.node.settings import NodeSettings
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION
 from vk_provider.provider import PodRequest, ProviderContext
+from vk_provider.runtime.queueing import KeyedQueue
 from vk_providers.mock import MockProvider
 
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from vk_provider.node.running import report_slow_stop
+from vk_provider.runtime.signals import report_slow_stop
 
 
 async def test_the_slow_stop_report_names_each_pending_task_and_where_it_waits(
@@ -19,7 +19,7 @@ async def test_the_slow_stop_report_names_each_pending_task_and_where_it_waits(
     stuck = asyncio.create_task(waiting_on_the_provider(), name="pod worker 3")
     await asyncio.sleep(0)  # let it start, so it has a frame to show
     try:
-        with caplog.at_level(logging.WARNING, logger="vk_provider.node.running"):
+        with caplog.at_level(logging.WARNING, logger="vk_provider.runtime.signals"):
             report_slow_stop()
     finally:
         stuck.cancel()

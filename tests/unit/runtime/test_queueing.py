@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vk_provider.node.queueing import Backoff, KeyedQueue
+from vk_provider.runtime.queueing import Backoff, KeyedQueue
 
 
 async def test_a_key_added_twice_is_queued_once() -> None:
