@@ -9,7 +9,10 @@ turns a request into provider calls and a kubelet-shaped answer.
 - `GET /pods`: the pods bound to this node, from the daemon's watch cache;
 - `GET /runningpods/`: what the provider runs right now, asked on every request so a deletion shows
   at once;
-- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics (`metrics`).
+- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics, as the daemon renders them.
+
+Like virtual-kubelet's `PodHandlerConfig`, the handlers get what they serve as plain values and
+callables (`KubeletBackend`), so this package knows the provider contract and nothing of the node.
 
 Errors: typed provider errors map to statuses (NotFoundError 404, CapabilityMissingError 501, any other
 ProviderError 503 with its message, since providers write those messages for users); anything else is
@@ -36,8 +39,6 @@ from aiohttp import web
 
 from vk_provider.errors import CapabilityMissingError, NotFoundError, ProviderError
 from vk_provider.kubelet.logoptions import LogOptionsError, parse_log_options
-from vk_provider.kubelet.metrics import CONTENT_TYPE as DAEMON_METRICS_CONTENT_TYPE
-from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.kubelet.stats import (
     RESOURCE_METRICS_CONTENT_TYPE,
     CpuRateCache,
@@ -68,7 +69,8 @@ class KubeletBackend:
     provider: PodLifecycle
     bound_pods: Callable[[], Sequence[Mapping[str, Any]]]
     """Pods (API JSON) bound to this node, from the daemon's watch cache."""
-    metrics: DaemonMetrics
+    daemon_metrics: Callable[[], tuple[bytes, str]]
+    """The daemon's own metrics: the exposition and its content type."""
     node_started_at: datetime
     cpu_rates: CpuRateCache = dataclasses.field(default_factory=CpuRateCache)
     """The previous CPU sample of each container, for the Summary's usageNanoCores."""
@@ -318,8 +320,8 @@ async def _healthz(request: web.Request) -> web.StreamResponse:
 
 
 async def _daemon_metrics(request: web.Request) -> web.StreamResponse:
-    body = request.app[BACKEND].metrics.exposition()
-    return web.Response(body=body, headers={"Content-Type": DAEMON_METRICS_CONTENT_TYPE})
+    body, content_type = request.app[BACKEND].daemon_metrics()
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 def _json(document: Mapping[str, Any]) -> web.Response:

@@ -22,11 +22,11 @@ from vk_provider.backoff import jittered_backoff_seconds
 from vk_provider.errors import ProviderError
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
-from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import serve_kubelet_api
 from vk_provider.node import nodeobject, plugins
 from vk_provider.node.keeper import NodeKeeper
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
 from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import PodLifecycle, ProviderContext, SupportsNodeCapacity, SupportsStatusPush
@@ -138,7 +138,7 @@ async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle)
             node_name=settings.node_name,
             provider=provider,
             bound_pods=lambda: list(pods.objects.values()),
-            metrics=metrics,
+            daemon_metrics=metrics.served,
             node_started_at=datetime.now(UTC),
         ),
         certificate=serving_certificate(settings, api),

@@ -24,17 +24,16 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
-from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node import podstatus
+from vk_provider.node.costs import PodCosts
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.settings import NodeSettings
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.placement.annotations import CHOSEN_ANNOTATION
-from vk_provider.placement.cost import CostMeter
 from vk_provider.placement.record import (
     PLACED_EVENT_REASON,
     chosen_annotation,
-    parse_chosen_annotation,
     placement_message,
 )
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
@@ -131,9 +130,7 @@ class PodReconciler:
         self.known: dict[str, PodRef] = {}
         """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
         self._stopping: set[str] = set()
-        self._cost = CostMeter()
-        self._placements: dict[str, tuple[str, str, str]] = {}
-        """Placed pods' cost labels (namespace, pod, provider) by UID, to close their series."""
+        self._costs = PodCosts(metrics)
         self._announced: dict[str, str] = {}
         """The `chosen` annotation each pod's Placed event announced, by UID: until the watch brings the
         annotation back, the cache does not show it written, and the event must not be posted again."""
@@ -288,31 +285,7 @@ class PodReconciler:
             await self._api.patch(
                 _pod_path(ref), {"metadata": {"annotations": wanted}}, content_type=MERGE_PATCH
             )
-        self._charge(pod, state)
-
-    def _charge(self, pod: Mapping[str, Any], state: PodState) -> None:
-        """Add what the pod cost since it was last looked at to the cost counter (placed pods only).
-
-        The price comes from the state, or after a restart from the pod's `chosen` annotation: only the
-        instance that placed a pod knows its placement, the annotation outlives it.
-        """
-        placement = state.placement
-        if placement is None:
-            recorded = (pod["metadata"].get("annotations") or {}).get(CHOSEN_ANNOTATION)
-            placement = parse_chosen_annotation(recorded) if recorded else None
-        if placement is None:
-            return
-        uid = pod["metadata"]["uid"]
-        self._placements[uid] = (pod["metadata"]["namespace"], pod["metadata"]["name"], placement.provider)
-        running = state.phase == "Running" and not state.terminated
-        dollars = self._cost.observe(uid, price_per_hour=placement.price_per_hour, running=running)
-        self._metrics.add_pod_cost(*self._placements[uid], dollars)
-
-    def _stop_charging(self, uid: str) -> None:
-        labels = self._placements.pop(uid, None)
-        if labels is not None:
-            self._metrics.add_pod_cost(*labels, self._cost.forget(uid))
-            self._metrics.forget_pod_cost(*labels)
+        self._costs.observe(pod, state)
 
     async def _reconcile_deletion(self, pod: dict[str, Any], ref: PodRef) -> float | None:
         """Stop the workload, then remove the API object as soon as the provider says it has stopped."""
@@ -351,14 +324,14 @@ class PodReconciler:
         self._applied.pop(ref.uid, None)
         self._announced.pop(ref.uid, None)
         self.known.pop(ref.uid, None)
-        self._stop_charging(ref.uid)
+        self._costs.stop(ref.uid)
 
     async def _forget(self, uid: str) -> None:
         """The API object is gone (force delete, or our own final delete): make sure nothing runs."""
         ref = self.known.pop(uid, None)
         self._applied.pop(uid, None)
         self._announced.pop(uid, None)
-        self._stop_charging(uid)
+        self._costs.stop(uid)
         self._stopping.discard(uid)
         self.work.forget(uid)
         if ref is not None:

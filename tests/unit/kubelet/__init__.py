@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.kubelet.routes import KubeletBackend, build_app
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.provider import (
     ContainerSpec,
     LogOptions,
@@ -118,7 +118,7 @@ def backend_for(
         node_name=NODE,
         provider=provider,
         bound_pods=lambda: list(pods),  # read at each request, like the watch cache
-        metrics=metrics or DaemonMetrics(),
+        daemon_metrics=(metrics or DaemonMetrics()).served,
         node_started_at=NODE_STARTED,
         clock=clock or FakeClock(),
     )

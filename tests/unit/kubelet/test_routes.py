@@ -12,8 +12,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from vk_provider.errors import TemporaryProviderError
-from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.kubelet.routes import build_app
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.provider import ContainerState, ContainerStateKind, PodRef, PodState
 
 from . import BareProvider, FakeClock, backend_for, kubelet_client, pod_json, ref_of, running_mock

@@ -10,8 +10,8 @@ import pytest
 
 from vk_provider._kube.api import KubeApi
 from vk_provider._kube.events import EventRecorder
-from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.node.keeper import NodeKeeper
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import ProviderContext
 from vk_providers.mock import MockProvider

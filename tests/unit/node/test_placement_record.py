@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, make_reconciler, pod
 from vk_provider._kube.events import EventRecorder
-from vk_provider.kubelet.metrics import DaemonMetrics
+from vk_provider.node.costs import PodCosts
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.placement.cost import CostMeter
 from vk_provider.provider import Placement, PodRef, PodState, ProviderContext
@@ -60,7 +61,7 @@ async def test_the_placement_is_annotated_announced_and_charged_while_running(tm
     provider = PlacedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
     reconciler = make_reconciler(api, provider, pods, events=events, metrics=metrics)
     clock = ManualClock()
-    reconciler._cost = CostMeter(clock)  # a clock the test moves
+    reconciler._costs = PodCosts(metrics, CostMeter(clock))  # a clock the test moves
     pods.objects["u1"] = pod()
     await reconciler.reconcile("u1")
     (written,) = chosen_patches(api)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder
-from vk_provider.kubelet.metrics import DaemonMetrics
+from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler
 from vk_provider.node.settings import NodeSettings
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION

@@ -1,9 +1,9 @@
-"""The daemon's own Prometheus metrics, served on the kubelet API's `/metrics`.
+"""The node daemon's own Prometheus metrics, served on the kubelet API's `/metrics`.
 
 They answer the questions an operator asks of a virtual node: is work piling up (queue depth), how
 long does a pod take to reconcile and how often does that fail, and is the backend slow, failing or
 down (provider call latency, errors by type, availability). The resource usage of pods is elsewhere
-(`stats`), because the kubelet serves it on `/metrics/resource` with its own names.
+(`vk_provider.kubelet.stats`), because the kubelet serves it on `/metrics/resource` with its own names.
 
 Every `DaemonMetrics` has its own `CollectorRegistry`, never prometheus-client's global one: two
 daemons in one process (tests do that) must not share or collide on series.
@@ -121,3 +121,7 @@ class DaemonMetrics:
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format (`CONTENT_TYPE`)."""
         return generate_latest(self.registry)
+
+    def served(self) -> tuple[bytes, str]:
+        """The exposition and its content type, as the kubelet API's `/metrics` serves them."""
+        return self.exposition(), CONTENT_TYPE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vk_provider.errors import TemporaryProviderError
-from vk_provider.kubelet.metrics import DaemonMetrics
+from vk_provider.node.metrics import DaemonMetrics
 
 
 def value(metrics: DaemonMetrics, name: str, **labels: str) -> float | None:

@@ -1,0 +1,47 @@
+"""What the node's placed pods cost, added up into `vk_provider_pod_cost_usd_total` while they run.
+
+Apart from reconciling: the reconciler tells the meter each state it sees and each pod that goes, and
+the meter keeps the price, the running time and the metric's series. The price comes from the
+provider's placement, or after a restart from the pod's `chosen` annotation: only the instance that
+placed a pod knows its placement, the annotation outlives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vk_provider.node.metrics import DaemonMetrics
+from vk_provider.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.placement.cost import CostMeter
+from vk_provider.placement.record import parse_chosen_annotation
+from vk_provider.provider import PodState
+
+
+class PodCosts:
+    def __init__(self, metrics: DaemonMetrics, meter: CostMeter | None = None) -> None:
+        self._metrics = metrics
+        self._meter = meter or CostMeter()
+        self._labels: dict[str, tuple[str, str, str]] = {}
+        """Placed pods' cost labels (namespace, pod, provider) by UID, to close their series."""
+
+    def observe(self, pod: Mapping[str, Any], state: PodState) -> None:
+        """Add what the pod cost since it was last looked at to the cost counter (placed pods only)."""
+        placement = state.placement
+        if placement is None:
+            recorded = (pod["metadata"].get("annotations") or {}).get(CHOSEN_ANNOTATION)
+            placement = parse_chosen_annotation(recorded) if recorded else None
+        if placement is None:
+            return
+        uid = pod["metadata"]["uid"]
+        self._labels[uid] = (pod["metadata"]["namespace"], pod["metadata"]["name"], placement.provider)
+        running = state.phase == "Running" and not state.terminated
+        dollars = self._meter.observe(uid, price_per_hour=placement.price_per_hour, running=running)
+        self._metrics.add_pod_cost(*self._labels[uid], dollars)
+
+    def stop(self, uid: str) -> None:
+        """The pod is gone: charge its last stretch and close its series."""
+        labels = self._labels.pop(uid, None)
+        if labels is not None:
+            self._metrics.add_pod_cost(*labels, self._meter.forget(uid))
+            self._metrics.forget_pod_cost(*labels)
