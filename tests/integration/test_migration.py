@@ -25,7 +25,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.devcluster import cluster
 from vk_provider._kube.api import KubeApi
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 

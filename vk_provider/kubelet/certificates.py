@@ -63,7 +63,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
 from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
 
 logger = logging.getLogger(__name__)
 

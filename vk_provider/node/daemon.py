@@ -18,8 +18,8 @@ from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
-from vk_provider.backoff import jittered_backoff_seconds
 from vk_provider.errors import ProviderError
+from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.metrics import DaemonMetrics

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
 
 
 class KeyedQueue:

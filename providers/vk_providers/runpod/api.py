@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 
 from vk_provider import __version__
-from vk_provider.credentials import MissingSecretError, SecretSource
+from vk_provider.kit.credentials import MissingSecretError, SecretSource
 from vk_provider.resilience import AccountError, error_from_response
 
 

@@ -22,13 +22,13 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from vk_provider.credentials import MissingSecretError, SecretSource
 from vk_provider.errors import (
     InvalidPodError,
     NotFoundError,
     ProviderError,
     TemporaryProviderError,
 )
+from vk_provider.kit.credentials import MissingSecretError, SecretSource
 from vk_provider.placement.capacity import gpu_type_capacity
 from vk_provider.provider import (
     Availability,
