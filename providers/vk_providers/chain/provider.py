@@ -35,6 +35,7 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
+from vk_provider.kit.resilience import BreakerOpenError
 from vk_provider.node import plugins
 from vk_provider.placement import (
     CHOSEN_ANNOTATION,
@@ -61,7 +62,6 @@ from vk_provider.provider import (
     SupportsNodeCapacity,
     SupportsUsage,
 )
-from vk_provider.resilience import BreakerOpenError
 from vk_providers.chain.config import ChainSettings, MemberSettings, parse_settings
 from vk_providers.chain.directing import Director, director_for
 

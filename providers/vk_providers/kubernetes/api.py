@@ -23,7 +23,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 
 from vk_provider._kube.api import JSON, KubeApi, KubeApiError, RawObject
-from vk_provider.resilience import AccountError, ApiStatusError
+from vk_provider.kit.resilience import AccountError, ApiStatusError
 
 
 def status_error(error: KubeApiError) -> ApiStatusError:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
+from vk_provider.kit.resilience import CallPolicy
+from vk_provider.kit.resilience.settings import ConfigValues, call_policy_of, call_settings
 
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
 SERVICE_TYPES: tuple[ServiceType, ...] = ("ClusterIP", "NodePort", "LoadBalancer")

@@ -1,7 +1,7 @@
 """Pods of a virtual node as pods of a remote Kubernetes cluster: create, read, delete, list, logs.
 
 Every call to the remote apiserver goes through one `ResilientCaller` (a timeout per attempt, retries
-with backoff, the provider's circuit breaker); see `vk_provider.resilience`.
+with backoff, the provider's circuit breaker); see `vk_provider.kit.resilience`.
 
 Idempotence: every remote object is named after the pod UID (see `translate`), so a create first reads
 the remote pod and a repeated or retried create meets "already exists" (409), which counts as done.
@@ -27,16 +27,16 @@ from vk_provider.errors import (
     ProviderError,
     TemporaryProviderError,
 )
-from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
-from vk_provider.resilience import (
+from vk_provider.kit.resilience import (
     AccountError,
     ApiStatusError,
     BreakerStatus,
     ResilientCaller,
     default_status_error,
 )
-from vk_provider.resilience.health import probe_health
-from vk_provider.resilience.settings import breaker_of
+from vk_provider.kit.resilience.health import probe_health
+from vk_provider.kit.resilience.settings import breaker_of
+from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
 from vk_providers.kubernetes.states import (

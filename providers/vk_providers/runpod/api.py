@@ -29,7 +29,7 @@ import aiohttp
 
 from vk_provider import __version__
 from vk_provider.kit.credentials import MissingSecretError, SecretSource
-from vk_provider.resilience import AccountError, error_from_response
+from vk_provider.kit.resilience import AccountError, error_from_response
 
 
 class MalformedResponseError(ValueError):

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
+from vk_provider.kit.resilience import CallPolicy
+from vk_provider.kit.resilience.settings import ConfigValues, call_policy_of, call_settings
 
 Cloud = Literal["SECURE", "COMMUNITY"]
 CLOUDS: tuple[Cloud, ...] = ("SECURE", "COMMUNITY")

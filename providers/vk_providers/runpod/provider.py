@@ -1,7 +1,7 @@
 """RunPod pods for the pods of a virtual node: create, watch, delete, list, logs, the GPU catalog.
 
 Every call to RunPod goes through one `ResilientCaller` (timeouts, retries with backoff honouring
-Retry-After, the provider's circuit breaker); see `vk_provider.resilience`.
+Retry-After, the provider's circuit breaker); see `vk_provider.kit.resilience`.
 
 Idempotence: a pod UID maps to the RunPod pod whose environment carries it (see `translate`). Before
 creating, the provider looks for one; a create that may have reached RunPod without an answer (a
@@ -29,6 +29,14 @@ from vk_provider.errors import (
     TemporaryProviderError,
 )
 from vk_provider.kit.credentials import MissingSecretError, SecretSource
+from vk_provider.kit.resilience import (
+    ApiStatusError,
+    BreakerStatus,
+    ResilientCaller,
+    default_status_error,
+)
+from vk_provider.kit.resilience.health import probe_health
+from vk_provider.kit.resilience.settings import breaker_of
 from vk_provider.placement.capacity import gpu_type_capacity
 from vk_provider.provider import (
     Availability,
@@ -40,14 +48,6 @@ from vk_provider.provider import (
     PodState,
     ProviderContext,
 )
-from vk_provider.resilience import (
-    ApiStatusError,
-    BreakerStatus,
-    ResilientCaller,
-    default_status_error,
-)
-from vk_provider.resilience.health import probe_health
-from vk_provider.resilience.settings import breaker_of
 from vk_providers.runpod.api import LogEvent, RunPodApi, RunPodGpuType, RunPodPod, server_sent_events
 from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings, parse_settings
 from vk_providers.runpod.readiness import ReadinessChecker
@@ -275,7 +275,7 @@ class RunPodProvider:
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when RunPod refuses the key or account.
 
-        One failed probe does not make the provider unavailable (`vk_provider.resilience.health`).
+        One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
         """
         await probe_health(
             self._caller,

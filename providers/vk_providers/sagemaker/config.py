@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
+from vk_provider.kit.resilience import CallPolicy
+from vk_provider.kit.resilience.settings import ConfigValues, call_policy_of, call_settings
 
 NAME_PATTERN = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
 """What SageMaker accepts as a model, endpoint configuration or endpoint name (at most 63 characters)."""

@@ -51,15 +51,15 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
-from vk_provider.resilience import (
+from vk_provider.kit.resilience import (
     AccountError,
     ApiStatusError,
     BreakerStatus,
     ResilientCaller,
 )
-from vk_provider.resilience.health import probe_health
-from vk_provider.resilience.settings import breaker_of
+from vk_provider.kit.resilience.health import probe_health
+from vk_provider.kit.resilience.settings import breaker_of
+from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
@@ -479,7 +479,7 @@ class SageMakerProvider:
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when AWS refuses the credentials.
 
-        One failed probe does not make the provider unavailable (`vk_provider.resilience.health`).
+        One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
         """
         await probe_health(
             self._caller,

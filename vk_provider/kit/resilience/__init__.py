@@ -13,15 +13,15 @@
 
 from __future__ import annotations
 
-from vk_provider.resilience.breaker import (
+from vk_provider.kit.resilience.breaker import (
     BreakerOpenError,
     BreakerPermit,
     BreakerState,
     BreakerStatus,
     CircuitBreaker,
 )
-from vk_provider.resilience.http import ApiStatusError, error_from_response, parse_retry_after
-from vk_provider.resilience.policy import (
+from vk_provider.kit.resilience.http import ApiStatusError, error_from_response, parse_retry_after
+from vk_provider.kit.resilience.policy import (
     AccountError,
     CallPolicy,
     ResilientCaller,

@@ -41,8 +41,8 @@ from vk_provider.errors import (
     TemporaryProviderError,
 )
 from vk_provider.kit.backoff import jittered_backoff_seconds
-from vk_provider.resilience.breaker import BreakerOpenError, BreakerPermit, CircuitBreaker
-from vk_provider.resilience.http import ApiStatusError
+from vk_provider.kit.resilience.breaker import BreakerOpenError, BreakerPermit, CircuitBreaker
+from vk_provider.kit.resilience.http import ApiStatusError
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from vk_provider.resilience.breaker import CircuitBreaker
-from vk_provider.resilience.policy import CallPolicy
+from vk_provider.kit.resilience.breaker import CircuitBreaker
+from vk_provider.kit.resilience.policy import CallPolicy
 
 logger = logging.getLogger(__name__)
 
