@@ -21,7 +21,7 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
   by a provider that chooses among others, such as `chain`).
 
 A provider that chooses where each pod goes (the `chain`) says what it chose in `PodState.placement`;
-the node writes that on the pod (see `vk_provider.placement`).
+the node writes that on the pod (see `vk_provider.kit.placement`).
 
 Rules every provider follows:
 

@@ -10,7 +10,7 @@ from typing import Any
 from vk_provider.provider import ENTRY_POINT_GROUP, PodLifecycle, ProviderContext, SupportsGpuCatalog
 
 CHAIN = "chain"
-"""The provider that reads the placement annotations (`vk_provider.placement`)."""
+"""The provider that reads the placement annotations (`vk_provider.kit.placement`)."""
 
 
 class UnknownProviderError(LookupError):

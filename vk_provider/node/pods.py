@@ -24,19 +24,19 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
-from vk_provider.kubelet.metrics import DaemonMetrics
-from vk_provider.node import podstatus
-from vk_provider.node.podrequest import build_pod_request, pod_ref
-from vk_provider.node.queueing import Backoff, KeyedQueue
-from vk_provider.node.settings import NodeSettings
-from vk_provider.placement.annotations import CHOSEN_ANNOTATION
-from vk_provider.placement.cost import CostMeter
-from vk_provider.placement.record import (
+from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.kit.placement.cost import CostMeter
+from vk_provider.kit.placement.record import (
     PLACED_EVENT_REASON,
     chosen_annotation,
     parse_chosen_annotation,
     placement_message,
 )
+from vk_provider.kubelet.metrics import DaemonMetrics
+from vk_provider.node import podstatus
+from vk_provider.node.podrequest import build_pod_request, pod_ref
+from vk_provider.node.queueing import Backoff, KeyedQueue
+from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
 
 logger = logging.getLogger(__name__)

@@ -18,12 +18,12 @@ Members are built through the same plugin loading as the node's own provider, ea
 folder (`<state_dir>/members/<name>`) and the node's name. Members must be distinct backends (two members
 on one account would see one workload twice).
 
-Creating a pod (the pod's placement annotations, `vk_provider.placement`):
+Creating a pod (the pod's placement annotations, `vk_provider.kit.placement`):
 
 - With any of `placement.vk-provider.dev/{gpu-types,gpu-count,max-price-per-hour,regions}`: placement by
   price. The members that publish a GPU catalog and can be told which offer to use (`directing`) are
   asked for their offers for the pod's GPU count, at once; the offers that match are tried cheapest first,
-  with the tie-breaks of `vk_provider.placement.choice`. Members without a catalog are not used: they
+  with the tie-breaks of `vk_provider.kit.placement.choice`. Members without a catalog are not used: they
   cannot show that they meet the pod's GPU types, price cap or regions.
 - Without them: the members are tried in order, each with its own defaults (RunPod its `gpu_type`, say).
 

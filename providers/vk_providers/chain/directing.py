@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from vk_provider.placement import GPU_RESOURCE
+from vk_provider.kit.placement import GPU_RESOURCE
 from vk_provider.provider import GpuOffer, PodLifecycle, PodRequest, SupportsOfferPlacement
 from vk_providers.runpod import RunPodProvider
 from vk_providers.runpod.config import CLOUDS

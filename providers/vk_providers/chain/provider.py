@@ -26,7 +26,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from fractions import Fraction
 from typing import TypeVar, cast
 
-from vk_provider.environment.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.errors import (
     CapabilityMissingError,
     InvalidPodError,
@@ -35,9 +34,7 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.kit.resilience import BreakerOpenError
-from vk_provider.node import plugins
-from vk_provider.placement import (
+from vk_provider.kit.placement import (
     CHOSEN_ANNOTATION,
     Catalog,
     PlacementError,
@@ -46,7 +43,10 @@ from vk_provider.placement import (
     parse_chosen_annotation,
     parse_placement,
 )
-from vk_provider.placement.capacity import GPU_TYPE_RESOURCE_PREFIX
+from vk_provider.kit.placement.capacity import GPU_TYPE_RESOURCE_PREFIX
+from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
+from vk_provider.kit.resilience import BreakerOpenError
+from vk_provider.node import plugins
 from vk_provider.provider import (
     ContainerUsage,
     GpuOffer,

@@ -29,6 +29,7 @@ from vk_provider.errors import (
     TemporaryProviderError,
 )
 from vk_provider.kit.credentials import MissingSecretError, SecretSource
+from vk_provider.kit.placement.capacity import gpu_type_capacity
 from vk_provider.kit.resilience import (
     ApiStatusError,
     BreakerStatus,
@@ -37,7 +38,6 @@ from vk_provider.kit.resilience import (
 )
 from vk_provider.kit.resilience.health import probe_health
 from vk_provider.kit.resilience.settings import breaker_of
-from vk_provider.placement.capacity import gpu_type_capacity
 from vk_provider.provider import (
     Availability,
     GpuOffer,

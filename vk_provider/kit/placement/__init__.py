@@ -29,7 +29,7 @@ the cost of each pod from its price while it runs.
 
 from __future__ import annotations
 
-from vk_provider.placement.annotations import (
+from vk_provider.kit.placement.annotations import (
     CATALOG_ANNOTATIONS,
     CHOSEN_ANNOTATION,
     GPU_COUNT_ANNOTATION,
@@ -44,10 +44,10 @@ from vk_provider.placement.annotations import (
     gpus_of,
     parse_placement,
 )
-from vk_provider.placement.choice import Candidate, Catalog, Choice, Rejection, choose, describe_offer
-from vk_provider.placement.cost import CostMeter
-from vk_provider.placement.gpus import GPU_TYPE_NAMES, gpu_type_matches, names_for
-from vk_provider.placement.record import (
+from vk_provider.kit.placement.choice import Candidate, Catalog, Choice, Rejection, choose, describe_offer
+from vk_provider.kit.placement.cost import CostMeter
+from vk_provider.kit.placement.gpus import GPU_TYPE_NAMES, gpu_type_matches, names_for
+from vk_provider.kit.placement.record import (
     PLACED_EVENT_REASON,
     chosen_annotation,
     parse_chosen_annotation,
