@@ -38,9 +38,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
 from vk_provider.node.pods import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
-from vk_provider.traffic_auth import TrafficAuth, parse_traffic_auth
 
 logger = logging.getLogger(__name__)
 

@@ -59,13 +59,13 @@ from vk_provider.kit.resilience import (
 )
 from vk_provider.kit.resilience.health import probe_health
 from vk_provider.kit.resilience.settings import breaker_of
+from vk_provider.kit.signing import RequestSigner
 from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
 from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
 from vk_providers.sagemaker.session import make_client, make_session
-from vk_providers.sagemaker.signing import RequestSigner
 from vk_providers.sagemaker.translate import (
     IN_PROGRESS,
     MAX_TAG_VALUE,
