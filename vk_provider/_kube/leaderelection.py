@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
 from vk_provider.controller.gates import SideSample, judge, parse_side_sample, total
@@ -50,6 +49,7 @@ from vk_provider.controller.spec import (
     parse_timestamp,
     timestamp,
 )
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.migration import plan
 from vk_provider.migration.plan import Action, Decision, Direction, MigrationState
 

@@ -18,13 +18,13 @@ import uuid
 
 import aiohttp
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RateLimiter
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.controller.spec import API_VERSION, PLURAL
+from vk_provider.kit.kube import KubeApi, KubeApiError, RateLimiter
 from vk_provider.node.queueing import Backoff, KeyedQueue
 
 logger = logging.getLogger(__name__)

@@ -62,8 +62,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
 from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 
 logger = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.kit.placement.cost import CostMeter
 from vk_provider.kit.placement.record import (

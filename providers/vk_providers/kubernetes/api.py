@@ -2,7 +2,7 @@
 
 The client comes from the kubeconfig file (a mounted Secret; the kubelet rewrites it when the Secret
 changes), built again whenever the file changes, so rotated credentials take effect without a restart.
-Requests go through `vk_provider._kube.api.KubeApi` (raw JSON over kubernetes_asyncio's transport);
+Requests go through `vk_provider.kit.kube.KubeApi` (raw JSON over kubernetes_asyncio's transport);
 only the kubeconfig loading (to select a context) and the log stream use kubernetes_asyncio directly.
 
 Every method raises `ApiStatusError` for an error status (except where a 404 or 409 is an answer), and
@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from vk_provider._kube.api import JSON, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import JSON, KubeApi, KubeApiError, RawObject
 from vk_provider.kit.resilience import AccountError, ApiStatusError
 
 

@@ -1,4 +1,7 @@
-"""A thin raw-JSON client over kubernetes_asyncio's transport.
+"""A thin raw-JSON client over kubernetes_asyncio's transport: the kit's Kubernetes helper.
+
+The daemons reach their own cluster through it (with the private machinery of `vk_provider._kube` on
+top), and a provider that runs pods in a remote cluster (`vk_providers.kubernetes`) reaches that one.
 
 The generated models of kubernetes_asyncio lag the server (a 1.36 client against a 1.37 server) and a
 read-modify-write through them silently drops fields they do not know. So we use only its
