@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from vk_provider import plugins
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
@@ -25,7 +26,7 @@ from vk_provider.kubelet.certificates import ServingCertificate, from_files, via
 from vk_provider.kubelet.metrics import DaemonMetrics
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import serve_kubelet_api
-from vk_provider.node import nodeobject, plugins
+from vk_provider.node import nodeobject
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.pods import PodReconciler, retry_delay
 from vk_provider.node.queueing import KeyedQueue

@@ -13,8 +13,8 @@ import signal
 
 from vk_provider.kubelet.server import KubeletApiError
 from vk_provider.node.daemon import run_node
-from vk_provider.node.plugins import UnknownProviderError
 from vk_provider.node.settings import NodeSettings
+from vk_provider.plugins import UnknownProviderError
 
 logger = logging.getLogger(__name__)
 

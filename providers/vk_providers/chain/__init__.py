@@ -18,6 +18,10 @@ Members are built through the same plugin loading as the node's own provider, ea
 folder (`<state_dir>/members/<name>`) and the node's name. Members must be distinct backends (two members
 on one account would see one workload twice).
 
+A node configured with a single provider that publishes a GPU catalog (`provider: runpod`) runs it as
+the only member of a chain all the same (`wrap_for_node`, the `placement` entry point of the
+`vk_provider.node_wrappers` group), so the placement annotations work there too.
+
 Creating a pod (the pod's placement annotations, `vk_provider.kit.placement`):
 
 - With any of `placement.vk-provider.dev/{gpu-types,gpu-count,max-price-per-hour,regions}`: placement by
@@ -50,16 +54,38 @@ creation (the member is not known yet), no GPU catalog of its own.
 
 from __future__ import annotations
 
-from vk_provider.node import plugins
-from vk_provider.provider import ProviderContext
+import dataclasses
+
+from vk_provider.provider import PodLifecycle, ProviderContext, SupportsGpuCatalog
 from vk_providers.chain.config import ChainSettings, MemberSettings, parse_settings
-from vk_providers.chain.provider import Builder, ChainProvider, Member
+from vk_providers.chain.provider import ChainProvider, Member
 
 
-def create_provider(context: ProviderContext, *, build: Builder = plugins.build) -> ChainProvider:
-    """`build` makes the members; the node passes one that returns a provider it has built already
-    when it runs a single provider as a chain of one (`vk_provider.node.plugins.build_for_node`)."""
-    return ChainProvider(context, build=build)
+def create_provider(context: ProviderContext) -> ChainProvider:
+    return ChainProvider(context)
 
 
-__all__ = ["ChainProvider", "ChainSettings", "Member", "MemberSettings", "create_provider", "parse_settings"]
+def wrap_for_node(name: str, context: ProviderContext, provider: PodLifecycle) -> PodLifecycle:
+    """The node's own provider as the node runs it (the `placement` node wrapper, see
+    `vk_provider.plugins`): one that publishes a GPU catalog runs as the only member of a chain.
+
+    The chain is where the placement annotations (GPU types, count, price cap, regions) are read and
+    matched against catalogs: without it, a node with one provider would ignore them silently. The
+    member is the provider the node built, with the node's own context (state folder included), so the
+    wrapping changes nothing else; the chain answers for it, and names it by the provider's name.
+    """
+    if isinstance(provider, ChainProvider) or not isinstance(provider, SupportsGpuCatalog):
+        return provider
+    config = {"members": [{"name": name, "provider": name}]}
+    return ChainProvider(dataclasses.replace(context, config=config), build=lambda _name, _context: provider)
+
+
+__all__ = [
+    "ChainProvider",
+    "ChainSettings",
+    "Member",
+    "MemberSettings",
+    "create_provider",
+    "parse_settings",
+    "wrap_for_node",
+]

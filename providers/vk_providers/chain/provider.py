@@ -26,6 +26,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from fractions import Fraction
 from typing import TypeVar, cast
 
+from vk_provider import plugins
 from vk_provider.errors import (
     CapabilityMissingError,
     InvalidPodError,
@@ -46,7 +47,6 @@ from vk_provider.kit.placement import (
 from vk_provider.kit.placement.capacity import GPU_TYPE_RESOURCE_PREFIX
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.kit.resilience import BreakerOpenError
-from vk_provider.node import plugins
 from vk_provider.provider import (
     ContainerUsage,
     GpuOffer,

@@ -18,9 +18,9 @@ are tried cheapest first (`choice` documents the matching and every tie-break), 
 capacity, a quota) moves on to the next offer. Without them, the providers are tried in order, each with
 its own defaults. A value that cannot be read fails the pod with the reason (`PlacementError`). The
 `chain` provider reads these annotations; a node whose single provider publishes a GPU catalog (RunPod)
-runs it as a chain of one (`vk_provider.node.plugins.build_for_node`), so they work there too. A node
-whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot match them and ignores
-them.
+runs it as a chain of one (the chain's `placement` node wrapper, see `vk_provider.plugins`), so they
+work there too. A node whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot
+match them and ignores them.
 
 What was chosen is written back by the node, from `PodState.placement`, as the annotation
 `placement.vk-provider.dev/chosen` (JSON, see `record`) and a `Placed` event; `cost.CostMeter` adds up

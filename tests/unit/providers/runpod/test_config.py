@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vk_provider.node import plugins
+from vk_provider import plugins
 from vk_provider.provider import ProviderContext
 from vk_providers.runpod import RunPodProvider
 from vk_providers.runpod.config import (
