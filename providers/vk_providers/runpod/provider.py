@@ -60,6 +60,7 @@ from vk_providers.runpod.translate import (
     pod_state,
     readiness_url,
     ref_of,
+    request_for_offer,
 )
 
 logger = logging.getLogger(__name__)
@@ -289,7 +290,7 @@ class RunPodProvider:
         await self._readiness.aclose()
         await self._api.aclose()
 
-    # -- SupportsNodeCapacity, SupportsGpuCatalog ----------------------------------------------
+    # -- SupportsNodeCapacity, SupportsGpuCatalog, SupportsOfferPlacement ----------------------
 
     async def node_capacity(self) -> Mapping[str, str]:
         """The configured capacity, plus GPUs per type from the catalog (`gpu.vk-provider.dev/<type>`).
@@ -331,6 +332,17 @@ class RunPodProvider:
                     )
                 )
         return offers
+
+    def request_for_offer(
+        self,
+        pod: PodRequest,
+        offer: GpuOffer,
+        *,
+        locations: Sequence[str] = (),
+        max_price_per_hour: float | None = None,
+    ) -> PodRequest:
+        """`pod` placed on `offer` through its RunPod annotations (see `translate.request_for_offer`)."""
+        return request_for_offer(pod, offer, locations, max_price_per_hour)
 
     async def _gpu_types(self, gpu_count: int, cloud: str) -> list[RunPodGpuType]:
         key = (gpu_count, cloud)
