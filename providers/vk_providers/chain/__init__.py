@@ -42,7 +42,7 @@ What was chosen (member, GPU type and count, tier, locations, price per hour) is
 `PodState.placement` of the pod's states, for the node to write on the pod.
 
 Routing: state, update, delete, logs and usage go to the member that holds the pod, learnt from the
-members' own lists (see `provider`); the chain itself keeps nothing on disk. Health: available while any
+members' own lists (see `owners`); the chain itself keeps nothing on disk. Health: available while any
 member is. Node capacity: the members' capacities added up, resource by resource (GPUs per type, where
 members report per-type resources).
 
@@ -58,7 +58,8 @@ import dataclasses
 
 from vk_provider.provider import PodLifecycle, ProviderContext, SupportsGpuCatalog
 from vk_providers.chain.config import ChainSettings, MemberSettings, parse_settings
-from vk_providers.chain.provider import ChainProvider, Member
+from vk_providers.chain.owners import Member
+from vk_providers.chain.provider import ChainProvider
 
 
 def create_provider(context: ProviderContext) -> ChainProvider:
