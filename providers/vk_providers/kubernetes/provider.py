@@ -35,7 +35,6 @@ from vk_provider.kit.resilience import (
     default_status_error,
 )
 from vk_provider.kit.resilience.health import probe_health
-from vk_provider.kit.resilience.settings import breaker_of
 from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
@@ -121,10 +120,10 @@ class KubernetesProvider:
         self._settings = settings if settings is not None else parse_settings(context.config)
         _check_kubeconfig(self._settings)
         self._remote = RemoteCluster(self._settings.kubeconfig_file, self._settings.context)
-        self.breaker = breaker_of("remote Kubernetes", self._settings, clock)
+        self.breaker = self._settings.calls.breaker("remote Kubernetes", clock)
         self._caller = ResilientCaller(
             "remote Kubernetes",
-            policy=self._settings.call_policy(),
+            policy=self._settings.calls.call_policy(),
             breaker=self.breaker,
             sleep=sleep,
             map_status=remote_status_error,
@@ -276,7 +275,7 @@ class KubernetesProvider:
             self.breaker,
             functools.partial(self._remote.get, self._path("pods"), query={"limit": 1}),
             provider="remote Kubernetes",
-            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+            timeout_seconds=self._settings.calls.health_probe_timeout_seconds,
         )
 
     async def aclose(self) -> None:

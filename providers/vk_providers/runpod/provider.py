@@ -37,7 +37,6 @@ from vk_provider.kit.resilience import (
     default_status_error,
 )
 from vk_provider.kit.resilience.health import probe_health
-from vk_provider.kit.resilience.settings import breaker_of
 from vk_provider.provider import (
     Availability,
     GpuOffer,
@@ -130,10 +129,10 @@ class RunPodProvider:
         except MissingSecretError as error:
             raise ValueError(f"runpod provider: {error}") from None
         self._clock = clock
-        self.breaker = breaker_of("RunPod", self._settings, clock)
+        self.breaker = self._settings.calls.breaker("RunPod", clock)
         self._caller = ResilientCaller(
             "RunPod",
-            policy=self._settings.call_policy(),
+            policy=self._settings.calls.call_policy(),
             breaker=self.breaker,
             sleep=sleep,
             redact=self._keys.redact,
@@ -283,7 +282,7 @@ class RunPodProvider:
             self.breaker,
             self._api.probe,
             provider="RunPod",
-            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+            timeout_seconds=self._settings.calls.health_probe_timeout_seconds,
         )
 
     async def aclose(self) -> None:

@@ -58,7 +58,6 @@ from vk_provider.kit.resilience import (
     ResilientCaller,
 )
 from vk_provider.kit.resilience.health import probe_health
-from vk_provider.kit.resilience.settings import breaker_of
 from vk_provider.kit.signing import RequestSigner
 from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
@@ -154,10 +153,10 @@ class SageMakerProvider:
             max_workers=self._settings.max_concurrent_calls, thread_name_prefix="sagemaker"
         )
         self._api = SageMakerApi(self._make_client, redact=REDACTOR.redact)
-        self.breaker = breaker_of("SageMaker", self._settings, clock)
+        self.breaker = self._settings.calls.breaker("SageMaker", clock)
         self._caller = ResilientCaller(
             "SageMaker",
-            policy=self._settings.call_policy(),
+            policy=self._settings.calls.call_policy(),
             breaker=self.breaker,
             sleep=sleep,
             redact=REDACTOR.redact,
@@ -486,7 +485,7 @@ class SageMakerProvider:
             self.breaker,
             functools.partial(self._run, self._api.probe),
             provider="SageMaker",
-            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+            timeout_seconds=self._settings.calls.health_probe_timeout_seconds,
         )
 
     async def aclose(self) -> None:

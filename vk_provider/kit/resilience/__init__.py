@@ -8,7 +8,10 @@
 - `policy`: `ResilientCaller`, the one way to make a provider call: a timeout on every attempt;
   tenacity retries with capped, jittered exponential backoff on timeouts, connection failures, 408, 429
   and 5xx, waiting at least as long as `Retry-After` asks; no retry of other 4xx; a bounded number of
-  attempts; and the outcome mapped onto the contract's errors (`vk_provider.errors`).
+  attempts; and the outcome mapped onto the contract's errors (`vk_provider.errors`);
+- `settings`: `CallSettings`, the timeouts, retries, breaker and health probe every remote provider's
+  settings hold, read from the same keys by `read_call_settings`; `health.probe_health` is the health
+  check they share.
 """
 
 from __future__ import annotations
