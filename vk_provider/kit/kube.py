@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from vk_provider import __version__
+from vk_provider.kit.useragent import USER_AGENT
 
 RawObject = dict[str, Any]
 
@@ -90,9 +90,6 @@ class RateLimiter:
                 self._tokens = 1.0
                 self._updated = loop.time()
             self._tokens -= 1.0
-
-
-USER_AGENT = f"vk-provider/{__version__}"
 
 
 class KubeApi:

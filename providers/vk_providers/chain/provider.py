@@ -17,7 +17,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from fractions import Fraction
 from typing import cast
 
-from vk_provider import plugins
 from vk_provider.errors import (
     CapabilityMissingError,
     InvalidPodError,
@@ -30,6 +29,7 @@ from vk_provider.kit.placement import Catalog, PlacementError, PlacementRequest,
 from vk_provider.kit.placement.capacity import GPU_TYPE_RESOURCE_PREFIX
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.kit.resilience import BreakerOpenError
+from vk_provider.plugins import build as build_installed
 from vk_provider.provider import (
     ContainerUsage,
     GpuOffer,
@@ -77,7 +77,7 @@ class ChainProvider:
         context: ProviderContext,
         *,
         settings: ChainSettings | None = None,
-        build: Builder = plugins.build,
+        build: Builder = build_installed,
     ) -> None:
         """Builds every member (through `build`); raises ValueError naming the member that cannot be built."""
         self.node_name = context.node_name

@@ -27,10 +27,10 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider import __version__
 from vk_provider.kit.credentials import MissingSecretError, SecretSource
 from vk_provider.kit.resilience import AccountError, error_from_response
 from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.kit.useragent import USER_AGENT
 
 
 class MalformedResponseError(ValueError):
@@ -152,7 +152,7 @@ class RunPodApi:
             # No total timeout: the caller bounds each attempt, and log streams may stay open for good.
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None),
-                headers={"User-Agent": f"vk-provider/{__version__}", "Accept": "application/json"},
+                headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
             )
         return self._session
 
