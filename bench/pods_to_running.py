@@ -76,7 +76,7 @@ from benchkit import (
 )
 from vk_devtools.devcluster.building import cache_root
 from vk_devtools.devcluster.pki import CertificateAuthority, KeyPair
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 DEFAULT_PLANE_DIR = Path(tempfile.gettempdir()) / "bench-plane"
 FIELD_MANAGER = "pods-to-running-bench"

@@ -90,7 +90,7 @@ from benchkit import (
     tail,
     write_report,
 )
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 RUNNER = BENCH_DIR / "router_runner.py"
 INSTALL_COMMAND = "apt-get install -y nginx-light wrk"

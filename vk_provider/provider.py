@@ -21,7 +21,7 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
   by a provider that chooses among others, such as `chain`).
 
 A provider that chooses where each pod goes (the `chain`) says what it chose in `PodState.placement`;
-the node writes that on the pod (see `vk_provider.placement`).
+the node writes that on the pod (see `vk_provider.kit.placement`).
 
 Rules every provider follows:
 
@@ -228,7 +228,7 @@ class PodState:
     """Where the router should send this pod's traffic, e.g. http://127.0.0.5:8080 or an HTTPS URL."""
     traffic_auth: str | None = None
     """How the router must authenticate requests to `traffic_address`, None for plain requests: a
-    marker `vk_provider.traffic_auth` reads, e.g. `AwsSigV4(region="eu-west-1").marker()`."""
+    marker `vk_provider.kit.traffic_auth` reads, e.g. `AwsSigV4(region="eu-west-1").marker()`."""
     terminated: bool = False
     """True once a deleted pod has fully stopped: the node may then remove the API object."""
     placement: Placement | None = None

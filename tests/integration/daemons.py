@@ -13,7 +13,7 @@ import yaml
 
 from vk_devtools.devcluster.ports import PortPicker
 from vk_devtools.devcluster.processes import tail_of_file
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 # Short intervals so the tests observe behaviour in seconds; the lease keeps its real 40 s duration.
 FAST_SETTINGS: dict[str, Any] = {

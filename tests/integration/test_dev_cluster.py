@@ -15,7 +15,7 @@ import pytest
 from vk_devtools.devcluster import cluster, processes, runpodstandin
 from vk_devtools.devcluster.building import BinaryCache
 from vk_devtools.devcluster.processes import ComponentFailedError
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 
 def vk_provider(*arguments: str) -> subprocess.CompletedProcess[str]:

@@ -30,7 +30,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
 from vk_devtools.devcluster.pki import CertificateAuthority, ClientIdentity, KeyPair
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider.kubelet.certificates import (
     APPROVAL_REASON,
     CSR_PATH,

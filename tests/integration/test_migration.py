@@ -24,8 +24,8 @@ from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_ri
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.devcluster import cluster
-from vk_provider._kube.api import KubeApi
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.kube import KubeApi
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
-from vk_provider._kube.api import MERGE_PATCH, KubeApi
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi
 
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 CLI_TIMEOUT_SECONDS = 60

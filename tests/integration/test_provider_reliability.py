@@ -39,13 +39,13 @@ from tests.integration.test_virtual_node import events_of
 from tests.integration.waiting import wait_for
 from vk_devtools.standins.faults import RANDOM_KINDS
 from vk_devtools.standins.runpod.server import FakeGpuType, FakeRunPod
-from vk_provider.placement import (
+from vk_provider.kit.placement import (
     CHOSEN_ANNOTATION,
     GPU_TYPES_ANNOTATION,
     MAX_PRICE_ANNOTATION,
     PLACED_EVENT_REASON,
 )
-from vk_provider.placement.capacity import gpu_type_resource
+from vk_provider.kit.placement.capacity import gpu_type_resource
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 StartRunPodNode = Callable[..., Awaitable[NodeDaemon]]

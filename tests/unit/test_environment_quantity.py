@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from vk_provider.environment import InvalidQuantityError, parse_quantity
+from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 
 from vk_devtools.devcluster import processes
 from vk_devtools.devcluster.processes import ComponentFailedError
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 
 def pids_in_group(pgid: int) -> set[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vk_provider.traffic_auth import AwsSigV4, parse_traffic_auth
+from vk_provider.kit.traffic_auth import AwsSigV4, parse_traffic_auth
 
 RUNTIME = "https://runtime.sagemaker.eu-west-1.amazonaws.com/endpoints/vk-1/invocations"
 LOCAL = "http://127.0.0.1:9000/endpoints/vk-1/invocations"

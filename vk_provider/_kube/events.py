@@ -14,7 +14,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Literal
 
-from vk_provider._kube.api import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError
 
 logger = logging.getLogger(__name__)
 

@@ -20,13 +20,10 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
+from vk_provider.kit.timestamps import format_micro_timestamp
 
 logger = logging.getLogger(__name__)
-
-
-def micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -59,7 +56,7 @@ class LeaderElector:
         self.leading = asyncio.Event()
 
     def _spec(self, previous: RawObject | None) -> dict[str, Any]:
-        now = micro_time(datetime.now(UTC))
+        now = format_micro_timestamp(datetime.now(UTC))
         old = (previous or {}).get("spec") or {}
         transitions = int(old.get("leaseTransitions") or 0)
         same_holder = old.get("holderIdentity") == self.identity

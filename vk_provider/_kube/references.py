@@ -11,8 +11,8 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vk_provider._kube.api import KubeApi, KubeApiError
 from vk_provider._kube.watching import Reflector
+from vk_provider.kit.kube import KubeApi, KubeApiError
 
 
 class ApiReferenceReader:

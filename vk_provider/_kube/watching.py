@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import aiohttp
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 
 logger = logging.getLogger(__name__)
 

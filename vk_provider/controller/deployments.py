@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.controller import deriving
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.offload.names import TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import OffloadSpec
 

@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, RawObject
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
 from vk_provider.controller.deployments import (
@@ -45,6 +44,7 @@ from vk_provider.controller.deployments import (
 )
 from vk_provider.controller.gates import SideSample, judge, parse_side_sample, total
 from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload import plan
 from vk_provider.offload.names import API_VERSION, KIND, offload_path

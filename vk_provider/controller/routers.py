@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider._kube.api import KubeApi
+from vk_provider.kit.kube import KubeApi
 
 logger = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import uuid
 
 import aiohttp
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RateLimiter
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
+from vk_provider.kit.kube import KubeApi, KubeApiError, RateLimiter
 from vk_provider.offload.names import offloads_path
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled

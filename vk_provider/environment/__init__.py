@@ -32,9 +32,9 @@ from vk_provider.environment.model import (
     ReferenceReader,
     ResolvedEnvironment,
 )
-from vk_provider.environment.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.environment.resolve import resolve_container_environment
 from vk_provider.environment.volumes import resolve_volume_files
+from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 
 __all__ = [
     "EnvironmentEvent",

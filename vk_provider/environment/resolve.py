@@ -14,7 +14,6 @@ from vk_provider.environment.model import (
     ResolvedEnvironment,
     SelectorError,
 )
-from vk_provider.environment.quantity import InvalidQuantityError
 from vk_provider.environment.references import (
     CONFIG_MAP,
     SECRET,
@@ -24,6 +23,7 @@ from vk_provider.environment.references import (
 )
 from vk_provider.environment.resource_refs import resource_field_value
 from vk_provider.environment.service_links import service_link_variables
+from vk_provider.kit.quantity import InvalidQuantityError
 
 # Where a namespace-less pod (hand-written, never from the API) lives, as kubectl would put it.
 DEFAULT_NAMESPACE = "default"

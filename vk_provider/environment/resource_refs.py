@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from vk_provider.environment.model import SelectorError
-from vk_provider.environment.quantity import parse_quantity
+from vk_provider.kit.quantity import parse_quantity
 
 _BUCKETS = frozenset({"requests", "limits"})
 _PLAIN_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})

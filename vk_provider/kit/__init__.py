@@ -4,5 +4,17 @@ A provider (in `vk_providers` or a third-party distribution) imports `vk_provide
 contract), `vk_provider.errors`, `vk_provider.plugins`, `vk_provider.testing` and the modules of this
 package, and nothing else of `vk_provider`: the node, the router, the controller, the CLI and the
 Kubernetes machinery are internals that may change in any release. An import-linter contract
-(`.importlinter`) holds every provider of this repository to that rule.
+(`.importlinter`) holds every provider of this repository to that rule, and so does
+`tests/unit/kit/test_surface.py`.
+
+What is in it:
+
+- `resilience`: one way to call a remote API (timeouts, retries with backoff, a circuit breaker, the
+  health probe) and the `CallSettings` every remote provider reads the same way;
+- `placement`: the placement annotations, matching pods to GPU offers, the placement record and cost;
+- `credentials`: API keys from a mounted file or the environment, redacted everywhere;
+- `kube`: a raw-JSON Kubernetes client, for a provider that runs pods in another cluster;
+- `signing` and `traffic_auth`: SigV4 signatures, and the marker that says how the router must sign;
+- `quantity`, `timestamps`, `backoff`, `procfs`, `useragent`: resource quantities, RFC 3339 times, the
+  retry backoff formula, processes through /proc, and how vk-provider names itself to the APIs it calls.
 """

@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from vk_provider._kube.api import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.kit.placement.cost import CostMeter
+from vk_provider.kit.placement.record import parse_chosen_annotation
 from vk_provider.node.metrics import DaemonMetrics
-from vk_provider.placement.annotations import CHOSEN_ANNOTATION
-from vk_provider.placement.cost import CostMeter
-from vk_provider.placement.record import parse_chosen_annotation
 from vk_provider.provider import PodState
 
 

@@ -13,18 +13,19 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from vk_provider._kube.api import KubeApi, RateLimiter
+from vk_provider import plugins
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
-from vk_provider.backoff import jittered_backoff_seconds
 from vk_provider.errors import ProviderError
+from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.kube import KubeApi, RateLimiter
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import serve_kubelet_api
-from vk_provider.node import nodeobject, plugins
+from vk_provider.node import nodeobject
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay

@@ -18,9 +18,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider.errors import ProviderError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider.node import nodeobject
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.nodeobject import Health

@@ -19,23 +19,23 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.kit.placement.record import (
+    PLACED_EVENT_REASON,
+    chosen_annotation,
+    placement_message,
+)
 from vk_provider.node import podstatus
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.settings import NodeSettings
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
-from vk_provider.placement.annotations import CHOSEN_ANNOTATION
-from vk_provider.placement.record import (
-    PLACED_EVENT_REASON,
-    chosen_annotation,
-    placement_message,
-)
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, Retry, WorkLoop
 

@@ -11,8 +11,8 @@ import logging
 
 from vk_provider.kubelet.server import KubeletApiError
 from vk_provider.node.daemon import run_node
-from vk_provider.node.plugins import UnknownProviderError
 from vk_provider.node.settings import NodeSettings
+from vk_provider.plugins import UnknownProviderError
 from vk_provider.runtime.signals import until_signalled
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider._kube.api import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.offload.names import KIND, PROMOTE_ANNOTATION, offload_path, offloads_path
 from vk_provider.offloadcli import rendering
 from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import config
 
-from vk_provider._kube.api import KubeApi
+from vk_provider.kit.kube import KubeApi
 
 DEFAULT_NAMESPACE = "default"
 

@@ -22,7 +22,7 @@ Away endpoints are the pods in the Offload's namespace labelled `offload.vk-prov
 that carry the traffic-address annotation (the URL the virtual node publishes) and whose `Ready`
 condition is `True`; a pod being deleted (`metadata.deletionTimestamp` set) that is still Ready drains.
 A pod whose annotation is not an http(s) URL is left out. A pod that also carries the traffic-auth
-annotation (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see `vk_provider.traffic_auth`)
+annotation (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see `vk_provider.kit.traffic_auth`)
 becomes a signed endpoint; one whose marker the router cannot act on is left out, since unsigned
 requests would only be refused there.
 
@@ -38,10 +38,10 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
 from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.offload.status import OffloadStatus
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
-from vk_provider.traffic_auth import TrafficAuth, parse_traffic_auth
 
 logger = logging.getLogger(__name__)
 

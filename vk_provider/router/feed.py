@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from vk_provider._kube.api import KubeApi
 from vk_provider._kube.watching import Reflector
+from vk_provider.kit.kube import KubeApi
 from vk_provider.offload.names import OFFLOAD_LABEL, offloads_path
 from vk_provider.router.building import SERVICE_NAME_LABEL, SkippedOffload, build_routes
 from vk_provider.router.table import RouteTable

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from vk_provider._kube.api import KubeApi, RateLimiter
+from vk_provider.kit.kube import KubeApi, RateLimiter
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.proxy import ProxySettings, Router, start
 from vk_provider.router.signing import RequestSigning, standard_chain

@@ -36,8 +36,8 @@ from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 from multidict import CIMultiDict
 
-from vk_provider.aws_signing import sign_request
-from vk_provider.traffic_auth import TrafficAuth
+from vk_provider.kit.signing import sign_request
+from vk_provider.kit.traffic_auth import TrafficAuth
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Literal
 
-from vk_provider.traffic_auth import TrafficAuth
+from vk_provider.kit.traffic_auth import TrafficAuth
 
 Side = Literal["home", "away"]
 SIDES: tuple[Side, Side] = ("home", "away")

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
 
 logger = logging.getLogger(__name__)
 

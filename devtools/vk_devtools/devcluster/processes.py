@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 STOP_GRACE_SECONDS = 10.0
 KILL_WAIT_SECONDS = 5.0

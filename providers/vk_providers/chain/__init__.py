@@ -18,12 +18,16 @@ Members are built through the same plugin loading as the node's own provider, ea
 folder (`<state_dir>/members/<name>`) and the node's name. Members must be distinct backends (two members
 on one account would see one workload twice).
 
-Creating a pod (the pod's placement annotations, `vk_provider.placement`):
+A node configured with a single provider that publishes a GPU catalog (`provider: runpod`) runs it as
+the only member of a chain all the same (`wrap_for_node`, the `placement` entry point of the
+`vk_provider.node_wrappers` group), so the placement annotations work there too.
+
+Creating a pod (the pod's placement annotations, `vk_provider.kit.placement`):
 
 - With any of `placement.vk-provider.dev/{gpu-types,gpu-count,max-price-per-hour,regions}`: placement by
   price. The members that publish a GPU catalog and can be told which offer to use (`directing`) are
   asked for their offers for the pod's GPU count, at once; the offers that match are tried cheapest first,
-  with the tie-breaks of `vk_provider.placement.choice`. Members without a catalog are not used: they
+  with the tie-breaks of `vk_provider.kit.placement.choice`. Members without a catalog are not used: they
   cannot show that they meet the pod's GPU types, price cap or regions.
 - Without them: the members are tried in order, each with its own defaults (RunPod its `gpu_type`, say).
 
@@ -38,7 +42,7 @@ What was chosen (member, GPU type and count, tier, locations, price per hour) is
 `PodState.placement` of the pod's states, for the node to write on the pod.
 
 Routing: state, update, delete, logs and usage go to the member that holds the pod, learnt from the
-members' own lists (see `provider`); the chain itself keeps nothing on disk. Health: available while any
+members' own lists (see `owners`); the chain itself keeps nothing on disk. Health: available while any
 member is. Node capacity: the members' capacities added up, resource by resource (GPUs per type, where
 members report per-type resources).
 
@@ -50,16 +54,39 @@ creation (the member is not known yet), no GPU catalog of its own.
 
 from __future__ import annotations
 
-from vk_provider.node import plugins
-from vk_provider.provider import ProviderContext
+import dataclasses
+
+from vk_provider.provider import PodLifecycle, ProviderContext, SupportsGpuCatalog
 from vk_providers.chain.config import ChainSettings, MemberSettings, parse_settings
-from vk_providers.chain.provider import Builder, ChainProvider, Member
+from vk_providers.chain.owners import Member
+from vk_providers.chain.provider import ChainProvider
 
 
-def create_provider(context: ProviderContext, *, build: Builder = plugins.build) -> ChainProvider:
-    """`build` makes the members; the node passes one that returns a provider it has built already
-    when it runs a single provider as a chain of one (`vk_provider.node.plugins.build_for_node`)."""
-    return ChainProvider(context, build=build)
+def create_provider(context: ProviderContext) -> ChainProvider:
+    return ChainProvider(context)
 
 
-__all__ = ["ChainProvider", "ChainSettings", "Member", "MemberSettings", "create_provider", "parse_settings"]
+def wrap_for_node(name: str, context: ProviderContext, provider: PodLifecycle) -> PodLifecycle:
+    """The node's own provider as the node runs it (the `placement` node wrapper, see
+    `vk_provider.plugins`): one that publishes a GPU catalog runs as the only member of a chain.
+
+    The chain is where the placement annotations (GPU types, count, price cap, regions) are read and
+    matched against catalogs: without it, a node with one provider would ignore them silently. The
+    member is the provider the node built, with the node's own context (state folder included), so the
+    wrapping changes nothing else; the chain answers for it, and names it by the provider's name.
+    """
+    if isinstance(provider, ChainProvider) or not isinstance(provider, SupportsGpuCatalog):
+        return provider
+    config = {"members": [{"name": name, "provider": name}]}
+    return ChainProvider(dataclasses.replace(context, config=config), build=lambda _name, _context: provider)
+
+
+__all__ = [
+    "ChainProvider",
+    "ChainSettings",
+    "Member",
+    "MemberSettings",
+    "create_provider",
+    "parse_settings",
+    "wrap_for_node",
+]

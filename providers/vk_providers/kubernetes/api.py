@@ -2,8 +2,8 @@
 
 The client comes from the kubeconfig file (a mounted Secret; the kubelet rewrites it when the Secret
 changes), built again whenever the file changes, so rotated credentials take effect without a restart.
-Requests go through `vk_provider._kube.api.KubeApi` (raw JSON over kubernetes_asyncio's transport);
-only the kubeconfig loading (to select a context) and the log stream use kubernetes_asyncio directly.
+Requests, the kubeconfig loading (with the context to use) and the log stream go through the kit's
+`vk_provider.kit.kube.KubeApi` (raw JSON over kubernetes_asyncio's transport).
 
 Every method raises `ApiStatusError` for an error status (except where a 404 or 409 is an answer), and
 aiohttp's or the OS's errors for transport failures. Retries and timeouts are the caller's
@@ -14,20 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client, config
 
-from vk_provider._kube.api import JSON, KubeApi, KubeApiError, RawObject
-from vk_provider.resilience import AccountError, ApiStatusError
+from vk_provider.kit.kube import KubeApi, KubeApiError, KubeconfigException, RawObject
+from vk_provider.kit.resilience import AccountError, ApiStatusError
 
 
 def status_error(error: KubeApiError) -> ApiStatusError:
-    return ApiStatusError(error.status, error.message, reason=error.reason)
+    return ApiStatusError(error.status, error.message.strip(), reason=error.reason)
 
 
 class RemoteCluster:
@@ -38,7 +36,6 @@ class RemoteCluster:
         self._context = context
         self._stamp: tuple[int, int, int] | None = None
         self._api: KubeApi | None = None
-        self._api_client: client.ApiClient | None = None
         self._retired: list[KubeApi] = []
         self._lock = asyncio.Lock()
 
@@ -58,24 +55,24 @@ class RemoteCluster:
             ) from None
         return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
-    async def _client(self) -> tuple[KubeApi, client.ApiClient]:
+    async def _client(self) -> KubeApi:
         """The client for the kubeconfig as it is now (one stat per call; a new client if it changed)."""
         stamp = self._file_stamp()
-        if self._api is not None and self._api_client is not None and stamp == self._stamp:
-            return self._api, self._api_client
+        if self._api is not None and stamp == self._stamp:
+            return self._api
         async with self._lock:
-            if self._api is None or self._api_client is None or stamp != self._stamp:
+            if self._api is None or stamp != self._stamp:
                 try:
-                    api_client = await config.new_client_from_config(
-                        config_file=str(self._kubeconfig), context=self._context, persist_config=False
+                    api = await KubeApi.from_kubeconfig(
+                        str(self._kubeconfig), context=self._context, persist_config=False
                     )
-                except (config.ConfigException, OSError, ValueError, KeyError, TypeError) as error:
+                except (KubeconfigException, OSError, ValueError, KeyError, TypeError) as error:
                     raise AccountError(f"cannot use {self.describe()}: {error}") from None
                 if self._api is not None:
                     # Requests in flight (log streams) keep the old client until the provider closes.
                     self._retired.append(self._api)
-                self._api, self._api_client, self._stamp = KubeApi(api_client), api_client, stamp
-            return self._api, self._api_client
+                self._api, self._stamp = api, stamp
+            return self._api
 
     async def check_readable(self) -> None:
         """Raise AccountError if the kubeconfig cannot be read or used."""
@@ -85,7 +82,7 @@ class RemoteCluster:
         self, path: str, *, query: Mapping[str, str | int | bool] | None = None
     ) -> RawObject | None:
         """The object, or None for 404."""
-        api, _ = await self._client()
+        api = await self._client()
         try:
             return await api.get(path, query=query)
         except KubeApiError as error:
@@ -95,7 +92,7 @@ class RemoteCluster:
 
     async def create(self, path: str, body: Mapping[str, Any]) -> RawObject | None:
         """The created object, or None when one of that name exists already (409)."""
-        api, _ = await self._client()
+        api = await self._client()
         try:
             return await api.create(path, body)
         except KubeApiError as error:
@@ -104,7 +101,7 @@ class RemoteCluster:
             raise status_error(error) from None
 
     async def replace(self, path: str, body: Mapping[str, Any]) -> RawObject:
-        api, _ = await self._client()
+        api = await self._client()
         try:
             return await api.request("PUT", path, body=body)
         except KubeApiError as error:
@@ -112,7 +109,7 @@ class RemoteCluster:
 
     async def patch(self, path: str, body: Any) -> RawObject | None:
         """The patched object, or None for 404."""
-        api, _ = await self._client()
+        api = await self._client()
         try:
             return await api.patch(path, body)
         except KubeApiError as error:
@@ -122,7 +119,7 @@ class RemoteCluster:
 
     async def delete(self, path: str, body: Mapping[str, Any] | None = None) -> bool:
         """Delete; False if there was nothing to delete (404)."""
-        api, _ = await self._client()
+        api = await self._client()
         try:
             await api.delete(path, body)
         except KubeApiError as error:
@@ -138,43 +135,16 @@ class RemoteCluster:
 
     async def open_stream(self, path: str, query: Mapping[str, str | int | bool]) -> aiohttp.ClientResponse:
         """A GET whose body is read as it comes (a log); the caller releases it. Errors as ApiStatusError."""
-        _, api_client = await self._client()
-        params = [(key, _query_value(value)) for key, value in query.items()]
-        # No total timeout: a followed log stays open; the caller bounds the opening.
-        response: aiohttp.ClientResponse = await api_client.call_api(
-            path,
-            "GET",
-            query_params=params,
-            header_params={"Accept": "*/*", "Content-Type": JSON},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-        )
-        if response.status >= 400:
-            text = (await response.read()).decode(errors="replace")
-            response.release()
-            raise _stream_error(response.status, response.reason or "", text)
-        return response
+        api = await self._client()
+        try:
+            return await api.open_stream(path, query=query)
+        except KubeApiError as error:
+            raise status_error(error) from None
 
     async def aclose(self) -> None:
         for api in [*self._retired, *([self._api] if self._api is not None else [])]:
             with contextlib.suppress(Exception):
                 await api.close()
         self._retired.clear()
-        self._api = self._api_client = None
+        self._api = None
         self._stamp = None
-
-
-def _query_value(value: str | int | bool) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _stream_error(status: int, reason: str, text: str) -> ApiStatusError:
-    message = text.strip()
-    with contextlib.suppress(ValueError, AttributeError):
-        parsed = json.loads(text)
-        message = str(parsed.get("message", message))
-        reason = str(parsed.get("reason", reason) or reason)
-    return ApiStatusError(status, message, reason=reason)

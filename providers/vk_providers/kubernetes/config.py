@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
+from vk_provider.kit.resilience.settings import CallSettings, ConfigValues, read_call_settings
 
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
 SERVICE_TYPES: tuple[ServiceType, ...] = ("ClusterIP", "NodePort", "LoadBalancer")
@@ -46,22 +45,12 @@ class KubernetesSettings:
     """Remote objects are named `<name_prefix>-<pod UID>` (the Secret `...-env`)."""
     capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Resources the node advertises, e.g. {"nvidia.com/gpu": "8"}."""
-    call_timeout_seconds: float = 30.0
-    max_attempts: int = 4
-    backoff_initial_seconds: float = 0.5
-    backoff_max_seconds: float = 8.0
-    max_retry_after_seconds: float = 30.0
-    breaker_failure_threshold: int = 5
-    breaker_open_seconds: float = 30.0
-    health_timeout_seconds: float = 5.0
-    """The health probe's limit: under the node's own 10 s, so a hang counts as a failed probe."""
+    calls: CallSettings = dataclasses.field(default_factory=CallSettings)
+    """Timeouts, retries, the circuit breaker and the health probe (flat keys: `call_timeout_seconds`...)."""
     namespace_ready_timeout_seconds: float = 20.0
     """How long a create waits for a namespace it just made to get its default ServiceAccount."""
     error_log_lines: int = 3
     """Log lines quoted as the message of a container that failed without a termination message."""
-
-    def call_policy(self) -> CallPolicy:
-        return call_policy_of(self)
 
 
 def parse_settings(config: Mapping[str, Any]) -> KubernetesSettings:
@@ -71,7 +60,7 @@ def parse_settings(config: Mapping[str, Any]) -> KubernetesSettings:
     kubeconfig = values.optional_path("kubeconfig_file")
     if kubeconfig is None:
         raise ValueError("kubernetes provider: kubeconfig_file (the remote cluster's kubeconfig) is required")
-    settings = KubernetesSettings(
+    return KubernetesSettings(
         kubeconfig_file=kubeconfig,
         context=_optional_text(config, "context"),
         namespace=_dns_label(config, "namespace", defaults.namespace, 63),
@@ -81,17 +70,12 @@ def parse_settings(config: Mapping[str, Any]) -> KubernetesSettings:
         image_pull_secrets=_names(config, "image_pull_secrets"),
         name_prefix=_dns_label(config, "name_prefix", defaults.name_prefix, MAX_NAME_PREFIX),
         capacity=values.capacity(),
-        **call_settings(values, defaults),
+        calls=read_call_settings(values),
         namespace_ready_timeout_seconds=values.seconds(
             "namespace_ready_timeout_seconds", defaults.namespace_ready_timeout_seconds, positive=True
         ),
         error_log_lines=values.integer("error_log_lines", defaults.error_log_lines, minimum=0, maximum=50),
     )
-    try:
-        settings.call_policy()
-    except ValueError as error:
-        raise ValueError(f"kubernetes provider: {error}") from None
-    return settings
 
 
 def _invalid(key: str, expected: str, value: Any) -> ValueError:

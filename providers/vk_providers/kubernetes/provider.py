@@ -1,7 +1,7 @@
 """Pods of a virtual node as pods of a remote Kubernetes cluster: create, read, delete, list, logs.
 
 Every call to the remote apiserver goes through one `ResilientCaller` (a timeout per attempt, retries
-with backoff, the provider's circuit breaker); see `vk_provider.resilience`.
+with backoff, the provider's circuit breaker); see `vk_provider.kit.resilience`.
 
 Idempotence: every remote object is named after the pod UID (see `translate`), so a create first reads
 the remote pod and a repeated or retried create meets "already exists" (409), which counts as done.
@@ -27,16 +27,15 @@ from vk_provider.errors import (
     ProviderError,
     TemporaryProviderError,
 )
-from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
-from vk_provider.resilience import (
+from vk_provider.kit.resilience import (
     AccountError,
     ApiStatusError,
     BreakerStatus,
     ResilientCaller,
     default_status_error,
 )
-from vk_provider.resilience.health import probe_health
-from vk_provider.resilience.settings import breaker_of
+from vk_provider.kit.resilience.health import probe_health
+from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
 from vk_providers.kubernetes.states import (
@@ -121,10 +120,10 @@ class KubernetesProvider:
         self._settings = settings if settings is not None else parse_settings(context.config)
         _check_kubeconfig(self._settings)
         self._remote = RemoteCluster(self._settings.kubeconfig_file, self._settings.context)
-        self.breaker = breaker_of("remote Kubernetes", self._settings, clock)
+        self.breaker = self._settings.calls.breaker("remote Kubernetes", clock)
         self._caller = ResilientCaller(
             "remote Kubernetes",
-            policy=self._settings.call_policy(),
+            policy=self._settings.calls.call_policy(),
             breaker=self.breaker,
             sleep=sleep,
             map_status=remote_status_error,
@@ -276,7 +275,7 @@ class KubernetesProvider:
             self.breaker,
             functools.partial(self._remote.get, self._path("pods"), query={"limit": 1}),
             provider="remote Kubernetes",
-            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+            timeout_seconds=self._settings.calls.health_probe_timeout_seconds,
         )
 
     async def aclose(self) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
+from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.provider import (
     ContainerState,
     ContainerStateKind,
@@ -46,16 +47,6 @@ def owner_ref(remote: Mapping[str, Any], node_name: str) -> PodRef | None:
     )
 
 
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def _termination(raw: Mapping[str, Any] | None) -> ContainerTermination | None:
     if not raw:
         return None
@@ -63,8 +54,8 @@ def _termination(raw: Mapping[str, Any] | None) -> ContainerTermination | None:
         exit_code=int(raw.get("exitCode", 0)),
         reason=raw.get("reason"),
         message=raw.get("message"),
-        started_at=parse_time(raw.get("startedAt")),
-        finished_at=parse_time(raw.get("finishedAt")),
+        started_at=parse_timestamp(raw.get("startedAt")),
+        finished_at=parse_timestamp(raw.get("finishedAt")),
     )
 
 
@@ -114,7 +105,9 @@ def _container_state(
     )
     if "running" in state:
         return dataclasses.replace(
-            base, state=ContainerStateKind.RUNNING, started_at=parse_time(state["running"].get("startedAt"))
+            base,
+            state=ContainerStateKind.RUNNING,
+            started_at=parse_timestamp(state["running"].get("startedAt")),
         )
     ended = _termination(state.get("terminated"))
     if ended is not None:
@@ -193,7 +186,7 @@ def pod_state(
         containers=containers,
         init_containers=init_containers,
         pod_ip=pod_ip if settings.service_type == "ClusterIP" else None,
-        started_at=parse_time(status.get("startTime")),
+        started_at=parse_timestamp(status.get("startTime")),
         reason=reason,
         message=message,
         traffic_address=traffic_address(remote, service, settings),

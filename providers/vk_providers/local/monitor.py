@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from vk_provider import procfs
+from vk_provider.kit import procfs
 from vk_providers.local.crilog import STDERR, STDOUT, encode_records, format_timestamp
 
 READ_CHUNK_BYTES = 64 * 1024

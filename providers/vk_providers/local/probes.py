@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import aiohttp
 
-from vk_provider import procfs
+from vk_provider.kit import procfs
 from vk_provider.provider import ContainerSpec, ExecAction, HttpGetAction, Probe, TcpSocketAction
 
 EXEC_OUTPUT_IN_MESSAGE_BYTES = 1024

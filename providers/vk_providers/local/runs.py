@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vk_provider import procfs
+from vk_provider.kit import procfs
 from vk_provider.provider import ContainerTermination
 from vk_providers.local.monitor import START_ERROR_EXIT_CODE
 
@@ -231,11 +231,16 @@ class MonitoredRun:
 
 def _monitor_environment() -> dict[str, str]:
     """The daemon's environment, with our packages importable even when they are not installed."""
-    # .../vk_providers/local/runs.py and .../vk_provider/procfs.py: the folders holding both packages.
-    roots = [str(Path(__file__).resolve().parents[2]), str(Path(procfs.__file__).resolve().parents[1])]
+    roots = [_source_root(__name__, __file__), _source_root(procfs.__name__, procfs.__file__)]
     existing = os.environ.get("PYTHONPATH")
     paths = list(dict.fromkeys([*roots, *([existing] if existing else [])]))
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _source_root(module: str, file: str) -> str:
+    """The import-path folder holding a module's top package (the one holding `vk_provider/` for
+    `vk_provider.kit.procfs`), counted from the module's depth, so it holds wherever the module moves."""
+    return str(Path(file).resolve().parents[module.count(".")])
 
 
 async def _wait_for_exit(pid: int, start_ticks: int) -> None:

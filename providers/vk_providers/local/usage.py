@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from vk_provider import procfs
+from vk_provider.kit import procfs
 
 _CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")

@@ -19,12 +19,13 @@ Settings (the provider's section of the node configuration; see `config.RunPodSe
   `max_retry_after_seconds`, `breaker_failure_threshold`, `breaker_open_seconds`,
   `health_timeout_seconds`: resilience;
 - `capacity`: what the node advertises, to which the catalog adds GPUs per type
-  (`gpu.vk-provider.dev/<type>`, see `vk_provider.placement.capacity`); `name_prefix`,
+  (`gpu.vk-provider.dev/<type>`, see `vk_provider.kit.placement.capacity`); `name_prefix`,
   `log_idle_seconds`, `error_log_lines`, `catalog_ttl_seconds`;
 - `readiness_timeout_seconds`, `readiness_interval_seconds`: RUNNING is not ready: a container with an
   HTTP GET readiness probe is ready only while the probe answers through the proxy (`readiness`).
 
-Capabilities: logs (RunPod's log stream), node capacity, and the GPU catalog (`gpu_offers`). No status
+Capabilities: logs (RunPod's log stream), node capacity, the GPU catalog (`gpu_offers`), and offer
+placement (`request_for_offer`: the pod rewritten to run on one of those offers, for the chain). No status
 push (the node polls), no pod IP before creation, no usage (RunPod reports utilisation percentages,
 not the cumulative CPU time and working set the kubelet's stats need).
 """

@@ -27,9 +27,10 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider import __version__
-from vk_provider.credentials import MissingSecretError, SecretSource
-from vk_provider.resilience import AccountError, error_from_response
+from vk_provider.kit.credentials import MissingSecretError, SecretSource
+from vk_provider.kit.resilience import AccountError, error_from_response
+from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.kit.useragent import USER_AGENT
 
 
 class MalformedResponseError(ValueError):
@@ -76,8 +77,8 @@ class RunPodPod:
             cloud=document.get("cloud"),
             data_center_id=document.get("dataCenterId"),
             cost_per_hour=float(cost) if isinstance(cost, int | float) else None,
-            created_at=parse_time(document.get("createdAt")),
-            started_at=parse_time(document.get("startedAt")),
+            created_at=parse_timestamp(document.get("createdAt"), assume_utc=False),
+            started_at=parse_timestamp(document.get("startedAt"), assume_utc=False),
         )
 
 
@@ -135,16 +136,6 @@ class LogEvent:
     line: str
 
 
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
-
-
 class RunPodApi:
     """An HTTP client for the calls above, authenticated with the key from `keys` on every request."""
 
@@ -161,7 +152,7 @@ class RunPodApi:
             # No total timeout: the caller bounds each attempt, and log streams may stay open for good.
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None),
-                headers={"User-Agent": f"vk-provider/{__version__}", "Accept": "application/json"},
+                headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
             )
         return self._session
 
@@ -284,5 +275,7 @@ def _log_event(payload: str) -> LogEvent | None:
     if not isinstance(document, dict):
         return None
     return LogEvent(
-        parse_time(document.get("ts")), str(document.get("source") or ""), str(document.get("line", ""))
+        parse_timestamp(document.get("ts"), assume_utc=False),
+        str(document.get("source") or ""),
+        str(document.get("line", "")),
     )

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
+from vk_provider.kit.resilience.settings import CallSettings, ConfigValues, read_call_settings
 
 Cloud = Literal["SECURE", "COMMUNITY"]
 CLOUDS: tuple[Cloud, ...] = ("SECURE", "COMMUNITY")
@@ -47,35 +46,25 @@ class RunPodSettings:
     name_prefix: str = "vk"
     capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Resources the node advertises, e.g. {"nvidia.com/gpu": "8"}."""
-    call_timeout_seconds: float = 30.0
-    max_attempts: int = 4
-    backoff_initial_seconds: float = 0.5
-    backoff_max_seconds: float = 8.0
-    max_retry_after_seconds: float = 30.0
-    breaker_failure_threshold: int = 5
-    breaker_open_seconds: float = 30.0
-    health_timeout_seconds: float = 5.0
-    """The health probe's limit: under the node's own 10 s, so a hang counts as a failed probe."""
+    calls: CallSettings = dataclasses.field(default_factory=CallSettings)
+    """Timeouts, retries, the circuit breaker and the health probe (flat keys: `call_timeout_seconds`...)."""
     log_idle_seconds: float = 2.0
     """A non-followed log ends once RunPod's stream has been quiet this long (it has no end marker)."""
     error_log_lines: int = 3
     """System log lines quoted as the message of a pod in ERROR (the API has no message field)."""
     catalog_ttl_seconds: float = 60.0
+    """How long a GPU catalog answer is reused for price checks."""
     readiness_timeout_seconds: float = 2.0
     """Of one readiness check through the proxy (see `readiness`)."""
     readiness_interval_seconds: float = 2.0
     """The least time between two readiness checks of a pod."""
-    """How long a GPU catalog answer is reused for price checks."""
-
-    def call_policy(self) -> CallPolicy:
-        return call_policy_of(self)
 
 
 def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:
     values = ConfigValues("runpod", config)
     values.warn_unknown(RunPodSettings)
     defaults = RunPodSettings()
-    settings = RunPodSettings(
+    return RunPodSettings(
         api_url=_url(config.get("api_url", defaults.api_url)),
         api_key_file=values.optional_path("api_key_file"),
         api_key_env=_text(config, "api_key_env", defaults.api_key_env),
@@ -88,7 +77,7 @@ def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:
         disk_gb=None if config.get("disk_gb") is None else values.integer("disk_gb", 0, minimum=1),
         name_prefix=_text(config, "name_prefix", defaults.name_prefix),
         capacity=values.capacity(),
-        **call_settings(values, defaults),
+        calls=read_call_settings(values),
         log_idle_seconds=values.seconds("log_idle_seconds", defaults.log_idle_seconds, positive=True),
         error_log_lines=values.integer("error_log_lines", defaults.error_log_lines, minimum=0),
         catalog_ttl_seconds=values.seconds("catalog_ttl_seconds", defaults.catalog_ttl_seconds),
@@ -99,11 +88,6 @@ def parse_settings(config: Mapping[str, Any]) -> RunPodSettings:
             "readiness_interval_seconds", defaults.readiness_interval_seconds
         ),
     )
-    try:
-        settings.call_policy()
-    except ValueError as error:
-        raise ValueError(f"runpod provider: {error}") from None
-    return settings
 
 
 def _url(value: Any) -> str:

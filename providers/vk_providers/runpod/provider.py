@@ -1,7 +1,7 @@
 """RunPod pods for the pods of a virtual node: create, watch, delete, list, logs, the GPU catalog.
 
 Every call to RunPod goes through one `ResilientCaller` (timeouts, retries with backoff honouring
-Retry-After, the provider's circuit breaker); see `vk_provider.resilience`.
+Retry-After, the provider's circuit breaker); see `vk_provider.kit.resilience`.
 
 Idempotence: a pod UID maps to the RunPod pod whose environment carries it (see `translate`). Before
 creating, the provider looks for one; a create that may have reached RunPod without an answer (a
@@ -22,14 +22,21 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from vk_provider.credentials import MissingSecretError, SecretSource
 from vk_provider.errors import (
     InvalidPodError,
     NotFoundError,
     ProviderError,
     TemporaryProviderError,
 )
-from vk_provider.placement.capacity import gpu_type_capacity
+from vk_provider.kit.credentials import MissingSecretError, SecretSource
+from vk_provider.kit.placement.capacity import gpu_type_capacity
+from vk_provider.kit.resilience import (
+    ApiStatusError,
+    BreakerStatus,
+    ResilientCaller,
+    default_status_error,
+)
+from vk_provider.kit.resilience.health import probe_health
 from vk_provider.provider import (
     Availability,
     GpuOffer,
@@ -40,14 +47,6 @@ from vk_provider.provider import (
     PodState,
     ProviderContext,
 )
-from vk_provider.resilience import (
-    ApiStatusError,
-    BreakerStatus,
-    ResilientCaller,
-    default_status_error,
-)
-from vk_provider.resilience.health import probe_health
-from vk_provider.resilience.settings import breaker_of
 from vk_providers.runpod.api import LogEvent, RunPodApi, RunPodGpuType, RunPodPod, server_sent_events
 from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings, parse_settings
 from vk_providers.runpod.readiness import ReadinessChecker
@@ -60,6 +59,7 @@ from vk_providers.runpod.translate import (
     pod_state,
     readiness_url,
     ref_of,
+    request_for_offer,
 )
 
 logger = logging.getLogger(__name__)
@@ -129,10 +129,10 @@ class RunPodProvider:
         except MissingSecretError as error:
             raise ValueError(f"runpod provider: {error}") from None
         self._clock = clock
-        self.breaker = breaker_of("RunPod", self._settings, clock)
+        self.breaker = self._settings.calls.breaker("RunPod", clock)
         self._caller = ResilientCaller(
             "RunPod",
-            policy=self._settings.call_policy(),
+            policy=self._settings.calls.call_policy(),
             breaker=self.breaker,
             sleep=sleep,
             redact=self._keys.redact,
@@ -275,21 +275,21 @@ class RunPodProvider:
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when RunPod refuses the key or account.
 
-        One failed probe does not make the provider unavailable (`vk_provider.resilience.health`).
+        One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
         """
         await probe_health(
             self._caller,
             self.breaker,
             self._api.probe,
             provider="RunPod",
-            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+            timeout_seconds=self._settings.calls.health_probe_timeout_seconds,
         )
 
     async def aclose(self) -> None:
         await self._readiness.aclose()
         await self._api.aclose()
 
-    # -- SupportsNodeCapacity, SupportsGpuCatalog ----------------------------------------------
+    # -- SupportsNodeCapacity, SupportsGpuCatalog, SupportsOfferPlacement ----------------------
 
     async def node_capacity(self) -> Mapping[str, str]:
         """The configured capacity, plus GPUs per type from the catalog (`gpu.vk-provider.dev/<type>`).
@@ -331,6 +331,17 @@ class RunPodProvider:
                     )
                 )
         return offers
+
+    def request_for_offer(
+        self,
+        pod: PodRequest,
+        offer: GpuOffer,
+        *,
+        locations: Sequence[str] = (),
+        max_price_per_hour: float | None = None,
+    ) -> PodRequest:
+        """`pod` placed on `offer` through its RunPod annotations (see `translate.request_for_offer`)."""
+        return request_for_offer(pod, offer, locations, max_price_per_hour)
 
     async def _gpu_types(self, gpu_count: int, cloud: str) -> list[RunPodGpuType]:
         key = (gpu_count, cloud)

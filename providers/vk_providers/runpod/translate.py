@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vk_provider.errors import InvalidPodError
@@ -36,6 +36,7 @@ from vk_provider.provider import (
     ContainerState,
     ContainerStateKind,
     ContainerTermination,
+    GpuOffer,
     PodRef,
     PodRequest,
     PodState,
@@ -181,6 +182,28 @@ def placement_for(pod: PodRequest, container: ContainerSpec, settings: RunPodSet
         if not price > 0:
             raise InvalidPodError(f"{MAX_PRICE_ANNOTATION} must be a positive number of USD, not {text!r}")
     return Placement(gpu_type, _gpu_count(container, settings), cloud, centers, price)
+
+
+def request_for_offer(
+    pod: PodRequest, offer: GpuOffer, locations: Sequence[str], max_price_per_hour: float | None
+) -> PodRequest:
+    """`pod` with its placement set to one of RunPod's offers, in the terms `placement_for` reads: the
+    annotations for the GPU type, cloud, data centers and price cap, the container's GPU limit for the
+    count."""
+    annotations = dict(pod.annotations)
+    annotations[GPU_TYPE_ANNOTATION] = offer.gpu_type
+    if offer.tier in CLOUDS:
+        annotations[CLOUD_ANNOTATION] = offer.tier
+    if locations:
+        annotations[DATA_CENTERS_ANNOTATION] = ",".join(locations)
+    if max_price_per_hour is not None:
+        annotations[MAX_PRICE_ANNOTATION] = repr(max_price_per_hour)
+    containers = pod.containers
+    if len(containers) == 1:  # RunPod refuses any other shape, with its own message
+        [container] = containers
+        limits = {**container.limits, GPU_RESOURCE: str(offer.gpu_count)}
+        containers = (dataclasses.replace(container, limits=limits),)
+    return dataclasses.replace(pod, annotations=annotations, containers=containers)
 
 
 def _gpu_count(container: ContainerSpec, settings: RunPodSettings) -> int:

@@ -11,7 +11,7 @@ not used either: the instance type decides the hardware.
 
 The pod's traffic address is the endpoint's invocation URL,
 `https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/invocations`; requests to it must be
-signed with SigV4 (service `sagemaker`) with the provider's credentials: see `signing` and
+signed with SigV4 (service `sagemaker`) with the provider's credentials: see `vk_provider.kit.signing` and
 `SageMakerProvider.request_signer`. EndpointStatus maps to pod states as `translate` tabulates: Creating
 is Pending, InService (and Updating, which keeps serving) Running and ready, Failed is Failed with
 SageMaker's FailureReason as the message, Deleting is a stopping pod.
@@ -58,10 +58,10 @@ CloudWatch Logs), no usage, no GPU catalog.
 
 from __future__ import annotations
 
+from vk_provider.kit.signing import RequestSigner, sign_request
 from vk_provider.provider import ProviderContext
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.provider import SageMakerProvider
-from vk_providers.sagemaker.signing import RequestSigner, sign_request
 
 
 def create_provider(context: ProviderContext) -> SageMakerProvider:

@@ -3,7 +3,7 @@
 Each function makes one boto3 call (or one paginated listing) and says what came of it in the
 provider's terms: a missing resource is `None` or `False`, not an error; a create that finds the
 resource already there has succeeded; everything else that fails is turned into what
-`vk_provider.resilience` understands, so the provider's `ResilientCaller` retries, counts and reports it
+`vk_provider.kit.resilience` understands, so the provider's `ResilientCaller` retries, counts and reports it
 (see `translate_error`). Nothing here touches the event loop.
 
 SageMaker's JSON API answers most refusals with HTTP 400 and a code. How each is taken (the status is
@@ -38,7 +38,7 @@ import botocore.exceptions
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vk_provider.errors import InvalidPodError, TemporaryProviderError
-from vk_provider.resilience import AccountError, ApiStatusError
+from vk_provider.kit.resilience import AccountError, ApiStatusError
 from vk_providers.sagemaker.translate import VARIANT_NAME, Deployment, Endpoint
 from vk_providers.sagemaker.versions import ConfigVersion, ModelVersion
 

@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vk_provider.resilience import CallPolicy
-from vk_provider.resilience.settings import ConfigValues, call_policy_of, call_settings
+from vk_provider.kit.resilience.settings import CallSettings, ConfigValues, read_call_settings
 
 NAME_PATTERN = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9])*")
 """What SageMaker accepts as a model, endpoint configuration or endpoint name (at most 63 characters)."""
@@ -48,16 +47,9 @@ class SageMakerSettings:
     """SageMaker names are `<name_prefix>-<pod UID>` (an update's model and configuration add `-<digest>`)."""
     capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Resources the node advertises, e.g. {"nvidia.com/gpu": "8"}."""
-    call_timeout_seconds: float = 30.0
     connect_timeout_seconds: float = 10.0
-    max_attempts: int = 4
-    backoff_initial_seconds: float = 0.5
-    backoff_max_seconds: float = 8.0
-    max_retry_after_seconds: float = 30.0
-    breaker_failure_threshold: int = 5
-    breaker_open_seconds: float = 30.0
-    health_timeout_seconds: float = 5.0
-    """The health probe's limit: under the node's own 10 s, so a hang counts as a failed probe."""
+    calls: CallSettings = dataclasses.field(default_factory=CallSettings)
+    """Timeouts, retries, the circuit breaker and the health probe (flat keys: `call_timeout_seconds`...)."""
     max_concurrent_calls: int = 8
     """Threads (and HTTP connections) for boto3 calls, which block: the event loop never runs them."""
     capacity_retry_seconds: float = 120.0
@@ -66,16 +58,13 @@ class SageMakerSettings:
     """How often a deletion SageMaker refused (the endpoint was Creating or Updating) is tried again, and
     an endpoint being updated is checked (to remove the versions it no longer uses)."""
 
-    def call_policy(self) -> CallPolicy:
-        return call_policy_of(self)
-
 
 def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
     values = ConfigValues("sagemaker", config)
     values.warn_unknown(SageMakerSettings)
     defaults = SageMakerSettings()
     startup = config.get("container_startup_timeout_seconds")
-    settings = SageMakerSettings(
+    return SageMakerSettings(
         role_arn=_role_arn(config.get("role_arn")),
         region=_optional_text(config, "region"),
         endpoint_url=_optional_url(config, "endpoint_url"),
@@ -97,7 +86,7 @@ def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
         connect_timeout_seconds=values.seconds(
             "connect_timeout_seconds", defaults.connect_timeout_seconds, positive=True
         ),
-        **call_settings(values, defaults),
+        calls=read_call_settings(values),
         max_concurrent_calls=values.integer(
             "max_concurrent_calls", defaults.max_concurrent_calls, minimum=1, maximum=64
         ),
@@ -108,11 +97,6 @@ def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
             "deletion_poll_seconds", defaults.deletion_poll_seconds, positive=True
         ),
     )
-    try:
-        settings.call_policy()
-    except ValueError as error:
-        raise ValueError(f"sagemaker provider: {error}") from None
-    return settings
 
 
 def _role_arn(value: Any) -> str:

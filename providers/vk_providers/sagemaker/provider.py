@@ -51,21 +51,20 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
-from vk_provider.resilience import (
+from vk_provider.kit.resilience import (
     AccountError,
     ApiStatusError,
     BreakerStatus,
     ResilientCaller,
 )
-from vk_provider.resilience.health import probe_health
-from vk_provider.resilience.settings import breaker_of
+from vk_provider.kit.resilience.health import probe_health
+from vk_provider.kit.signing import RequestSigner
+from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
 from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
 from vk_providers.sagemaker.session import make_client, make_session
-from vk_providers.sagemaker.signing import RequestSigner
 from vk_providers.sagemaker.translate import (
     IN_PROGRESS,
     MAX_TAG_VALUE,
@@ -154,10 +153,10 @@ class SageMakerProvider:
             max_workers=self._settings.max_concurrent_calls, thread_name_prefix="sagemaker"
         )
         self._api = SageMakerApi(self._make_client, redact=REDACTOR.redact)
-        self.breaker = breaker_of("SageMaker", self._settings, clock)
+        self.breaker = self._settings.calls.breaker("SageMaker", clock)
         self._caller = ResilientCaller(
             "SageMaker",
-            policy=self._settings.call_policy(),
+            policy=self._settings.calls.call_policy(),
             breaker=self.breaker,
             sleep=sleep,
             redact=REDACTOR.redact,
@@ -479,14 +478,14 @@ class SageMakerProvider:
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when AWS refuses the credentials.
 
-        One failed probe does not make the provider unavailable (`vk_provider.resilience.health`).
+        One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
         """
         await probe_health(
             self._caller,
             self.breaker,
             functools.partial(self._run, self._api.probe),
             provider="SageMaker",
-            timeout_seconds=min(self._settings.health_timeout_seconds, self._settings.call_timeout_seconds),
+            timeout_seconds=self._settings.calls.health_probe_timeout_seconds,
         )
 
     async def aclose(self) -> None:

@@ -169,7 +169,7 @@ def make_client(session: boto3.Session, settings: SageMakerSettings) -> SageMake
     """The SageMaker client: botocore's own retries off (the provider's caller retries), timeouts on."""
     config = Config(
         connect_timeout=settings.connect_timeout_seconds,
-        read_timeout=settings.call_timeout_seconds,
+        read_timeout=settings.calls.call_timeout_seconds,
         retries={"total_max_attempts": 1, "mode": "standard"},
         max_pool_connections=settings.max_concurrent_calls,
         user_agent_extra="vk-provider",

@@ -32,8 +32,8 @@ An endpoint whose update failed is back InService on its previous configuration 
 ("InService + reason"): the pod stays Running and ready, its message says why the update failed.
 SageMaker reports no exit code; a failed endpoint is recorded with exit code 1.
 The traffic address is the runtime's invocation URL, `<runtime>/endpoints/<name>/invocations`; requests
-to it must be signed with SigV4 (`signing`), which the pod state says in `traffic_auth` (the router reads
-it from the pod's `vk-provider.dev/traffic-auth` annotation).
+to it must be signed with SigV4 (`vk_provider.kit.signing`), which the pod state says in `traffic_auth`
+(the router reads it from the pod's `vk-provider.dev/traffic-auth` annotation).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from vk_provider.errors import InvalidPodError
+from vk_provider.kit.traffic_auth import SAGEMAKER_SERVICE, AwsSigV4
 from vk_provider.provider import (
     ContainerSpec,
     ContainerState,
@@ -54,7 +55,6 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
 )
-from vk_provider.traffic_auth import SAGEMAKER_SERVICE, AwsSigV4
 from vk_providers.sagemaker.config import NAME_PATTERN, SageMakerSettings
 
 MAX_NAME = 63

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from vk_provider._kube.api import KubeApi
+from vk_provider.kit.kube import KubeApi
 from vk_provider.kubelet.certificates import (
     SIGNER_NAME,
     build_csr,

@@ -11,7 +11,7 @@ import pytest
 from cryptography import x509
 
 from tests.unit.kubelet_certificates import SigningCa, cert_pem, key_pem
-from vk_provider._kube.api import KubeApi
+from vk_provider.kit.kube import KubeApi
 from vk_provider.kubelet.certificates import (
     STORE_FILE_NAME,
     backoff_delay,

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from vk_provider._kube.api import KubeApi
 from vk_provider._kube.events import EventRecorder
+from vk_provider.kit.kube import KubeApi
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.settings import NodeSettings

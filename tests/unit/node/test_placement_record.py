@@ -13,10 +13,10 @@ from pathlib import Path
 
 from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, make_reconciler, pod
 from vk_provider._kube.events import EventRecorder
+from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.kit.placement.cost import CostMeter
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
-from vk_provider.placement.annotations import CHOSEN_ANNOTATION
-from vk_provider.placement.cost import CostMeter
 from vk_provider.provider import Placement, PodRef, PodState, ProviderContext
 from vk_providers.mock import MockProvider
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vk_provider.node import plugins
+from vk_provider import plugins
 from vk_provider.provider import ProviderContext
 from vk_providers.chain import ChainProvider
 from vk_providers.mock import MockProvider

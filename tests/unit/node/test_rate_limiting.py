@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vk_provider._kube.api import RateLimiter
+from vk_provider.kit.kube import RateLimiter
 
 
 async def test_a_burst_passes_at_once_and_the_rest_are_paced() -> None:

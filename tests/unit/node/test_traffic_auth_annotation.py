@@ -11,13 +11,13 @@ import dataclasses
 from pathlib import Path
 
 from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, RecordingMock, make_reconciler, pod
+from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.node.pods import (
     OWN_ANNOTATIONS,
     TRAFFIC_ADDRESS_ANNOTATION,
     TRAFFIC_AUTH_ANNOTATION,
 )
 from vk_provider.provider import PodRef, PodState, ProviderContext
-from vk_provider.traffic_auth import AwsSigV4
 
 MARKER = AwsSigV4(region="eu-west-1").marker()
 

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vk_provider._kube.api import KubeApiError, WatchEvent
 from vk_provider._kube.watching import Reflector
+from vk_provider.kit.kube import KubeApiError, WatchEvent
 
 
 def pod(uid: str, version: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from vk_provider._kube.api import KubeApi, KubeApiError, WatchEvent
+from vk_provider.kit.kube import KubeApi, KubeApiError, WatchEvent
 from vk_provider.offloadcli import commands, rendering
 
 STEP = 5.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vk_provider.errors import InvalidPodError
-from vk_provider.placement import (
+from vk_provider.kit.placement import (
     GPU_COUNT_ANNOTATION,
     GPU_TYPES_ANNOTATION,
     MAX_PRICE_ANNOTATION,

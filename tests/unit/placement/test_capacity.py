@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vk_provider.placement.capacity import gpu_type_capacity, gpu_type_resource
+from vk_provider.kit.placement.capacity import gpu_type_capacity, gpu_type_resource
 from vk_provider.provider import GpuOffer
 
 

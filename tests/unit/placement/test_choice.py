@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vk_provider.placement import Catalog, PlacementRequest, choose
-from vk_provider.placement.gpus import gpu_type_matches
+from vk_provider.kit.placement import Catalog, PlacementRequest, choose
+from vk_provider.kit.placement.gpus import gpu_type_matches
 from vk_provider.provider import Availability, GpuOffer, LocationAvailability, Placement
 
 PROPERTY = settings(database=None, deadline=None, max_examples=300)

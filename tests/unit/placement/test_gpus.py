@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vk_devtools.standins.runpod.server import DEFAULT_GPU_TYPES
-from vk_provider.placement import GPU_TYPE_NAMES, gpu_type_matches, names_for
-from vk_provider.placement.gpus import gpu_key, is_known_name
+from vk_provider.kit.placement import GPU_TYPE_NAMES, gpu_type_matches, names_for
+from vk_provider.kit.placement.gpus import gpu_key, is_known_name
 
 
 def test_every_name_accepts_each_of_its_ids_and_is_known() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vk_provider.placement import CostMeter, chosen_annotation, parse_chosen_annotation, placement_message
+from vk_provider.kit.placement import CostMeter, chosen_annotation, parse_chosen_annotation, placement_message
 from vk_provider.provider import Placement
 
 PROPERTY = settings(database=None, deadline=None, max_examples=200)

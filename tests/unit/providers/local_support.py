@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from vk_provider import procfs
 from vk_provider.errors import NotFoundError
+from vk_provider.kit import procfs
 from vk_provider.provider import (
     ContainerPort,
     ContainerSpec,

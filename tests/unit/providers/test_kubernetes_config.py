@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from vk_provider.errors import InvalidPodError, NotFoundError, TemporaryProviderError
+from vk_provider.kit.resilience import AccountError, ApiStatusError
 from vk_provider.provider import ProviderContext
-from vk_provider.resilience import AccountError, ApiStatusError
 from vk_providers.kubernetes import KubernetesProvider, parse_settings
 from vk_providers.kubernetes.config import DEFAULT_NAMESPACE
 from vk_providers.kubernetes.provider import remote_status_error

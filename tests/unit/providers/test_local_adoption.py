@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from vk_provider import procfs
+from vk_provider.kit import procfs
 from vk_provider.provider import ContainerStateKind, PodRef
 
 from .local_support import (

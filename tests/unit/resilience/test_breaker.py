@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vk_provider.errors import ProviderUnavailableError, TemporaryProviderError
-from vk_provider.resilience import BreakerOpenError, BreakerState, CircuitBreaker
+from vk_provider.kit.resilience import BreakerOpenError, BreakerState, CircuitBreaker
 
 from .fakes import FakeTime
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from vk_provider.resilience import ApiStatusError, parse_retry_after
-from vk_provider.resilience.http import MAX_DETAIL_CHARS, problem_detail
+from vk_provider.kit.resilience import ApiStatusError, parse_retry_after
+from vk_provider.kit.resilience.http import MAX_DETAIL_CHARS, problem_detail
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 

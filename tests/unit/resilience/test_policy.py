@@ -15,7 +15,7 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.resilience import (
+from vk_provider.kit.resilience import (
     AccountError,
     ApiStatusError,
     BreakerOpenError,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.router import Endpoint, RouteMatch
 from vk_provider.router.building import (
     OFFLOAD_LABEL,
@@ -17,7 +18,6 @@ from vk_provider.router.building import (
     build_routes,
     build_table,
 )
-from vk_provider.traffic_auth import AwsSigV4
 
 
 def _offload(

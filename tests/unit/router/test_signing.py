@@ -23,9 +23,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from multidict import CIMultiDict
 
+from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.router import Endpoint, ProxySettings, Router
 from vk_provider.router.signing import RequestSigning, split_headers
-from vk_provider.traffic_auth import AwsSigV4
 
 from . import backends, closed_port_url, route, router_client, table
 

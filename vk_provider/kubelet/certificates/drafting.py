@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
-from vk_provider._kube.api import RawObject
+from vk_provider.kit.kube import RawObject
 
 SIGNER_NAME = "kubernetes.io/kubelet-serving"
 NODE_USER_PREFIX = "system:node:"

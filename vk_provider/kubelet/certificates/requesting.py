@@ -43,8 +43,8 @@ import aiohttp
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
-from vk_provider._kube.api import KubeApi, KubeApiError, RawObject
-from vk_provider.backoff import jittered_backoff_seconds
+from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 from vk_provider.kubelet.certificates.drafting import (
     MIN_EXPIRATION_SECONDS,
     RENEW_FRACTION,

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vk_provider import plugins
 from vk_provider.errors import ProviderError, ProviderUnavailableError, TemporaryProviderError
-from vk_provider.node import plugins
 from vk_provider.provider import (
     ContainerPort,
     ContainerSpec,

@@ -9,7 +9,7 @@ import pytest
 
 from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.errors import InvalidPodError, NotFoundError, TemporaryProviderError
-from vk_provider.placement import (
+from vk_provider.kit.placement import (
     CHOSEN_ANNOTATION,
     GPU_COUNT_ANNOTATION,
     GPU_TYPES_ANNOTATION,

@@ -15,7 +15,7 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.placement import GPU_TYPES_ANNOTATION, PROVIDERS_ANNOTATION, PlacementError
+from vk_provider.kit.placement import GPU_TYPES_ANNOTATION, PROVIDERS_ANNOTATION, PlacementError
 from vk_provider.provider import LogOptions, Placement
 from vk_provider.testing.contract import wait_running
 from vk_providers.chain.provider import format_quantity

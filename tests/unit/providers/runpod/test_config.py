@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vk_provider.node import plugins
+from vk_provider import plugins
 from vk_provider.provider import ProviderContext
 from vk_providers.runpod import RunPodProvider
 from vk_providers.runpod.config import (
@@ -25,9 +25,9 @@ def test_defaults_point_at_runpods_v2_api_and_https_proxy() -> None:
     assert settings.api_url == DEFAULT_API_URL == "https://api.runpod.io/v2"
     assert settings.proxy_url_template == DEFAULT_PROXY_URL_TEMPLATE
     assert (settings.api_key_file, settings.api_key_env, settings.cloud) == (None, "RUNPOD_API_KEY", "SECURE")
-    policy = settings.call_policy()
+    policy = settings.calls.call_policy()
     assert (policy.timeout_seconds, policy.max_attempts) == (30.0, 4)
-    assert settings.breaker_failure_threshold > policy.max_attempts  # one exhausted call does not open it
+    assert settings.calls.breaker_failure_threshold > policy.max_attempts  # one exhausted call: still closed
 
 
 def test_values_are_read() -> None:
@@ -53,7 +53,7 @@ def test_values_are_read() -> None:
     )
     assert (settings.data_center_ids, settings.max_price_per_hour) == (("EU-RO-1",), 3.0)
     assert settings.capacity == {"nvidia.com/gpu": "16"}
-    assert settings.call_policy().timeout_seconds == 5.0
+    assert settings.calls.call_policy().timeout_seconds == 5.0
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 
 from vk_devtools.standins.runpod.server import FakeRunPod
 from vk_provider.errors import InvalidPodError, ProviderUnavailableError, TemporaryProviderError
+from vk_provider.kit.resilience import AccountError, BreakerOpenError, BreakerState
 from vk_provider.provider import ProviderContext
-from vk_provider.resilience import AccountError, BreakerOpenError, BreakerState
 from vk_providers.runpod import RunPodProvider
 
 from .support import ManualClock, make_provider, pod_request, provider_config, requests_to, write_key

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from vk_devtools.standins.runpod.server import FakeRunPod
-from vk_provider.credentials import MissingSecretError, Secret, SecretSource
 from vk_provider.errors import ProviderError
+from vk_provider.kit.credentials import MissingSecretError, Secret, SecretSource
 from vk_provider.provider import LogOptions
 from vk_provider.testing.contract import wait_running
 from vk_providers.runpod import RunPodProvider

@@ -41,7 +41,7 @@ def test_defaults_and_values() -> None:
     assert settings.instance_count == 1
     assert settings.container_startup_timeout_seconds == 900
     assert settings.capacity == {"nvidia.com/gpu": "4"}
-    assert settings.call_policy().max_attempts == 4
+    assert settings.calls.call_policy().max_attempts == 4
     assert runtime_base_url(settings, "cn-north-1") == "https://runtime.sagemaker.cn-north-1.amazonaws.com.cn"
     assert runtime_base_url(SETTINGS, "eu-west-1") == "https://runtime.sagemaker.eu-west-1.amazonaws.com"
 

@@ -10,8 +10,8 @@ from botocore.exceptions import ClientError
 
 from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_provider.errors import InvalidPodError, ProviderUnavailableError, TemporaryProviderError
+from vk_provider.kit.resilience import AccountError, BreakerOpenError, BreakerState
 from vk_provider.provider import PodRef, ProviderContext
-from vk_provider.resilience import AccountError, BreakerOpenError, BreakerState
 from vk_providers.sagemaker import SageMakerProvider
 
 from .support import ManualClock, RecordedSleep, make_provider, pod_request, provider_config

@@ -1,4 +1,7 @@
-"""A thin raw-JSON client over kubernetes_asyncio's transport.
+"""A thin raw-JSON client over kubernetes_asyncio's transport: the kit's Kubernetes helper.
+
+The daemons reach their own cluster through it (with the private machinery of `vk_provider._kube` on
+top), and a provider that runs pods in a remote cluster (`vk_providers.kubernetes`) reaches that one.
 
 The generated models of kubernetes_asyncio lag the server (a 1.36 client against a 1.37 server) and a
 read-modify-write through them silently drops fields they do not know. So we use only its
@@ -17,13 +20,16 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client, config
 
-from vk_provider import __version__
+from vk_provider.kit.useragent import USER_AGENT
 
 RawObject = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON = "application/json"
+
+KubeconfigException = config.ConfigException
+"""A kubeconfig that names no usable cluster, context or user (kubernetes_asyncio's ConfigException)."""
 
 
 class KubeApiError(Exception):
@@ -86,9 +92,6 @@ class RateLimiter:
             self._tokens -= 1.0
 
 
-USER_AGENT = f"vk-provider/{__version__}"
-
-
 class KubeApi:
     """GET/POST/PATCH/DELETE and watch streams on raw paths, returning parsed JSON."""
 
@@ -98,13 +101,26 @@ class KubeApi:
         self._limiter = limiter
 
     @classmethod
-    async def from_kubeconfig(cls, path: str | None, *, limiter: RateLimiter | None = None) -> KubeApi:
-        """From a kubeconfig file, or from the in-cluster service account when path is None."""
+    async def from_kubeconfig(
+        cls,
+        path: str | None,
+        *,
+        context: str | None = None,
+        persist_config: bool = True,
+        limiter: RateLimiter | None = None,
+    ) -> KubeApi:
+        """From a kubeconfig file (its `context`, else its current one), or from the in-cluster service
+        account when path is None. `persist_config=False` never writes refreshed credentials back to the
+        file (a mounted Secret is read-only). A kubeconfig that cannot be used raises
+        `KubeconfigException`, or the OSError or ValueError of reading it."""
         if path is None:
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             return cls(client.ApiClient(configuration), limiter=limiter)
-        return cls(await config.new_client_from_config(config_file=path), limiter=limiter)
+        api_client = await config.new_client_from_config(
+            config_file=path, context=context, persist_config=persist_config
+        )
+        return cls(api_client, limiter=limiter)
 
     async def close(self) -> None:
         await self._client.close()
@@ -117,6 +133,7 @@ class KubeApi:
         query: Mapping[str, str | int | bool] | None = None,
         body: Any = None,
         content_type: str = JSON,
+        accept: str = JSON,
         request_timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
         if self._limiter is not None and not (query or {}).get("watch"):
@@ -126,7 +143,7 @@ class KubeApi:
             path,
             method,
             query_params=params,
-            header_params={"Accept": JSON, "Content-Type": content_type},
+            header_params={"Accept": accept, "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
             _preload_content=False,
@@ -169,6 +186,14 @@ class KubeApi:
 
     async def delete(self, path: str, body: Mapping[str, Any] | None = None) -> RawObject:
         return await self.request("DELETE", path, body=body)
+
+    async def open_stream(
+        self, path: str, *, query: Mapping[str, str | int | bool] | None = None
+    ) -> aiohttp.ClientResponse:
+        """A GET whose body is read as it comes (a pod's log), with no total timeout: a followed log stays
+        open, so the caller bounds the opening and releases the response. Errors as KubeApiError."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        return await self._send("GET", path, query=query, accept="*/*", request_timeout=timeout)
 
     async def watch(
         self, path: str, *, query: Mapping[str, str | int | bool], timeout_seconds: int

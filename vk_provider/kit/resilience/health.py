@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from vk_provider.errors import ProviderError, ProviderUnavailableError, TemporaryProviderError
-from vk_provider.resilience.breaker import CircuitBreaker
-from vk_provider.resilience.policy import ResilientCaller
+from vk_provider.kit.resilience.breaker import CircuitBreaker
+from vk_provider.kit.resilience.policy import ResilientCaller
 
 logger = logging.getLogger(__name__)
 

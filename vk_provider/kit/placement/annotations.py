@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from vk_provider.errors import InvalidPodError
-from vk_provider.placement.gpus import gpu_key
+from vk_provider.kit.placement.gpus import gpu_key
 from vk_provider.provider import ContainerSpec, PodRequest
 
 PREFIX = "placement.vk-provider.dev/"

@@ -6,7 +6,7 @@ whole operation) under these rules:
 - every attempt has `timeout_seconds`; running out counts as a transient failure;
 - transient failures (timeouts, connection failures, HTTP 408, 429 and 5xx) are retried, at most
   `max_attempts` tries in all, waiting a capped, jittered exponential backoff
-  (`vk_provider.backoff.jittered_backoff_seconds`) between them, and never less than the answer's
+  (`vk_provider.kit.backoff.jittered_backoff_seconds`) between them, and never less than the answer's
   `Retry-After`. A `Retry-After` longer than `max_retry_after_seconds` ends the call at once: the node
   then waits that long itself (the error carries it), instead of a worker blocking on it;
 - other client errors are never retried: the request is wrong and sending it again will not help;
@@ -33,7 +33,6 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
-from vk_provider.backoff import jittered_backoff_seconds
 from vk_provider.errors import (
     InvalidPodError,
     NotFoundError,
@@ -41,8 +40,9 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.resilience.breaker import BreakerOpenError, BreakerPermit, CircuitBreaker
-from vk_provider.resilience.http import ApiStatusError
+from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.resilience.breaker import BreakerOpenError, BreakerPermit, CircuitBreaker
+from vk_provider.kit.resilience.http import ApiStatusError
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from vk_provider.placement.annotations import PlacementRequest
-from vk_provider.placement.gpus import gpu_type_matches, names_for
+from vk_provider.kit.placement.annotations import PlacementRequest
+from vk_provider.kit.placement.gpus import gpu_type_matches, names_for
 from vk_provider.provider import GpuOffer, Placement
 
 RejectionReason = Literal["provider", "gpu-type", "gpu-count", "price", "stock", "region"]

@@ -11,7 +11,10 @@ HTTP header's parameters:
 `service` and `region` are the SigV4 credential scope. Either may be left out when the address's host
 says it (`runtime.sagemaker.<region>.amazonaws.com`, or `.amazonaws.com.cn`); a provider names both,
 since a VPC endpoint or a stand-in's address says neither. The router uses its own AWS credentials
-(see `vk_provider.router.signing`).
+(see `vk_provider.router.signing`) and signs with `vk_provider.kit.signing`.
+
+The marker and the signing are two modules because they have different readers: the router's route
+table parses markers for every endpoint and needs no AWS SDK; only the requests that are signed do.
 
 Parsing is strict: a marker the router does not understand must keep the pod out of the route table,
 because sending it unsigned traffic would only collect 403s.

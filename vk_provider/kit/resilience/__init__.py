@@ -8,20 +8,23 @@
 - `policy`: `ResilientCaller`, the one way to make a provider call: a timeout on every attempt;
   tenacity retries with capped, jittered exponential backoff on timeouts, connection failures, 408, 429
   and 5xx, waiting at least as long as `Retry-After` asks; no retry of other 4xx; a bounded number of
-  attempts; and the outcome mapped onto the contract's errors (`vk_provider.errors`).
+  attempts; and the outcome mapped onto the contract's errors (`vk_provider.errors`);
+- `settings`: `CallSettings`, the timeouts, retries, breaker and health probe every remote provider's
+  settings hold, read from the same keys by `read_call_settings`; `health.probe_health` is the health
+  check they share.
 """
 
 from __future__ import annotations
 
-from vk_provider.resilience.breaker import (
+from vk_provider.kit.resilience.breaker import (
     BreakerOpenError,
     BreakerPermit,
     BreakerState,
     BreakerStatus,
     CircuitBreaker,
 )
-from vk_provider.resilience.http import ApiStatusError, error_from_response, parse_retry_after
-from vk_provider.resilience.policy import (
+from vk_provider.kit.resilience.http import ApiStatusError, error_from_response, parse_retry_after
+from vk_provider.kit.resilience.policy import (
     AccountError,
     CallPolicy,
     ResilientCaller,

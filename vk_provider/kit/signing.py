@@ -1,7 +1,8 @@
 """SigV4 signatures (AWS Signature Version 4), for the router's requests to SageMaker endpoints.
 
 A SageMaker endpoint's traffic address (`https://runtime.sagemaker.<region>.amazonaws.com/endpoints/
-<name>/invocations`) takes only requests signed with SigV4 for the service `sagemaker`. The router
+<name>/invocations`) takes only requests signed with SigV4 for the service `sagemaker`, as the pod's
+traffic-auth marker says (`vk_provider.kit.traffic_auth`, which names the credential scope). The router
 signs each request it sends there (`vk_provider.router.signing`), and the `sagemaker` provider hands
 out a signer with its own credentials:
 
@@ -28,7 +29,7 @@ from botocore.auth import SIGV4_TIMESTAMP, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 
-from vk_provider.traffic_auth import SAGEMAKER_SERVICE
+from vk_provider.kit.traffic_auth import SAGEMAKER_SERVICE
 
 SERVICE = SAGEMAKER_SERVICE
 """The signing name of the SageMaker runtime (its endpoint host says `runtime.sagemaker`)."""

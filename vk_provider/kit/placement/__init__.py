@@ -18,9 +18,9 @@ are tried cheapest first (`choice` documents the matching and every tie-break), 
 capacity, a quota) moves on to the next offer. Without them, the providers are tried in order, each with
 its own defaults. A value that cannot be read fails the pod with the reason (`PlacementError`). The
 `chain` provider reads these annotations; a node whose single provider publishes a GPU catalog (RunPod)
-runs it as a chain of one (`vk_provider.node.plugins.build_for_node`), so they work there too. A node
-whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot match them and ignores
-them.
+runs it as a chain of one (the chain's `placement` node wrapper, see `vk_provider.plugins`), so they
+work there too. A node whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot
+match them and ignores them.
 
 What was chosen is written back by the node, from `PodState.placement`, as the annotation
 `placement.vk-provider.dev/chosen` (JSON, see `record`) and a `Placed` event; `cost.CostMeter` adds up
@@ -29,7 +29,7 @@ the cost of each pod from its price while it runs.
 
 from __future__ import annotations
 
-from vk_provider.placement.annotations import (
+from vk_provider.kit.placement.annotations import (
     CATALOG_ANNOTATIONS,
     CHOSEN_ANNOTATION,
     GPU_COUNT_ANNOTATION,
@@ -44,10 +44,10 @@ from vk_provider.placement.annotations import (
     gpus_of,
     parse_placement,
 )
-from vk_provider.placement.choice import Candidate, Catalog, Choice, Rejection, choose, describe_offer
-from vk_provider.placement.cost import CostMeter
-from vk_provider.placement.gpus import GPU_TYPE_NAMES, gpu_type_matches, names_for
-from vk_provider.placement.record import (
+from vk_provider.kit.placement.choice import Candidate, Catalog, Choice, Rejection, choose, describe_offer
+from vk_provider.kit.placement.cost import CostMeter
+from vk_provider.kit.placement.gpus import GPU_TYPE_NAMES, gpu_type_matches, names_for
+from vk_provider.kit.placement.record import (
     PLACED_EVENT_REASON,
     chosen_annotation,
     parse_chosen_annotation,
