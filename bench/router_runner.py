@@ -23,13 +23,13 @@ import asyncio
 import contextlib
 import cProfile
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchkit import optional_uvloop
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable, start
+from vk_provider.runtime.signals import until_signalled
 
 BENCH_HOST = "bench.local"  # router_overhead.py sends its requests for this host
 
@@ -56,11 +56,7 @@ def loop_name() -> str:
     return f"uvloop {uvloop.__version__}"
 
 
-async def serve(table: RouteTable, host: str, port: int, loop_label: str) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+async def serve(table: RouteTable, host: str, port: int, loop_label: str, stop: asyncio.Event) -> None:
     runner = await start(Router(table), host, port)
     try:
         print(f"ready port={port} loop={loop_label.replace(' ', '-')} pid={os.getpid()}", flush=True)
@@ -93,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profiler.enable()
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(table, args.host, args.port, label))
+            asyncio.run(until_signalled(lambda stop: serve(table, args.host, args.port, label, stop)))
     finally:
         if profiler is not None:
             profiler.disable()

@@ -38,7 +38,7 @@ from tests.integration.runpod_fleet import runpod_config
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, podnetwork
 from vk_devtools.devcluster.ports import PortPicker
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 
 SYSTEM_NAMESPACE = "vk-provider-system"

@@ -19,7 +19,7 @@ from kubernetes_asyncio import client
 from tests.integration.daemons import NodeDaemon
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_providers.runpod.translate import ENV_POD_UID
 
 GPU = "NVIDIA GeForce RTX 4090"

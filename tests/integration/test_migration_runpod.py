@@ -25,7 +25,7 @@ from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import BROKEN_STREAM, failures, share_by, window
 from vk_devtools.devcluster import cluster
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")

@@ -38,7 +38,8 @@ from tests.integration.runpod_fleet import (
 from tests.integration.test_virtual_node import events_of
 from tests.integration.waiting import wait_for
 from vk_devtools.standins.faults import RANDOM_KINDS
-from vk_devtools.standins.runpod.server import FakeGpuType, FakeRunPod
+from vk_devtools.standins.runpod.catalog import FakeGpuType
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.placement import (
     CHOSEN_ANNOTATION,
     GPU_TYPES_ANNOTATION,

@@ -27,7 +27,7 @@ COMPONENT = "runpod-standin"
 PROVIDER_CHOICE = "runpod-standin"
 """The `--burst-provider` value that selects this away side."""
 GPU_TYPE = "NVIDIA GeForce RTX 4090"
-"""One of the stand-in's catalog (`runpod_server.DEFAULT_GPU_TYPES`)."""
+"""One of the stand-in's catalog (`vk_devtools.standins.runpod.catalog.DEFAULT_GPU_TYPES`)."""
 PROVISIONING_SECONDS = 1.0
 STARTING_SECONDS = 1.0
 """A RunPod pod's PROVISIONING and STARTING phases: long enough to be seen in `kubectl get pods`, short

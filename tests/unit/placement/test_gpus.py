@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vk_devtools.standins.runpod.server import DEFAULT_GPU_TYPES
+from vk_devtools.standins.runpod.catalog import DEFAULT_GPU_TYPES
 from vk_provider.kit.placement import GPU_TYPE_NAMES, gpu_type_matches, names_for
 from vk_provider.kit.placement.gpus import gpu_key, is_known_name
 

@@ -6,7 +6,7 @@ the runpod/docs repository, `api-reference-v2/openapi.json`, commit 098c7fb of 2
 `PersistentMount` and `NetworkMount`. Only the subset needed is written out, in our own words (the
 document states no licence, so none of it is copied). What the schema says is a 422 here, with
 messages shaped like the reference's example (`$: additional properties 'bogus' not allowed`); rules
-the reference says are "enforced at the handler" are checked by the server and answered with 400.
+the reference says are "enforced at the handler" are checked by `api` and answered with 400.
 """
 
 from __future__ import annotations

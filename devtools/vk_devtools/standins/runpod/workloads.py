@@ -1,24 +1,20 @@
 """The demo's token server as the app behind each pod of the RunPod stand-in.
 
-The stand-in (`vk_devtools.standins.runpod.server`) runs no images: each RUNNING pod serves an HTTP app
-per exposed port, made by a factory. `token_pod_app` makes that app the same token server the home
-replicas run, so requests succeed on either side of a migration, and it names itself
-`<node>/<RunPod pod id>` in `X-Served-By`, so a client can tell which RunPod pod served it. The
-migration tests use it in-process; `python -m vk_devtools.standins.runpod.server --pod-app tokens` (the
-development cluster's `--burst-provider runpod-standin`) out of process.
+The stand-in runs no images: each RUNNING pod serves an HTTP app per exposed port, made by a factory
+(`proxy.PodAppFactory`). `token_pod_app` makes that app the same token server the home replicas run, so
+requests succeed on either side of a migration, and it names itself `<node>/<RunPod pod id>` in
+`X-Served-By`, so a client can tell which RunPod pod served it. The migration tests use it in-process;
+`python -m vk_devtools.standins.runpod.server --pod-app tokens` (the development cluster's
+`--burst-provider runpod-standin`) out of process.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from aiohttp import web
 
 from vk_devtools.demo.tokens import TokenServerSettings, make_app
+from vk_devtools.standins.runpod.proxy import ServedPod
 from vk_providers.runpod.translate import ENV_NODE_NAME
-
-if TYPE_CHECKING:  # the stand-in imports this module for its --pod-app choices
-    from aiohttp import web
-
-    from vk_devtools.standins.runpod.server import ServedPod
 
 TOKEN_DELAY_SECONDS = 0.005
 """Seconds per streamed token; the migration rig gives its home replicas the same `--token-delay`."""

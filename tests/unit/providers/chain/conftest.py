@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeGpuType, FakeRunPod
+from vk_devtools.standins.runpod.catalog import FakeGpuType
+from vk_devtools.standins.runpod.standin import FakeRunPod
 
 from ..runpod.support import provider_config, write_key
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import InvalidPodError, NotFoundError, TemporaryProviderError
 from vk_provider.kit.placement import (
     CHOSEN_ANNOTATION,

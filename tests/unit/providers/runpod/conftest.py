@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_providers.runpod import RunPodProvider
 
 from .support import ManualClock, make_provider

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.provider import ContainerPort, ContainerSpec, PodRef, PodRequest, ProviderContext
 from vk_providers.runpod import RunPodProvider
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.provider import GpuOffer, LocationAvailability, SupportsGpuCatalog
 from vk_providers.runpod import RunPodProvider
 

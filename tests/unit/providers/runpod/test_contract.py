@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.provider import PodLifecycle, PodRef, PodRequest
 from vk_provider.testing.contract import ProviderContract, ProviderHarness
 from vk_providers.runpod import RunPodProvider

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import InvalidPodError, ProviderUnavailableError, TemporaryProviderError
 from vk_provider.kit.resilience import AccountError, BreakerOpenError, BreakerState
 from vk_provider.provider import ProviderContext

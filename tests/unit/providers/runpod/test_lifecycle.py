@@ -8,7 +8,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import InvalidPodError, TemporaryProviderError
 from vk_provider.provider import (
     ContainerPort,

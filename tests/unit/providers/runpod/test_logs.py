@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import aiohttp
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import NotFoundError
 from vk_provider.provider import LogOptions, PodRef, PodRequest
 from vk_provider.testing.contract import eventually, wait_running

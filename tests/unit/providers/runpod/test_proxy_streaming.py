@@ -11,7 +11,8 @@ import asyncio
 import aiohttp
 from aiohttp import web
 
-from vk_devtools.standins.runpod.server import FakeRunPod, ServedPod
+from vk_devtools.standins.runpod.proxy import ServedPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 
 from .support import GPU
 

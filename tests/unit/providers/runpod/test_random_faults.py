@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from vk_devtools.standins.faults import RANDOM_KINDS, RandomFaults
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 
 from .support import GPU
 

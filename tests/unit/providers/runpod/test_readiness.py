@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from vk_devtools.standins.runpod.server import FakeRunPod, ServedPod
+from vk_devtools.standins.runpod.proxy import ServedPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import InvalidPodError
 from vk_provider.provider import ContainerPort, ContainerSpec, HttpGetAction, Probe
 from vk_provider.testing.contract import wait_running

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import ProviderError
 from vk_provider.kit.credentials import MissingSecretError, Secret, SecretSource
 from vk_provider.provider import LogOptions

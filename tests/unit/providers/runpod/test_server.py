@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 
 from .support import GPU
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.standins.runpod.server import FakeRunPod
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.provider import ContainerStateKind, PodRef, PodState
 from vk_provider.testing.contract import eventually
 from vk_providers.runpod import RunPodProvider
