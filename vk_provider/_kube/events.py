@@ -14,7 +14,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Literal
 
-from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 
 logger = logging.getLogger(__name__)
 
@@ -90,4 +90,4 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "source": {"component": self._component, "host": self._host},
         }
-        await self._api.create(f"/api/v1/namespaces/{namespace}/events", body)
+        await self._api.create(resource_path("v1", "events", namespace=namespace), body)

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kit.timestamps import format_micro_timestamp
 
 logger = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ class LeaderElector:
         if not renew_seconds < lease_seconds:
             raise ValueError("the renew interval must be shorter than the lease duration")
         self._api = api
-        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
-        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._path = resource_path("coordination.k8s.io/v1", "leases", namespace=namespace, name=name)
+        self._collection = resource_path("coordination.k8s.io/v1", "leases", namespace=namespace)
         self._name = name
         self._namespace = namespace
         self.identity = identity

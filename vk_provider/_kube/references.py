@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vk_provider._kube.watching import Reflector
-from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 
 
 class ApiReferenceReader:
@@ -21,7 +21,7 @@ class ApiReferenceReader:
         self._services = services
 
     async def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        obj = await self._get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        obj = await self._get(resource_path("v1", "configmaps", namespace=namespace, name=name))
         if obj is None:
             return None
         data: dict[str, str] = dict(obj.get("data") or {})
@@ -30,7 +30,7 @@ class ApiReferenceReader:
         return data
 
     async def config_map_files(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
-        obj = await self._get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        obj = await self._get(resource_path("v1", "configmaps", namespace=namespace, name=name))
         if obj is None:
             return None
         files = {key: value.encode() for key, value in (obj.get("data") or {}).items()}
@@ -39,7 +39,7 @@ class ApiReferenceReader:
         return files
 
     async def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
-        obj = await self._get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        obj = await self._get(resource_path("v1", "secrets", namespace=namespace, name=name))
         if obj is None:
             return None
         return {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()}

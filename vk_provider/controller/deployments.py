@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 
 from vk_provider.controller import deriving
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.offload.names import TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import OffloadSpec
 
@@ -22,12 +22,11 @@ Announce = Callable[[str, str], None]
 
 
 def deployment_path(namespace: str, name: str | None = None) -> str:
-    path = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    return path if name is None else f"{path}/{name}"
+    return resource_path("apps/v1", "deployments", namespace=namespace, name=name)
 
 
 def service_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/services/{name}"
+    return resource_path("v1", "services", namespace=namespace, name=name)
 
 
 def replicas_of(deployment: RawObject | None) -> int:
@@ -107,6 +106,6 @@ class Deployments:
         """Pods of the away side that still exist (deleted ones leave once their provider let go)."""
         selector = ",".join(f"{key}={value}" for key, value in deriving.away_selector(spec).items())
         listing = await self._api.get(
-            f"/api/v1/namespaces/{spec.namespace}/pods", query={"labelSelector": selector}
+            resource_path("v1", "pods", namespace=spec.namespace), query={"labelSelector": selector}
         )
         return len(listing.get("items") or [])

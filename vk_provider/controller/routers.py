@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.kube import KubeApi, resource_path
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ class RouterDirectory:
         if self._urls:
             return self._urls
         listing = await self._api.get(
-            f"/api/v1/namespaces/{self._namespace}/pods", query={"labelSelector": str(self._selector)}
+            resource_path("v1", "pods", namespace=self._namespace),
+            query={"labelSelector": str(self._selector)},
         )
         found = []
         for pod in listing.get("items", []):

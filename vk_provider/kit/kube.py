@@ -216,6 +216,27 @@ class KubeApi:
             response.release()
 
 
+def resource_path(
+    api_version: str,
+    plural: str,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The REST path of a collection (no `name`) or of one object, for `v1` (the core group) or a
+    `group/version`; `namespace=None` is cluster-scoped, or every namespace for a namespaced kind."""
+    path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if namespace is not None:
+        path += f"/namespaces/{namespace}"
+    path += f"/{plural}"
+    if name is not None:
+        path += f"/{name}"
+        if subresource is not None:
+            path += f"/{subresource}"
+    return path
+
+
 def _query_value(value: str | int | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

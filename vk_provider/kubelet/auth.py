@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class WebhookAuth:
         if cached is not None:
             return cached if isinstance(cached, User) else None
         review = await self._api.create(
-            "/apis/authentication.k8s.io/v1/tokenreviews",
+            resource_path("authentication.k8s.io/v1", "tokenreviews"),
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
         )
         status = review.get("status", {})
@@ -142,7 +142,7 @@ class WebhookAuth:
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
         review = await self._api.create(
-            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            resource_path("authorization.k8s.io/v1", "subjectaccessreviews"),
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
         )
         allowed = bool(review.get("status", {}).get("allowed"))

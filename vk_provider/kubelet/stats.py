@@ -34,6 +34,7 @@ from decimal import Decimal
 from typing import Any
 
 from vk_provider.errors import NotFoundError
+from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.provider import ContainerUsage, PodRef, SupportsUsage
 
 logger = logging.getLogger(__name__)
@@ -130,12 +131,8 @@ def _container_start_times(status: Mapping[str, Any]) -> dict[str, datetime]:
 
 
 def _api_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return _utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
+    moment = parse_timestamp(value)
+    return None if moment is None else moment.astimezone(UTC)
 
 
 def _utc(moment: datetime) -> datetime:

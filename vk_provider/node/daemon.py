@@ -20,7 +20,7 @@ from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
 from vk_provider.errors import ProviderError
 from vk_provider.kit.backoff import jittered_backoff_seconds
-from vk_provider.kit.kube import KubeApi, RateLimiter
+from vk_provider.kit.kube import KubeApi, RateLimiter, resource_path
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
@@ -103,12 +103,14 @@ async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle)
 
     pods = Reflector(
         api,
-        "/api/v1/pods",
+        resource_path("v1", "pods"),
         query={"fieldSelector": f"spec.nodeName={settings.node_name}"},
         on_change=enqueue,
         description=f"pods bound to {settings.node_name}",
     )
-    services = Reflector(api, "/api/v1/services", query={}, on_change=ignore, description="services")
+    services = Reflector(
+        api, resource_path("v1", "services"), query={}, on_change=ignore, description="services"
+    )
     provider_capacity = (
         dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
     )

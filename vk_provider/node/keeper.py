@@ -20,7 +20,8 @@ from typing import Any
 
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider.errors import ProviderError
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
+from vk_provider.kit.timestamps import format_micro_timestamp
 from vk_provider.node import nodeobject
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.nodeobject import Health
@@ -31,11 +32,6 @@ logger = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-node-lease"
 HEALTH_CHECK_TIMEOUT_SECONDS = 10.0
-
-
-def micro_time(moment: datetime) -> str:
-    """MicroTime as the apiserver parses it: always six fractional digits and a zone."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class NodeKeeper:
@@ -53,9 +49,9 @@ class NodeKeeper:
         self._provider = provider
         self._events = events
         self._metrics = metrics
-        self._node_path = f"/api/v1/nodes/{settings.node_name}"
-        self._lease_path = (
-            f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{settings.node_name}"
+        self._node_path = resource_path("v1", "nodes", name=settings.node_name)
+        self._lease_path = resource_path(
+            "coordination.k8s.io/v1", "leases", namespace=LEASE_NAMESPACE, name=settings.node_name
         )
         self.health = Health(ready=False)
         self.node_uid: str | None = None
@@ -82,7 +78,7 @@ class NodeKeeper:
             if not error.not_found:
                 raise
             created = await self._api.create(
-                "/api/v1/nodes", nodeobject.new_node(self._settings, self.health, now, capacity)
+                resource_path("v1", "nodes"), nodeobject.new_node(self._settings, self.health, now, capacity)
             )
             self.node_uid = created["metadata"]["uid"]
             logger.info("registered node %s", self._settings.node_name)
@@ -150,7 +146,7 @@ class NodeKeeper:
             self.node_uid = node["metadata"]["uid"]
 
     async def _renew_lease(self) -> None:
-        now = micro_time(datetime.now(UTC))
+        now = format_micro_timestamp(datetime.now(UTC))
         owner = [{"apiVersion": "v1", "kind": "Node", "name": self._settings.node_name, "uid": self.node_uid}]
         spec = {
             "holderIdentity": self._settings.node_name,
@@ -170,7 +166,9 @@ class NodeKeeper:
                 "metadata": {"name": self._settings.node_name, "ownerReferences": owner},
                 "spec": {**spec, "acquireTime": now},
             }
-            await self._api.create(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases", body)
+            await self._api.create(
+                resource_path("coordination.k8s.io/v1", "leases", namespace=LEASE_NAMESPACE), body
+            )
         self.lease_renewals += 1
 
     async def run_heartbeat(self) -> None:

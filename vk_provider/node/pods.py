@@ -23,13 +23,14 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
 from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.kit.placement.record import (
     PLACED_EVENT_REASON,
     chosen_annotation,
     placement_message,
 )
+from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.node import podstatus
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
@@ -44,8 +45,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_GRACE_SECONDS = 30.0
 
 
-def _parse_time(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+def _deletion_time(metadata: Mapping[str, Any]) -> datetime:
+    deleted_at = parse_timestamp(metadata.get("deletionTimestamp"))
+    if deleted_at is None:
+        raise ValueError(f"deletionTimestamp {metadata.get('deletionTimestamp')!r} is not an RFC 3339 time")
+    return deleted_at
 
 
 def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
@@ -75,7 +79,7 @@ def spec_fingerprint(pod: Mapping[str, Any]) -> str:
 
 
 def _pod_path(ref: PodRef) -> str:
-    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+    return resource_path("v1", "pods", namespace=ref.namespace, name=ref.name)
 
 
 def provider_wait_seconds(error: BaseException) -> float:
@@ -291,7 +295,7 @@ class PodReconciler:
         """Stop the workload, then remove the API object as soon as the provider says it has stopped."""
         metadata = pod["metadata"]
         grace = float(metadata.get("deletionGracePeriodSeconds", DEFAULT_GRACE_SECONDS))
-        remaining = (_parse_time(metadata["deletionTimestamp"]) - datetime.now(UTC)).total_seconds()
+        remaining = (_deletion_time(metadata) - datetime.now(UTC)).total_seconds()
         async with self._metrics.time_provider_call("get_pod_state"):
             state = await self._provider.get_pod_state(ref)
         if state is not None and not state.terminated:

@@ -6,6 +6,8 @@ and the manifests: renaming any of it is a breaking change for a running cluster
 
 from __future__ import annotations
 
+from vk_provider.kit.kube import resource_path
+
 GROUP = "offload.vk-provider.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -28,12 +30,11 @@ address (see `vk_provider.kit.signing`)."""
 
 def offloads_path(namespace: str | None = None) -> str:
     """The Offload collection: of one namespace, or of every namespace with None."""
-    if namespace is None:
-        return f"/apis/{API_VERSION}/{PLURAL}"
-    return f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
+    return resource_path(API_VERSION, PLURAL, namespace=namespace)
 
 
 def offload_path(namespace: str, name: str, *, status: bool = False) -> str:
     """One Offload, or its status subresource."""
-    path = f"{offloads_path(namespace)}/{name}"
-    return f"{path}/status" if status else path
+    return resource_path(
+        API_VERSION, PLURAL, namespace=namespace, name=name, subresource="status" if status else None
+    )

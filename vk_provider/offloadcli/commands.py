@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.offload.names import KIND, PROMOTE_ANNOTATION, offload_path, offloads_path
 from vk_provider.offloadcli import rendering
 from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
@@ -180,7 +180,7 @@ async def refreshes(
 
 
 def events_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/events"
+    return resource_path("v1", "events", namespace=namespace)
 
 
 async def list_events(api: KubeApi, namespace: str, name: str) -> rendering.EventList:

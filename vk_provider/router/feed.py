@@ -14,18 +14,12 @@ import logging
 from collections.abc import Callable
 
 from vk_provider._kube.watching import Reflector
-from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.offload.names import OFFLOAD_LABEL, offloads_path
 from vk_provider.router.building import SERVICE_NAME_LABEL, SkippedOffload, build_routes
 from vk_provider.router.table import RouteTable
 
 logger = logging.getLogger(__name__)
-
-
-def _collection(prefix: str, resource: str, namespace: str | None) -> str:
-    if namespace is None:
-        return f"{prefix}/{resource}"
-    return f"{prefix}/namespaces/{namespace}/{resource}"
 
 
 class TableFeed:
@@ -57,14 +51,14 @@ class TableFeed:
         )
         self.endpoint_slices = Reflector(
             api,
-            _collection("/apis/discovery.k8s.io/v1", "endpointslices", namespace),
+            resource_path("discovery.k8s.io/v1", "endpointslices", namespace=namespace),
             query={"labelSelector": SERVICE_NAME_LABEL},
             on_change=self._changed,
             description="endpoint slices",
         )
         self.away_pods = Reflector(
             api,
-            _collection("/api/v1", "pods", namespace),
+            resource_path("v1", "pods", namespace=namespace),
             query={"labelSelector": OFFLOAD_LABEL},
             on_change=self._changed,
             description="away pods",

@@ -27,6 +27,7 @@ from vk_provider.errors import (
     ProviderError,
     TemporaryProviderError,
 )
+from vk_provider.kit.kube import resource_path
 from vk_provider.kit.resilience import (
     AccountError,
     ApiStatusError,
@@ -129,7 +130,7 @@ class KubernetesProvider:
             map_status=remote_status_error,
         )
         namespace = self._settings.namespace
-        self._namespace_path = f"/api/v1/namespaces/{namespace}"
+        self._namespace_path = resource_path("v1", "namespaces", name=namespace)
         self._namespace_ready = False
         self._locks: dict[str, asyncio.Lock] = {}
         self._log_messages: dict[tuple[str, str, int], str] = {}
@@ -321,7 +322,7 @@ class KubernetesProvider:
         found = await self._call("read namespace", self._remote.get, self._namespace_path)
         if found is None:
             body = {"metadata": {"name": namespace, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}}
-            await self._call("create namespace", self._remote.create, "/api/v1/namespaces", body)
+            await self._call("create namespace", self._remote.create, resource_path("v1", "namespaces"), body)
             logger.info("created the remote namespace %s", namespace)
         elif (found.get("status") or {}).get("phase") == "Terminating":
             raise TemporaryProviderError(f"the remote namespace {namespace} is being deleted")

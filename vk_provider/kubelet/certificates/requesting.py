@@ -44,7 +44,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from vk_provider.kit.backoff import jittered_backoff_seconds
-from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kubelet.certificates.drafting import (
     MIN_EXPIRATION_SECONDS,
     RENEW_FRACTION,
@@ -74,7 +74,7 @@ from vk_provider.kubelet.certificates.serving import (
 # The package's logger, as in `serving`.
 logger = logging.getLogger(__package__)
 
-CSR_PATH = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+CSR_PATH = resource_path("certificates.k8s.io/v1", "certificatesigningrequests")
 APPROVAL_REASON = "VkProviderSelfApproved"
 STORE_FILE_NAME = "kubelet-server-current.pem"
 ISSUE_TIMEOUT_SECONDS = 15 * 60.0
