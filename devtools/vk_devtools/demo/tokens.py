@@ -31,6 +31,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from vk_devtools.sse import encode_event, open_event_stream
 from vk_provider.runtime.signals import until_signalled
 
 # Not __name__: under `python -m` that is "__main__", which says nothing in a log line.
@@ -40,7 +41,7 @@ SERVED_BY = "X-Served-By"
 COMPLETIONS_PATH = "/v1/completions"
 MAX_TOKENS_LIMIT = 4096
 DEFAULT_MAX_TOKENS = 16
-SSE_DONE = b"data: [DONE]\n\n"
+SSE_DONE = encode_event("[DONE]")
 
 LATE_REQUEST_SETTLE = 0.1
 """Seconds a connection accepted just before the listener closed gets to send its request."""
@@ -206,21 +207,12 @@ async def _completions(request: web.Request) -> web.StreamResponse:
 async def _stream(
     request: web.Request, settings: TokenServerSettings, tokens: list[str]
 ) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            # Tells nginx-like proxies not to buffer: the demo's point is seeing tokens as they come.
-            "X-Accel-Buffering": "no",
-        }
-    )
-    await response.prepare(request)
+    response = await open_event_stream(request)
     try:
         for index, token in enumerate(tokens):
             await asyncio.sleep(settings.token_delay)
             event = {"index": index, "token": token, "served_by": settings.name}
-            # Each write goes to the transport at once (chunked encoding, no compression): flushed.
-            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+            await response.write(encode_event(json.dumps(event)))
         await response.write(SSE_DONE)
         await response.write_eof()
     except ConnectionResetError:

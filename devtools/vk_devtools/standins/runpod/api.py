@@ -21,6 +21,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from vk_devtools.sse import encode_event, open_event_stream
 from vk_devtools.standins.runpod.catalog import Catalog, catalog_query
 from vk_devtools.standins.runpod.pods import ACTIONS, Pod, Pods, log_selection, port_problem, rfc3339
 from vk_devtools.standins.runpod.schema import validate_create_pod, validate_update_pod
@@ -245,14 +246,7 @@ class Api:
             select = log_selection(request.query, request.headers.get("Last-Event-ID"))
         except ValueError as error:
             return problem(400, str(error))
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",
-            }
-        )
-        await response.prepare(request)
+        response = await open_event_stream(request)
         sent = pod.logs[-1].seq if pod.logs else 0  # the backfill ends here; later lines stream live
         events = select(pod.logs)
         with contextlib.suppress(ConnectionError, aiohttp.ClientConnectionResetError):
@@ -261,7 +255,7 @@ class Api:
                     payload = json.dumps(
                         {"ts": rfc3339(event.ts), "source": event.source, "line": event.line}
                     )
-                    await response.write(f"id: {event.event_id}\ndata: {payload}\n\n".encode())
+                    await response.write(encode_event(payload, event_id=event.event_id))
                     sent = event.seq
                 if pod.gone:
                     break
