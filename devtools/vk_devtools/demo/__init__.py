@@ -5,5 +5,6 @@ words instead of a model, failures on demand, graceful drain on SIGTERM), so the
 integration tests have a realistic backend to move between home and away. `load` is an open-loop
 load generator that records one outcome per request, so a migration can be judged by whether any
 request failed or any stream broke while traffic moved.
-`runpod_pods` serves the token server behind each pod of the RunPod stand-in.
+The RunPod stand-in serves the token server behind each of its pods
+(`vk_devtools.standins.runpod.workloads`).
 """

@@ -12,8 +12,8 @@ order in which requests arrive). The kinds, each as a remote API fails:
 - `lose_answer`: carried out, and the answer held back for `hang_seconds`: the client times out on a
   request that did its work (a create made the pod, the client does not know).
 
-It decides only; the stand-in (`runpod_server`) serves the fault, and counts nothing itself: `stats`
-says how many draws were made and how many faults of each kind were handed out.
+It decides only; the stand-in (`vk_devtools.standins.runpod`) serves the fault, and counts nothing
+itself: `stats` says how many draws were made and how many faults of each kind were handed out.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 It records every API request (never its credentials) and serves faults on demand: a status (5xx, 429
 with `Retry-After`, or any), a request that hangs until faults are cleared (a timeout), a dropped
 connection, a request carried out whose answer is lost, and a seeded fraction of all requests failing at
-random, the kinds mixed (`random_faults`); each request's record names the fault it was served, if any.
+random, the kinds mixed (`vk_devtools.standins.faults`); each request's record names the fault it was
+served, if any.
 It also moves pods by hand: into any status (ERROR with a message, written to the pod's system log, as
 RunPod's Pod has no message field), or gone without a trace; and sets the catalog's stock.
 """
@@ -47,7 +48,7 @@ class RecordedRequest:
     status: int | None = None
     """None while the request is being answered (or hangs)."""
     fault: str | None = None
-    """The kind of fault injected into this request (a `random_faults` kind for random ones), if any."""
+    """The kind of fault injected into this request (a `faults` kind for random ones), if any."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
