@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+SOURCE_TREE = Path(__file__).resolve().parents[3]
+"""The repository: this file is `devtools/vk_devtools/devcluster/traffic.py` in it."""
+MANIFESTS = SOURCE_TREE / "manifests"
 CRD = MANIFESTS / "crds" / "offload.yaml"
 EXAMPLE = MANIFESTS / "examples" / "inference.yaml"
 EXAMPLE_NAME = "tokens"
