@@ -2,17 +2,18 @@
 
 `build_app` returns a plain aiohttp application with the kubelet's paths. It knows nothing of TLS,
 authentication or authorization: the server (`server`, `auth`) wraps it, so each handler here only
-turns a request into provider calls and a kubelet-shaped answer.
+turns a request into calls of its `KubeletBackend` and a kubelet-shaped answer. The backend is plain
+callables (virtual-kubelet's `PodHandlerConfig`), built by the node daemon from its watch cache, its
+provider and its metrics: nothing here knows the node.
 
 - `GET /containerLogs/{namespace}/{pod}/{container}`: `kubectl logs`, streamed from the provider;
 - `GET /stats/summary` and `GET /metrics/resource`: pod usage (`stats`);
 - `GET /pods`: the pods bound to this node, from the daemon's watch cache;
 - `GET /runningpods/`: what the provider runs right now, asked on every request so a deletion shows
   at once;
-- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics, as the daemon renders them.
+- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics.
 
-Like virtual-kubelet's `PodHandlerConfig`, the handlers get what they serve as plain values and
-callables (`KubeletBackend`), so this package knows the provider contract and nothing of the node.
+A capability the backend lacks (no logs, no usage, no metrics) answers 501 Not Implemented.
 
 Errors: typed provider errors map to statuses (NotFoundError 404, CapabilityMissingError 501, any other
 ProviderError 503 with its message, since providers write those messages for users); anything else is
@@ -42,19 +43,26 @@ from vk_provider.kubelet.logoptions import LogOptionsError, parse_log_options
 from vk_provider.kubelet.stats import (
     RESOURCE_METRICS_CONTENT_TYPE,
     CpuRateCache,
+    PodUsage,
     build_summary,
     render_resource_metrics,
     sample_pods,
 )
-from vk_provider.provider import LogOptions, PodLifecycle, PodRef, PodState, SupportsLogs, SupportsUsage
+from vk_provider.provider import LogOptions, PodRef, PodState
 
 logger = logging.getLogger(__name__)
 
 DISCONNECT_CHECK_SECONDS = 1.0
 """How often a log stream checks that its client is still connected (aiohttp has no event for it)."""
 
+METRICS_CONTENT_TYPE = RESOURCE_METRICS_CONTENT_TYPE
+"""`/metrics` serves the classic Prometheus text format, as `/metrics/resource`: every agent reads it."""
+
 _T = TypeVar("_T")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+LogStreamer = Callable[[PodRef, str, LogOptions], AsyncIterator[bytes]]
+"""A container's log as the kubelet serves it (`SupportsLogs.stream_logs`)."""
 
 
 def _utc_now() -> datetime:
@@ -63,15 +71,20 @@ def _utc_now() -> datetime:
 
 @dataclasses.dataclass(frozen=True)
 class KubeletBackend:
-    """What the handlers read: the node's identity, its provider, its pods and its metrics."""
+    """What the kubelet API serves, as plain callables; `None` where the node cannot serve it (501)."""
 
     node_name: str
-    provider: PodLifecycle
-    bound_pods: Callable[[], Sequence[Mapping[str, Any]]]
-    """Pods (API JSON) bound to this node, from the daemon's watch cache."""
-    daemon_metrics: Callable[[], tuple[bytes, str]]
-    """The daemon's own metrics: the exposition and its content type."""
     node_started_at: datetime
+    bound_pods: Callable[[], Sequence[Mapping[str, Any]]]
+    """`/pods`, and the pods logs and usage are served for: API JSON, read at each request."""
+    running_pods: Callable[[], Awaitable[Sequence[PodState]]]
+    """`/runningpods/`: what the provider runs now (`PodLifecycle.list_pods`)."""
+    stream_logs: LogStreamer | None = None
+    """`/containerLogs/...`; may raise `ProviderError`, as its iterator may."""
+    pod_usage: PodUsage | None = None
+    """`/stats/summary` and `/metrics/resource`: each running container's usage of a pod."""
+    metrics: Callable[[], bytes] | None = None
+    """`/metrics`: the daemon's own metrics, in the Prometheus text format (`METRICS_CONTENT_TYPE`)."""
     cpu_rates: CpuRateCache = dataclasses.field(default_factory=CpuRateCache)
     """The previous CPU sample of each container, for the Summary's usageNanoCores."""
     clock: Callable[[], datetime] = _utc_now
@@ -123,20 +136,20 @@ async def _container_logs(request: web.Request) -> web.StreamResponse:
     pod = _find_bound_pod(backend, namespace, name)
     if container not in _container_names(pod):
         raise web.HTTPNotFound(text=f'container "{container}" not found in pod "{namespace}/{name}"')
-    provider = backend.provider
-    if not isinstance(provider, SupportsLogs):
+    stream_logs = backend.stream_logs
+    if stream_logs is None:
         raise web.HTTPNotImplemented(text=f'the provider of node "{backend.node_name}" serves no logs')
     ref = PodRef(namespace=namespace, name=name, uid=str(pod["metadata"]["uid"]))
-    response = await _while_connected(request, _serve_log(request, provider, ref, container, options))
+    response = await _while_connected(request, _serve_log(request, stream_logs, ref, container, options))
     return web.Response() if response is None else response  # None: the client left; nothing is sent
 
 
 async def _serve_log(
-    request: web.Request, provider: SupportsLogs, ref: PodRef, container: str, options: LogOptions
+    request: web.Request, stream_logs: LogStreamer, ref: PodRef, container: str, options: LogOptions
 ) -> web.StreamResponse:
     """Stream the log as it comes, each chunk written to the client as soon as the provider yields it."""
     try:
-        stream = provider.stream_logs(ref, container, options)
+        stream = stream_logs(ref, container, options)
     except ProviderError as error:
         raise _provider_http_error(error) from None
     try:
@@ -258,7 +271,7 @@ def _provider_http_error(error: ProviderError) -> web.HTTPException:
 
 async def _stats_summary(request: web.Request) -> web.StreamResponse:
     backend = request.app[BACKEND]
-    samples = await sample_pods(_usage_provider(backend), backend.bound_pods())
+    samples = await sample_pods(_pod_usage(backend), backend.bound_pods())
     summary = build_summary(
         node_name=backend.node_name,
         node_started_at=backend.node_started_at,
@@ -271,16 +284,15 @@ async def _stats_summary(request: web.Request) -> web.StreamResponse:
 
 async def _resource_metrics(request: web.Request) -> web.StreamResponse:
     backend = request.app[BACKEND]
-    samples = await sample_pods(_usage_provider(backend), backend.bound_pods())
+    samples = await sample_pods(_pod_usage(backend), backend.bound_pods())
     text = render_resource_metrics(samples, backend.clock())
     return web.Response(body=text.encode(), headers={"Content-Type": RESOURCE_METRICS_CONTENT_TYPE})
 
 
-def _usage_provider(backend: KubeletBackend) -> SupportsUsage:
-    provider = backend.provider
-    if not isinstance(provider, SupportsUsage):
+def _pod_usage(backend: KubeletBackend) -> PodUsage:
+    if backend.pod_usage is None:
         raise web.HTTPNotImplemented(text=f'the provider of node "{backend.node_name}" reports no usage')
-    return provider
+    return backend.pod_usage
 
 
 # Pods
@@ -291,9 +303,8 @@ async def _pods(request: web.Request) -> web.StreamResponse:
 
 
 async def _running_pods(request: web.Request) -> web.StreamResponse:
-    provider = request.app[BACKEND].provider
     try:
-        states = await provider.list_pods()
+        states = await request.app[BACKEND].running_pods()
     except ProviderError as error:
         raise _provider_http_error(error) from None
     return _json(_pod_list(_minimal_pod(state) for state in states if not state.terminated))
@@ -320,8 +331,10 @@ async def _healthz(request: web.Request) -> web.StreamResponse:
 
 
 async def _daemon_metrics(request: web.Request) -> web.StreamResponse:
-    body, content_type = request.app[BACKEND].daemon_metrics()
-    return web.Response(body=body, headers={"Content-Type": content_type})
+    backend = request.app[BACKEND]
+    if backend.metrics is None:
+        raise web.HTTPNotImplemented(text=f'node "{backend.node_name}" serves no metrics of its own')
+    return web.Response(body=backend.metrics(), headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 def _json(document: Mapping[str, Any]) -> web.Response:

@@ -28,20 +28,23 @@ import asyncio
 import dataclasses
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from vk_provider.errors import NotFoundError
 from vk_provider.kit.timestamps import parse_timestamp
-from vk_provider.provider import ContainerUsage, PodRef, SupportsUsage
+from vk_provider.provider import ContainerUsage, PodRef
 
 logger = logging.getLogger(__name__)
 
 RESOURCE_METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_CONCURRENT_USAGE_CALLS = 16
 """Usage calls to a remote provider are slow; a few at once keep a scrape short without flooding it."""
+
+PodUsage = Callable[[PodRef], Awaitable[Sequence[ContainerUsage]]]
+"""Current usage of each running container of a pod (`SupportsUsage.usage`); NotFoundError if none."""
 
 _FINISHED_PHASES = ("Succeeded", "Failed")
 _NANOSECONDS_PER_SECOND = 1_000_000_000
@@ -68,13 +71,13 @@ class PodSample:
 # Sampling
 
 
-async def sample_pods(provider: SupportsUsage, bound_pods: Iterable[Mapping[str, Any]]) -> list[PodSample]:
+async def sample_pods(usage: PodUsage, bound_pods: Iterable[Mapping[str, Any]]) -> list[PodSample]:
     """The usage of every unfinished bound pod the provider holds, ordered by namespace and name."""
     limit = asyncio.Semaphore(MAX_CONCURRENT_USAGE_CALLS)
 
     async def sample(ref: PodRef, pod: Mapping[str, Any]) -> PodSample | None:
         async with limit:
-            return await _sample_pod(provider, ref, pod)
+            return await _sample_pod(usage, ref, pod)
 
     candidates = [(_pod_ref(pod), pod) for pod in bound_pods if _is_unfinished(pod)]
     samples = await asyncio.gather(*(sample(ref, pod) for ref, pod in candidates if ref is not None))
@@ -82,18 +85,18 @@ async def sample_pods(provider: SupportsUsage, bound_pods: Iterable[Mapping[str,
     return sorted(found, key=lambda sample: (sample.ref.namespace, sample.ref.name))
 
 
-async def _sample_pod(provider: SupportsUsage, ref: PodRef, pod: Mapping[str, Any]) -> PodSample | None:
+async def _sample_pod(usage: PodUsage, ref: PodRef, pod: Mapping[str, Any]) -> PodSample | None:
     status = pod.get("status") or {}
     started_at = _api_time(status.get("startTime"))
     try:
-        usage = await provider.usage(ref)
+        containers_usage = await usage(ref)
     except NotFoundError:
         return None  # not (or no longer) running at the provider: nothing to report, and no error
     except Exception:
         logger.warning("usage of pod %s could not be read", ref, exc_info=True)
         return PodSample(ref=ref, started_at=started_at, containers=(), failed=True)
     container_starts = _container_start_times(status)
-    containers = tuple(_container_sample(item, container_starts.get(item.name)) for item in usage)
+    containers = tuple(_container_sample(item, container_starts.get(item.name)) for item in containers_usage)
     return PodSample(ref=ref, started_at=started_at, containers=containers)
 
 

@@ -30,7 +30,14 @@ from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
 from vk_provider.node.settings import NodeSettings
-from vk_provider.provider import PodLifecycle, ProviderContext, SupportsNodeCapacity, SupportsStatusPush
+from vk_provider.provider import (
+    PodLifecycle,
+    ProviderContext,
+    SupportsLogs,
+    SupportsNodeCapacity,
+    SupportsStatusPush,
+    SupportsUsage,
+)
 from vk_provider.runtime.queueing import KeyedQueue
 
 logger = logging.getLogger(__name__)
@@ -67,6 +74,21 @@ async def _status_flow(daemon: NodeDaemon) -> None:
         await asyncio.sleep(daemon.settings.status_poll_interval_seconds)
         for uid in list(daemon.pods.objects):
             daemon.queue.add(uid)
+
+
+def kubelet_backend(
+    node_name: str, provider: PodLifecycle, pods: Reflector, metrics: DaemonMetrics
+) -> KubeletBackend:
+    """What the kubelet API serves: this node's watch cache, its provider's capabilities, its metrics."""
+    return KubeletBackend(
+        node_name=node_name,
+        node_started_at=datetime.now(UTC),
+        bound_pods=lambda: list(pods.objects.values()),
+        running_pods=provider.list_pods,
+        stream_logs=provider.stream_logs if isinstance(provider, SupportsLogs) else None,
+        pod_usage=provider.usage if isinstance(provider, SupportsUsage) else None,
+        metrics=metrics.exposition,
+    )
 
 
 def serving_certificate(settings: NodeSettings, api: KubeApi) -> ServingCertificate:
@@ -137,13 +159,7 @@ async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle)
         services=services,
         keeper=NodeKeeper(api, settings, provider, events, metrics=metrics),
         reconciler=reconciler,
-        kubelet=KubeletBackend(
-            node_name=settings.node_name,
-            provider=provider,
-            bound_pods=lambda: list(pods.objects.values()),
-            daemon_metrics=metrics.served,
-            node_started_at=datetime.now(UTC),
-        ),
+        kubelet=kubelet_backend(settings.node_name, provider, pods, metrics),
         certificate=serving_certificate(settings, api),
         auth=None
         if settings.insecure_kubelet_api_allow_all

@@ -16,10 +16,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-"""The classic text format: every Prometheus and metrics agent reads it."""
 
 NAMESPACE = "vk_provider"
 
@@ -119,9 +115,5 @@ class DaemonMetrics:
         self._provider_call_seconds.labels(operation=operation).observe(time.perf_counter() - started)
 
     def exposition(self) -> bytes:
-        """The registry in the Prometheus text format (`CONTENT_TYPE`)."""
+        """The registry in the classic Prometheus text format (0.0.4), which every agent reads."""
         return generate_latest(self.registry)
-
-    def served(self) -> tuple[bytes, str]:
-        """The exposition and its content type, as the kubelet API's `/metrics` serves them."""
-        return self.exposition(), CONTENT_TYPE

@@ -14,7 +14,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from vk_provider.kubelet.routes import KubeletBackend, build_app
-from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.provider import (
     ContainerSpec,
     LogOptions,
@@ -23,6 +22,8 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
     ProviderContext,
+    SupportsLogs,
+    SupportsUsage,
 )
 from vk_providers.mock import MockProvider
 
@@ -112,14 +113,17 @@ def backend_for(
     pods: Sequence[Mapping[str, Any]],
     *,
     clock: Callable[[], datetime] | None = None,
-    metrics: DaemonMetrics | None = None,
+    metrics: Callable[[], bytes] | None = None,
 ) -> KubeletBackend:
+    """What the node daemon would serve with this provider, these pods and these metrics."""
     return KubeletBackend(
         node_name=NODE,
-        provider=provider,
-        bound_pods=lambda: list(pods),  # read at each request, like the watch cache
-        daemon_metrics=(metrics or DaemonMetrics()).served,
         node_started_at=NODE_STARTED,
+        bound_pods=lambda: list(pods),  # read at each request, like the watch cache
+        running_pods=provider.list_pods,
+        stream_logs=provider.stream_logs if isinstance(provider, SupportsLogs) else None,
+        pod_usage=provider.usage if isinstance(provider, SupportsUsage) else None,
+        metrics=metrics,
         clock=clock or FakeClock(),
     )
 
@@ -130,7 +134,7 @@ async def kubelet_client(
     pods: Sequence[Mapping[str, Any]],
     *,
     clock: Callable[[], datetime] | None = None,
-    metrics: DaemonMetrics | None = None,
+    metrics: Callable[[], bytes] | None = None,
 ) -> AsyncIterator[Client]:
     app = build_app(backend_for(provider, pods, clock=clock, metrics=metrics))
     async with TestClient(TestServer(app)) as client:

@@ -115,7 +115,7 @@ async def test_metrics_exposes_the_daemons_own_metrics() -> None:
     metrics.set_queue_depth_source(lambda: 7)
     metrics.observe_reconcile(0.2, ok=True)
     metrics.set_provider_available(True)
-    async with kubelet_client(BareProvider(), [], metrics=metrics) as client:
+    async with kubelet_client(BareProvider(), [], metrics=metrics.exposition) as client:
         response = await client.get("/metrics")
         assert response.status == 200
         assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
@@ -124,6 +124,15 @@ async def test_metrics_exposes_the_daemons_own_metrics() -> None:
     assert 'vk_provider_reconciles_total{result="success"} 1.0\n' in text
     assert "vk_provider_provider_available 1.0\n" in text
     assert "python_gc_objects_collected_total" not in text  # its own registry, not the global one
+
+
+async def test_metrics_is_a_501_when_the_node_serves_none() -> None:
+    async with kubelet_client(BareProvider(), [], metrics=None) as client:
+        response = await client.get("/metrics")
+        assert (response.status, await response.text()) == (
+            501,
+            'node "vk-test" serves no metrics of its own',
+        )
 
 
 @pytest.mark.parametrize(
