@@ -35,7 +35,7 @@ from vk_provider.provider import (
 )
 from vk_providers.local.config import LocalSettings
 from vk_providers.local.monitor import START_ERROR_EXIT_CODE
-from vk_providers.local.probes import ProbeListener, ProbeTarget, run_probes
+from vk_providers.local.probes import ProbeListener, ProbeTarget, flags_at_start, run_probes
 from vk_providers.local.records import (
     Json,
     termination_from_json,
@@ -257,9 +257,12 @@ class ContainerRuntime:
         if status is not None and status.running:
             self._set_state(ContainerStateKind.RUNNING, None, None)
             self.started_at = status.started_at
-            pod.changed()
             if not self.is_init:
+                # Set with the state, not by the probing task's first step: a status read (or pushed)
+                # in between would show the container running, yet neither started nor ready.
+                self.started, self.ready = flags_at_start(self.spec)
                 probing = asyncio.create_task(self._probe(run, pod), name=f"probes {pod.ref} {self.name}")
+            pod.changed()
         try:
             await run.wait_exited()
         finally:

@@ -52,6 +52,17 @@ class ProbeListener:
     """Stop the run because a probe failed; the argument says which probe and why."""
 
 
+def flags_at_start(spec: ContainerSpec) -> tuple[bool, bool]:
+    """`started` and `ready` of a run that has just started, before any probe has run.
+
+    As the kubelet computes them: without a startup probe the container is started as soon as it runs,
+    and without a readiness probe too it is ready as soon as it runs, in the same status that first shows
+    it running. (`run_probes` only confirms these.)
+    """
+    started = spec.startup_probe is None
+    return started, started and spec.readiness_probe is None
+
+
 async def run_probes(
     spec: ContainerSpec, target: ProbeTarget, http: HttpSessionFactory, listener: ProbeListener
 ) -> None:

@@ -12,6 +12,7 @@ import pytest
 from vk_provider.errors import InvalidPodError, ProviderUnavailableError
 from vk_provider.provider import (
     ContainerSpec,
+    ContainerState,
     ContainerStateKind,
     PodLifecycle,
     PodRef,
@@ -73,6 +74,27 @@ async def test_a_pod_runs_with_its_own_loopback_address_in_pod_ip(tmp_path: Path
         assert main.ready
         assert main.started_at is not None
         await logs_contain(provider, request.ref, f"ip={state.pod_ip} host=pod-a1\n".encode())
+
+
+async def test_a_container_without_probes_is_ready_in_the_first_state_that_shows_it_running(
+    tmp_path: Path,
+) -> None:
+    # As the kubelet reports it: no startup or readiness probe, so started and ready with the running.
+    request = pod("a2", shell(SLEEP_FOREVER))
+    async with local_provider(tmp_path) as provider:
+
+        async def first_running() -> ContainerState:
+            async for state in provider.watch_states():
+                main = container_named(state, "main")
+                if main.state is ContainerStateKind.RUNNING:
+                    return main
+            raise AssertionError("the provider stopped pushing states")
+
+        watcher = asyncio.create_task(first_running())
+        await provider.create_pod(request)
+        main = await asyncio.wait_for(watcher, timeout=10)
+        assert main.started
+        assert main.ready
 
 
 async def test_pods_get_different_addresses_and_keep_them_until_deleted(tmp_path: Path) -> None:
