@@ -16,12 +16,17 @@ moto 5.2.5):
   answers `ValidationException: Cannot create already existing ...`;
 - deleting an endpoint that is Creating or Updating succeeds, where SageMaker answers
   `ValidationException: Cannot update in-progress endpoint ...`;
-- it never throttles, fails or loses an answer.
+- it never throttles, fails or loses an answer;
+- ListTags, AddTags and DeleteTags on a resource it does not have (an endpoint just deleted) answer
+  HTTP 500 (an AttributeError inside moto), where SageMaker answers
+  `ValidationException: Could not find ...`: the resource is gone.
 
 `SageMakerLayer` adds these, at the boto3 client level: installed on a client (the sagemaker
 provider's `client_hook`), it registers botocore `before-call` and `after-call` handlers that answer
 for moto (an error, a refusal moto does not make, a deletion that takes time) or rewrite its answers
-(EndpointStatus, EndpointConfigName and FailureReason in DescribeEndpoint and ListEndpoints). Its
+(EndpointStatus, EndpointConfigName and FailureReason in DescribeEndpoint and ListEndpoints). It answers
+the tagging calls on models, endpoint configurations and endpoints itself, under its lock (so that a
+deletion it carries out cannot come between finding the resource and reading its tags). Its
 statuses follow its clock: an endpoint is Creating for `creating_seconds` after it was created, Updating
 for `updating_seconds` after an UpdateEndpoint was accepted (the layer answers UpdateEndpoint itself, with
 SageMaker's refusals), and Deleting for `deleting_seconds` after its deletion was accepted (then it is
@@ -62,6 +67,9 @@ TEST_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/vk-provider-sagemaker"
 GPU_INSTANCE_TYPE = "ml.g4dn.xlarge"
 """A GPU instance type both SageMaker and moto 5.2.5 accept."""
 IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+TAGGING = frozenset({"ListTags", "AddTags", "DeleteTags"})
+_TAGGED_KINDS = {"model": "model", "endpoint-config": "endpoint configuration", "endpoint": "endpoint"}
+"""The kinds of resource (as ARNs name them) whose tagging calls the layer answers, in SageMaker's words."""
 HOLD_LIMIT_SECONDS = 60.0
 
 _Response = tuple[AWSResponse, dict[str, Any]]
@@ -376,20 +384,26 @@ class SageMakerLayer:
             return _error("ValidationException", f'Cannot create already existing {kind} "{arn}".')
         if operation == "UpdateEndpoint":
             return self._update(arguments["EndpointName"], arguments["EndpointConfigName"])
+        if operation in TAGGING:
+            return self._tagging(operation, arguments)
         if operation == "DeleteEndpoint":
-            name = arguments["EndpointName"]
-            try:
-                arn = self._raw.describe_endpoint(EndpointName=name)["EndpointArn"]
-            except ClientError:
-                return None  # moto says it is missing, as SageMaker would
-            status = self.status(name)
-            if status in IN_PROGRESS or status == "Deleting":
-                return _error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
-            if self.deleting_seconds > 0:
-                self._forced.pop(name, None)
-                self._deleting_until[name] = self._clock() + self.deleting_seconds
-                return _answer({})
-            self._forget(name)  # moto deletes it now
+            return self._delete_endpoint(arguments["EndpointName"])
+        return None
+
+    def _delete_endpoint(self, name: str) -> _Response | None:
+        """DeleteEndpoint with SageMaker's refusal and its Deleting time; None: moto's answer."""
+        try:
+            arn = self._raw.describe_endpoint(EndpointName=name)["EndpointArn"]
+        except ClientError:
+            return None  # moto says it is missing, as SageMaker would
+        status = self.status(name)
+        if status in IN_PROGRESS or status == "Deleting":
+            return _error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
+        if self.deleting_seconds > 0:
+            self._forced.pop(name, None)
+            self._deleting_until[name] = self._clock() + self.deleting_seconds
+            return _answer({})
+        self._forget(name)  # moto deletes it now
         return None
 
     def _update(self, name: str, config_name: str) -> _Response:
@@ -414,6 +428,33 @@ class SageMakerLayer:
         self._next_update_failure = None
         self.advance()  # with no updating_seconds, the update is done at once
         return _answer({"EndpointArn": arn})
+
+    def _tagging(self, operation: str, arguments: dict[str, Any]) -> _Response | None:
+        """ListTags, AddTags or DeleteTags on a model, configuration or endpoint, carried out in moto under
+        the layer's lock; on one moto does not have, SageMaker's ValidationException (moto's own answer is
+        a 500). Other kinds of resource: moto's answer."""
+        arn = str(arguments.get("ResourceArn", ""))
+        kind, _, name = arn.rsplit(":", 1)[-1].partition("/")
+        if kind not in _TAGGED_KINDS:
+            return None
+        if not self._holds(kind, name):
+            return _error("ValidationException", f'Could not find {_TAGGED_KINDS[kind]} "{arn}".')
+        answer = dict(getattr(self._raw, xform_name(operation))(**arguments))
+        answer.pop("ResponseMetadata", None)
+        return _answer(answer)
+
+    def _holds(self, kind: str, name: str) -> bool:
+        """Whether moto has the model, endpoint configuration or endpoint `name`."""
+        try:
+            if kind == "model":
+                self._raw.describe_model(ModelName=name)
+            elif kind == "endpoint-config":
+                self._raw.describe_endpoint_config(EndpointConfigName=name)
+            else:
+                self._raw.describe_endpoint(EndpointName=name)
+        except ClientError:
+            return False
+        return True
 
     def _arn(self, kind: str, name: str) -> str:
         return f"arn:aws:sagemaker:{self.moto.region}:{ACCOUNT_ID}:{kind}/{name}"

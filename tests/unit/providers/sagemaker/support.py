@@ -86,8 +86,10 @@ def make_provider(
     sleep: Callable[[float], Awaitable[None]] | None = None,
     node_name: str = NODE,
     credentials_file: Path | None = None,
+    client_hook: Callable[[Any], None] | None = None,
     **overrides: Any,
 ) -> SageMakerProvider:
+    """A provider on moto; its client goes through `layer` (if any), or through `client_hook` if given."""
     credentials_file = credentials_file or state_dir / "aws-credentials"
     if not credentials_file.exists():
         write_credentials(credentials_file)
@@ -98,7 +100,7 @@ def make_provider(
     return SageMakerProvider(
         context,
         clock=clock or ManualClock(),
-        client_hook=None if layer is None else layer.install,
+        client_hook=client_hook or (None if layer is None else layer.install),
         **extra,
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -217,6 +217,33 @@ async def test_delete_removes_the_endpoint_its_config_and_its_model(
         clock.advance(60)
         assert await provider.get_pod_state(request.ref) is None
         assert resources(moto, name) == NONE
+    finally:
+        await provider.aclose()
+
+
+async def test_an_endpoint_deleted_between_its_description_and_its_tags_is_gone(
+    moto: MotoSageMaker, tmp_path: Path, clock: ManualClock
+) -> None:
+    # SageMaker ends the deletion right after DescribeEndpoint showed the endpoint Deleting: ListTags then
+    # finds no endpoint (a ValidationException), and the pod is gone; that is not an error.
+    layer = SageMakerLayer(moto, deleting_seconds=60, clock=clock)
+
+    def install(client: Any) -> None:
+        layer.install(client)
+        client.meta.events.register("after-call.sagemaker.DescribeEndpoint", finish_deleting)
+
+    def finish_deleting(**_: Any) -> None:
+        clock.advance(60)  # the next call to the layer carries the deletion out
+
+    provider = make_provider(moto, tmp_path, layer=layer, clock=clock, client_hook=install)
+    try:
+        request = pod_request("vanishing")
+        await provider.create_pod(request)
+        await provider.delete_pod(request.ref, grace_period_seconds=0)
+        tag_reads = layer.calls["ListTags"]
+        assert await provider.get_pod_state(request.ref) is None
+        assert layer.calls["ListTags"] == tag_reads + 1  # asked once, and told the endpoint is gone
+        assert await provider.list_pods() == []
     finally:
         await provider.aclose()
 
