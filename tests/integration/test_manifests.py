@@ -170,6 +170,8 @@ TRAFFIC_RIGHTS = {
             ("get", "deployments.apps", "default"),
             ("create", "deployments.apps", "default"),
             ("patch", "deployments.apps", "default"),
+            ("delete", "deployments.apps", "default"),  # the away side, once a deleted Offload is home
+            ("patch", "offloads.offload.vk-provider.dev", "default"),  # its finalizer only
             ("get", "services", "default"),
             ("list", "pods", None),
             ("create", "events", "default"),
@@ -178,9 +180,7 @@ TRAFFIC_RIGHTS = {
             ("update", "leases.coordination.k8s.io", NAMESPACE),
         ],
         [
-            ("patch", "offloads.offload.vk-provider.dev", "default"),  # the spec is the user's
             ("delete", "offloads.offload.vk-provider.dev", "default"),
-            ("delete", "deployments.apps", "default"),
             ("delete", "pods", "default"),
             ("create", "pods", "default"),
             ("get", "secrets", "default"),

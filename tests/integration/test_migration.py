@@ -217,7 +217,8 @@ async def test_a_failing_gate_rolls_back_and_the_cli_exits_1(
         "toAwaySteps": [100],
         "toHomeSteps": [50, 100],
         "failuresBeforeRollback": 2,
-        "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
+        # The tolerant path is what is tested here: the severe one would roll back in one window.
+        "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5, "severe": {"enabled": False}},
     }
     async with (
         rig_for(strategy) as rig,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from vk_provider.controller import deriving
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
-from vk_provider.offload.names import TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.names import KIND, TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import OffloadSpec
 
 logger = logging.getLogger(__name__)
@@ -95,6 +95,40 @@ class Deployments:
         if replicas_of(current) != replicas:
             return await self.scale(spec.namespace, deriving.away_name(spec), replicas)
         return current
+
+    async def release_owner(self, spec: OffloadSpec, away: RawObject) -> None:
+        """Drop an ownerReference to the Offload that an earlier controller put on the away Deployment.
+
+        With it, deleting the Offload (or its CRD) would let the garbage collector delete the away
+        side even while it serves; the controller deletes it itself, after traffic is home.
+        """
+        metadata = away.get("metadata") or {}
+        owners = metadata.get("ownerReferences") or []
+        kept = [owner for owner in owners if not (owner.get("kind") == KIND and owner.get("uid") == spec.uid)]
+        if len(kept) == len(owners):
+            return
+        logger.info("releasing Deployment %s/%s from its Offload owner", spec.namespace, metadata.get("name"))
+        await self._api.patch(
+            deployment_path(spec.namespace, deriving.away_name(spec)),
+            {
+                "metadata": {
+                    "ownerReferences": kept or None,
+                    "resourceVersion": metadata.get("resourceVersion"),
+                }
+            },
+            content_type=MERGE_PATCH,
+        )
+
+    async def delete_away(self, spec: OffloadSpec) -> bool:
+        """Delete the away Deployment; True once it is gone."""
+        path = deployment_path(spec.namespace, deriving.away_name(spec))
+        try:
+            await self._api.delete(path, {"propagationPolicy": "Background"})
+        except KubeApiError as error:
+            if error.not_found:
+                return True
+            raise
+        return await self.get(path) is None
 
     async def scale(self, namespace: str, name: str, replicas: int) -> RawObject:
         logger.info("scaling Deployment %s/%s to %d", namespace, name, replicas)

@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.offload.names import API_VERSION, KIND, OFFLOAD_LABEL, TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import OffloadSpec
 
 AWAY_SUFFIX = "-away"
@@ -92,7 +92,12 @@ def away_deployment(
     home_service: Mapping[str, Any],
     replicas: int,
 ) -> dict[str, Any]:
-    """The whole away Deployment, owned by the Offload so deleting the Offload deletes it."""
+    """The whole away Deployment.
+
+    Deliberately without an ownerReference to the Offload: the garbage collector would delete the
+    away side, serving or not, when the Offload (or its CRD) is deleted. The controller deletes it
+    itself, once traffic is home (see the Offload's finalizer).
+    """
     template = away_pod_template(spec, home_deployment, home_service)
     home_spec = home_deployment.get("spec") or {}
     deployment_spec: dict[str, Any] = {
@@ -111,16 +116,6 @@ def away_deployment(
             "namespace": spec.namespace,
             "labels": away_selector(spec),
             "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(template)},
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": spec.name,
-                    "uid": spec.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
         },
         "spec": deployment_spec,
     }

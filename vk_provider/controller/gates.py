@@ -9,6 +9,11 @@ What counts as a failed request: a 5xx answer, or a proxy failure after the requ
 (`upstream`, `upstream_broken`). A refused connection that the router retried elsewhere is not a
 failed request (the client never saw it), so the `connect` reason is left out.
 
+Besides the tolerant gates (a failing interval is held up to `failuresBeforeRollback` times), the
+severe gate is checked over short windows inside the interval: an error rate at or above its
+threshold over at least its minimum of requests rolls back at once (`Verdict.SEVERE`). A side
+answering 500 to half its requests is not going to get better by waiting three intervals.
+
 p99 is interpolated inside the histogram bucket that holds it, as Prometheus' histogram_quantile
 does; the bucket edges alone would overstate it by up to 2.5x.
 """
@@ -22,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client.parser import text_string_to_metric_families
 
 from vk_provider.offload.plan import Verdict
-from vk_provider.offload.spec import Gates
+from vk_provider.offload.spec import Gates, SevereGate
 
 METRIC_PREFIX = "vk_provider_router_"
 RETRIED_REASONS = frozenset({"connect"})
@@ -143,8 +148,32 @@ class Judgement:
         }
 
 
+def judge_severe(window: SideSample | None, severe: SevereGate, side: str) -> Judgement | None:
+    """A SEVERE judgement when the window's error rate reaches the severe threshold, else None."""
+    if window is None or not severe.enabled:
+        return None
+    requests = int(window.requests)
+    if requests < severe.min_requests or requests <= 0:
+        return None
+    error_rate = 100.0 * window.failures / requests
+    if error_rate < severe.error_rate_percent:
+        return None
+    p99 = quantile_seconds(window.buckets, 0.99)
+    return Judgement(
+        Verdict.SEVERE,
+        f"{side} side: {requests} requests, {error_rate:.2f}% errors: at or above the severe "
+        f"{severe.error_rate_percent:g}%",
+        requests,
+        error_rate,
+        None if p99 is None else p99 * 1000.0,
+    )
+
+
 def judge(interval: SideSample | None, gates: Gates, side: str) -> Judgement:
     """The verdict on one interval of the judged side."""
+    severe = judge_severe(interval, gates.severe, side)
+    if severe is not None:
+        return severe
     if interval is None:
         return Judgement(Verdict.NOT_ENOUGH_DATA, "a router restarted during the interval; measuring again")
     requests = int(interval.requests)

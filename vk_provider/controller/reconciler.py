@@ -22,6 +22,19 @@ A migration's life, recorded in `status.phase`:
 A flip (`spec.placement` changed) starts a migration from wherever traffic stands. While one runs,
 changing `spec.placement` back aborts it (that is what `kubectl offload abort` does), and a new value
 of the promote annotation skips the remaining steps.
+
+After a migration, the controller keeps watching the side that serves all the traffic (see
+`serving`): lost for longer than `strategy.emergency.graceSeconds`, it starts an **emergency
+migration** to the other side (condition `Degraded`, reason `EmergencyMigration`, a Warning Event, a
+metric): the other side is brought up and gets all the traffic as soon as it is ready, without
+steps or gates (the lost side serves nothing worth protecting). The lost side is left as it is, so
+it can come back; once every router sees it ready again for the grace period, a normal, gated
+migration returns traffic to `spec.placement`.
+
+Deletion: the controller puts a finalizer on every Offload. A deleted Offload is migrated home by its
+strategy (at once when it already serves at home); only then is the away Deployment scaled to 0,
+its pods left, the Deployment deleted and the finalizer removed, which lets the Offload (and so its
+route in the routers) go. The condition `Deleting` says where that stands.
 """
 
 from __future__ import annotations
@@ -42,12 +55,28 @@ from vk_provider.controller.deployments import (
     replicas_of,
     service_path,
 )
-from vk_provider.controller.gates import SideSample, judge, parse_side_sample, total
+from vk_provider.controller.gates import (
+    Judgement,
+    SideSample,
+    judge,
+    judge_severe,
+    parse_side_sample,
+    total,
+)
+from vk_provider.controller.metrics import ControllerMetrics
 from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
+from vk_provider.controller.serving import (
+    LossClock,
+    best_usable,
+    needed_endpoints,
+    other_side,
+    serving_side,
+    worst_usable,
+)
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload import plan
-from vk_provider.offload.names import API_VERSION, KIND, offload_path
+from vk_provider.offload.names import API_VERSION, FINALIZER, KIND, offload_path
 from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
 from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
 from vk_provider.offload.status import (
@@ -62,6 +91,17 @@ from vk_provider.runtime.queueing import Requeue
 
 POLL_SECONDS = 1.0
 """How soon to look again while waiting on replicas or routers (their changes do not wake us)."""
+WATCH_SECONDS = 2.0
+"""How often the serving side is looked at after a migration (a lost side wakes nothing either)."""
+EMERGENCY_REASON = "EmergencyMigration"
+GATES_PASSING = {
+    plan.Verdict.HEALTHY: "True",
+    plan.Verdict.UNHEALTHY: "False",
+    plan.Verdict.SEVERE: "False",
+}
+"""The GatesPassing condition's status for each verdict (not enough data: Unknown)."""
+EMERGENCY_STEPS = (plan.MAX_WEIGHT,)
+"""An emergency migration moves all the traffic at once: the side it leaves serves nothing."""
 IDLE_RESYNC_SECONDS = 60.0
 MISSING_RESYNC_SECONDS = 10.0
 
@@ -80,6 +120,9 @@ class IntervalStart:
     started: float
     samples: dict[str, SideSample]
     """Per router URL, the judged side's counters."""
+    window_started: float = 0.0
+    window_samples: dict[str, SideSample] = dataclasses.field(default_factory=dict)
+    """The start of the current short window in which the severe gate is checked."""
 
 
 @dataclasses.dataclass
@@ -95,6 +138,8 @@ class Pass:
     now: datetime
     patch: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The merge patch of `.status` this pass writes, in the API's spelling."""
+    gone: bool = False
+    """The finalizer was removed: the Offload is about to disappear, nothing more is written."""
 
     @property
     def current(self) -> OffloadStatus:
@@ -144,6 +189,7 @@ class Reconciler:
         *,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self._api = api
         self._deployments = Deployments(api)
@@ -152,12 +198,19 @@ class Reconciler:
         self._wall_clock = wall_clock
         self._monotonic = monotonic
         self._intervals: dict[str, IntervalStart] = {}
+        self._metrics = metrics if metrics is not None else ControllerMetrics()
+        self._lost = LossClock(monotonic)
+        """Since when the serving side has been lost, per Offload."""
+        self._back = LossClock(monotonic)
+        """Since when the side left in an emergency has been ready again, per Offload."""
 
     # -- reading -------------------------------------------------------------------------------
 
     async def reconcile(self, namespace: str, name: str) -> Requeue:
         offload = await self._deployments.get(offload_path(namespace, name))
         if offload is None:
+            for memory in (self._lost, self._back):
+                memory.forget(f"{namespace}/{name}")
             self._intervals.pop(f"{namespace}/{name}", None)
             return None
         now = self._wall_clock()
@@ -167,9 +220,19 @@ class Reconciler:
         except InvalidSpec as error:
             await self._report_problem(offload, status, now, "InvalidSpec", str(error))
             return None
+        if spec.deleting:
+            spec = leaving(spec)
+        elif FINALIZER not in spec.finalizers:
+            offload = await self._add_finalizer(spec)
         home = await self._deployments.get(deployment_path(namespace, spec.home_deployment))
         service = await self._deployments.get(service_path(namespace, spec.home_service))
         if home is None or service is None:
+            if spec.deleting and not OffloadStatus.from_raw(status).away_weight:
+                # Nothing is served away, so nothing needs the home side to go: let go now.
+                work = Pass(spec, offload, status, home or {}, service or {}, now)
+                requeue = await self._release(work)
+                await self._write(work)
+                return requeue
             reason, what = (
                 ("HomeDeploymentNotFound", f'Deployment "{spec.home_deployment}"')
                 if home is None
@@ -210,7 +273,7 @@ class Reconciler:
         )
 
     async def _write(self, work: Pass) -> None:
-        if not work.patch:
+        if not work.patch or work.gone:
             return
         await self._api.patch(
             offload_path(work.spec.namespace, work.spec.name, status=True),
@@ -246,25 +309,40 @@ class Reconciler:
                 message="serving at home",
             )
             phase = Phase.IDLE
+        if work.spec.deleting:
+            self._note_deleting(work)
         if phase not in RUNNING_PHASES:
-            if work.spec.placement.value != work.current.target_placement:
-                return self._start(work)
-            if work.current.observed_generation != work.spec.generation:
-                work.set(observed_generation=work.spec.generation)
-            return IDLE_RESYNC_SECONDS
+            return await self._idle(work)
         work.set(observed_generation=work.spec.generation)
         if phase is Phase.FINALIZING:
             return await self._finalize(work)
-        if work.spec.placement.value != work.current.target_placement:
+        if work.spec.placement.value != work.current.target_placement and not self._in_emergency(work):
             return self._decide(work, plan.abort(work.state()), outcome_reason="Aborted")
         if phase is Phase.PREPARING:
             return await self._prepare(work)
         return await self._shift(work)
 
-    def _start(self, work: Pass) -> Requeue:
+    async def _idle(self, work: Pass) -> Requeue:
+        """No migration runs: start one, wait to return after an emergency, let go, or keep watching."""
+        if work.spec.placement.value != work.current.target_placement:
+            if self._in_emergency(work):
+                return await self._await_return(work)
+            return self._start(work)
+        if work.current.observed_generation != work.spec.generation:
+            work.set(observed_generation=work.spec.generation)
+        if work.spec.deleting:
+            if work.weight == plan.MIN_WEIGHT:
+                return await self._release(work)
+            return IDLE_RESYNC_SECONDS  # blocked: `_note_deleting` says why and what to do
+        return await self._watch_serving(work)
+
+    def _start(
+        self, work: Pass, direction: Direction | None = None, steps: tuple[int, ...] | None = None
+    ) -> Requeue:
+        """Start a migration toward `direction` (default: the spec's placement) by `steps`."""
         spec = work.spec
-        direction = spec.placement
-        steps = spec.strategy.steps_toward(direction)
+        direction = spec.placement if direction is None else direction
+        steps = spec.strategy.steps_toward(direction) if steps is None else steps
         state = plan.begin_from(
             direction, steps, work.weight, failures_before_rollback=spec.strategy.failures_before_rollback
         )
@@ -363,6 +441,11 @@ class Reconciler:
                 "WaitingForRouters",
                 f"routers {', '.join(behind)} see fewer than {needed} {side} endpoints",
             )
+        if self._in_emergency(work):
+            # All at once: the side being left has lost its endpoints, no step would protect anything.
+            return self._decide(
+                work, plan.promote(work.state()), outcome=Phase.SUCCEEDED, outcome_reason=EMERGENCY_REASON
+            )
         decision = plan.next_step(dataclasses.replace(work.state(), paused=False), plan.Verdict.HEALTHY)
         return self._decide(work, decision)
 
@@ -390,6 +473,7 @@ class Reconciler:
             return self._waiting(work, "WaitingForRouters", lagging)
         step_key = (work.current.step_index or 0, weight, work.current.consecutive_failures)
         started = self._intervals.get(spec.key)
+        window = float(spec.strategy.gates.severe.window_seconds)
         if started is None or started.step_key != step_key:
             self._begin_interval(work, step_key, samples)
             work.condition(
@@ -398,11 +482,42 @@ class Reconciler:
                 "StepInterval",
                 f"every router applies away weight {weight}; judging the {side} side",
             )
-            return float(spec.strategy.step_interval_seconds)
+            return min(float(spec.strategy.step_interval_seconds), window)
+        return self._within_interval(work, started, samples)
+
+    def _within_interval(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
+        """Judge the interval once it is over; until then, check each short window for a severe failure."""
+        spec = work.spec
         remaining = spec.strategy.step_interval_seconds - (self._monotonic() - started.started)
-        if remaining > 0:
-            return remaining
-        return self._judge(work, started, samples)
+        if remaining <= 0:
+            return self._judge(work, started, samples)
+        severe = self._severe_window(work, started, samples)
+        if severe is not None:
+            return self._act_on_severe(work, severe)
+        window = float(spec.strategy.gates.severe.window_seconds)
+        return min(remaining, window - (self._monotonic() - started.window_started))
+
+    def _severe_window(
+        self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]
+    ) -> Judgement | None:
+        """Judge the short window so far by the severe gate alone; a new window starts when it is over."""
+        side = receiving_side(work.direction)
+        severe_gate = work.spec.strategy.gates.severe
+        judgement = None
+        if samples.keys() == started.window_samples.keys():
+            counted = total(samples.values()).minus(total(started.window_samples.values()))
+            judgement = judge_severe(counted, severe_gate, side)
+        if judgement is None and self._monotonic() - started.window_started >= severe_gate.window_seconds:
+            started.window_started, started.window_samples = self._monotonic(), samples
+        return judgement
+
+    def _act_on_severe(self, work: Pass, judgement: Judgement) -> Requeue:
+        side = receiving_side(work.direction)
+        work.set(last_check={**judgement.as_status(), "side": side, "at": format_timestamp(work.now)})
+        work.condition("GatesPassing", "False", judgement.verdict.value, judgement.message)
+        self._metrics.severe_rollback(work.spec.namespace, work.spec.name)
+        decision = plan.next_step(work.state(), judgement.verdict)
+        return self._decide(work, decision, judged=judgement.message, outcome_reason="SevereFailure")
 
     async def _lagging_routers(self, spec: OffloadSpec, weight: int) -> str:
         """'' when every router applies `weight`, else which ones do not."""
@@ -422,7 +537,8 @@ class Reconciler:
     def _begin_interval(
         self, work: Pass, step_key: tuple[int, int, int], samples: dict[str, SideSample]
     ) -> None:
-        self._intervals[work.spec.key] = IntervalStart(step_key, self._monotonic(), samples)
+        now = self._monotonic()
+        self._intervals[work.spec.key] = IntervalStart(step_key, now, samples, now, samples)
         work.set(step_started_at=work.now)
 
     def _judge(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
@@ -436,10 +552,12 @@ class Reconciler:
         work.set(last_check={**judgement.as_status(), "side": side, "at": format_timestamp(work.now)})
         work.condition(
             "GatesPassing",
-            {"Healthy": "True", "Unhealthy": "False"}.get(judgement.verdict.value, "Unknown"),
+            GATES_PASSING.get(judgement.verdict, "Unknown"),
             judgement.verdict.value,
             judgement.message,
         )
+        if judgement.verdict is plan.Verdict.SEVERE:
+            return self._act_on_severe(work, judgement)
         decision = plan.next_step(work.state(), judgement.verdict)
         if decision.action is not Action.HOLD:
             return self._decide(work, decision, judged=judgement.message)
@@ -496,11 +614,12 @@ class Reconciler:
             self._event(work.offload, "Normal", "StepApplied", reason)
             return 0.0
         if outcome is None:
-            outcome, outcome_reason = {
+            outcome, default_reason = {
                 Action.FINISH: (Phase.SUCCEEDED, "Succeeded"),
                 Action.ROLL_BACK: (Phase.ROLLED_BACK, "GatesFailed"),
                 Action.ABORT: (Phase.ROLLED_BACK, "Aborted"),
             }[decision.action]
+            outcome_reason = outcome_reason or default_reason
         if decision.action is Action.ABORT and outcome_reason == "Aborted":
             # The spec now names the starting placement: that is where this migration ends.
             work.set(target_placement=work.spec.placement.value)
@@ -519,13 +638,14 @@ class Reconciler:
             lagging = str(error)
         if lagging:
             return self._finalize_wait(work, lagging)
-        if weight == plan.MAX_WEIGHT and replicas_of(work.home) != 0:
+        keep_lost_side = self._in_emergency(work)  # left as it is, so that it can come back
+        if weight == plan.MAX_WEIGHT and replicas_of(work.home) != 0 and not keep_lost_side:
             # Everything goes away now: the home GPUs are free for training.
             work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, 0)
             self._event(
                 work.offload, "Normal", "HomeScaledDown", "home Deployment scaled to 0; its GPUs are free"
             )
-        if weight == plan.MIN_WEIGHT:
+        if weight == plan.MIN_WEIGHT and not keep_lost_side:
             away = await self._deployments.away(spec)
             if away is not None and replicas_of(away) != 0:
                 await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)
@@ -561,3 +681,174 @@ class Reconciler:
     def _finalize_wait(self, work: Pass, message: str) -> Requeue:
         work.condition("Progressing", "True", "Finalizing", message)
         return POLL_SECONDS
+
+    # -- after a migration: the serving side lost, an emergency, the way back -------------------
+
+    def _in_emergency(self, work: Pass) -> bool:
+        """An emergency migration moved traffic off `spec.placement`; it stays off until that side is back."""
+        degraded = condition_of(work.current, "Degraded")
+        return degraded is not None and (degraded.get("status"), degraded.get("reason")) == (
+            "True",
+            EMERGENCY_REASON,
+        )
+
+    async def _desired_replicas(self, work: Pass, side: str) -> int:
+        if side == "home":
+            return replicas_of(work.home)
+        away = await self._deployments.away(work.spec)
+        if away is not None:
+            await self._deployments.release_owner(work.spec, away)
+        return replicas_of(away)
+
+    async def _watch_serving(self, work: Pass) -> Requeue:
+        """Look at the side serving all the traffic; lost for the grace period, start an emergency."""
+        spec = work.spec
+        emergency = spec.strategy.emergency
+        side = serving_side(work.weight)
+        if not emergency.enabled or side is None:
+            self._lost.forget(spec.key)
+            return IDLE_RESYNC_SECONDS
+        desired = await self._desired_replicas(work, side)
+        if desired == 0:  # someone turned that side off on purpose: nothing is lost
+            self._lost.forget(spec.key)
+            return IDLE_RESYNC_SECONDS
+        needed = needed_endpoints(desired, emergency.min_serving_percent)
+        try:
+            usable = best_usable(await self._routers.views(spec.namespace, spec.name), side)
+        except RouterUnreachable:
+            self._lost.forget(spec.key)  # no view, no verdict: a router outage is not the side's loss
+            return WATCH_SECONDS
+        if usable >= needed:
+            self._lost.forget(spec.key)
+            degraded = condition_of(work.current, "Degraded")
+            if degraded is not None and degraded.get("status") == "True":
+                work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
+            return WATCH_SECONDS
+        lost_for = self._lost.held_for(spec.key)
+        what = (
+            f"the {side} side has {usable} usable endpoints on the best router, fewer than {needed} "
+            f"(of {desired} replicas)"
+        )
+        if lost_for < emergency.grace_seconds:
+            work.condition(
+                "Degraded",
+                "True",
+                "ServingSideLost",
+                f"{what}; an emergency migration {other_side(side)} starts "
+                f"if it lasts {emergency.grace_seconds}s",
+            )
+            return min(WATCH_SECONDS, emergency.grace_seconds - lost_for)
+        self._lost.forget(spec.key)
+        return self._start_emergency(work, side, f"{what} for {lost_for:.0f}s")
+
+    def _start_emergency(self, work: Pass, lost: str, why: str) -> Requeue:
+        direction = Direction(other_side(lost))
+        requeue = self._start(work, direction, EMERGENCY_STEPS)
+        message = f"emergency migration {direction.value}: {why}"
+        work.set(message=message)
+        work.condition("Degraded", "True", EMERGENCY_REASON, message)
+        self._event(work.offload, "Warning", EMERGENCY_REASON, message)
+        self._metrics.emergency_migration(work.spec.namespace, work.spec.name, lost)
+        return requeue
+
+    async def _await_return(self, work: Pass) -> Requeue:
+        """After an emergency: once the lost side is ready again for the grace period, go back, gated."""
+        spec = work.spec
+        lost = spec.placement.value
+        desired = await self._desired_replicas(work, lost)
+        if desired == 0:
+            # Nothing can come back by itself: the migration's Preparing brings it up (or gives up
+            # at the progress deadline, leaving traffic where it is).
+            return self._return(work, f"the {lost} side has no replicas; bringing it up")
+        needed = math.ceil(desired * spec.strategy.ready_threshold_percent / 100)
+        try:
+            usable = worst_usable(await self._routers.views(spec.namespace, spec.name), lost)
+        except RouterUnreachable:
+            usable = 0
+        if usable < needed:
+            self._back.forget(spec.key)
+            return WATCH_SECONDS
+        back_for = self._back.held_for(spec.key)
+        grace = spec.strategy.emergency.grace_seconds
+        if back_for < grace:
+            return min(WATCH_SECONDS, grace - back_for)
+        return self._return(
+            work, f"every router has seen {needed} usable {lost} endpoints for {back_for:.0f}s"
+        )
+
+    def _return(self, work: Pass, why: str) -> Requeue:
+        self._back.forget(work.spec.key)
+        message = f"the emergency is over ({why}); moving back {work.spec.placement.value} by the strategy"
+        work.condition("Degraded", "False", "Recovered", message)
+        self._event(work.offload, "Normal", "EmergencyOver", message)
+        return self._start(work)
+
+    # -- deletion: home first, then let go ------------------------------------------------------
+
+    async def _add_finalizer(self, spec: OffloadSpec) -> RawObject:
+        """Put our finalizer on the Offload (the resourceVersion makes a concurrent change a conflict)."""
+        return await self._api.patch(
+            offload_path(spec.namespace, spec.name),
+            {
+                "metadata": {
+                    "finalizers": [*spec.finalizers, FINALIZER],
+                    "resourceVersion": spec.resource_version,
+                }
+            },
+            content_type=MERGE_PATCH,
+        )
+
+    def _note_deleting(self, work: Pass) -> None:
+        current = work.current
+        if current.running:
+            reason, message = "MigratingHome", f"deleted: moving traffic home first ({current.message})"
+        elif work.weight != plan.MIN_WEIGHT and current.target_placement == "home":
+            reason = "Blocked"
+            message = (
+                f"deleted, but the migration home ended {current.phase} at away weight {work.weight}; "
+                "the away side keeps serving (fix the home side, or remove the finalizer "
+                f"{FINALIZER} to let go of it anyway)"
+            )
+        else:
+            return
+        work.condition("Deleting", "True", reason, message)
+
+    async def _release(self, work: Pass) -> Requeue:
+        """Traffic is home: scale the away side to 0, wait for its pods, delete it, drop the finalizer."""
+        spec = work.spec
+        away = await self._deployments.away(spec)
+        if away is not None and replicas_of(away) != 0:
+            await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)
+            return self._releasing(work, "traffic is home; scaling the away Deployment to 0")
+        remaining = await self._deployments.away_pod_count(spec)
+        if remaining:
+            return self._releasing(work, f"waiting for {remaining} away pods to be deleted at the provider")
+        if away is not None and not await self._deployments.delete_away(spec):
+            return self._releasing(work, f"deleting Deployment {deriving.away_name(spec)}")
+        kept = [finalizer for finalizer in spec.finalizers if finalizer != FINALIZER]
+        if len(kept) != len(spec.finalizers):
+            await self._api.patch(
+                offload_path(spec.namespace, spec.name),
+                {"metadata": {"finalizers": kept or None, "resourceVersion": spec.resource_version}},
+                content_type=MERGE_PATCH,
+            )
+            self._event(work.offload, "Normal", "Released", "traffic is home and nothing is left away")
+        work.gone = True
+        for memory in (self._lost, self._back):
+            memory.forget(spec.key)
+        self._intervals.pop(spec.key, None)
+        return None
+
+    def _releasing(self, work: Pass, message: str) -> Requeue:
+        work.condition("Deleting", "True", "ReleasingAway", message)
+        work.set(message=f"deleted: {message}")
+        return POLL_SECONDS
+
+
+def leaving(spec: OffloadSpec) -> OffloadSpec:
+    """The spec a deleted Offload is reconciled by: home, never paused (a pause would hold it forever)."""
+    return dataclasses.replace(spec, placement=Direction.TO_HOME, paused=False)
+
+
+def condition_of(status: OffloadStatus, kind: str) -> Mapping[str, Any] | None:
+    return next((item for item in status.conditions if item.get("type") == kind), None)

@@ -16,10 +16,12 @@ import socket
 import uuid
 
 import aiohttp
+from aiohttp import web
 
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
+from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.kube import KubeApi, KubeApiError, RateLimiter
@@ -66,7 +68,35 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         "--lease-renew", type=float, default=5.0, help="seconds between Lease renewals (default: 5)"
     )
     parser.add_argument("--identity", help="this replica's name in the Lease (default: host name + random)")
+    parser.add_argument(
+        "--metrics-listen",
+        type=parse_listen,
+        metavar="HOST:PORT",
+        help="serve /metrics there (default: not served)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 in brackets) → (host, port); argparse turns the ValueError into exit 2."""
+    host, separator, port_text = text.rpartition(":")
+    if not separator or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port_text)  # noqa: S104 - scraped from the pod network
+
+
+async def serve_metrics(metrics: ControllerMetrics, host: str, port: int) -> web.AppRunner:
+    async def exposition(_: web.Request) -> web.Response:
+        response = web.Response(body=metrics.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE
+        return response
+
+    app = web.Application()
+    app.router.add_get("/metrics", exposition)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
 
 
 class Controller:
@@ -130,8 +160,13 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         renew_seconds=arguments.lease_renew,
     )
 
+    metrics = ControllerMetrics()  # kept across leader terms: counters only grow
+    metrics_runner = None
+    if arguments.metrics_listen is not None:
+        metrics_runner = await serve_metrics(metrics, *arguments.metrics_listen)
+
     async def lead() -> None:
-        reconciler = Reconciler(api, routers, events)
+        reconciler = Reconciler(api, routers, events, metrics=metrics)
         controller = Controller(api, reconciler, namespace=arguments.namespace, workers=arguments.workers)
         await controller.run()
 
@@ -150,6 +185,8 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await elector.release()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         await routers.close()
         await api.close()
 

@@ -18,6 +18,8 @@ OFFLOAD_LABEL = f"{GROUP}/offload"
 """On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
 PROMOTE_ANNOTATION = f"{GROUP}/promote"
 """On the Offload: a new value asks the controller to skip the remaining steps (`kubectl offload promote`)."""
+FINALIZER = f"{GROUP}/migrate-home"
+"""On the Offload, put there by the controller: a deleted Offload first moves its traffic home."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 

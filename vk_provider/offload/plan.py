@@ -21,6 +21,8 @@ on the weight currently applied and calls `next_step(state, verdict)`, which ret
   ADVANCE to the next weight, or FINISH when the target weight has just passed its check.
 * ``UNHEALTHY``: one more consecutive failure; HOLD while fewer than `failures_before_rollback`, then
   ROLL_BACK to the last good weight, which ends the migration.
+* ``SEVERE``: the receiving side fails so badly (see the severe gate) that waiting for more
+  failures only costs requests: ROLL_BACK to the last good weight at once.
 * ``NOT_ENOUGH_DATA``: HOLD; the failure count neither grows nor resets.
 * a paused state always HOLDs and never moves the weight.
 
@@ -64,6 +66,8 @@ class Verdict(enum.Enum):
 
     HEALTHY = "Healthy"
     UNHEALTHY = "Unhealthy"
+    SEVERE = "Severe"
+    """Failing far beyond the tolerant gates: no further failure is tolerated."""
     NOT_ENOUGH_DATA = "NotEnoughData"
 
 
@@ -248,6 +252,8 @@ def next_step(state: MigrationState, verdict: Verdict) -> Decision:
         return Decision(Action.HOLD, state, f"not enough requests to judge away weight {state.weight}")
     if verdict is Verdict.UNHEALTHY:
         return _after_failed_check(state)
+    if verdict is Verdict.SEVERE:
+        return _after_severe_failure(state)
     return _after_passed_check(state)
 
 
@@ -272,6 +278,19 @@ def _after_failed_check(state: MigrationState) -> Decision:
         rolled_back,
         f"away weight {state.weight} failed its gates {failures} times in a row; "
         f"rolled back to the last good away weight {state.last_good_weight}",
+    )
+
+
+def _after_severe_failure(state: MigrationState) -> Decision:
+    failures = state.consecutive_failures + 1
+    rolled_back = dataclasses.replace(
+        state, weight=state.last_good_weight, consecutive_failures=failures, ending=Ending.ROLLED_BACK
+    )
+    return Decision(
+        Action.ROLL_BACK,
+        rolled_back,
+        f"away weight {state.weight} failed severely; "
+        f"rolled back at once to the last good away weight {state.last_good_weight}",
     )
 
 

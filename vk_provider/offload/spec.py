@@ -28,6 +28,17 @@ DEFAULT_MAX_ERROR_RATE_PERCENT = 1.0
 DEFAULT_MAX_P99_LATENCY_MS = 2000
 DEFAULT_MIN_REQUESTS_PER_INTERVAL = 10
 DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
+DEFAULT_SEVERE_ERROR_RATE_PERCENT = 50.0
+"""An error rate this high on the receiving side rolls back at once, without the tolerated failures."""
+DEFAULT_SEVERE_MIN_REQUESTS = 20
+"""...but only over at least this many requests: two failures out of three say nothing yet."""
+DEFAULT_SEVERE_WINDOW_SECONDS = 5
+"""How often, within a step's interval, the receiving side is checked for a severe failure."""
+DEFAULT_EMERGENCY_GRACE_SECONDS = 30
+"""How long the serving side may have lost its endpoints before an emergency migration starts."""
+DEFAULT_EMERGENCY_MIN_SERVING_PERCENT = 0
+"""Share of the serving side's desired replicas it may fall below before it counts as lost (0: only
+when no endpoint is left)."""
 DEFAULT_AWAY_NODE_SELECTOR: Mapping[str, str] = {"type": "virtual-kubelet"}
 DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"},
@@ -39,10 +50,30 @@ class InvalidSpec(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class SevereGate:
+    """The fast path: a failure this bad is rolled back within one short window, not after N intervals."""
+
+    enabled: bool = True
+    error_rate_percent: float = DEFAULT_SEVERE_ERROR_RATE_PERCENT
+    min_requests: int = DEFAULT_SEVERE_MIN_REQUESTS
+    window_seconds: int = DEFAULT_SEVERE_WINDOW_SECONDS
+
+
+@dataclasses.dataclass(frozen=True)
 class Gates:
     max_error_rate_percent: float = DEFAULT_MAX_ERROR_RATE_PERCENT
     max_p99_latency_ms: int = DEFAULT_MAX_P99_LATENCY_MS
     min_requests_per_interval: int = DEFAULT_MIN_REQUESTS_PER_INTERVAL
+    severe: SevereGate = SevereGate()
+
+
+@dataclasses.dataclass(frozen=True)
+class Emergency:
+    """When the serving side counts as lost, so that traffic moves to the other side without a person."""
+
+    enabled: bool = True
+    grace_seconds: int = DEFAULT_EMERGENCY_GRACE_SECONDS
+    min_serving_percent: int = DEFAULT_EMERGENCY_MIN_SERVING_PERCENT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +85,7 @@ class Strategy:
     gates: Gates = Gates()
     failures_before_rollback: int = DEFAULT_FAILURES_BEFORE_ROLLBACK
     progress_deadline_seconds: int = DEFAULT_PROGRESS_DEADLINE_SECONDS
+    emergency: Emergency = Emergency()
 
     def steps_toward(self, direction: Direction) -> tuple[int, ...]:
         return self.to_away_steps if direction is Direction.TO_AWAY else self.to_home_steps
@@ -83,6 +115,10 @@ class OffloadSpec:
     paused: bool
     promotion: str
     """The promote annotation's value ('' when absent): a new value asks to skip the remaining steps."""
+    deleting: bool = False
+    """`metadata.deletionTimestamp` is set: the Offload goes home, then lets go of its away side."""
+    finalizers: tuple[str, ...] = ()
+    resource_version: str = ""
 
     @property
     def key(self) -> str:
@@ -130,6 +166,65 @@ def _steps(value: Any, field: str, default: tuple[int, ...]) -> tuple[int, ...]:
         return validate_steps(value)
     except ValueError as error:
         raise InvalidSpec(f"{field}: {error}") from None
+
+
+def _number(value: Any, field: str, default: float, *, maximum: float = 100.0) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSpec(f"{field} must be a number, not {value!r}")
+    if not 0 <= value <= maximum:
+        raise InvalidSpec(f"{field} {value} is outside 0..{maximum:g}")
+    return float(value)
+
+
+def _severe(gates: Mapping[str, Any]) -> SevereGate:
+    severe = _mapping(gates.get("severe"), "spec.strategy.gates.severe")
+    enabled = severe.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise InvalidSpec(f"spec.strategy.gates.severe.enabled must be true or false, not {enabled!r}")
+    return SevereGate(
+        enabled=enabled,
+        error_rate_percent=_number(
+            severe.get("errorRatePercent"),
+            "spec.strategy.gates.severe.errorRatePercent",
+            DEFAULT_SEVERE_ERROR_RATE_PERCENT,
+        ),
+        min_requests=_integer(
+            severe.get("minRequests"),
+            "spec.strategy.gates.severe.minRequests",
+            DEFAULT_SEVERE_MIN_REQUESTS,
+            minimum=1,
+        ),
+        window_seconds=_integer(
+            severe.get("windowSeconds"),
+            "spec.strategy.gates.severe.windowSeconds",
+            DEFAULT_SEVERE_WINDOW_SECONDS,
+            minimum=1,
+        ),
+    )
+
+
+def _emergency(strategy: Mapping[str, Any]) -> Emergency:
+    emergency = _mapping(strategy.get("emergency"), "spec.strategy.emergency")
+    enabled = emergency.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise InvalidSpec(f"spec.strategy.emergency.enabled must be true or false, not {enabled!r}")
+    return Emergency(
+        enabled=enabled,
+        grace_seconds=_integer(
+            emergency.get("graceSeconds"),
+            "spec.strategy.emergency.graceSeconds",
+            DEFAULT_EMERGENCY_GRACE_SECONDS,
+            minimum=1,
+        ),
+        min_serving_percent=_integer(
+            emergency.get("minServingPercent"),
+            "spec.strategy.emergency.minServingPercent",
+            DEFAULT_EMERGENCY_MIN_SERVING_PERCENT,
+            maximum=100,
+        ),
+    )
 
 
 def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
@@ -202,6 +297,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
                     "spec.strategy.gates.minRequestsPerInterval",
                     DEFAULT_MIN_REQUESTS_PER_INTERVAL,
                 ),
+                severe=_severe(gates),
             ),
             failures_before_rollback=_integer(
                 strategy.get("failuresBeforeRollback"),
@@ -215,9 +311,13 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
                 DEFAULT_PROGRESS_DEADLINE_SECONDS,
                 minimum=1,
             ),
+            emergency=_emergency(strategy),
         ),
         paused=spec.get("paused") is True,
         promotion=str(
             _mapping(metadata.get("annotations"), "metadata.annotations").get(PROMOTE_ANNOTATION) or ""
         ),
+        deleting=metadata.get("deletionTimestamp") is not None,
+        finalizers=tuple(str(item) for item in metadata.get("finalizers") or ()),
+        resource_version=str(metadata.get("resourceVersion") or ""),
     )

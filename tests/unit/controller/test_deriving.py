@@ -53,11 +53,12 @@ def test_away_pods_leave_the_home_service_and_land_on_the_virtual_node() -> None
     assert home_selector == {"vk-provider.dev/role": "home-gpu"}  # the home template is untouched
 
 
-def test_the_away_deployment_is_owned_by_the_offload_and_hashes_its_template() -> None:
+def test_the_away_deployment_has_no_owner_and_hashes_its_template() -> None:
     offload = parse_offload(OFFLOAD)
     deployment = away_deployment(offload, HOME, SERVICE, 3)
     assert deployment["metadata"]["name"] == "chat-away"
-    assert deployment["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    # No ownerReference: deleting the Offload (or its CRD) must never garbage-collect a serving side.
+    assert "ownerReferences" not in deployment["metadata"]
     assert deployment["spec"]["selector"] == {"matchLabels": {OFFLOAD_LABEL: "chat"}}
     assert deployment["spec"]["replicas"] == 3
     assert deployment["spec"]["strategy"] == {"type": "RollingUpdate"}

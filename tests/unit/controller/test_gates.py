@@ -6,9 +6,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from vk_provider.controller.gates import SideSample, judge, parse_side_sample, quantile_seconds, total
+from vk_provider.controller.gates import (
+    SideSample,
+    judge,
+    judge_severe,
+    parse_side_sample,
+    quantile_seconds,
+    total,
+)
 from vk_provider.offload.plan import Verdict
-from vk_provider.offload.spec import Gates
+from vk_provider.offload.spec import Gates, SevereGate
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.table import Side
 
@@ -74,3 +81,21 @@ def test_verdicts() -> None:
     assert judge(few, gates, "home").verdict is Verdict.NOT_ENOUGH_DATA
     no_minimum = Gates(min_requests_per_interval=0)
     assert judge(SideSample(), no_minimum, "home").verdict is Verdict.HEALTHY
+
+
+def test_a_severe_error_rate_over_enough_requests_is_severe_whatever_the_tolerance() -> None:
+    gates = Gates(max_error_rate_percent=1.0)
+    bad = SideSample(responses=20, server_errors=10)
+    assert judge(bad, gates, "away").verdict is Verdict.SEVERE
+    assert judge_severe(bad, gates.severe, "away") is not None
+    # Too few requests to call it severe: the tolerant gates judge it (unhealthy, held).
+    few = SideSample(responses=19, server_errors=19)
+    assert judge_severe(few, gates.severe, "away") is None
+    assert judge(few, gates, "away").verdict is Verdict.UNHEALTHY
+    # Below the severe rate: tolerant path.
+    poor = SideSample(responses=100, server_errors=49)
+    assert judge(poor, gates, "away").verdict is Verdict.UNHEALTHY
+    # Turned off: never severe.
+    off = Gates(severe=SevereGate(enabled=False))
+    assert judge(bad, off, "away").verdict is Verdict.UNHEALTHY
+    assert judge_severe(None, gates.severe, "away") is None

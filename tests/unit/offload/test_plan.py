@@ -409,3 +409,14 @@ def test_begin_from_a_rolled_back_split_goes_on_from_there() -> None:
     assert next_step(between, Verdict.HEALTHY).weight == 50
     with pytest.raises(ValueError, match=r"outside 0\.\.100"):
         begin_from(Direction.TO_AWAY, None, 101)
+
+
+def test_a_severe_verdict_rolls_back_at_once_to_the_last_good_weight() -> None:
+    state = dataclasses.replace(
+        begin(Direction.TO_AWAY, (50, 100), failures_before_rollback=3), step_index=1, weight=50
+    )
+    decision = next_step(state, Verdict.SEVERE)
+    assert decision.action is Action.ROLL_BACK
+    assert decision.weight == 0
+    assert decision.state.ending is Ending.ROLLED_BACK
+    assert "severely" in decision.reason

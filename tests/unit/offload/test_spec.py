@@ -49,3 +49,45 @@ def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -
     target[path[-1]] = value
     with pytest.raises(InvalidSpec, match=message):
         parse_offload(offload)
+
+
+def test_the_severe_gate_and_the_emergency_default_to_the_crd() -> None:
+    strategy = parse_offload(MINIMAL).strategy
+    severe = strategy.gates.severe
+    assert (severe.enabled, severe.error_rate_percent, severe.min_requests, severe.window_seconds) == (
+        True,
+        50.0,
+        20,
+        5,
+    )
+    emergency = strategy.emergency
+    assert (emergency.enabled, emergency.grace_seconds, emergency.min_serving_percent) == (True, 30, 0)
+
+
+def test_the_severe_gate_and_the_emergency_are_read_and_checked() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["strategy"] = {
+        "gates": {"severe": {"errorRatePercent": 30, "minRequests": 50, "windowSeconds": 2}},
+        "emergency": {"enabled": False, "graceSeconds": 10, "minServingPercent": 50},
+    }
+    strategy = parse_offload(offload).strategy
+    assert strategy.gates.severe.error_rate_percent == 30.0
+    assert (strategy.gates.severe.min_requests, strategy.gates.severe.window_seconds) == (50, 2)
+    assert strategy.emergency.enabled is False
+    assert (strategy.emergency.grace_seconds, strategy.emergency.min_serving_percent) == (10, 50)
+    offload["spec"]["strategy"] = {"emergency": {"minServingPercent": 101}}
+    with pytest.raises(InvalidSpec, match=r"minServingPercent 101 is outside 0\.\.100"):
+        parse_offload(offload)
+    offload["spec"]["strategy"] = {"gates": {"severe": {"errorRatePercent": 150}}}
+    with pytest.raises(InvalidSpec, match="errorRatePercent 150 is outside"):
+        parse_offload(offload)
+
+
+def test_deletion_and_finalizers_are_read() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    assert (parse_offload(offload).deleting, parse_offload(offload).finalizers) == (False, ())
+    offload["metadata"].update(
+        deletionTimestamp="2026-12-03T13:00:00Z", finalizers=["a/b"], resourceVersion="42"
+    )
+    spec = parse_offload(offload)
+    assert (spec.deleting, spec.finalizers, spec.resource_version) == (True, ("a/b",), "42")
