@@ -443,8 +443,15 @@ class Reconciler:
             )
         if self._in_emergency(work):
             # All at once: the side being left has lost its endpoints, no step would protect anything.
+            promoted = plan.promote(work.state())
+            reason = (
+                f"the {side} side is ready: all traffic moves there at once (away weight {promoted.weight})"
+            )
             return self._decide(
-                work, plan.promote(work.state()), outcome=Phase.SUCCEEDED, outcome_reason=EMERGENCY_REASON
+                work,
+                dataclasses.replace(promoted, reason=reason),
+                outcome=Phase.SUCCEEDED,
+                outcome_reason=EMERGENCY_REASON,
             )
         decision = plan.next_step(dataclasses.replace(work.state(), paused=False), plan.Verdict.HEALTHY)
         return self._decide(work, decision)
@@ -473,7 +480,6 @@ class Reconciler:
             return self._waiting(work, "WaitingForRouters", lagging)
         step_key = (work.current.step_index or 0, weight, work.current.consecutive_failures)
         started = self._intervals.get(spec.key)
-        window = float(spec.strategy.gates.severe.window_seconds)
         if started is None or started.step_key != step_key:
             self._begin_interval(work, step_key, samples)
             work.condition(
@@ -482,7 +488,7 @@ class Reconciler:
                 "StepInterval",
                 f"every router applies away weight {weight}; judging the {side} side",
             )
-            return min(float(spec.strategy.step_interval_seconds), window)
+            return min(float(spec.strategy.step_interval_seconds), POLL_SECONDS)
         return self._within_interval(work, started, samples)
 
     def _within_interval(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
@@ -494,8 +500,9 @@ class Reconciler:
         severe = self._severe_window(work, started, samples)
         if severe is not None:
             return self._act_on_severe(work, severe)
-        window = float(spec.strategy.gates.severe.window_seconds)
-        return min(remaining, window - (self._monotonic() - started.window_started))
+        # Looked at every POLL_SECONDS, not once per window: a window that already holds enough
+        # requests at a severe error rate need not run out before it counts.
+        return min(remaining, POLL_SECONDS)
 
     def _severe_window(
         self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]

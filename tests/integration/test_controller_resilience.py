@@ -1,0 +1,271 @@
+"""The controller keeps the site up when parts fail: a severe gate, a lost serving side, a deleted Offload.
+
+Same rig as the migration tests (two `local` nodes, the token service, router and controller as real
+processes on the real control plane), with load through the router. Each test prints what it
+measured (shown with `pytest -rP`): failed requests, seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+
+from tests.integration.conftest import Kubectl
+from tests.integration.migration_rig import API, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.test_migration import describe, flip, following, load
+from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import Outcome, failures
+from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster.ports import PortPicker
+from vk_provider.kit.kube import KubeApiError
+from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL
+
+pytestmark = pytest.mark.usefixtures("traffic_rbac")
+
+RigFor = Callable[[dict[str, Any]], contextlib.AbstractAsyncContextManager[Rig]]
+
+
+@pytest.fixture
+def rig_for(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> RigFor:
+    @contextlib.asynccontextmanager
+    async def started(strategy: dict[str, Any]) -> AsyncIterator[Rig]:
+        rig = await build_rig(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            folder=tmp_path,
+            strategy=strategy,
+        )
+        try:
+            yield rig
+        finally:
+            await close_rig(rig)
+
+    return started
+
+
+def workload_processes(rig: Rig, node_name: str) -> list[int]:
+    """The token servers running for `node_name`'s pods (each names its node's fail file)."""
+    marker = f"{rig.fail_dir}/{node_name}.fail".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in arguments and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or () if c["type"] == kind), None)
+
+
+async def restart_controller_with_metrics(rig: Rig) -> str:
+    """Restart the controller serving /metrics; the graceful stop hands the Lease over at once."""
+    port = PortPicker().pick()
+    rig.controller.stop()
+    rig.controller.arguments = [*rig.controller.arguments, "--metrics-listen", f"127.0.0.1:{port}"]
+    rig.controller.start()
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+async def metric_value(url: str, name: str) -> float:
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def recovery_times(outcomes: list[Outcome], since: float) -> tuple[float, float, int]:
+    """(seconds to the first success after the first failure, to the last failure, failures) after `since`."""
+    after = sorted((o for o in outcomes if o.start >= since), key=lambda o: o.start)
+    failed = [o for o in after if not o.ok]
+    if not failed:
+        return 0.0, 0.0, 0
+    first_failure = failed[0].start
+    first_success = next(o.start for o in after if o.ok and o.start > first_failure)
+    return first_success - since, failed[-1].start - since, len(failed)
+
+
+async def test_a_severe_failure_at_weight_50_rolls_back_within_one_short_window(rig_for: RigFor) -> None:
+    strategy = {
+        "stepIntervalSeconds": 20,  # the tolerant path alone would take 3 x 20 s
+        "toAwaySteps": [50, 100],
+        "failuresBeforeRollback": 3,
+        "gates": {"minRequestsPerInterval": 20, "severe": {"windowSeconds": 3}},
+    }
+    async with rig_for(strategy) as rig, following(rig) as log, load(rig, rate=60) as generator:
+        (rig.fail_dir / f"{rig.away.node_name}.fail").touch()  # the away side will answer 500s
+        out = await flip(rig, "away", timeout_seconds=180)
+        await generator.stop()
+        events = await rig.events("SevereFailure")
+    status = out["status"]
+    assert status["phase"] == "RolledBack", status
+    assert status["outcomeReason"] == "SevereFailure"
+    assert status["awayWeight"] == 0
+    assert status["lastCheck"]["verdict"] == "Severe"
+    assert events
+    weights = [weight for _, weight in log.changes]
+    assert weights == [0, 50, 0], weights
+    at_50, back = log.changes[1][0], log.changes[2][0]
+    failed = failures(generator.outcomes)
+    assert failed, "the away side was meant to fail"
+    assert all(rig.side_of(o.served_by) == "away" for o in failed), describe(failed)
+    # One window (3 s) after the routers apply 50, plus their propagation: far below one interval.
+    assert back - at_50 < 10, back - at_50
+    print(f"severe rollback: weight 50 held {back - at_50:.1f}s; {len(failed)} failed requests")
+
+
+async def test_lost_away_workloads_bring_home_back_without_a_person(rig_for: RigFor) -> None:
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [100],
+        "gates": {"minRequestsPerInterval": 10},
+        "emergency": {"graceSeconds": 30},  # the default, written out: the recovery time depends on it
+    }
+    async with rig_for(strategy) as rig, load(rig, rate=40) as generator:
+        metrics_url = await restart_controller_with_metrics(rig)
+        assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 0  # home at 0: nothing to fall back on
+        away = await rig.deployment(f"{NAME}-away")
+        assert "ownerReferences" not in away["metadata"]
+        victims = workload_processes(rig, rig.away.node_name)
+        assert victims, "no away workload found"
+        killed_at = time.monotonic()
+        rig.away.kill()  # the node daemon: nobody reports or restarts the workloads
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+        async def home_serves() -> dict[str, Any] | None:
+            status: dict[str, Any] = (await rig.offload()).get("status") or {}
+            done = status.get("outcomeReason") == "EmergencyMigration" and status.get("phase") == "Succeeded"
+            recent = [o for o in generator.outcomes if o.start > time.monotonic() - 3]
+            steady = len(recent) >= 60 and all(o.ok for o in recent)
+            return status if done and steady else None
+
+        status = await wait_for(
+            home_serves,
+            timeout_seconds=180,
+            what=f"an emergency migration home; controller log:\n{rig.controller.log_tail(40)}",
+        )
+        await generator.stop()
+        assert status is not None
+        assert status["awayWeight"] == 0
+        assert status["targetPlacement"] == "home"
+        degraded = condition(status, "Degraded")
+        assert degraded is not None
+        assert (degraded["status"], degraded["reason"]) == ("True", "EmergencyMigration")
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 2
+        assert await rig.events("EmergencyMigration")
+        assert await metric_value(metrics_url, "vk_provider_controller_emergency_migrations_total") == 1
+        offload = await rig.offload()
+        assert offload["spec"]["placement"] == "away"  # the user's wish is kept, for when away is back
+    first_success, steady, failed = recovery_times(generator.outcomes, killed_at)
+    late = [o for o in generator.outcomes if o.start > killed_at + steady + 0.001]
+    assert late
+    assert all(o.ok and rig.side_of(o.served_by) == "home" for o in late)
+    print(
+        f"away workloads killed: first success after {first_success:.1f}s, steady 100% success after "
+        f"{steady:.1f}s, {failed} failed requests meanwhile (grace 30 s)"
+    )
+
+
+async def test_deleting_an_offload_while_away_moves_home_first_and_drops_nothing(
+    rig_for: RigFor, kubectl: Kubectl
+) -> None:
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [100],
+        "toHomeSteps": [50, 100],
+        "gates": {"minRequestsPerInterval": 10},
+    }
+    async with rig_for(strategy) as rig:
+        reasons: list[str] = []
+        home_at: list[float] = []
+        async with load(rig, rate=40) as generator:
+            assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
+            offload = await rig.offload()
+            assert FINALIZER in offload["metadata"]["finalizers"]
+            assert "ownerReferences" not in (await rig.deployment(f"{NAME}-away"))["metadata"]
+            started = time.monotonic()
+            kubectl("delete", "offload", NAME, "-n", rig.namespace, "--wait=false")
+            returned_after = time.monotonic() - started
+
+            async def gone() -> bool:
+                try:
+                    status = (await rig.offload()).get("status") or {}
+                except KubeApiError as error:
+                    if error.not_found:
+                        return True
+                    raise
+                if status.get("awayWeight") == 0 and not home_at:
+                    home_at.append(time.monotonic())
+                deleting = condition(status, "Deleting")
+                if deleting is not None and (not reasons or reasons[-1] != deleting["reason"]):
+                    reasons.append(deleting["reason"])
+                return False
+
+            await wait_for(
+                gone, timeout_seconds=180, what=f"the Offload to go; {rig.controller.log_tail(30)}"
+            )
+            gone_at = time.monotonic()
+            await generator.stop()
+        assert returned_after < 5, returned_after
+        # Until traffic was home, and then until the route was released with the Offload, nothing
+        # failed; what follows the release is the router answering 404 for a route that is no more
+        # (the service is then reached at home directly, below).
+        assert home_at, reasons
+        failed = failures(generator.outcomes)
+        released = min((o.start for o in failed), default=gone_at)
+        served = [o for o in generator.outcomes if o.start < released]
+        assert len(served) > 200
+        assert released > home_at[0], describe(failed)
+        assert all(o.status == 404 for o in failed), describe(failed)
+        assert reasons[:1] == ["MigratingHome"], reasons
+        # The service ends at home, straight through its pods; nothing is left away.
+        home = await rig.deployment(NAME)
+        assert (home["spec"]["replicas"], home["status"].get("readyReplicas")) == (2, 2)
+        pods = await rig.api.get(
+            f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": "app=chat"}
+        )
+        addresses = [pod["status"]["podIP"] for pod in pods["items"]]
+        async with aiohttp.ClientSession() as session:
+            for address in addresses:
+                async with session.get(f"http://{address}:8080/healthz") as response:
+                    assert response.status == 200
+        with pytest.raises(KubeApiError) as missing:
+            await rig.deployment(f"{NAME}-away")
+        assert missing.value.not_found
+        away_pods = await rig.api.get(
+            f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": f"{OFFLOAD_LABEL}={NAME}"}
+        )
+        assert away_pods["items"] == []
+        assert workload_processes(rig, rig.away.node_name) == []
+        with pytest.raises(KubeApiError):
+            await rig.api.get(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
+    print(
+        f"deleted while away: kubectl returned in {returned_after:.1f}s; Offload gone after "
+        f"{gone_at - started:.1f}s; {len(served)} requests until the route was released, 0 failed; "
+        f"Deleting reasons {reasons}"
+    )
