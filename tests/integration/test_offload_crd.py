@@ -81,9 +81,15 @@ async def test_a_minimal_offload_is_accepted_and_gets_the_strategy_and_away_defa
         "toHomeSteps": [10, 25, 50, 75, 100],
         "stepIntervalSeconds": 30,
         "readyThresholdPercent": 100,
-        "gates": {"maxErrorRatePercent": 1, "maxP99LatencyMilliseconds": 2000, "minRequestsPerInterval": 10},
+        "gates": {
+            "maxErrorRatePercent": 1,
+            "maxP99LatencyMilliseconds": 2000,
+            "minRequestsPerInterval": 10,
+            "severe": {"enabled": True, "errorRatePercent": 50, "minRequests": 20, "windowSeconds": 5},
+        },
         "failuresBeforeRollback": 3,
         "progressDeadlineSeconds": 600,
+        "emergency": {"enabled": True, "graceSeconds": 30, "minServingPercent": 0},
     }
     assert spec["away"] == {
         "nodeSelector": {"type": "virtual-kubelet"},
@@ -114,6 +120,7 @@ async def test_explicit_steps_and_a_path_prefix_route_are_kept_as_given(
         "maxErrorRatePercent": 0.5,
         "maxP99LatencyMilliseconds": 2000,
         "minRequestsPerInterval": 10,
+        "severe": {"enabled": True, "errorRatePercent": 50, "minRequests": 20, "windowSeconds": 5},
     }
     assert stored["away"]["replicas"] == 0
     assert stored["away"]["annotations"] == {"provider.example/region": "eu"}
