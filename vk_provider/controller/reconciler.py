@@ -2,8 +2,9 @@
 
 Level-based: each pass reads the Offload, both Deployments, the home Service and what the routers
 apply, and acts on that alone, so a controller restarted at any moment picks up from the status. The
-only memory kept between passes is the metrics sample taken when a step's interval began; after a
-restart it is gone and the interval simply starts again (a step is judged late, never wrongly).
+only memory kept between passes is the metrics sample taken when a step's interval began and since
+when a side has been lost (or back); after a restart they are gone and the interval or the grace
+period simply starts again (judged late, never wrongly).
 
 A migration's life, recorded in `status.phase`:
 
@@ -70,6 +71,7 @@ from vk_provider.controller.serving import (
     best_usable,
     needed_endpoints,
     other_side,
+    routed,
     serving_side,
     worst_usable,
 )
@@ -330,6 +332,9 @@ class Reconciler:
             return self._start(work)
         if work.current.observed_generation != work.spec.generation:
             work.set(observed_generation=work.spec.generation)
+        if self._in_emergency(work):  # the spec now names the side the emergency moved to
+            message = f"spec.placement is now {work.spec.placement.value}, where the emergency moved traffic"
+            work.condition("Degraded", "False", "PlacementChanged", message)
         if work.spec.deleting:
             if work.weight == plan.MIN_WEIGHT:
                 return await self._release(work)
@@ -721,10 +726,15 @@ class Reconciler:
             return IDLE_RESYNC_SECONDS
         needed = needed_endpoints(desired, emergency.min_serving_percent)
         try:
-            usable = best_usable(await self._routers.views(spec.namespace, spec.name), side)
+            views = routed(await self._routers.views(spec.namespace, spec.name))
         except RouterUnreachable:
-            self._lost.forget(spec.key)  # no view, no verdict: a router outage is not the side's loss
+            views = []
+        if not views:
+            # No view, no verdict: a router outage, or a route no router serves (e.g. it lost a
+            # conflict over its host), is not the side's loss, and another side would not help.
+            self._lost.forget(spec.key)
             return WATCH_SECONDS
+        usable = best_usable(views, side)
         if usable >= needed:
             self._lost.forget(spec.key)
             degraded = condition_of(work.current, "Degraded")
@@ -769,9 +779,10 @@ class Reconciler:
             return self._return(work, f"the {lost} side has no replicas; bringing it up")
         needed = math.ceil(desired * spec.strategy.ready_threshold_percent / 100)
         try:
-            usable = worst_usable(await self._routers.views(spec.namespace, spec.name), lost)
+            views = routed(await self._routers.views(spec.namespace, spec.name))
         except RouterUnreachable:
-            usable = 0
+            views = []
+        usable = worst_usable(views, lost) if views else 0
         if usable < needed:
             self._back.forget(spec.key)
             return WATCH_SECONDS

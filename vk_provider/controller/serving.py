@@ -38,6 +38,11 @@ def needed_endpoints(desired: int, min_serving_percent: int) -> int:
     return max(1, math.ceil(desired * min_serving_percent / 100))
 
 
+def routed(views: Sequence[RouteView]) -> list[RouteView]:
+    """The views of routers that serve the route at all (one that does not has nothing to say)."""
+    return [view for view in views if view.away_weight is not None]
+
+
 def best_usable(views: Sequence[RouteView], side: str) -> int:
     return max((view.usable.get(side, 0) for view in views), default=0)
 

@@ -8,6 +8,7 @@ from vk_provider.controller.serving import (
     best_usable,
     needed_endpoints,
     other_side,
+    routed,
     serving_side,
     worst_usable,
 )
@@ -45,3 +46,9 @@ def test_the_clock_counts_from_the_first_look_until_forgotten() -> None:
     assert clock.held_for("ns/b") == 0
     clock.forget("ns/a")
     assert clock.held_for("ns/a") == 0
+
+
+def test_a_router_without_the_route_has_no_say() -> None:
+    unrouted = RouteView("http://other", None, {"home": 0, "away": 0})
+    assert routed([unrouted, view(1, 2)]) == [view(1, 2)]
+    assert routed([unrouted]) == []
