@@ -23,7 +23,7 @@ from tests.integration.conftest import Kubectl
 from tests.integration.migration_rig import API, NAME, Rig, StartNode, build_rig, close_rig
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
-from vk_devtools.demo.load import Outcome, failures
+from vk_devtools.demo.load import Outcome, failures, share_by
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.ports import PortPicker
 from vk_provider.kit.kube import KubeApiError
@@ -169,7 +169,6 @@ async def test_lost_away_workloads_bring_home_back_without_a_person(rig_for: Rig
             timeout_seconds=180,
             what=f"an emergency migration home; controller log:\n{rig.controller.log_tail(40)}",
         )
-        await generator.stop()
         assert status is not None
         assert status["awayWeight"] == 0
         assert status["targetPlacement"] == "home"
@@ -181,13 +180,40 @@ async def test_lost_away_workloads_bring_home_back_without_a_person(rig_for: Rig
         assert await metric_value(metrics_url, "vk_provider_controller_emergency_migrations_total") == 1
         offload = await rig.offload()
         assert offload["spec"]["placement"] == "away"  # the user's wish is kept, for when away is back
-    first_success, steady, failed = recovery_times(generator.outcomes, killed_at)
-    late = [o for o in generator.outcomes if o.start > killed_at + steady + 0.001]
+        # The away node comes back and restarts its workloads: once every router has seen them ready
+        # for the grace period, a normal gated migration takes traffic back away.
+        returned_at = time.monotonic()
+        rig.away.start()
+
+        async def back_away() -> dict[str, Any] | None:
+            status: dict[str, Any] = (await rig.offload()).get("status") or {}
+            degraded = condition(status, "Degraded") or {}
+            done = (status.get("phase"), status.get("targetPlacement"), status.get("awayWeight")) == (
+                "Succeeded",
+                "away",
+                100,
+            )
+            return status if done and degraded.get("reason") == "Recovered" else None
+
+        await wait_for(
+            back_away, timeout_seconds=240, what=f"the way back away; {rig.controller.log_tail(30)}"
+        )
+        await generator.stop()
+        assert await rig.events("EmergencyOver")
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 0
+    first_success, steady, failed = recovery_times(
+        [o for o in generator.outcomes if o.start < returned_at], killed_at
+    )
+    late = [o for o in generator.outcomes if killed_at + steady + 0.001 < o.start < returned_at]
     assert late
     assert all(o.ok and rig.side_of(o.served_by) == "home" for o in late)
+    after = [o for o in generator.outcomes if o.start >= returned_at]
+    assert not failures(after), describe(failures(after))
+    assert share_by(after, rig.side_of)["away"] > 0
     print(
         f"away workloads killed: first success after {first_success:.1f}s, steady 100% success after "
-        f"{steady:.1f}s, {failed} failed requests meanwhile (grace 30 s)"
+        f"{steady:.1f}s, {failed} failed requests meanwhile (grace 30 s); back away after the node "
+        f"returned: {len(after)} requests, 0 failed"
     )
 
 
