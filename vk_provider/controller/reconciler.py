@@ -93,8 +93,11 @@ from vk_provider.runtime.queueing import Requeue
 
 POLL_SECONDS = 1.0
 """How soon to look again while waiting on replicas or routers (their changes do not wake us)."""
-WATCH_SECONDS = 2.0
-"""How often the serving side is looked at after a migration (a lost side wakes nothing either)."""
+MIN_WATCH_SECONDS = 1.0
+MAX_WATCH_SECONDS = 10.0
+"""How often the serving side is looked at after a migration (a lost side wakes nothing): a sixth of
+the emergency grace period, within these bounds. Each look costs three or four API reads per Offload
+(the pass's own) and one /-/status per router, so it is not done more often than the grace needs."""
 EMERGENCY_REASON = "EmergencyMigration"
 GATES_PASSING = {
     plan.Verdict.HEALTHY: "True",
@@ -493,7 +496,7 @@ class Reconciler:
                 "StepInterval",
                 f"every router applies away weight {weight}; judging the {side} side",
             )
-            return min(float(spec.strategy.step_interval_seconds), POLL_SECONDS)
+            return min(float(spec.strategy.step_interval_seconds), severe_poll_seconds(spec))
         return self._within_interval(work, started, samples)
 
     def _within_interval(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
@@ -507,7 +510,7 @@ class Reconciler:
             return self._act_on_severe(work, severe)
         # Looked at every POLL_SECONDS, not once per window: a window that already holds enough
         # requests at a severe error rate need not run out before it counts.
-        return min(remaining, POLL_SECONDS)
+        return min(remaining, severe_poll_seconds(spec))
 
     def _severe_window(
         self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]
@@ -733,14 +736,14 @@ class Reconciler:
             # No view, no verdict: a router outage, or a route no router serves (e.g. it lost a
             # conflict over its host), is not the side's loss, and another side would not help.
             self._lost.forget(spec.key)
-            return WATCH_SECONDS
+            return watch_seconds(spec)
         usable = best_usable(views, side)
         if usable >= needed:
             self._lost.forget(spec.key)
             degraded = condition_of(work.current, "Degraded")
             if degraded is not None and degraded.get("status") == "True":
                 work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
-            return WATCH_SECONDS
+            return watch_seconds(spec)
         lost_for = self._lost.held_for(spec.key)
         what = (
             f"the {side} side has {usable} usable endpoints on the best router, fewer than {needed} "
@@ -754,7 +757,7 @@ class Reconciler:
                 f"{what}; an emergency migration {other_side(side)} starts "
                 f"if it lasts {emergency.grace_seconds}s",
             )
-            return min(WATCH_SECONDS, emergency.grace_seconds - lost_for)
+            return min(watch_seconds(spec), emergency.grace_seconds - lost_for)
         self._lost.forget(spec.key)
         return self._start_emergency(work, side, f"{what} for {lost_for:.0f}s")
 
@@ -785,11 +788,11 @@ class Reconciler:
         usable = worst_usable(views, lost) if views else 0
         if usable < needed:
             self._back.forget(spec.key)
-            return WATCH_SECONDS
+            return watch_seconds(spec)
         back_for = self._back.held_for(spec.key)
         grace = spec.strategy.emergency.grace_seconds
         if back_for < grace:
-            return min(WATCH_SECONDS, grace - back_for)
+            return min(watch_seconds(spec), grace - back_for)
         return self._return(
             work, f"every router has seen {needed} usable {lost} endpoints for {back_for:.0f}s"
         )
@@ -861,6 +864,16 @@ class Reconciler:
         work.condition("Deleting", "True", "ReleasingAway", message)
         work.set(message=f"deleted: {message}")
         return POLL_SECONDS
+
+
+def severe_poll_seconds(spec: OffloadSpec) -> float:
+    """How soon to look again within a step's interval: every second while the severe gate is on."""
+    return POLL_SECONDS if spec.strategy.gates.severe.enabled else math.inf
+
+
+def watch_seconds(spec: OffloadSpec) -> float:
+    grace = spec.strategy.emergency.grace_seconds
+    return min(MAX_WATCH_SECONDS, max(MIN_WATCH_SECONDS, grace / 6))
 
 
 def leaving(spec: OffloadSpec) -> OffloadSpec:
