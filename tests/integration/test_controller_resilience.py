@@ -201,6 +201,14 @@ async def test_lost_away_workloads_bring_home_back_without_a_person(rig_for: Rig
         await generator.stop()
         assert await rig.events("EmergencyOver")
         assert (await rig.deployment(NAME))["spec"]["replicas"] == 0
+
+        async def home_pods_gone() -> bool:  # so that the rig's teardown finds nothing terminating
+            pods = await rig.api.get(
+                f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": "app=chat"}
+            )
+            return not pods["items"]
+
+        await wait_for(home_pods_gone, timeout_seconds=60, what="the home pods to stop again")
     first_success, steady, failed = recovery_times(
         [o for o in generator.outcomes if o.start < returned_at], killed_at
     )
