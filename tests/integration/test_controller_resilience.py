@@ -26,7 +26,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import Outcome, failures, share_by
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.ports import PortPicker
-from vk_provider.kit.kube import KubeApiError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApiError
 from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
@@ -241,7 +241,25 @@ async def test_deleting_an_offload_while_away_moves_home_first_and_drops_nothing
             assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
             offload = await rig.offload()
             assert FINALIZER in offload["metadata"]["finalizers"]
-            assert "ownerReferences" not in (await rig.deployment(f"{NAME}-away"))["metadata"]
+            # An away Deployment made by an earlier controller was owned by its Offload (the garbage
+            # collector would delete it with the Offload, serving or not): the controller drops that.
+            metadata = offload["metadata"]
+            owner = {
+                "apiVersion": offload["apiVersion"],
+                "kind": "Offload",
+                "name": NAME,
+                "uid": metadata["uid"],
+            }
+            await rig.api.patch(
+                f"/apis/apps/v1/namespaces/{rig.namespace}/deployments/{NAME}-away",
+                {"metadata": {"ownerReferences": [owner]}},
+                content_type=MERGE_PATCH,
+            )
+
+            async def unowned() -> bool:
+                return "ownerReferences" not in (await rig.deployment(f"{NAME}-away"))["metadata"]
+
+            await wait_for(unowned, timeout_seconds=30, what="the away Deployment's owner to be dropped")
             started = time.monotonic()
             kubectl("delete", "offload", NAME, "-n", rig.namespace, "--wait=false")
             returned_after = time.monotonic() - started

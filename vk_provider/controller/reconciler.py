@@ -708,6 +708,7 @@ class Reconciler:
         )
 
     async def _desired_replicas(self, work: Pass, side: str) -> int:
+        """The side's Deployment's replicas; the away one is also freed of an Offload owner on the way."""
         if side == "home":
             return replicas_of(work.home)
         away = await self._deployments.away(work.spec)
@@ -720,7 +721,9 @@ class Reconciler:
         spec = work.spec
         emergency = spec.strategy.emergency
         side = serving_side(work.weight)
-        if not emergency.enabled or side is None:
+        if side is None or not emergency.enabled:
+            if work.weight != plan.MIN_WEIGHT:
+                await self._desired_replicas(work, "away")  # still drops an old ownerReference
             self._lost.forget(spec.key)
             return IDLE_RESYNC_SECONDS
         desired = await self._desired_replicas(work, side)
