@@ -13,12 +13,13 @@ from vk_devtools.devcluster import cluster
 
 
 def dev(directory: Path, command: str, *arguments: str) -> str:
-    """`vk-provider dev COMMAND [--dir D] ARGUMENTS...` (`--dir` before the arguments, so it stays an
-    option of `dev COMMAND` even when the arguments start with `--`, as `dev kubectl -- get nodes`)."""
-    words = ["vk-provider", "dev", command]
+    """`vk-provider dev COMMAND ARGUMENTS... [--dir D]`; `--dir` goes before a `--` among the arguments,
+    so it stays an option of `dev COMMAND` (as in `dev kubectl --dir D -- get nodes`)."""
+    words = ["vk-provider", "dev", command, *arguments]
     if directory.absolute() != cluster.default_directory().absolute():
-        words += ["--dir", str(directory.absolute())]
-    return shlex.join([*words, *arguments])
+        at = words.index("--") if "--" in words else len(words)
+        words[at:at] = ["--dir", str(directory.absolute())]
+    return shlex.join(words)
 
 
 def env(directory: Path) -> str:
