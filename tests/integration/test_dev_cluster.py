@@ -245,6 +245,10 @@ async def test_a_dead_controller_leaves_the_dev_tools_working_restart_brings_it_
         assert restarted.stdout.startswith("started again controller")
         status = vk_provider("dev", "status", "--dir", str(directory))
         assert status.returncode == 0, status.stdout
+        # A running component restarts too: a node, waited for until its new process renews its Lease.
+        node = vk_provider("dev", "restart", "local-gpu", "--dir", str(directory))
+        assert node.returncode == 0, node.stderr
+        assert node.stdout.startswith("restarted node/local-gpu: healthy")
         # The new controller really works: it takes the Lease over once the dead one's expires.
         await wait_for(
             lambda: asyncio.to_thread(lambda: _lease_holder(directory) not in ("", first_leader)),

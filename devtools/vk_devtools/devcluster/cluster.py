@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -431,12 +432,19 @@ def _scheduler_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) ->
     ]
 
 
-def health_check(state: ClusterState, name: str) -> Callable[[], bool] | None:
+def health_check(
+    state: ClusterState, name: str, *, since: datetime | None = None
+) -> Callable[[], bool] | None:
     """How `up` and `restart` tell that the named component serves; None for the controller, which
-    serves nothing to ask (it starts acting once it holds its Lease)."""
+    serves nothing to ask (it starts acting once it holds its Lease). With `since` (a restart), a node
+    must also have renewed its Lease since then, so the old process's Ready does not count."""
     if name.startswith(NODE_PREFIX):
         node = name.removeprefix(NODE_PREFIX)
-        return lambda: localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{node}"))
+        lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}"
+        return lambda: (
+            localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{node}"))
+            and (since is None or localnode.renewed_since(apiserver_request(state, lease), since))
+        )
     ports = state.ports
     # The TLS contexts are made when asked, so naming a component without a check needs no certificates.
     checks: dict[str, Callable[[], bool]] = {

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import zlib
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,17 @@ def is_ready(node_json: str | None) -> bool:
         return False
     conditions = json.loads(node_json).get("status", {}).get("conditions", [])
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def renewed_since(lease_json: str | None, since: datetime) -> bool:
+    """Whether the node's Lease (its heartbeat) was renewed at or after `since`: after a restart, the
+    node's Ready condition may still be the old process's, the renewal can only be the new one's."""
+    if not lease_json:
+        return False
+    renewed = json.loads(lease_json).get("spec", {}).get("renewTime")
+    if not isinstance(renewed, str):
+        return False
+    try:
+        return datetime.fromisoformat(renewed) >= since
+    except ValueError:
+        return False

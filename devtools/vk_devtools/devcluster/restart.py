@@ -12,6 +12,7 @@ import dataclasses
 import fcntl
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from vk_devtools.devcluster import cluster, processes
@@ -69,10 +70,11 @@ def restart(state: cluster.ClusterState, name: str, *, timeout_seconds: float) -
             f"how {name} was started"
         )
     began = time.monotonic()
+    began_at = datetime.now(UTC)
     was_running = processes.is_running(old)
     process, record = processes.restart(old)
     _save_record(state.directory, record)
-    healthy = cluster.health_check(state, name)
+    healthy = cluster.health_check(state, name, since=began_at)
     if healthy is not None:
         processes.wait_until(
             name, healthy, process=process, log_path=Path(record.log), timeout_seconds=timeout_seconds

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import io
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.unit.devtools import COMPONENTS, plane, stopped_record, write_state
 from vk_devtools import commandline
-from vk_devtools.devcluster import cluster, commands, processes, restart
+from vk_devtools.devcluster import cluster, commands, localnode, processes, restart
 
 
 def parse(*words: str) -> argparse.Namespace:
@@ -169,3 +170,22 @@ def test_a_component_that_exits_at_once_fails_the_restart_with_its_log(tmp_path:
         assert "router exited with code 3 while starting" in err.getvalue()
         assert "address already in use" in err.getvalue()
         assert "also not running (it may need them): etcd" in err.getvalue()
+
+
+NOW = datetime(2026, 12, 3, 13, 0, 0, 500000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("lease", "renewed"),
+    [
+        (None, False),
+        ("", False),
+        ('{"spec": {}}', False),
+        ('{"spec": {"renewTime": "not a time"}}', False),
+        ('{"spec": {"renewTime": "2026-12-03T13:00:00.499999Z"}}', False),  # the old process's beat
+        ('{"spec": {"renewTime": "2026-12-03T13:00:00.500000Z"}}', True),
+        ('{"spec": {"renewTime": "2026-12-03T13:00:07.000001Z"}}', True),
+    ],
+)
+def test_a_restarted_node_counts_only_once_it_renewed_its_lease(lease: str | None, renewed: bool) -> None:
+    assert localnode.renewed_since(lease, NOW) is renewed
