@@ -169,10 +169,15 @@ def _answering_state(directory: Path, err: TextIO) -> cluster.ClusterState | Non
         )
         return None
     running = state.running()
+    if state.stopped and not any(running.values()):
+        print(
+            f"error: no control plane is running in {directory} (`dev down` stopped it); "
+            f"start one with `{hints.dev(directory, 'up')}`",
+            file=err,
+        )
+        return None
     if not running[apiserver.name]:
-        if state.stopped:
-            advice = f"start one with `{hints.dev(directory, 'up')}`"
-        elif not any(running.values()):
+        if not any(running.values()):
             afresh = f"{hints.dev(directory, 'down')} && {hints.dev(directory, 'up')}"
             advice = f"none of its components runs; to start afresh, deleting its data: `{afresh}`"
         else:

@@ -92,7 +92,10 @@ def test_a_plane_stopped_by_down_is_not_running(tmp_path: Path, apiserver_answer
     with plane(folder, [], stopped=True):
         err = io.StringIO()
         assert commands.kubeconfig(folder, out=io.StringIO(), err=err) == commands.EXIT_FAILED
-        assert f"start one with `vk-provider dev up --dir {folder}`" in err.getvalue()
+        assert err.getvalue() == (
+            f"error: no control plane is running in {folder} (`dev down` stopped it); "
+            f"start one with `vk-provider dev up --dir {folder}`\n"
+        )
 
 
 def test_a_plane_that_died_by_itself_is_pointed_at_down_then_up(
