@@ -35,6 +35,7 @@ from typing import Any
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
+from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.deployments import (
     Deployments,
     deployment_path,
@@ -144,7 +145,9 @@ class Reconciler:
         *,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        claims: RouteClaims | None = None,
     ) -> None:
+        self._claims = claims
         self._api = api
         self._deployments = Deployments(api)
         self._routers = routers
@@ -167,6 +170,10 @@ class Reconciler:
         except InvalidSpec as error:
             await self._report_problem(offload, status, now, "InvalidSpec", str(error))
             return None
+        conflict = None if self._claims is None else await self._claims.conflict(offload)
+        if conflict is not None:  # an older Offload holds the route: no migration, no traffic
+            await self._report_problem(offload, status, now, "RouteConflict", conflict.message)
+            return IDLE_RESYNC_SECONDS
         home = await self._deployments.get(deployment_path(namespace, spec.home_deployment))
         service = await self._deployments.get(service_path(namespace, spec.home_service))
         if home is None or service is None:
