@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.offload.names import PROMOTE_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, PROMOTE_ANNOTATION
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -28,6 +28,12 @@ DEFAULT_MAX_ERROR_RATE_PERCENT = 1.0
 DEFAULT_MAX_P99_LATENCY_MS = 2000
 DEFAULT_MIN_REQUESTS_PER_INTERVAL = 10
 DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
+MAX_AWAY_REPLICAS = 100
+"""The CRD's maximum of `spec.away.replicas`: each away replica is a paid workload at a provider, so a
+typo must not start thousands (see manifests/crds/offload.yaml)."""
+MAX_NAME_LENGTH = 63
+"""An Offload's name is a label value on its away Deployment and pods (`OFFLOAD_LABEL`), and label
+values hold at most 63 characters; the CRD refuses longer names, this catches ones written past it."""
 DEFAULT_AWAY_NODE_SELECTOR: Mapping[str, str] = {"type": "virtual-kubelet"}
 DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"},
@@ -153,15 +159,23 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     if isinstance(max_error_rate, bool) or not isinstance(max_error_rate, int | float):
         raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
     replicas = away.get("replicas")
+    name = _name(metadata.get("name"), "metadata.name")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidSpec(
+            f"metadata.name is {len(name)} characters, more than {MAX_NAME_LENGTH}: it must fit in the "
+            f"{OFFLOAD_LABEL} label of the away pods; recreate the Offload with a shorter name"
+        )
     return OffloadSpec(
         namespace=_name(metadata.get("namespace"), "metadata.namespace"),
-        name=_name(metadata.get("name"), "metadata.name"),
+        name=name,
         uid=str(metadata.get("uid") or ""),
         generation=_integer(metadata.get("generation"), "metadata.generation", 0),
         home_deployment=_name(home.get("deployment"), "spec.home.deployment"),
         home_service=_name(home.get("service"), "spec.home.service"),
         away=AwayTemplate(
-            replicas=None if replicas is None else _integer(replicas, "spec.away.replicas", 0),
+            replicas=None
+            if replicas is None
+            else _integer(replicas, "spec.away.replicas", 0, maximum=MAX_AWAY_REPLICAS),
             node_selector=_strings(node_selector, "spec.away.nodeSelector")
             if node_selector is not None
             else dict(DEFAULT_AWAY_NODE_SELECTOR),

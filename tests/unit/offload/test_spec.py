@@ -39,6 +39,9 @@ def test_defaults_match_the_crd() -> None:
         (("spec", "strategy"), {"stepIntervalSeconds": 0}, "stepIntervalSeconds 0 is outside 1"),
         (("spec", "strategy"), {"gates": {"maxErrorRatePercent": "lots"}}, "must be a number"),
         (("spec", "away"), {"nodeSelector": {"a": 1}}, "nodeSelector values must be strings"),
+        (("spec", "away"), {"replicas": 100000}, r"spec.away.replicas 100000 is outside 0..100"),
+        (("metadata", "name"), "n" * 64, "64 characters, more than 63: it must fit in the .* label"),
+        (("metadata", "name"), "n" * 253, "253 characters, more than 63"),
     ],
 )
 def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -> None:
@@ -49,3 +52,12 @@ def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -
     target[path[-1]] = value
     with pytest.raises(InvalidSpec, match=message):
         parse_offload(offload)
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["metadata"]["name"] = "n" * 63
+    offload["spec"]["away"] = {"replicas": 100}
+    spec = parse_offload(offload)
+    assert spec.away.replicas == 100
+    assert len(spec.name) == 63
