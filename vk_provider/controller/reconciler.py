@@ -254,7 +254,9 @@ class Reconciler:
             )
             phase = Phase.IDLE
         if phase not in RUNNING_PHASES:
-            if work.spec.placement.value != work.current.target_placement:
+            if work.spec.placement.value != work.current.target_placement or work.spec.retry_requested(
+                phase, work.current.handled_retry
+            ):
                 return self._start(work)
             if work.current.observed_generation != work.spec.generation:
                 work.set(observed_generation=work.spec.generation)
@@ -296,6 +298,7 @@ class Reconciler:
             outcome_reason=None,
             last_check=None,
             handled_promotion=spec.promotion,
+            handled_retry=spec.retry or None,
             observed_generation=spec.generation,
             message=message,
         )

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.offload.names import OFFLOAD_LABEL, PROMOTE_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -19,6 +19,7 @@ from vk_provider.offload.plan import (
     Direction,
     validate_steps,
 )
+from vk_provider.offload.status import Phase
 
 # The CRD's defaults (manifests/crds/offload.yaml), applied here too for an Offload read before the
 # apiserver filled them in, or written past it.
@@ -89,6 +90,13 @@ class OffloadSpec:
     paused: bool
     promotion: str
     """The promote annotation's value ('' when absent): a new value asks to skip the remaining steps."""
+    retry: str = ""
+    """The retry annotation's value ('' when absent): a new value after a migration rolled back or
+    failed asks to run it again."""
+
+    def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
+        """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
+        return bool(self.retry) and self.retry != handled and phase in (Phase.ROLLED_BACK, Phase.FAILED)
 
     @property
     def key(self) -> str:
@@ -234,4 +242,5 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         promotion=str(
             _mapping(metadata.get("annotations"), "metadata.annotations").get(PROMOTE_ANNOTATION) or ""
         ),
+        retry=str(_mapping(metadata.get("annotations"), "metadata.annotations").get(RETRY_ANNOTATION) or ""),
     )

@@ -9,6 +9,7 @@ import pytest
 
 from vk_provider.offload.plan import Direction
 from vk_provider.offload.spec import InvalidSpec, parse_offload
+from vk_provider.offload.status import Phase
 
 MINIMAL: dict[str, Any] = {
     "metadata": {"namespace": "ml", "name": "chat", "generation": 2},
@@ -61,3 +62,16 @@ def test_the_bounds_themselves_are_accepted() -> None:
     spec = parse_offload(offload)
     assert spec.away.replicas == 100
     assert len(spec.name) == 63
+
+
+def test_a_new_retry_value_asks_again_only_after_a_bad_ending() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["metadata"]["annotations"] = {"offload.vk-provider.dev/retry": "2026-01-01T10:00:00Z"}
+    spec = parse_offload(offload)
+    assert spec.retry == "2026-01-01T10:00:00Z"
+    assert spec.retry_requested(Phase.ROLLED_BACK, None)
+    assert spec.retry_requested(Phase.FAILED, "an older value")
+    assert not spec.retry_requested(Phase.FAILED, "2026-01-01T10:00:00Z")  # already started for it
+    assert not spec.retry_requested(Phase.SUCCEEDED, None)
+    assert not spec.retry_requested(Phase.SHIFTING, None)
+    assert not parse_offload(MINIMAL).retry_requested(Phase.ROLLED_BACK, None)
