@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
+from tests.integration.migration_rig import HOST, NAME, StartNode, build_rig, close_rig
 from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import LoadGenerator, LoadSettings
 from vk_devtools.devcluster import cluster
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi
+from vk_provider.offload.names import RETRY_ANNOTATION
 
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 CLI_TIMEOUT_SECONDS = 60
@@ -73,11 +77,13 @@ def cli_command(control_plane: cluster.ClusterState, *arguments: str) -> list[st
     ]
 
 
-def run_cli(control_plane: cluster.ClusterState, *arguments: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    control_plane: cluster.ClusterState, *arguments: str, timeout: float = CLI_TIMEOUT_SECONDS
+) -> subprocess.CompletedProcess[str]:
     """The `kubectl-offload` entry point of this venv, run to completion."""
     command = [str(Path(sys.executable).parent / "kubectl-offload"), *arguments]
     command += ["--kubeconfig", str(control_plane.kubeconfig)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 async def test_list_shows_every_offload_of_the_namespace_with_its_columns(
@@ -433,3 +439,50 @@ async def test_status_shows_the_gates_and_the_recent_events_of_the_offload(
     events = shown.stdout.split("Recent events:\n", 1)[1]
     assert "MigrationStarted" in events
     assert "FromAnOlderOffload" not in events
+
+
+@pytest.mark.usefixtures("traffic_rbac")
+async def test_a_retry_after_a_rollback_runs_again_with_the_real_controller(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> None:
+    """The controller's half of the retry: the annotation the CLI writes really starts a new attempt."""
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [100],
+        "failuresBeforeRollback": 1,
+        "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
+    }
+    rig = await build_rig(
+        kube_api=kube_api,
+        control_plane=control_plane,
+        namespace=namespace,
+        start_node=start_node,
+        folder=tmp_path,
+        strategy=strategy,
+    )
+    flip = ["flip", NAME, "--to", "away", "--wait", "-n", namespace]
+    away_fails = rig.fail_dir / f"{rig.away.node_name}.fail"
+    generator = LoadGenerator(LoadSettings(url=rig.router_url, host_header=HOST, rate=40))
+    try:
+        await generator.start()
+        away_fails.touch()
+        first = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
+        assert first.returncode == 1, (first.stdout, first.stderr, rig.controller.log_tail())
+        assert f"to try it again: `kubectl offload flip {NAME} --to away -n {namespace}`" in first.stderr
+        assert (await rig.offload())["status"]["phase"] == "RolledBack"
+
+        away_fails.unlink()
+        second = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
+        assert second.returncode == 0, (second.stdout, second.stderr, rig.controller.log_tail())
+        assert "the last migration to away did not succeed; trying it again" in second.stdout
+        offload = await rig.offload()
+        assert offload["status"]["phase"] == "Succeeded"
+        assert offload["status"]["awayWeight"] == 100
+        assert offload["status"]["handledRetry"] == offload["metadata"]["annotations"][RETRY_ANNOTATION]
+    finally:
+        await generator.stop()
+        await close_rig(rig)
