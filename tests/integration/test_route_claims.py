@@ -154,8 +154,11 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
                 "metadata": {"name": NAME},
                 "spec": {
                     "home": {"deployment": RIVAL, "service": RIVAL},
-                    "placement": "home",
+                    # It asks to move away: while it loses the route, nothing may start. Its away pods
+                    # could land nowhere, so once it wins, its migration starts and stays Preparing.
+                    "placement": "away",
                     "route": {"hosts": [HOST]},
+                    "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
                 },
             },
         )
@@ -182,6 +185,11 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         assert f"{rig.namespace}/{NAME}" in events["items"][0]["message"]
         # The first keeps Ready and its status says nothing of a conflict.
         assert _ready_condition(await rig.offload())["status"] == "True"
+        # No migration for the loser: no away Deployment, no MigrationStarted.
+        rival = await api.get(rival_path)
+        assert (rival.get("status") or {}).get("phase") in (None, "Idle")
+        deployments = await api.get(f"/apis/apps/v1/namespaces/{second_namespace}/deployments")
+        assert [item["metadata"]["name"] for item in deployments["items"]] == [RIVAL]
 
         # Both services ready, the cluster-wide router loaded: every request goes to the first.
         await _wait_rival_ready(api, second_namespace)
@@ -211,10 +219,16 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         await wait_for(rival_serves, timeout_seconds=60, what="the router to hand the route to the second")
         handed_over = time.monotonic() - deleted_at
 
-        async def rival_ready() -> bool:
-            return _ready_condition(await api.get(rival_path)).get("status") == "True"
+        async def rival_migrates() -> bool:
+            offload = await api.get(rival_path)
+            ready = _ready_condition(offload).get("status") == "True"
+            return ready and (offload.get("status") or {}).get("phase") == "Preparing"
 
-        await wait_for(rival_ready, timeout_seconds=60, what="the second Offload to become Ready")
+        await wait_for(
+            rival_migrates,
+            timeout_seconds=60,
+            what=f"the second Offload Ready and migrating; its controller's log:\n{controller.log_tail(30)}",
+        )
         print(f"route handed over {handed_over:.1f}s after the first Offload was deleted")
         assert handed_over < 30
     finally:
