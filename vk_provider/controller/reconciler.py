@@ -35,6 +35,7 @@ from typing import Any
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
+from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.deployments import (
     Deployments,
     deployment_path,
@@ -144,7 +145,9 @@ class Reconciler:
         *,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        claims: RouteClaims | None = None,
     ) -> None:
+        self._claims = claims
         self._api = api
         self._deployments = Deployments(api)
         self._routers = routers
@@ -167,6 +170,10 @@ class Reconciler:
         except InvalidSpec as error:
             await self._report_problem(offload, status, now, "InvalidSpec", str(error))
             return None
+        conflict = None if self._claims is None else await self._claims.conflict(offload)
+        if conflict is not None:  # an older Offload holds the route: no migration, no traffic
+            await self._report_problem(offload, status, now, "RouteConflict", conflict.message)
+            return IDLE_RESYNC_SECONDS
         home = await self._deployments.get(deployment_path(namespace, spec.home_deployment))
         service = await self._deployments.get(service_path(namespace, spec.home_service))
         if home is None or service is None:
@@ -247,7 +254,9 @@ class Reconciler:
             )
             phase = Phase.IDLE
         if phase not in RUNNING_PHASES:
-            if work.spec.placement.value != work.current.target_placement:
+            if work.spec.placement.value != work.current.target_placement or work.spec.retry_requested(
+                phase, work.current.handled_retry
+            ):
                 return self._start(work)
             if work.current.observed_generation != work.spec.generation:
                 work.set(observed_generation=work.spec.generation)
@@ -289,6 +298,7 @@ class Reconciler:
             outcome_reason=None,
             last_check=None,
             handled_promotion=spec.promotion,
+            handled_retry=spec.retry or None,
             observed_generation=spec.generation,
             message=message,
         )

@@ -18,6 +18,9 @@ OFFLOAD_LABEL = f"{GROUP}/offload"
 """On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
 PROMOTE_ANNOTATION = f"{GROUP}/promote"
 """On the Offload: a new value asks the controller to skip the remaining steps (`kubectl offload promote`)."""
+RETRY_ANNOTATION = f"{GROUP}/retry"
+"""On the Offload: a new value asks the controller to run the last migration again after it rolled back
+or failed (`kubectl offload flip` toward the side it did not reach); `status.handledRetry` echoes it."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 

@@ -29,6 +29,11 @@ requests would only be refused there.
 An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not starting with `/`, no
 home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
 `build_routes` returns it as a `SkippedOffload` for callers that want to report it (e.g. as an event).
+
+An Offload that claims a host and path prefix an older Offload already holds (see
+`vk_provider.offload.claims`) gets no route either, skipped with the conflict as its reason, so a later
+Offload in any namespace cannot take another's traffic; when the holder is deleted, the next rebuild
+gives the route to it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
+from vk_provider.offload.claims import resolve_claims
 from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
 from vk_provider.offload.status import OffloadStatus
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
@@ -98,7 +104,9 @@ def build_routes(
     endpoint_slices: Iterable[Mapping[str, Any]],
     away_pods: Iterable[Mapping[str, Any]],
 ) -> BuildResult:
-    """The route table for these objects, plus the Offloads skipped as invalid (no logging)."""
+    """The route table for these objects, plus the Offloads skipped as invalid or losing their
+    route's claim (no logging)."""
+    offloads = list(offloads)
     home_index = _index_home_endpoints(endpoint_slices)
     away_index = _index_away_endpoints(away_pods)
     routes: list[Route] = []
@@ -113,9 +121,35 @@ def build_routes(
             skipped.append(SkippedOffload(namespace, name, str(error)))
             continue
         routes.append(route)
+    routes = _drop_claim_losers(offloads, routes, skipped)
     routes.sort(key=lambda route: (route.namespace, route.name))
     skipped.sort(key=lambda item: (item.namespace, item.name, item.reason))
     return BuildResult(RouteTable.of(routes), tuple(skipped))
+
+
+def _drop_claim_losers(
+    offloads: Iterable[Mapping[str, Any]], routes: list[Route], skipped: list[SkippedOffload]
+) -> list[Route]:
+    """The routes of the Offloads that hold their claims; each loser is recorded as skipped.
+
+    Only Offloads that made a route claim one: a broken Offload gets no traffic, so it must not keep
+    a valid one from getting any either.
+    """
+    routed = {route.key for route in routes}
+    claims = resolve_claims(offload for offload in offloads if _key_of(offload) in routed)
+    kept: list[Route] = []
+    for route in routes:
+        conflict = claims.conflict(route.namespace, route.name)
+        if conflict is None:
+            kept.append(route)
+        else:
+            skipped.append(SkippedOffload(route.namespace, route.name, conflict.message))
+    return kept
+
+
+def _key_of(offload: Mapping[str, Any]) -> str:
+    metadata = _mapping(offload.get("metadata"))
+    return f"{_text(metadata.get('namespace'))}/{_text(metadata.get('name'))}"
 
 
 # Endpoints by (namespace, service or offload name) → {url: endpoint}.

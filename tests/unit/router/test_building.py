@@ -246,7 +246,7 @@ def test_a_pod_without_the_offload_label_is_not_an_away_endpoint() -> None:
 def test_offloads_in_several_namespaces_do_not_mix_endpoints() -> None:
     offloads = [
         _offload("chat", "ml"),
-        _offload("chat", "prod"),
+        _offload("chat", "prod", hosts=["prod.test"]),  # the same path: a host apart, no conflict
         _offload("embed", "ml", service="embed-svc", prefix="/embed"),
     ]
     slices = [
@@ -314,3 +314,33 @@ def test_two_builds_of_the_same_objects_in_any_order_are_equal() -> None:
         "http://10.0.0.2:8080",
         "http://10.0.0.3:8080",
     ]
+
+
+def _created(offload: dict[str, Any], at: str) -> dict[str, Any]:
+    offload["metadata"]["creationTimestamp"] = at
+    return offload
+
+
+def test_a_younger_offload_with_the_same_route_in_another_namespace_gets_no_traffic() -> None:
+    older = _created(_offload("tokens", "default", hosts=["chat.test"]), "2026-01-01T10:00:00Z")
+    younger = _created(_offload("tokens", "attacker", hosts=["chat.test"]), "2026-01-01T10:00:01Z")
+    slices = [
+        _slice([_endpoint("10.0.0.1")], namespace="default"),
+        _slice([_endpoint("10.6.6.6")], namespace="attacker"),
+    ]
+    result = build_routes([younger, older], slices, [])
+    assert [route.key for route in result.table.routes] == ["default/tokens"]
+    (skipped,) = result.skipped
+    assert skipped.key == "attacker/tokens"
+    assert "default/tokens" in skipped.reason
+    # The winner deleted: the next build gives the route to the one that lost it.
+    (route,) = build_routes([younger], slices, []).table.routes
+    assert route.key == "attacker/tokens"
+
+
+def test_a_broken_older_offload_does_not_block_a_valid_one() -> None:
+    broken = _created(_offload("broken", service="", hosts=["chat.test"]), "2026-01-01T10:00:00Z")
+    valid = _created(_offload("valid", hosts=["chat.test"]), "2026-01-01T10:00:01Z")
+    result = build_routes([broken, valid], [], [])
+    assert [route.key for route in result.table.routes] == ["ml/valid"]
+    assert [item.key for item in result.skipped] == ["ml/broken"]
