@@ -11,6 +11,9 @@ A pod is judged once, when the node first meets it, in this order; the first che
    one its placement recorded (the node's own record, else its `chosen` annotation), else the most it
    may cost (its `max-price-per-hour`), else unknown, which counts as 0: a pod of unknown price is
    admitted only while the known spend is below the ceiling, and one with a cap only when the cap fits.
+   A pod placed by price (any of the catalog annotations) is placed within what is left: the provider
+   is handed the pod with its `max-price-per-hour` lowered to the room under the ceiling (`capped`),
+   and the pod counts at that price until its placement records the real one.
 3. `OutOf<resource>` (`OutOfcpu`, `OutOfnvidia.com/gpu`, `OutOfpods`): the kubelet's check of the pod's
    requests against the node's allocatable less what the pods already admitted here request, in the
    kubelet's words and units (cpu in millicores, everything else whole units, rounded up). As the
@@ -33,9 +36,17 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from vk_provider.kit.placement import CHOSEN_ANNOTATION, PlacementError, check_annotations, price_cap
+from vk_provider.kit.placement import (
+    CATALOG_ANNOTATIONS,
+    CHOSEN_ANNOTATION,
+    MAX_PRICE_ANNOTATION,
+    PlacementError,
+    check_annotations,
+    price_cap,
+)
 from vk_provider.kit.placement.record import parse_chosen_annotation
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
+from vk_provider.provider import PodRequest
 
 RawObject = Mapping[str, Any]
 
@@ -201,6 +212,11 @@ def expected_price(pod: RawObject, recorded: float | None = None) -> float | Non
         return None
 
 
+def spend_per_hour(admitted: Iterable[RawObject], prices: Mapping[str, float]) -> float:
+    """What the admitted pods cost or may cost an hour, as far as is known (see `expected_price`)."""
+    return sum(expected_price(other, prices.get(_uid(other))) or 0.0 for other in admitted)
+
+
 def check_ceilings(
     pod: RawObject,
     admitted: Iterable[RawObject],
@@ -221,7 +237,7 @@ def check_ceilings(
     ceiling = ceilings.max_spend_per_hour
     if ceiling is None:
         return None
-    spend = sum(expected_price(other, prices.get(_uid(other))) or 0.0 for other in admitted)
+    spend = spend_per_hour(admitted, prices)
     price = expected_price(pod)
     if price is None and spend >= ceiling:
         return Refusal(
@@ -238,6 +254,22 @@ def check_ceilings(
             "spend-ceiling",
         )
     return None
+
+
+def capped(request: PodRequest, cap: float | None) -> PodRequest:
+    """The pod as the provider must place it: its `max-price-per-hour` lowered to `cap` (None: as is)."""
+    if cap is None:
+        return request
+    annotations = {**request.annotations, MAX_PRICE_ANNOTATION: f"{cap:.6f}"}
+    return dataclasses.replace(request, annotations=annotations)
+
+
+def _uses_catalog(pod: RawObject) -> bool:
+    return any(name in _annotations(pod) for name in CATALOG_ANNOTATIONS)
+
+
+_SMALLEST_CAP = 0.000001
+"""Below this (what `capped` can write) there is no room left under the spend ceiling."""
 
 
 def _uid(pod: RawObject) -> str:
@@ -270,6 +302,8 @@ class Admissions:
         self._admitted: set[str] = set()
         self._refused: dict[str, Refusal] = {}
         self._announced: set[str] = set()
+        self._caps: dict[str, float] = {}
+        """The price cap each pod placed by price was admitted under, where the spend ceiling lowered it."""
 
     def decide(
         self,
@@ -298,16 +332,35 @@ class Admissions:
             and _active(other)
             and (_uid(other) in self._admitted or _uid(other) in held or acknowledged(other))
         ]
+        known = {**self._caps, **(prices or {})}  # a recorded price replaces the cap admitted under
         refusal = (
             check_placement(pod)
-            or check_ceilings(pod, admitted, self._ceilings, prices=prices or {}, node_name=self._node_name)
+            or check_ceilings(pod, admitted, self._ceilings, prices=known, node_name=self._node_name)
             or check_resources(pod, admitted, self._allocatable)
         )
+        ceiling = self._ceilings.max_spend_per_hour
+        if refusal is None and ceiling is not None and _uses_catalog(pod):
+            room = ceiling - spend_per_hour(admitted, known)
+            cap = expected_price(pod)
+            if cap is None or cap > room:
+                if room < _SMALLEST_CAP:
+                    refusal = Refusal(
+                        OUT_OF_BUDGET,
+                        f"node {self._node_name} may spend at most ${ceiling:.2f}/h at its provider "
+                        "(max_spend_per_hour), and nothing is left for this pod",
+                        "spend-ceiling",
+                    )
+                else:
+                    self._caps[uid] = room
         if refusal is None:
             self._admitted.add(uid)
         else:
             self._refused[uid] = refusal
         return refusal
+
+    def price_cap(self, uid: str) -> float | None:
+        """The price cap the provider must place the pod within, when the spend ceiling lowered it."""
+        return self._caps.get(uid)
 
     def announce(self, uid: str) -> bool:
         """True the first time it is asked about a refused pod: its event is posted once, not at every
@@ -322,3 +375,4 @@ class Admissions:
         self._admitted.discard(uid)
         self._refused.pop(uid, None)
         self._announced.discard(uid)
+        self._caps.pop(uid, None)

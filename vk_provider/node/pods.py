@@ -262,7 +262,7 @@ class PodReconciler:
         self._applied[ref.uid] = fingerprint
 
     async def _create(self, pod: dict[str, Any], ref: PodRef) -> None:
-        request = await self._request_for(pod, ref)
+        request = admission.capped(await self._request_for(pod, ref), self._admissions.price_cap(ref.uid))
         async with self._metrics.time_provider_call("create_pod"):
             await self._provider.create_pod(request)
         self.known[ref.uid] = ref

@@ -18,9 +18,14 @@ from typing import Any
 import pytest
 
 from tests.unit.node.test_pod_updates import CachedPods, NoReferences, RecordingApi
-from vk_provider.kit.placement import CHOSEN_ANNOTATION, GPU_COUNT_ANNOTATION, MAX_PRICE_ANNOTATION
+from vk_provider.kit.placement import (
+    CHOSEN_ANNOTATION,
+    GPU_COUNT_ANNOTATION,
+    GPU_TYPES_ANNOTATION,
+    MAX_PRICE_ANNOTATION,
+)
 from vk_provider.node import podstatus
-from vk_provider.node.admission import Admissions, Ceilings, check_resources, pod_requests
+from vk_provider.node.admission import Admissions, Ceilings, capped, check_resources, pod_requests
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler
 from vk_provider.node.settings import NodeSettings, SettingsError, load_settings
@@ -29,6 +34,7 @@ from vk_provider.provider import (
     ContainerStateKind,
     ContainerTermination,
     PodRef,
+    PodRequest,
     PodState,
     ProviderContext,
 )
@@ -209,6 +215,47 @@ def test_a_pod_of_unknown_price_is_refused_once_the_known_spend_reaches_the_ceil
     refusal = judge.decide(later, [placed, later], prices={"placed": 5.0})
     assert refusal is not None
     assert "not known before it is placed" in refusal.message
+
+
+def test_a_pod_placed_by_price_is_placed_within_what_is_left_under_the_spend_ceiling() -> None:
+    judge = admissions(Ceilings(max_spend_per_hour=10.0))
+    placed = pod("placed")
+    by_price = pod("by-price", annotations={GPU_TYPES_ANNOTATION: "H100-80GB"})  # no cap of its own
+    bound = [placed, by_price]
+    assert judge.decide(placed, bound, prices={"placed": 7.0}) is None
+    assert judge.decide(by_price, bound, prices={"placed": 7.0}) is None
+    assert judge.price_cap("by-price") == pytest.approx(3.0)
+    request = PodRequest(PodRef("ns", "pod-by-price", "by-price"), "n", (), annotations={"keep": "me"})
+    assert capped(request, judge.price_cap("by-price")).annotations == {
+        "keep": "me",
+        MAX_PRICE_ANNOTATION: "3.000000",
+    }
+    assert capped(request, None) is request
+    # Until its placement records a price, it counts at its cap: nothing is left for another.
+    later = pod("later", annotations={GPU_TYPES_ANNOTATION: "A100-80GB"})
+    assert judge.decide(later, [*bound, later], prices={"placed": 7.0}) is not None
+    # A cheaper cap of its own is kept as it is.
+    judge = admissions(Ceilings(max_spend_per_hour=10.0))
+    modest = pod("modest", annotations={MAX_PRICE_ANNOTATION: "1.5"})
+    assert judge.decide(modest, [modest]) is None
+    assert judge.price_cap("modest") is None
+
+
+async def test_the_provider_receives_the_lowered_cap(tmp_path: Path) -> None:
+    created: list[PodRequest] = []
+
+    class Recording(MockProvider):
+        async def create_pod(self, pod: PodRequest) -> None:
+            created.append(pod)
+            await super().create_pod(pod)
+
+    pods = CachedPods()
+    provider = Recording(ProviderContext("n", {}, "127.0.0.1", tmp_path))
+    reconciler, _ = reconciler_for(tmp_path, pods, provider=provider, max_spend_per_hour=4.0)
+    pods.objects["a"] = pod("a", annotations={GPU_COUNT_ANNOTATION: "1"})
+    await reconciler.reconcile("a")
+    (request,) = created
+    assert request.annotations[MAX_PRICE_ANNOTATION] == "4.000000"
 
 
 # -- placement annotations ------------------------------------------------------------------------
