@@ -24,7 +24,7 @@ from vk_provider.kit.placement import (
     GPU_TYPES_ANNOTATION,
     MAX_PRICE_ANNOTATION,
 )
-from vk_provider.node import podstatus
+from vk_provider.node import nodeobject, podstatus
 from vk_provider.node.admission import Admissions, Ceilings, capped, check_resources, pod_requests
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler
@@ -510,3 +510,18 @@ def test_a_terminal_pod_keeps_what_the_provider_says_of_a_container_that_ran() -
     state = PodState(PodRef("ns", "pod-a", "a"), "Failed", containers=(ended,), reason="Evicted")
     status = podstatus.pod_status(pod("a"), state, host_ip="127.0.0.1", now=datetime.now(UTC))
     assert status["containerStatuses"][0]["state"]["terminated"]["reason"] == "Error"
+
+
+def test_the_pod_ceiling_is_the_nodes_allocatable_pods_so_the_scheduler_sends_no_more() -> None:
+    resources = {"cpu": "8", "pods": "110"}
+    assert nodeobject.allocatable(NodeSettings(), resources) == resources
+    assert nodeobject.allocatable(NodeSettings(max_provider_pods=3), resources) == {"cpu": "8", "pods": "3"}
+    assert nodeobject.allocatable(NodeSettings(max_provider_pods=500), resources)["pods"] == "110"
+    assert nodeobject.allocatable(NodeSettings(max_provider_pods=4), {"cpu": "8"})["pods"] == "4"
+    status = nodeobject.status(
+        NodeSettings(max_provider_pods=3, capacity=resources),
+        nodeobject.Health(ready=True),
+        datetime.now(UTC),
+        provider_capacity={},
+    )
+    assert (status["capacity"]["pods"], status["allocatable"]["pods"]) == ("110", "3")
