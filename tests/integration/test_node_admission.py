@@ -194,3 +194,27 @@ async def test_the_spend_ceiling_refuses_the_pod_that_would_pass_it(
     assert refused.status.reason == "OutOfBudget"
     assert "at most 3 pods at its provider (max_provider_pods), and 3 run there" in refused.status.message
     assert await running_at_provider(daemon) == {"first", "cheap-1", "cheap-2"}
+
+
+async def test_a_forced_deletion_stops_the_workload_without_a_grace_period_warning(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str, running_at_provider: RunningAtProvider
+) -> None:
+    daemon = await start_node("mock", capacity=GPU_NODE)
+    core = client.CoreV1Api(kube_api)
+    held = bound_pod("held", daemon.node_name)
+    held["metadata"]["finalizers"] = ["example.com/hold"]  # keeps the object, deletionGracePeriodSeconds 0
+    await core.create_namespaced_pod(namespace, held)
+    await running(core, namespace, "held")
+    await core.delete_namespaced_pod("held", namespace, grace_period_seconds=0)
+
+    async def stopped() -> bool:
+        return "held" not in await running_at_provider(daemon)
+
+    await wait_for(stopped, timeout_seconds=30, what="the forcibly deleted pod to stop at the provider")
+    assert "did not stop within its grace period" not in daemon.log_path.read_text()
+    await core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
+
+    async def deleted() -> bool:
+        return "held" not in [pod.metadata.name for pod in (await core.list_namespaced_pod(namespace)).items]
+
+    await wait_for(deleted, timeout_seconds=30, what="the pod to be gone once its finalizer is")
