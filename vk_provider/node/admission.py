@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -147,20 +147,30 @@ def _checked(resource: str, allocatable: Mapping[str, Fraction]) -> bool:
     )
 
 
+def pod_units(pod: RawObject) -> dict[str, int]:
+    """`pod_requests` in the kubelet's integers (see `_units`), which it adds up pod by pod."""
+    return {resource: _units(resource, value) for resource, value in pod_requests(pod).items()}
+
+
 def check_resources(
-    pod: RawObject, admitted: Iterable[RawObject], allocatable: Mapping[str, str]
+    pod: RawObject,
+    admitted: Iterable[RawObject],
+    allocatable: Mapping[str, str],
+    *,
+    requests: Callable[[RawObject], Mapping[str, int]] = pod_units,
 ) -> Refusal | None:
-    """`OutOf<resource>` when the pod's requests do not fit in what `admitted` pods leave free."""
+    """`OutOf<resource>` when the pod's requests do not fit in what `admitted` pods leave free.
+
+    `requests`: how a pod's requests are found (`pod_units`, or a cache of it)."""
     free = _parse_all(allocatable)
-    used: dict[str, Fraction] = {}
+    used: dict[str, int] = {}
     for other in admitted:
-        _add(used, pod_requests(other))
-    for resource, requested in sorted(pod_requests(pod).items()):
-        if requested <= 0 or not _checked(resource, free):
+        for resource, value in requests(other).items():
+            used[resource] = used.get(resource, 0) + value
+    for resource, want in sorted(requests(pod).items()):
+        if want <= 0 or not _checked(resource, free):
             continue
-        want, have, cap = (
-            _units(resource, v) for v in (requested, used.get(resource, Fraction(0)), free[resource])
-        )
+        have, cap = used.get(resource, 0), _units(resource, free[resource])
         if want > cap - have:
             return Refusal(
                 f"OutOf{resource}",
@@ -303,6 +313,9 @@ class Admissions:
         self._refused: dict[str, Refusal] = {}
         self._announced: set[str] = set()
         self._caps: dict[str, float] = {}
+        self._requests: dict[str, Mapping[str, int]] = {}
+        """Each pod's `pod_units`, by UID: a decision adds up every admitted pod's, and the containers'
+        requests of a pod do not change (short of an in-place resize, which this does not follow)."""
         """The price cap each pod placed by price was admitted under, where the spend ceiling lowered it."""
 
     def decide(
@@ -336,7 +349,7 @@ class Admissions:
         refusal = (
             check_placement(pod)
             or check_ceilings(pod, admitted, self._ceilings, prices=known, node_name=self._node_name)
-            or check_resources(pod, admitted, self._allocatable)
+            or check_resources(pod, admitted, self._allocatable, requests=self._requests_of)
         )
         ceiling = self._ceilings.max_spend_per_hour
         if refusal is None and ceiling is not None and _uses_catalog(pod):
@@ -358,6 +371,13 @@ class Admissions:
             self._refused[uid] = refusal
         return refusal
 
+    def _requests_of(self, pod: RawObject) -> Mapping[str, int]:
+        uid = _uid(pod)
+        requests = self._requests.get(uid)
+        if requests is None:
+            requests = self._requests[uid] = pod_units(pod)
+        return requests
+
     def price_cap(self, uid: str) -> float | None:
         """The price cap the provider must place the pod within, when the spend ceiling lowered it."""
         return self._caps.get(uid)
@@ -376,3 +396,4 @@ class Admissions:
         self._refused.pop(uid, None)
         self._announced.discard(uid)
         self._caps.pop(uid, None)
+        self._requests.pop(uid, None)
