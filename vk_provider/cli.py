@@ -82,6 +82,15 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     node.add_argument(
         "--state-dir", help="folder for the provider's bookkeeping (default: /var/lib/vk-provider)"
     )
+    node.add_argument(
+        "--max-provider-pods",
+        help="most pods the node may run at its provider; more are refused, OutOfBudget (default: none)",
+    )
+    node.add_argument(
+        "--max-spend-per-hour",
+        help="most US dollars an hour the node's pods may cost at list price; beyond, OutOfBudget "
+        "(default: none)",
+    )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
     node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
     node.add_argument("--api-qps", help="requests a second to the apiserver, watches excluded (default: 50)")

@@ -76,6 +76,15 @@ class DaemonMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._admission_refusals = Counter(
+            "pod_admission_refusals",
+            "Pods the node refused before creating anything at the provider, by reason (OutOfcpu, "
+            "OutOfBudget, InvalidPlacement, ...) and check (resources, pods-ceiling, spend-ceiling, "
+            "placement).",
+            ["reason", "check"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         for result in ("success", "failure"):
             self._reconciles.labels(result=result)  # both series exist from the start, at 0
 
@@ -95,6 +104,9 @@ class DaemonMetrics:
         """Drop a deleted pod's series, so the registry does not grow with every pod ever placed."""
         with contextlib.suppress(KeyError):
             self._pod_cost.remove(namespace, pod, provider)
+
+    def count_admission_refusal(self, reason: str, check: str) -> None:
+        self._admission_refusals.labels(reason=reason, check=check).inc()
 
     def set_provider_available(self, available: bool) -> None:
         self._provider_available.set(1.0 if available else 0.0)

@@ -19,6 +19,21 @@ from vk_provider.provider import ContainerState, ContainerStateKind, ContainerTe
 
 OUR_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
 PROVIDER_FAILED = "ProviderFailed"
+CREATING = {"reason": "ContainerCreating"}
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _never_started(state: PodState) -> dict[str, str]:
+    """What a container of a terminal pod waits for when the provider never ran it: nothing any more.
+
+    Not `ContainerCreating`, which says it is on its way (and which `kubectl get pods` would show instead
+    of the pod's reason): the pod's own reason and message (`OutOfnvidia.com/gpu`, `ProviderFailed`), as
+    the kubelet shows a rejected pod's reason.
+    """
+    waiting = {"reason": state.reason or ("PodCompleted" if state.phase == "Succeeded" else "PodFailed")}
+    if state.message:
+        waiting["message"] = state.message
+    return waiting
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -35,7 +50,14 @@ def _termination(termination: ContainerTermination) -> dict[str, Any]:
     }
 
 
-def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod_uid: str) -> dict[str, Any]:
+def _container_status(
+    spec: Mapping[str, Any],
+    state: ContainerState | None,
+    pod_uid: str,
+    waiting: Mapping[str, str] = CREATING,
+) -> dict[str, Any]:
+    """`waiting`: the state shown for a container the provider says nothing of (or that waits without
+    a reason): being created, while the pod may still run."""
     name = spec["name"]
     status: dict[str, Any] = {
         "name": name,
@@ -45,7 +67,7 @@ def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod
         "ready": False,
         "restartCount": 0,
         "started": False,
-        "state": {"waiting": {"reason": "ContainerCreating"}},
+        "state": {"waiting": dict(waiting)},
         "lastState": {},
     }
     if state is None:
@@ -60,11 +82,12 @@ def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod
     elif state.state is ContainerStateKind.TERMINATED:
         termination = state.termination or ContainerTermination(exit_code=0, reason=state.reason)
         status["state"] = {"terminated": _termination(termination)}
+    elif state.reason:
+        status["state"] = {
+            "waiting": {"reason": state.reason, **({"message": state.message} if state.message else {})}
+        }
     else:
-        waiting = {"reason": state.reason or "ContainerCreating"}
-        if state.message:
-            waiting["message"] = state.message
-        status["state"] = {"waiting": waiting}
+        status["state"] = {"waiting": dict(waiting)}
     if state.last_termination is not None:
         status["lastState"] = {"terminated": _termination(state.last_termination)}
     return status
@@ -108,9 +131,13 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
     by_name = {container.name: container for container in state.containers}
     init_by_name = {container.name: container for container in state.init_containers}
     uid = pod["metadata"]["uid"]
-    containers = [_container_status(c, by_name.get(c["name"]), uid) for c in spec.get("containers", [])]
+    waiting = _never_started(state) if state.phase in TERMINAL else CREATING
+    containers = [
+        _container_status(c, by_name.get(c["name"]), uid, waiting) for c in spec.get("containers", [])
+    ]
     init_containers = [
-        _container_status(c, init_by_name.get(c["name"]), uid) for c in spec.get("initContainers", [])
+        _container_status(c, init_by_name.get(c["name"]), uid, waiting)
+        for c in spec.get("initContainers", [])
     ]
     initialized = all(
         (state_ := init_by_name.get(c["name"])) is not None

@@ -53,6 +53,12 @@ class NodeSettings:
     capacity: Mapping[str, str] = dataclasses.field(
         default_factory=lambda: {"cpu": "100", "memory": "512Gi", "pods": "1000"}
     )
+    max_provider_pods: int | None = None
+    """The most pods this node may run at its provider at once; beyond it a pod is refused (OutOfBudget).
+    None: no ceiling but `capacity`'s pods."""
+    max_spend_per_hour: float | None = None
+    """The most US dollars an hour this node's pods may cost at its provider's list prices; a pod that
+    would take it past this is refused (OutOfBudget). None: no ceiling. See `node.admission`."""
     kubelet_port: int = 10250
     addresses: tuple[str, ...] = ("127.0.0.1",)
     """InternalIP addresses reported on the Node; the first is every pod's hostIP."""
@@ -191,10 +197,19 @@ def _positive_number(name: str) -> Callable[[Any, str], float]:
     return convert
 
 
+def _optional(convert: Callable[[Any, str], Any], value: Any, source: str) -> Any:
+    """None for an empty value ("no ceiling"), else `convert`'s."""
+    return None if value in (None, "") else convert(value, source)
+
+
 _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "taint": lambda value, source: None if value in (None, "") else parse_taint(str(value), source),
     "labels": lambda value, source: parse_pairs(value, source, what="label"),
     "capacity": _capacity,
+    "max_provider_pods": lambda value, source: _optional(_positive_int("max_provider_pods"), value, source),
+    "max_spend_per_hour": lambda value, source: _optional(
+        _positive_number("max_spend_per_hour"), value, source
+    ),
     "addresses": _addresses,
     "provider_config": _provider_config,
     "state_dir": lambda value, source: Path(value),
