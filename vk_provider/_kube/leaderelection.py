@@ -132,14 +132,31 @@ class LeaderElector:
                 await self._keep_renewing(leading)
             finally:
                 self.leading.clear()
-                leading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await leading
+                await self._stop(leading)
             logger.warning("leader election: %s lost the lease; stopped leading", self.identity)
+
+    @staticmethod
+    async def _stop(leading: asyncio.Task[None]) -> None:
+        """Cancel the leader's work and wait until it has stopped.
+
+        Not `await leading` under suppress(CancelledError): that also swallowed a cancellation of
+        `run` itself arriving meanwhile (a stop just as the Lease was lost), and the elector then
+        campaigned on, never stopping.
+        """
+        if leading.done():
+            return
+        leading.cancel()
+        try:
+            await asyncio.wait({leading})
+        except asyncio.CancelledError:
+            await asyncio.wait({leading})  # stopped before we are
+            raise
+        if not leading.cancelled() and (error := leading.exception()) is not None:
+            logger.error("leader election: the leader's work failed as it stopped: %r", error)
 
     async def _keep_renewing(self, leading: asyncio.Task[None]) -> None:
         renewed_at = self._monotonic()
-        while not leading.done():
+        while True:
             done, _ = await asyncio.wait({leading}, timeout=self._renew_seconds)
             if done:
                 leading.result()  # the leader's work ended: raise what ended it
