@@ -337,6 +337,11 @@ async def run_node(
     crash) releases the Lease so a standby takes over at once instead of waiting for it to expire.
     """
     settings.state_dir.mkdir(parents=True, exist_ok=True)
+    # The provider is built only by a leader; a standby with a misspelt one must not wait to find out.
+    if settings.provider not in plugins.available():
+        raise plugins.UnknownProviderError(
+            f"no provider named {settings.provider!r}; installed: {', '.join(plugins.available()) or 'none'}"
+        )
     api = await KubeApi.from_kubeconfig(
         settings.kubeconfig, limiter=RateLimiter(settings.api_qps, settings.api_burst)
     )
