@@ -130,6 +130,33 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="approve our own kubelet-serving CSR (needs the approve RBAC in manifests/)",
     )
     node.add_argument(
+        "--leader-elect",
+        type=str,
+        nargs="?",
+        const="true",
+        metavar="true|false",
+        help="run the node only while holding its leader Lease, so replicas can stand by (default: true)",
+    )
+    node.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the leader Lease (default: the pod's own, else vk-provider-system)",
+    )
+    node.add_argument(
+        "--leader-election-identity", help="this replica's name in the Lease (default: host name + random)"
+    )
+    node.add_argument(
+        "--leader-election-lease-duration-seconds",
+        help="seconds a standby waits after the leader's last renewal before taking over (default: 15)",
+    )
+    node.add_argument(
+        "--leader-election-renew-deadline-seconds",
+        help="seconds the leader keeps leading without renewing the Lease (default: 10)",
+    )
+    node.add_argument(
+        "--leader-election-retry-period-seconds",
+        help="seconds between Lease renewals and takeover attempts (default: 2)",
+    )
+    node.add_argument(
         "--insecure-kubelet-api-allow-all",
         action="store_true",
         default=None,

@@ -36,6 +36,10 @@ NEEDED = [
     ("create", "events", "default"),
     ("create", "leases.coordination.k8s.io", "kube-node-lease"),
     ("patch", "leases.coordination.k8s.io", "kube-node-lease"),
+    # The replicas' leader Lease, in the daemon's own namespace.
+    ("get", "leases.coordination.k8s.io", NAMESPACE),
+    ("create", "leases.coordination.k8s.io", NAMESPACE),
+    ("update", "leases.coordination.k8s.io", NAMESPACE),
     ("create", "tokenreviews.authentication.k8s.io", None),
     ("create", "subjectaccessreviews.authorization.k8s.io", None),
     ("create", "certificatesigningrequests.certificates.k8s.io", None),
@@ -107,7 +111,13 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
         kube_api, control_plane, NAMESPACE, "vk-provider-node", tmp_path / "node-sa.kubeconfig"
     )
     # Self-approval needs the opt-in component; the base alone leaves the CSR to an operator.
-    daemon = await start_node("mock", kubeconfig=str(kubeconfig), kubelet_csr_self_approve=False)
+    # Leader election in the namespace the manifests let it hold its Lease in, as deployed.
+    daemon = await start_node(
+        "mock",
+        kubeconfig=str(kubeconfig),
+        kubelet_csr_self_approve=False,
+        leader_election_namespace=NAMESPACE,
+    )
     await core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}, "data": {"k": "v"}})
     await core.create_namespaced_pod(
         namespace,

@@ -94,6 +94,8 @@ def write_config(
         # The development cluster approves its nodes' serving certificates itself.
         "kubelet_csr_self_approve": True,
         "state_dir": str(directory / "nodes" / node.name),
+        # The node's leader Lease: the development cluster has no vk-provider-system namespace.
+        "leader_election_namespace": "default",
         "provider_config": (
             local_provider_config(directory, node) if provider_config is None else provider_config
         ),

@@ -144,6 +144,8 @@ class ContainerRuntime:
         self.last_termination: ContainerTermination | None = None
         self.ready = False
         self.started = False
+        self._adopted_flags: tuple[bool, bool] | None = None
+        """`started` and `ready` a previous daemon recorded for the run it left running."""
         self._next_crash_streak = 0
         self._kill_detail: str | None = None
 
@@ -259,9 +261,16 @@ class ContainerRuntime:
             self.started_at = status.started_at
             if not self.is_init:
                 # Set with the state, not by the probing task's first step: a status read (or pushed)
-                # in between would show the container running, yet neither started nor ready.
-                self.started, self.ready = flags_at_start(self.spec)
-                probing = asyncio.create_task(self._probe(run, pod), name=f"probes {pod.ref} {self.name}")
+                # in between would show the container running, yet neither started nor ready. A run
+                # adopted from a previous daemon keeps what its probes had found: turning a ready
+                # container unready for the second until the next probe would take it out of its
+                # Service's endpoints at every daemon restart or takeover.
+                adopted, self._adopted_flags = self._adopted_flags, None
+                self.started, self.ready = adopted or flags_at_start(self.spec)
+                probing = asyncio.create_task(
+                    self._probe(run, pod, started=self.started, ready=self.ready),
+                    name=f"probes {pod.ref} {self.name}",
+                )
             pod.changed()
         try:
             await run.wait_exited()
@@ -280,7 +289,7 @@ class ContainerRuntime:
         pod.changed()
         return termination
 
-    async def _probe(self, run: MonitoredRun, pod: PodContext) -> None:
+    async def _probe(self, run: MonitoredRun, pod: PodContext, *, started: bool, ready: bool) -> None:
         listener = ProbeListener(
             set_started=functools.partial(self._set_started, pod),
             set_ready=functools.partial(self._set_ready, pod),
@@ -288,18 +297,20 @@ class ContainerRuntime:
         )
         target = ProbeTarget(pod_ip=pod.pod_ip, env=self.launch.env, working_dir=self.launch.working_dir)
         try:
-            await run_probes(self.spec, target, pod.http_session, listener)
+            await run_probes(self.spec, target, pod.http_session, listener, started=started, ready=ready)
         except Exception:
             logger.exception("pod %s: container %s: probing failed", pod.ref, self.name)
 
     def _set_started(self, pod: PodContext, started: bool) -> None:
         if self.started != started:
             self.started = started
+            pod.persist()  # so a daemon that adopts the run knows it
             pod.changed()
 
     def _set_ready(self, pod: PodContext, ready: bool) -> None:
         if self.ready != ready:
             self.ready = ready
+            pod.persist()
             pod.changed()
 
     async def _kill_after_probe_failure(self, run: MonitoredRun, pod: PodContext, detail: str) -> None:
@@ -382,6 +393,8 @@ class ContainerRuntime:
             "termination": termination_to_json(self.termination),
             "last_termination": termination_to_json(self.last_termination),
             "run": None if self.run is None else self.run.to_json(),
+            "started": self.started,
+            "ready": self.ready,
         }
 
     def restore(self, record: Mapping[str, Any]) -> None:
@@ -400,3 +413,7 @@ class ContainerRuntime:
         if status is not None and status.running and self.run is not None and self.run.monitor_alive():
             self._set_state(ContainerStateKind.RUNNING, None, None)
             self.started_at = status.started_at
+            # Records written before these flags existed adopt as a fresh start does.
+            if "started" in record and "ready" in record:
+                self._adopted_flags = (bool(record["started"]), bool(record["ready"]))
+                self.started, self.ready = self._adopted_flags

@@ -64,11 +64,22 @@ def flags_at_start(spec: ContainerSpec) -> tuple[bool, bool]:
 
 
 async def run_probes(
-    spec: ContainerSpec, target: ProbeTarget, http: HttpSessionFactory, listener: ProbeListener
+    spec: ContainerSpec,
+    target: ProbeTarget,
+    http: HttpSessionFactory,
+    listener: ProbeListener,
+    *,
+    started: bool = False,
+    ready: bool = False,
 ) -> None:
-    """Probe one run of a container; the caller cancels this when the run ends."""
+    """Probe one run of a container; the caller cancels this when the run ends.
+
+    `started` and `ready` are what earlier probes of this run found (a run adopted from a previous
+    daemon): a started run is not startup-probed again, and a ready one stays ready until its
+    readiness probe fails `failure_threshold` times.
+    """
     container_started_at = asyncio.get_running_loop().time()
-    if spec.startup_probe is not None:
+    if spec.startup_probe is not None and not started:
         startup = _ProbeSchedule(spec.startup_probe, target, http, container_started_at)
         while True:
             result = await startup.next()
@@ -83,14 +94,13 @@ async def run_probes(
     async with asyncio.TaskGroup() as group:
         if spec.readiness_probe is not None:
             readiness = _ProbeSchedule(spec.readiness_probe, target, http, container_started_at)
-            group.create_task(_track_readiness(readiness, listener))
+            group.create_task(_track_readiness(readiness, listener, ready=ready))
         if spec.liveness_probe is not None:
             liveness = _ProbeSchedule(spec.liveness_probe, target, http, container_started_at)
             group.create_task(_watch_liveness(liveness, listener))
 
 
-async def _track_readiness(schedule: _ProbeSchedule, listener: ProbeListener) -> None:
-    ready = False
+async def _track_readiness(schedule: _ProbeSchedule, listener: ProbeListener, *, ready: bool) -> None:
     while True:
         await schedule.next()
         if not ready and schedule.successes >= schedule.probe.success_threshold:
