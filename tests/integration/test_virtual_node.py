@@ -139,10 +139,8 @@ async def test_a_deployment_runs_to_ready_on_the_mock_provider(
             0,
         )
         assert container.state.running is not None
-        assert (
-            item.metadata.annotations["vk-provider.dev/traffic-address"]
-            == f"http://{item.status.pod_ip}:8080"
-        )
+        published = {c.type: c.message for c in item.status.conditions}
+        assert published["vk-provider.dev/TrafficAddress"] == f"http://{item.status.pod_ip}:8080"
 
 
 async def test_a_node_deleted_while_the_daemon_runs_is_registered_again(
