@@ -34,7 +34,10 @@ An away pod serves when its `Ready` condition is `True`; one being deleted
 node goes Unknown, and the node lifecycle controller marks its pods `Ready=False` though they run on
 at the provider), a pod whose `ContainersReady` is still `True` (the node's last word: it was ready)
 keeps serving as long as the router's own active checks of its address pass (`active_checks`, URL →
-verdict, from `vk_provider.router.health`); such endpoints are marked `kept_on_active_checks`. Every
+verdict, from `vk_provider.router.health`); such endpoints are marked `kept_on_active_checks`. The
+same holds once the node is Ready again until it has rewritten the pod's status (the pod's `Ready`
+turned False no later than the node's `Ready` turned True): otherwise the seconds between the node's
+return and its first status patch of each pod would drop them all. Every
 unsigned away endpoint is a check target (`BuildResult.check_targets`), checked at its address plus
 the path of the pod's readiness probe (`httpGet`), else `/`.
 
@@ -48,8 +51,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
+from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
@@ -160,7 +165,7 @@ def build_routes(
     away addresses (URL → passing), which keep the pods of a node gone not Ready serving.
     """
     home_index = _index_home_endpoints(endpoint_slices)
-    away = _index_away_endpoints(away_pods, _node_readiness(virtual_nodes), active_checks or {})
+    away = _index_away_endpoints(away_pods, _node_states(virtual_nodes), active_checks or {})
     away_index = away.index
     routes: list[Route] = []
     skipped: list[SkippedOffload] = []
@@ -278,20 +283,46 @@ class _AwayReading:
     check_targets: tuple[CheckTarget, ...]
 
 
-def _node_readiness(nodes: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
+@dataclasses.dataclass(frozen=True)
+class _NodeState:
+    ready: bool
+    ready_since: datetime | None
+    """When the node's `Ready` condition last turned `True` (None when not Ready, or not said)."""
+
+
+def _node_states(nodes: Iterable[Mapping[str, Any]]) -> dict[str, _NodeState]:
     """Virtual node name → whether its `Ready` condition is `True` (False, Unknown or none: not)."""
     key, value = VIRTUAL_NODE_LABEL
-    readiness: dict[str, bool] = {}
+    states: dict[str, _NodeState] = {}
     for node in nodes:
         metadata = _mapping(node.get("metadata"))
         name = _text(metadata.get("name"))
         if name and _mapping(metadata.get("labels")).get(key) == value:
-            readiness[name] = _condition(node, "Ready") == "True"
-    return readiness
+            ready = _find_condition(node, "Ready")
+            is_ready = ready.get("status") == "True"
+            since = parse_timestamp(ready.get("lastTransitionTime")) if is_ready else None
+            states[name] = _NodeState(is_ready, since)
+    return states
+
+
+def _marked_not_ready_by_node_outage(pod: Mapping[str, Any], node: _NodeState) -> bool:
+    """Whether the pod's `Ready=False` says only that its node was away, not that the pod failed.
+
+    The node lifecycle controller flips only `Ready` (its `ContainersReady` stays the node's last
+    word, `True`); the node itself writes both together. So: containers ready, not Ready, and the node
+    not Ready, or Ready again since before the pod's flip (it has not rewritten the pod yet).
+    """
+    ready = _find_condition(pod, "Ready")
+    if ready.get("status") == "True" or _condition(pod, "ContainersReady") != "True":
+        return False
+    if not node.ready:
+        return True
+    flipped = parse_timestamp(ready.get("lastTransitionTime"))
+    return flipped is not None and node.ready_since is not None and flipped <= node.ready_since
 
 
 def _index_away_endpoints(
-    away_pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, bool], active_checks: Mapping[str, bool]
+    away_pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, _NodeState], active_checks: Mapping[str, bool]
 ) -> _AwayReading:
     index: _Index = {}
     untrusted: list[UntrustedPod] = []
@@ -312,9 +343,9 @@ def _index_away_endpoints(
                     forged,
                 )
             )
-        node_ready = nodes.get(_text(_mapping(pod.get("spec")).get("nodeName")))
+        node = nodes.get(_text(_mapping(pod.get("spec")).get("nodeName")))
         address = _condition_message(pod, TRAFFIC_ADDRESS_CONDITION).strip()
-        if node_ready is None or not address:
+        if node is None or not address:
             continue  # not on a virtual node, or its node has published no address
         url = address.rstrip("/")
         try:
@@ -327,7 +358,7 @@ def _index_away_endpoints(
         deleting = metadata.get("deletionTimestamp") is not None
         if _condition(pod, "Ready") == "True":
             endpoint = Endpoint(url, terminating=deleting, auth=auth)
-        elif not node_ready and _condition(pod, "ContainersReady") == "True" and active_checks.get(url):
+        elif active_checks.get(url) and _marked_not_ready_by_node_outage(pod, node):
             # The node went away, not the pod: the node lifecycle controller's Ready=False says
             # nothing about the workload, which our own checks find serving.
             endpoint = Endpoint(url, terminating=deleting, auth=auth, kept_on_active_checks=True)
@@ -361,9 +392,14 @@ def _conditions(pod: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     return (condition for condition in conditions if isinstance(condition, Mapping))
 
 
+def _find_condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The condition `kind`, or {} when there is none."""
+    return next((c for c in _conditions(obj) if c.get("type") == kind), {})
+
+
 def _condition(obj: Mapping[str, Any], kind: str) -> str:
     """The status of condition `kind` (`True`, `False`, `Unknown`), or "" when it has none."""
-    return next((_text(c.get("status")) for c in _conditions(obj) if c.get("type") == kind), "")
+    return _text(_find_condition(obj, kind).get("status"))
 
 
 def _condition_message(pod: Mapping[str, Any], kind: str) -> str:

@@ -34,9 +34,9 @@ logger = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class CheckSettings:
     interval_seconds: float = 2.0
-    timeout_seconds: float = 1.0
+    timeout_seconds: float = 2.0
     healthy_threshold: int = 1
-    unhealthy_threshold: int = 2
+    unhealthy_threshold: int = 3
 
     def __post_init__(self) -> None:
         if self.interval_seconds <= 0 or self.timeout_seconds <= 0:

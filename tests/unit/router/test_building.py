@@ -29,8 +29,10 @@ from vk_provider.router.table import RouteTable
 VIRTUAL_NODE = "vk-away"
 
 
-def _node(name: str = VIRTUAL_NODE, *, ready: str | None = "True", virtual: bool = True) -> dict[str, Any]:
-    conditions = [] if ready is None else [{"type": "Ready", "status": ready}]
+def _node(
+    name: str = VIRTUAL_NODE, *, ready: str | None = "True", virtual: bool = True, since: str | None = None
+) -> dict[str, Any]:
+    conditions = [] if ready is None else [{"type": "Ready", "status": ready, "lastTransitionTime": since}]
     labels = {"type": "virtual-kubelet"} if virtual else {"type": "gpu"}
     return {"metadata": {"name": name, "labels": labels}, "status": {"conditions": conditions}}
 
@@ -119,6 +121,7 @@ def _pod(
     auth: str | None = None,
     node: str = VIRTUAL_NODE,
     probe_path: str | None = None,
+    ready_since: str | None = None,
 ) -> dict[str, Any]:
     """An away pod as its node publishes it: address and marker in status conditions."""
     metadata: dict[str, Any] = {
@@ -135,7 +138,7 @@ def _pod(
             "type": "ContainersReady",
             "status": "True" if containers_ready or (containers_ready is None and ready) else "False",
         },
-        {"type": "Ready", "status": "True" if ready else "False"},
+        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": ready_since},
     ]
     for kind, value in ((TRAFFIC_ADDRESS_CONDITION, address), (TRAFFIC_AUTH_CONDITION, auth)):
         if value is not None:
@@ -340,6 +343,32 @@ def test_a_ready_nodes_not_ready_pod_is_left_out_whatever_the_checks_say() -> No
     pods = [_pod("a", address="http://10.9.0.1:9000", ready=False, containers_ready=True)]
     (route,) = _table([_offload()], [], pods, checks={"http://10.9.0.1:9000": True}).routes
     assert route.away == ()
+
+
+def test_a_node_back_keeps_its_pods_until_it_has_rewritten_their_status() -> None:
+    """Between the node's return and its first status patch of a pod, the pod still says Ready=False."""
+    node = _node(since="2026-12-03T13:20:37Z")
+    pods = [
+        _pod(
+            "a",
+            address="http://10.9.0.1:9000",
+            ready=False,
+            containers_ready=True,
+            ready_since="2026-12-03T13:19:40Z",
+        ),
+        # Turned not Ready after the node came back, containers ready: the node's own word (a gate).
+        _pod(
+            "b",
+            address="http://10.9.0.2:9000",
+            ready=False,
+            containers_ready=True,
+            ready_since="2026-12-03T13:20:40Z",
+        ),
+        _pod("c", address="http://10.9.0.3:9000", ready=False, containers_ready=True, ready_since=None),
+    ]
+    checks = dict.fromkeys(("http://10.9.0.1:9000", "http://10.9.0.2:9000", "http://10.9.0.3:9000"), True)
+    (route,) = _table([_offload()], [], pods, nodes=[node], checks=checks).routes
+    assert route.away == (Endpoint("http://10.9.0.1:9000", kept_on_active_checks=True),)
 
 
 def test_every_unsigned_away_address_is_checked_at_its_readiness_probe_path() -> None:
