@@ -31,7 +31,7 @@ from vk_provider.router.building import (
 )
 from vk_provider.router.health import ActiveChecks, CheckSettings
 from vk_provider.router.metrics import RouterMetrics
-from vk_provider.router.table import RouteTable
+from vk_provider.router.table import Endpoint, RouteTable
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +160,27 @@ class TableFeed:
             await self._wake.wait()
             self._wake.clear()
             if self.rebuild():
+                for route in self.table.routes:
+                    logger.debug(
+                        "%s: home %s; away %s",
+                        route.key,
+                        ", ".join(_described(e) for e in route.home) or "none",
+                        ", ".join(_described(e) for e in route.away) or "none",
+                    )
                 logger.info(
                     "route table updated: %s",
                     ", ".join(f"{route.key} away={route.away_weight}%" for route in self.table.routes)
                     or "no routes",
                 )
+
+
+def _described(endpoint: Endpoint) -> str:
+    notes = [
+        word
+        for word, on in (
+            ("draining", endpoint.terminating),
+            ("kept on checks", endpoint.kept_on_active_checks),
+        )
+        if on
+    ]
+    return endpoint.url + (f" ({', '.join(notes)})" if notes else "")
