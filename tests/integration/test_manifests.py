@@ -153,11 +153,15 @@ TRAFFIC_RIGHTS = {
             ("watch", "endpointslices.discovery.k8s.io", None),
             ("list", "pods", None),
             ("watch", "pods", None),
+            ("list", "nodes", None),
+            ("watch", "nodes", None),
+            ("create", "events", "default"),  # the Warning about ignored traffic annotations
         ],
         [
             ("patch", "offloads.offload.vk-provider.dev/status", "default"),
             ("patch", "pods", "default"),
-            ("create", "events", "default"),
+            ("patch", "pods/status", "default"),
+            ("patch", "nodes", None),
             ("get", "secrets", "default"),
             ("patch", "deployments.apps", "default"),
         ],
