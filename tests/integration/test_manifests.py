@@ -139,8 +139,8 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
 
     async def running_with_address() -> bool:
         pod = await core.read_namespaced_pod("as-sa", namespace)
-        annotations = pod.metadata.annotations or {}
-        return pod.status.phase == "Running" and "vk-provider.dev/traffic-address" in annotations
+        published = {c.type for c in pod.status.conditions or ()}
+        return pod.status.phase == "Running" and "vk-provider.dev/TrafficAddress" in published
 
     await wait_for(running_with_address, timeout_seconds=60, what="the pod to run under the service account")
     await core.delete_namespaced_pod("as-sa", namespace)
@@ -163,11 +163,15 @@ TRAFFIC_RIGHTS = {
             ("watch", "endpointslices.discovery.k8s.io", None),
             ("list", "pods", None),
             ("watch", "pods", None),
+            ("list", "nodes", None),
+            ("watch", "nodes", None),
+            ("create", "events", "default"),  # the Warning about ignored traffic annotations
         ],
         [
             ("patch", "offloads.offload.vk-provider.dev/status", "default"),
             ("patch", "pods", "default"),
-            ("create", "events", "default"),
+            ("patch", "pods/status", "default"),
+            ("patch", "nodes", None),
             ("get", "secrets", "default"),
             ("patch", "deployments.apps", "default"),
         ],

@@ -58,13 +58,15 @@ def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
 
 
 OWN_ANNOTATIONS = frozenset({TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION, CHOSEN_ANNOTATION})
+"""The chosen placement, which we write, and the traffic annotations older nodes wrote (left over, or
+forged: the router ignores them), none of which is the workload's business."""
 
 
 def spec_fingerprint(pod: Mapping[str, Any]) -> str:
     """What a provider may need to update in a running pod: labels, annotations, container images.
 
-    Our own annotations (traffic address and its authentication, chosen placement) are left out:
-    writing them must not look like a change.
+    Our own annotations are left out: writing the chosen placement must not look like a change, nor
+    must an old traffic annotation appearing or going.
     """
     metadata = pod["metadata"]
     annotations = {
@@ -294,12 +296,10 @@ class PodReconciler:
             # The watch brings the result back into the cache; a reconcile before that only repeats
             # an identical, harmless patch.
             await self._api.patch(_pod_path(ref) + "/status", {"status": status})
+        # The traffic address and auth marker went out in that status patch (see `podstatus`), never
+        # as annotations: any pod editor could forge those.
         annotations = pod["metadata"].get("annotations") or {}
         wanted: dict[str, str] = {}
-        if state.traffic_address and annotations.get(TRAFFIC_ADDRESS_ANNOTATION) != state.traffic_address:
-            wanted[TRAFFIC_ADDRESS_ANNOTATION] = state.traffic_address
-        if state.traffic_auth and annotations.get(TRAFFIC_AUTH_ANNOTATION) != state.traffic_auth:
-            wanted[TRAFFIC_AUTH_ANNOTATION] = state.traffic_auth
         if state.placement is not None:
             chosen = chosen_annotation(state.placement)
             if annotations.get(CHOSEN_ANNOTATION) != chosen:

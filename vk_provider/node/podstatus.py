@@ -7,6 +7,12 @@ core/v1: podIPs and hostIPs merge by `ip`, so they carry the `$patch: replace` d
 containerStatuses and initContainerStatuses are atomic, so a plain list already replaces them, and a
 directive there would be stored as a blank status whenever the pod had none yet. A transition time
 moves only when a condition's status changes, as the kubelet does.
+
+The traffic address and its auth marker ride in the same patch, as two conditions of our own types
+(`vk_provider.offload.names`), value in `message`: the router trusts only what the pod's status says,
+because only the node the pod is bound to may write it (NodeRestriction), so one write per transition
+reports the state and publishes where its traffic goes. The apiserver accepts any qualified name as a
+pod condition type.
 """
 
 from __future__ import annotations
@@ -15,9 +21,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from vk_provider.offload.names import (
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_CONDITION,
+    TRAFFIC_CONDITION_REASON,
+)
 from vk_provider.provider import ContainerState, ContainerStateKind, ContainerTermination, PodRef, PodState
 
 OUR_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+TRAFFIC_CONDITIONS = (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_AUTH_CONDITION)
 PROVIDER_FAILED = "ProviderFailed"
 CREATING = {"reason": "ContainerCreating"}
 TERMINAL = ("Succeeded", "Failed")
@@ -118,6 +130,38 @@ def _conditions(
     return result
 
 
+def _traffic_conditions(
+    current: list[dict[str, Any]], state: PodState, now: datetime
+) -> list[dict[str, Any]]:
+    """The published traffic address and auth marker; a value the provider does not give is left as
+    it is (the merge by type keeps it), since the provider reports the address only while it runs."""
+    before = {condition.get("type"): condition for condition in current}
+    result = []
+    for kind, value in (
+        (TRAFFIC_ADDRESS_CONDITION, state.traffic_address),
+        (TRAFFIC_AUTH_CONDITION, state.traffic_auth),
+    ):
+        if not value:
+            continue
+        earlier = before.get(kind)
+        transition = (
+            earlier.get("lastTransitionTime")
+            if earlier is not None and earlier.get("status") == "True" and earlier.get("lastTransitionTime")
+            else iso(now)
+        )
+        result.append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": TRAFFIC_CONDITION_REASON,
+                "message": value,
+                "lastProbeTime": None,
+                "lastTransitionTime": transition,
+            }
+        )
+    return result
+
+
 def _readiness_gates_pass(pod: Mapping[str, Any]) -> bool:
     gates = [gate["conditionType"] for gate in pod["spec"].get("readinessGates", [])]
     conditions = {c.get("type"): c.get("status") for c in pod.get("status", {}).get("conditions", [])}
@@ -166,7 +210,8 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
             },
             now,
             reasons,
-        ),
+        )
+        + _traffic_conditions(current.get("conditions", []), state, now),
         "containerStatuses": containers,
         "hostIP": host_ip,
         "hostIPs": [{"$patch": "replace"}, {"ip": host_ip}],
@@ -207,16 +252,26 @@ def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
             return {key: plain(item) for key, item in value.items() if item is not None and item != {}}
         return value
 
-    def comparable_conditions(conditions: list[dict[str, Any]]) -> dict[str, tuple[Any, Any]]:
+    def comparable_conditions(conditions: list[dict[str, Any]], types: tuple[str, ...]) -> dict[str, Any]:
+        # A traffic condition's value is its message; ours say all in status and reason.
         return {
-            c["type"]: (c.get("status"), c.get("reason"))
+            c["type"]: (
+                c.get("status"),
+                c.get("reason"),
+                c.get("message") if c["type"] in TRAFFIC_CONDITIONS else None,
+            )
             for c in conditions
-            if c.get("type") in OUR_CONDITIONS
+            if c.get("type") in types
         }
 
     for key, value in wanted.items():
         if key == "conditions":
-            if comparable_conditions(current.get("conditions", [])) != comparable_conditions(value):
+            # Every condition we write, and only those: a traffic condition the wanted status leaves
+            # out is kept by the merge, so its absence there is no difference.
+            types = tuple(c["type"] for c in value)
+            if comparable_conditions(current.get("conditions", []), types) != comparable_conditions(
+                value, types
+            ):
                 return True
         elif plain(current.get(key)) != plain(value):
             return True

@@ -144,8 +144,8 @@ class ContainerRuntime:
         self.last_termination: ContainerTermination | None = None
         self.ready = False
         self.started = False
-        self._adopted_flags: tuple[bool, bool] | None = None
-        """`started` and `ready` a previous daemon recorded for the run it left running."""
+        self._resumed_flags: tuple[bool, bool] | None = None
+        """`started` and `ready` of the run a previous daemon recorded, for adopting it."""
         self._next_crash_streak = 0
         self._kill_detail: str | None = None
 
@@ -208,7 +208,11 @@ class ContainerRuntime:
     async def _supervise(self, pod: PodContext) -> None:
         adopted = self.run if not self.finished else None
         while True:
-            termination = await (self._follow(adopted, pod) if adopted else self._start_and_follow(pod))
+            termination = await (
+                self._follow(adopted, pod, resumed=self._resumed_flags)
+                if adopted
+                else self._start_and_follow(pod)
+            )
             adopted = None
             if termination is None:  # deleted before it could start again
                 self._finish(self.last_termination or NOT_STARTED, pod)
@@ -252,8 +256,15 @@ class ContainerRuntime:
         pod.stop_if_deleting(run)
         return await self._follow(run, pod)
 
-    async def _follow(self, run: MonitoredRun, pod: PodContext) -> ContainerTermination:
-        """Watch a run (probing it) until its monitor exits; then it is TERMINATED."""
+    async def _follow(
+        self, run: MonitoredRun, pod: PodContext, *, resumed: tuple[bool, bool] | None = None
+    ) -> ContainerTermination:
+        """Watch a run (probing it) until its monitor exits; then it is TERMINATED.
+
+        `resumed`: the `started` and `ready` a previous daemon recorded for this run, which an adopted
+        run keeps until its probes say otherwise: otherwise every daemon restart would show its ready
+        containers not ready for a moment, and the router would drop them (kubernetes#100277).
+        """
         status = run.status()
         probing: asyncio.Task[None] | None = None
         if status is not None and status.running:
@@ -261,15 +272,10 @@ class ContainerRuntime:
             self.started_at = status.started_at
             if not self.is_init:
                 # Set with the state, not by the probing task's first step: a status read (or pushed)
-                # in between would show the container running, yet neither started nor ready. A run
-                # adopted from a previous daemon keeps what its probes had found: turning a ready
-                # container unready for the second until the next probe would take it out of its
-                # Service's endpoints at every daemon restart or takeover.
-                adopted, self._adopted_flags = self._adopted_flags, None
-                self.started, self.ready = adopted or flags_at_start(self.spec)
+                # in between would show the container running, yet neither started nor ready.
+                self.started, self.ready = resumed or flags_at_start(self.spec)
                 probing = asyncio.create_task(
-                    self._probe(run, pod, started=self.started, ready=self.ready),
-                    name=f"probes {pod.ref} {self.name}",
+                    self._probe(run, pod, resumed=resumed), name=f"probes {pod.ref} {self.name}"
                 )
             pod.changed()
         try:
@@ -289,7 +295,9 @@ class ContainerRuntime:
         pod.changed()
         return termination
 
-    async def _probe(self, run: MonitoredRun, pod: PodContext, *, started: bool, ready: bool) -> None:
+    async def _probe(
+        self, run: MonitoredRun, pod: PodContext, *, resumed: tuple[bool, bool] | None = None
+    ) -> None:
         listener = ProbeListener(
             set_started=functools.partial(self._set_started, pod),
             set_ready=functools.partial(self._set_ready, pod),
@@ -297,20 +305,20 @@ class ContainerRuntime:
         )
         target = ProbeTarget(pod_ip=pod.pod_ip, env=self.launch.env, working_dir=self.launch.working_dir)
         try:
-            await run_probes(self.spec, target, pod.http_session, listener, started=started, ready=ready)
+            await run_probes(self.spec, target, pod.http_session, listener, resumed=resumed)
         except Exception:
             logger.exception("pod %s: container %s: probing failed", pod.ref, self.name)
 
     def _set_started(self, pod: PodContext, started: bool) -> None:
         if self.started != started:
             self.started = started
-            pod.persist()  # so a daemon that adopts the run knows it
+            pod.persist()  # so that a later daemon adopting the run knows (see `_follow`)
             pod.changed()
 
     def _set_ready(self, pod: PodContext, ready: bool) -> None:
         if self.ready != ready:
             self.ready = ready
-            pod.persist()
+            pod.persist()  # so that a later daemon adopting the run knows (see `_follow`)
             pod.changed()
 
     async def _kill_after_probe_failure(self, run: MonitoredRun, pod: PodContext, detail: str) -> None:
@@ -405,6 +413,8 @@ class ContainerRuntime:
         self.termination = termination_from_json(record["termination"])
         self.last_termination = termination_from_json(record["last_termination"])
         self.run = None if record["run"] is None else MonitoredRun.from_json(self.directory, record["run"])
+        if "ready" in record:  # records of older daemons do not say
+            self._resumed_flags = (bool(record.get("started")), bool(record["ready"]))
         if self.finished and self.termination is not None:
             self.ready = self.is_init and self.termination.exit_code == 0
             self._set_state(ContainerStateKind.TERMINATED, self.termination.reason, self.termination.message)
@@ -413,7 +423,6 @@ class ContainerRuntime:
         if status is not None and status.running and self.run is not None and self.run.monitor_alive():
             self._set_state(ContainerStateKind.RUNNING, None, None)
             self.started_at = status.started_at
-            # Records written before these flags existed adopt as a fresh start does.
-            if "started" in record and "ready" in record:
-                self._adopted_flags = (bool(record["started"]), bool(record["ready"]))
-                self.started, self.ready = self._adopted_flags
+            if self._resumed_flags is not None and not self.is_init:
+                # Shown from the first status on, before supervision resumes (see `_follow`).
+                self.started, self.ready = self._resumed_flags
