@@ -96,6 +96,9 @@ def write_config(
         "state_dir": str(directory / "nodes" / node.name),
         # The node's leader Lease: the development cluster has no vk-provider-system namespace.
         "leader_election_namespace": "default",
+        # One replica per dev node, under a fixed identity: a daemon restarted after a kill -9 takes
+        # back its own Lease at once instead of waiting out the dead process's 15 s.
+        "leader_election_identity": f"{node.name}-dev",
         "provider_config": (
             local_provider_config(directory, node) if provider_config is None else provider_config
         ),
