@@ -82,6 +82,15 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     node.add_argument(
         "--state-dir", help="folder for the provider's bookkeeping (default: /var/lib/vk-provider)"
     )
+    node.add_argument(
+        "--max-provider-pods",
+        help="most pods the node may run at its provider; more are refused, OutOfBudget (default: none)",
+    )
+    node.add_argument(
+        "--max-spend-per-hour",
+        help="most US dollars an hour the node's pods may cost at list price; beyond, OutOfBudget "
+        "(default: none)",
+    )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
     node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
     node.add_argument("--api-qps", help="requests a second to the apiserver, watches excluded (default: 50)")
@@ -119,6 +128,33 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         action="store_true",
         default=None,
         help="approve our own kubelet-serving CSR (needs the approve RBAC in manifests/)",
+    )
+    node.add_argument(
+        "--leader-elect",
+        type=str,
+        nargs="?",
+        const="true",
+        metavar="true|false",
+        help="run the node only while holding its leader Lease, so replicas can stand by (default: true)",
+    )
+    node.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the leader Lease (default: the pod's own, else vk-provider-system)",
+    )
+    node.add_argument(
+        "--leader-election-identity", help="this replica's name in the Lease (default: host name + random)"
+    )
+    node.add_argument(
+        "--leader-election-lease-duration-seconds",
+        help="seconds a standby waits after the leader's last renewal before taking over (default: 15)",
+    )
+    node.add_argument(
+        "--leader-election-renew-deadline-seconds",
+        help="seconds the leader keeps leading without renewing the Lease (default: 10)",
+    )
+    node.add_argument(
+        "--leader-election-retry-period-seconds",
+        help="seconds between Lease renewals and takeover attempts (default: 2)",
     )
     node.add_argument(
         "--insecure-kubelet-api-allow-all",

@@ -45,7 +45,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
         return parser
 
-    up = with_dir(dev_commands.add_parser("up", help="start the control plane (building it first if needed)"))
+    up = with_dir(
+        dev_commands.add_parser(
+            "up",
+            help="start the control plane (building it first if needed)",
+            description=(
+                "Start the control plane in its folder, or report the one already running there. The "
+                "folder is emptied (certificates, etcd data, logs) only for a plane that `dev down` "
+                "stopped: `up` refuses, deleting nothing, while any component of the plane there runs "
+                "(restart what stopped with `dev restart COMPONENT`, or stop it all with `dev down`), and "
+                "after a plane that stopped without `dev down` (look at its logs, then `dev down`)."
+            ),
+        )
+    )
     up.add_argument(
         "--node-monitor-grace-period",
         type=_positive_int,
@@ -89,7 +101,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "demo", help="flip the example service out to the burst node and back under load (after `up`)"
         )
     )
-    with_dir(dev_commands.add_parser("down", help="stop the control plane (logs stay in its folder)"))
+    with_dir(
+        dev_commands.add_parser(
+            "down",
+            help="stop the control plane (logs stay in its folder until the next `up` starts afresh)",
+        )
+    )
+    restart = with_dir(
+        dev_commands.add_parser(
+            "restart",
+            help="start one component again (stopping it first if it runs), as `up` started it",
+            description=(
+                "Start one component of the plane again with the command line, environment and log file "
+                "`up` recorded, stopping it first if it still runs, and wait until it is healthy."
+            ),
+        )
+    )
+    restart.add_argument(
+        "component",
+        metavar="COMPONENT",
+        help="a name `dev status` lists (etcd, kube-apiserver, node/local-gpu, router, controller, ...); "
+        "`kube-` and `node/` may be left out",
+    )
+    restart.add_argument(
+        "--start-timeout",
+        type=_positive_int,
+        default=180,
+        metavar="SECONDS",
+        help="how long it may take to become healthy (default: 180)",
+    )
     with_dir(dev_commands.add_parser("status", help="show each component and whether the apiserver is ready"))
     with_dir(dev_commands.add_parser("kubeconfig", help="print the path of the admin kubeconfig"))
     with_dir(
@@ -132,6 +172,8 @@ def run(arguments: argparse.Namespace) -> int:
         return commands.up(settings)
     if command == "demo":
         return demorun.run(directory)
+    if command == "restart":
+        return commands.restart(directory, arguments.component, timeout_seconds=arguments.start_timeout)
     if command == "kubectl":
         passed: list[str] = arguments.arguments
         return commands.kubectl(directory, passed[1:] if passed[:1] == ["--"] else passed)

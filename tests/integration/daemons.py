@@ -23,6 +23,13 @@ FAST_SETTINGS: dict[str, Any] = {
     "retry_max_seconds": 4.0,
     "status_poll_interval_seconds": 1.0,
     "node_status_interval_seconds": 20.0,
+    # Leader election as deployed, in a namespace every plane has, with timings scaled to the test
+    # plane's 20 s node-monitor grace period.
+    "leader_elect": True,
+    "leader_election_namespace": "default",
+    "leader_election_lease_duration_seconds": 6.0,
+    "leader_election_renew_deadline_seconds": 4.0,
+    "leader_election_retry_period_seconds": 1.0,
 }
 
 
@@ -78,12 +85,17 @@ class ManagedProcess:
 
 
 class NodeDaemon(ManagedProcess):
-    """One virtual node daemon: a config file, a state folder, a log, and the process."""
+    """One virtual node daemon: a config file, a state folder, a log, and the process.
+
+    `add_replica` starts more replicas of the same node (leader election decides which one runs it),
+    as a Deployment's pods: the same settings and state folder, each its own kubelet port, identity
+    and log. `alive`, `stop` and `close` then cover every replica.
+    """
 
     def __init__(self, *, folder: Path, provider: str, **settings: Any) -> None:
         self.node_name = settings.pop("node_name", f"vk-{provider}-{uuid.uuid4().hex[:6]}")
         self.config_path = folder / "node.yaml"
-        config = {
+        self.config: dict[str, Any] = {
             "node_name": self.node_name,
             "provider": provider,
             "state_dir": str(folder / "state"),
@@ -91,6 +103,8 @@ class NodeDaemon(ManagedProcess):
             "kubelet_port": PortPicker().pick(),
             "kubelet_bind_address": "127.0.0.1",
             "kubelet_csr_self_approve": True,
+            # Stable across restarts of this process: a restart takes its own Lease back at once.
+            "leader_election_identity": f"{self.node_name}-0",
             **FAST_SETTINGS,
             **settings,
         }
@@ -98,4 +112,68 @@ class NodeDaemon(ManagedProcess):
             folder=folder,
             arguments=["node", "--config", str(self.config_path), "--log-level", "DEBUG"],
         )
-        self.config_path.write_text(yaml.safe_dump(config))
+        self.config_path.write_text(yaml.safe_dump(self.config))
+        self.replicas: list[NodeReplica] = []
+
+    @property
+    def kubelet_port(self) -> int:
+        port: int = self.config["kubelet_port"]
+        return port
+
+    @property
+    def identity(self) -> str:
+        identity: str = self.config["leader_election_identity"]
+        return identity
+
+    def add_replica(self) -> NodeReplica:
+        """Another replica of this node (not started yet), with the next identity `<node>-<n>`."""
+        number = len(self.replicas) + 1
+        config = {
+            **self.config,
+            "kubelet_port": PortPicker().pick(),
+            "leader_election_identity": f"{self.node_name}-{number}",
+        }
+        replica = NodeReplica(folder=self.folder / f"replica-{number}", config=config)
+        self.replicas.append(replica)
+        return replica
+
+    def alive(self) -> bool:
+        return super().alive() or any(replica.alive() for replica in self.replicas)
+
+    def stop(self, timeout_seconds: float = 30) -> int:
+        """SIGTERM every replica at once (none takes over from another), then wait for each."""
+        if not self.replicas:
+            return super().stop(timeout_seconds)
+        running = [process for process in (self, *self.replicas) if ManagedProcess.alive(process)]
+        for process in running:
+            assert process.process is not None
+            process.process.send_signal(signal.SIGTERM)
+        codes = [process.process.wait(timeout_seconds) for process in running if process.process]
+        return max(codes, default=0, key=abs)
+
+    def close(self) -> None:
+        super().close()
+        for replica in self.replicas:
+            replica.close()
+
+
+class NodeReplica(ManagedProcess):
+    """A further replica of a `NodeDaemon`'s node: its settings with its own port and identity."""
+
+    def __init__(self, *, folder: Path, config: dict[str, Any]) -> None:
+        self.config = config
+        config_path = folder / "node.yaml"
+        super().__init__(
+            folder=folder, arguments=["node", "--config", str(config_path), "--log-level", "DEBUG"]
+        )
+        config_path.write_text(yaml.safe_dump(config))
+
+    @property
+    def kubelet_port(self) -> int:
+        port: int = self.config["kubelet_port"]
+        return port
+
+    @property
+    def identity(self) -> str:
+        identity: str = self.config["leader_election_identity"]
+        return identity

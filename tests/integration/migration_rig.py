@@ -176,10 +176,12 @@ async def build_rig(
     strategy: dict[str, Any],
     home_replicas: int = 2,
     runpod: FakeRunPod | None = None,
+    away_settings: dict[str, Any] | None = None,
 ) -> Rig:
     """Start the nodes, the service, the Offload, the router and the controller; wait until all are up.
 
-    With `runpod`, the away node is a `runpod` node whose RunPod is that (started) fake.
+    With `runpod`, the away node is a `runpod` node whose RunPod is that (started) fake;
+    `away_settings` are further node settings for the away node.
     """
     podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
@@ -205,7 +207,13 @@ async def build_rig(
             labels=home_label,
             provider_config=local_config(),
         ),
-        start_node(away_provider, node_name=f"away-{tag}", labels=away_label, provider_config=away_config),
+        start_node(
+            away_provider,
+            node_name=f"away-{tag}",
+            labels=away_label,
+            provider_config=away_config,
+            **(away_settings or {}),
+        ),
     )
     api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
     try:

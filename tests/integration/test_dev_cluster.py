@@ -1,10 +1,14 @@
-"""`vk-provider dev ...` against a real plane: reporting, refusing to double-start, failing loudly."""
+"""`vk-provider dev ...` against a real plane: reporting, refusing to double-start or to wipe a live plane,
+restarting a component, failing loudly."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -12,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.devcluster import cluster, processes, runpodstandin
+from tests.integration.waiting import wait_for
+from vk_devtools.devcluster import cluster, processes, runpodstandin, traffic
 from vk_devtools.devcluster.building import BinaryCache
 from vk_devtools.devcluster.processes import ComponentFailedError
 from vk_provider.kit import procfs
@@ -161,4 +166,99 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
         assert component in down.stdout
     assert state is not None
     assert not any(processes.is_running(record) for record in state.processes)
+    assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []
+
+
+def _lease_holder(directory: Path) -> str:
+    result = vk_provider(
+        "dev",
+        "kubectl",
+        "--dir",
+        str(directory),
+        "--",
+        "get",
+        "lease",
+        "vk-provider-controller",
+        "--namespace",
+        traffic.LEASE_NAMESPACE,
+        "--output=jsonpath={.spec.holderIdentity}",
+    )
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+async def test_a_dead_controller_leaves_the_dev_tools_working_restart_brings_it_back_up_keeps_the_plane(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "one dead"
+    dir_option = f"--dir '{directory}'"  # as the hints print it (quoted: the folder has a space)
+    up = vk_provider("dev", "up", "--dir", str(directory))
+    try:
+        assert up.returncode == 0, up.stderr
+        hints = [line for line in up.stdout.splitlines() if "vk-provider dev" in line]
+        assert len(hints) >= 3, up.stdout
+        assert all(dir_option in line for line in hints), hints
+        state = cluster.ClusterState.load(directory)
+        assert state is not None
+        first_leader = await wait_for(
+            lambda: asyncio.to_thread(_lease_holder, directory),
+            timeout_seconds=60,
+            what="the controller to hold its Lease",
+        )
+
+        dead = state.record("controller")
+        assert dead is not None
+        os.kill(dead.pid, signal.SIGKILL)
+        await wait_for(
+            lambda: asyncio.to_thread(lambda: not processes.is_running(dead)),
+            timeout_seconds=10,
+            what="the controller to be gone",
+        )
+
+        # The apiserver is fine, so the tools that only need it work, and warn about the controller.
+        restart_hint = f"vk-provider dev restart controller {dir_option}"
+        kubeconfig = vk_provider("dev", "kubeconfig", "--dir", str(directory))
+        assert kubeconfig.returncode == 0, kubeconfig.stderr
+        assert Path(kubeconfig.stdout.strip()) == state.kubeconfig
+        assert restart_hint in kubeconfig.stderr
+        env = vk_provider("dev", "env", "--dir", str(directory))
+        assert env.returncode == 0, env.stderr
+        assert "export KUBECONFIG=" in env.stdout
+        kubectl = vk_provider("dev", "kubectl", "--dir", str(directory), "--", "get", "nodes", "--no-headers")
+        assert kubectl.returncode == 0, kubectl.stderr
+        assert sorted(line.split()[0] for line in kubectl.stdout.splitlines()) == ["burst-gpu", "local-gpu"]
+        assert restart_hint in kubectl.stderr
+
+        # `up` starts nothing and deletes nothing while the rest of the plane runs.
+        refused = vk_provider("dev", "up", "--dir", str(directory))
+        assert refused.returncode == 1
+        assert "partly running" in refused.stderr
+        assert restart_hint in refused.stderr
+        assert (directory / "etcd-data").is_dir()
+        assert (directory / "logs" / "controller.log").is_file()
+        after_refusal = cluster.ClusterState.load(directory)
+        assert after_refusal is not None
+        assert after_refusal.processes == state.processes
+        assert all(processes.is_running(r) for r in state.processes if r.name != "controller")
+
+        restarted = vk_provider("dev", "restart", "controller", "--dir", str(directory))
+        assert restarted.returncode == 0, restarted.stderr
+        assert restarted.stdout.startswith("started again controller")
+        status = vk_provider("dev", "status", "--dir", str(directory))
+        assert status.returncode == 0, status.stdout
+        # A running component restarts too: a node, waited for until its new process renews its Lease.
+        node = vk_provider("dev", "restart", "local-gpu", "--dir", str(directory))
+        assert node.returncode == 0, node.stderr
+        assert node.stdout.startswith("restarted node/local-gpu: healthy")
+        # The new controller really works: it takes the Lease over once the dead one's expires.
+        await wait_for(
+            lambda: asyncio.to_thread(lambda: _lease_holder(directory) not in ("", first_leader)),
+            timeout_seconds=60,
+            what="the restarted controller to take the Lease",
+        )
+    finally:
+        down = vk_provider("dev", "down", "--dir", str(directory))
+    assert "controller" in down.stdout
+    final = cluster.ClusterState.load(directory)
+    assert final is not None
+    assert not any(processes.is_running(record) for record in final.processes)
     assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []

@@ -51,7 +51,7 @@ from vk_providers.kubernetes import KubernetesProvider, KubernetesSettings, pars
 from vk_providers.kubernetes.translate import TRAFFIC_PORT_NAME, object_name
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
-TRAFFIC_ADDRESS = "vk-provider.dev/traffic-address"
+TRAFFIC_ADDRESS = "vk-provider.dev/TrafficAddress"
 UNREACHABLE_SERVER = "https://127.0.0.1:9"
 """The discard port: nothing listens, so every connection is refused at once."""
 
@@ -467,7 +467,7 @@ async def test_a_pod_runs_in_the_remote_cluster_with_its_environment_logs_and_tr
     log = await wait_for(logged, timeout_seconds=60, what="the remote log through the main plane")
     assert "greeting=hello-from-a-configmap token=s3cret-token-value" in log
 
-    address = pod.metadata.annotations[TRAFFIC_ADDRESS]
+    address = next(c.message for c in pod.status.conditions if c.type == TRAFFIC_ADDRESS)
     remote_ip = json.loads(remote_pod)["status"]["podIP"]
     assert address == f"http://{remote_ip}:8080"
     assert pod.status.pod_ip == remote_ip

@@ -83,9 +83,8 @@ async def test_a_deployment_runs_on_the_local_provider_and_answers_on_the_pod_ad
     assert len(addresses) == 2
     for pod in pods:
         assert pod.status.pod_ip.startswith("127.")
-        assert (
-            pod.metadata.annotations["vk-provider.dev/traffic-address"] == f"http://{pod.status.pod_ip}:8080"
-        )
+        published = {c.type: c.message for c in pod.status.conditions}
+        assert published["vk-provider.dev/TrafficAddress"] == f"http://{pod.status.pod_ip}:8080"
         status, body = await asyncio.to_thread(fetch, f"http://{pod.status.pod_ip}:8080/")
         assert status == 200
         assert "Directory listing" in body

@@ -36,6 +36,10 @@ NEEDED = [
     ("create", "events", "default"),
     ("create", "leases.coordination.k8s.io", "kube-node-lease"),
     ("patch", "leases.coordination.k8s.io", "kube-node-lease"),
+    # The replicas' leader Lease, in the daemon's own namespace.
+    ("get", "leases.coordination.k8s.io", NAMESPACE),
+    ("create", "leases.coordination.k8s.io", NAMESPACE),
+    ("update", "leases.coordination.k8s.io", NAMESPACE),
     ("create", "tokenreviews.authentication.k8s.io", None),
     ("create", "subjectaccessreviews.authorization.k8s.io", None),
     ("create", "certificatesigningrequests.certificates.k8s.io", None),
@@ -107,7 +111,13 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
         kube_api, control_plane, NAMESPACE, "vk-provider-node", tmp_path / "node-sa.kubeconfig"
     )
     # Self-approval needs the opt-in component; the base alone leaves the CSR to an operator.
-    daemon = await start_node("mock", kubeconfig=str(kubeconfig), kubelet_csr_self_approve=False)
+    # Leader election in the namespace the manifests let it hold its Lease in, as deployed.
+    daemon = await start_node(
+        "mock",
+        kubeconfig=str(kubeconfig),
+        kubelet_csr_self_approve=False,
+        leader_election_namespace=NAMESPACE,
+    )
     await core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}, "data": {"k": "v"}})
     await core.create_namespaced_pod(
         namespace,
@@ -129,8 +139,8 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
 
     async def running_with_address() -> bool:
         pod = await core.read_namespaced_pod("as-sa", namespace)
-        annotations = pod.metadata.annotations or {}
-        return pod.status.phase == "Running" and "vk-provider.dev/traffic-address" in annotations
+        published = {c.type for c in pod.status.conditions or ()}
+        return pod.status.phase == "Running" and "vk-provider.dev/TrafficAddress" in published
 
     await wait_for(running_with_address, timeout_seconds=60, what="the pod to run under the service account")
     await core.delete_namespaced_pod("as-sa", namespace)
@@ -153,11 +163,15 @@ TRAFFIC_RIGHTS = {
             ("watch", "endpointslices.discovery.k8s.io", None),
             ("list", "pods", None),
             ("watch", "pods", None),
+            ("list", "nodes", None),
+            ("watch", "nodes", None),
+            ("create", "events", "default"),  # the Warning about ignored traffic annotations
         ],
         [
             ("patch", "offloads.offload.vk-provider.dev/status", "default"),
             ("patch", "pods", "default"),
-            ("create", "events", "default"),
+            ("patch", "pods/status", "default"),
+            ("patch", "nodes", None),
             ("get", "secrets", "default"),
             ("patch", "deployments.apps", "default"),
         ],

@@ -26,7 +26,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import BROKEN_STREAM, failures, share_by, window
 from vk_devtools.devcluster import cluster
 from vk_devtools.standins.runpod.standin import FakeRunPod
-from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_CONDITION
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
@@ -76,12 +76,20 @@ async def rig(
 
 
 async def traffic_addresses(rig: Rig) -> set[str]:
-    """The traffic addresses the away pods carry: what the router sends their share to."""
+    """The traffic addresses the away pods' node published in their status: what the router sends
+    their share to."""
     listing = await rig.api.get(
         f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": f"{OFFLOAD_LABEL}={NAME}"}
     )
     return {
-        (pod["metadata"].get("annotations") or {}).get(TRAFFIC_ADDRESS_ANNOTATION, "")
+        next(
+            (
+                c.get("message", "")
+                for c in (pod.get("status") or {}).get("conditions") or ()
+                if c.get("type") == TRAFFIC_ADDRESS_CONDITION
+            ),
+            "",
+        )
         for pod in listing.get("items") or []
     }
 

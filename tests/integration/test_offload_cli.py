@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -15,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
 
+from tests.integration.migration_rig import HOST, NAME, StartNode, build_rig, close_rig
 from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import LoadGenerator, LoadSettings
 from vk_devtools.devcluster import cluster
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi
+from vk_provider.offload.names import RETRY_ANNOTATION
 
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 CLI_TIMEOUT_SECONDS = 60
@@ -72,11 +77,13 @@ def cli_command(control_plane: cluster.ClusterState, *arguments: str) -> list[st
     ]
 
 
-def run_cli(control_plane: cluster.ClusterState, *arguments: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    control_plane: cluster.ClusterState, *arguments: str, timeout: float = CLI_TIMEOUT_SECONDS
+) -> subprocess.CompletedProcess[str]:
     """The `kubectl-offload` entry point of this venv, run to completion."""
     command = [str(Path(sys.executable).parent / "kubectl-offload"), *arguments]
     command += ["--kubeconfig", str(control_plane.kubeconfig)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 async def test_list_shows_every_offload_of_the_namespace_with_its_columns(
@@ -257,7 +264,7 @@ async def test_an_unknown_offload_exits_1(
     assert f'offload "ghost" not found in namespace "{namespace}"' in missing.stderr
 
 
-async def test_status_watch_re_renders_until_the_phase_is_terminal(
+async def test_status_watch_re_renders_past_the_end_of_the_migration_until_interrupted(
     api: KubeApi, namespace: str, control_plane: cluster.ClusterState
 ) -> None:
     await create_offload(api, namespace, "chat", placement="away")
@@ -275,14 +282,111 @@ async def test_status_watch_re_renders_until_the_phase_is_terminal(
         assert b"Phase:        Preparing" in first
         await patch_status(api, namespace, "chat", {"phase": "Shifting", "awayWeight": 50, "stepIndex": 1})
         await patch_status(api, namespace, "chat", {"phase": "Succeeded", "awayWeight": 100, "stepIndex": 2})
-        rest, stderr = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT_SECONDS)
+        seen = await asyncio.wait_for(
+            process.stdout.readuntil(b"Phase:        Succeeded"), timeout=CLI_TIMEOUT_SECONDS
+        )
+        # Still watching with no migration running: a later change shows too.
+        await patch_status(api, namespace, "chat", {"phase": "Preparing", "targetPlacement": "home"})
+        seen += await asyncio.wait_for(
+            process.stdout.readuntil(b"Phase:        Preparing"), timeout=CLI_TIMEOUT_SECONDS
+        )
+        assert process.returncode is None
+        process.send_signal(signal.SIGINT)
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT_SECONDS)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert process.returncode == 0, stderr.decode()
-    assert "Phase:        Shifting" in rest.decode()
-    assert "[####################] 100% away" in rest.decode()
+    assert process.returncode == 130, stderr.decode()
+    assert "Phase:        Shifting" in seen.decode()
+    assert "[####################] 100% away" in seen.decode()
+
+
+async def start_cli(control_plane: cluster.ClusterState, *arguments: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *cli_command(control_plane, *arguments),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(process: asyncio.subprocess.Process) -> subprocess.CompletedProcess[str]:
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT_SECONDS)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return subprocess.CompletedProcess([], process.returncode, stdout.decode(), stderr.decode())
+
+
+async def test_flip_after_a_rollback_retries_and_waits_on_the_new_attempt(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat", placement="away")
+    rolled_back = {
+        "phase": "RolledBack",
+        "targetPlacement": "away",
+        "awayWeight": 0,
+        "observedGeneration": 1,
+        "outcome": "RolledBack",
+        "outcomeReason": "GatesFailed",
+        "message": "GatesFailed: serving home",
+    }
+    await patch_status(api, namespace, "chat", rolled_back)
+    shown = await asyncio.to_thread(run_cli, control_plane, "status", "chat", "-n", namespace)
+    assert f"to try it again: `kubectl offload flip chat --to away -n {namespace}`" in shown.stdout
+
+    process = await start_cli(control_plane, "flip", "chat", "--to", "away", "--wait", "-n", namespace)
+
+    async def retry_asked() -> str:
+        annotations = (await read(api, namespace, "chat"))["metadata"].get("annotations") or {}
+        return str(annotations.get("offload.vk-provider.dev/retry") or "")
+
+    try:
+        stamp = await wait_for(retry_asked, timeout_seconds=30, what="the CLI to ask for a retry")
+        assert process.returncode is None  # the old RolledBack is not this attempt's ending
+        # Playing the controller: it takes the retry up, then the new attempt succeeds.
+        await patch_status(api, namespace, "chat", {"phase": "Preparing", "handledRetry": stamp})
+        await patch_status(api, namespace, "chat", {"phase": "Succeeded", "awayWeight": 100})
+    finally:
+        finished = await finish(process)
+    assert finished.returncode == 0, finished.stderr
+    assert "the last migration to away did not succeed; trying it again" in finished.stdout
+    assert "the migration to away succeeded" in finished.stdout
+
+
+async def test_flip_wait_fails_fast_when_the_offload_is_not_ready(
+    api: KubeApi, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    await create_offload(api, namespace, "chat")
+    process = await start_cli(control_plane, "flip", "chat", "--to", "away", "--wait", "-n", namespace)
+    try:
+
+        async def flipped() -> int:
+            offload = await read(api, namespace, "chat")
+            return int(offload["metadata"]["generation"]) if offload["spec"]["placement"] == "away" else 0
+
+        generation = await wait_for(flipped, timeout_seconds=30, what="the CLI to set placement away")
+        # Playing the controller: the home Deployment does not exist.
+        missing = {
+            "type": "Ready",
+            "status": "False",
+            "reason": "HomeDeploymentNotFound",
+            "message": f'Deployment "chat" not found in {namespace}; nothing is moved until it exists',
+            "lastTransitionTime": "2026-12-03T12:00:00Z",
+        }
+        await patch_status(
+            api,
+            namespace,
+            "chat",
+            {"phase": "Idle", "observedGeneration": generation, "conditions": [missing]},
+        )
+    finally:
+        finished = await finish(process)
+    assert finished.returncode == 1
+    assert "offload chat is not Ready (HomeDeploymentNotFound: Deployment" in finished.stderr
 
 
 async def test_status_shows_the_gates_and_the_recent_events_of_the_offload(
@@ -335,3 +439,50 @@ async def test_status_shows_the_gates_and_the_recent_events_of_the_offload(
     events = shown.stdout.split("Recent events:\n", 1)[1]
     assert "MigrationStarted" in events
     assert "FromAnOlderOffload" not in events
+
+
+@pytest.mark.usefixtures("traffic_rbac")
+async def test_a_retry_after_a_rollback_runs_again_with_the_real_controller(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> None:
+    """The controller's half of the retry: the annotation the CLI writes really starts a new attempt."""
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [100],
+        "failuresBeforeRollback": 1,
+        "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
+    }
+    rig = await build_rig(
+        kube_api=kube_api,
+        control_plane=control_plane,
+        namespace=namespace,
+        start_node=start_node,
+        folder=tmp_path,
+        strategy=strategy,
+    )
+    flip = ["flip", NAME, "--to", "away", "--wait", "-n", namespace]
+    away_fails = rig.fail_dir / f"{rig.away.node_name}.fail"
+    generator = LoadGenerator(LoadSettings(url=rig.router_url, host_header=HOST, rate=40))
+    try:
+        await generator.start()
+        away_fails.touch()
+        first = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
+        assert first.returncode == 1, (first.stdout, first.stderr, rig.controller.log_tail())
+        assert f"to try it again: `kubectl offload flip {NAME} --to away -n {namespace}`" in first.stderr
+        assert (await rig.offload())["status"]["phase"] == "RolledBack"
+
+        away_fails.unlink()
+        second = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
+        assert second.returncode == 0, (second.stdout, second.stderr, rig.controller.log_tail())
+        assert "the last migration to away did not succeed; trying it again" in second.stdout
+        offload = await rig.offload()
+        assert offload["status"]["phase"] == "Succeeded"
+        assert offload["status"]["awayWeight"] == 100
+        assert offload["status"]["handledRetry"] == offload["metadata"]["annotations"][RETRY_ANNOTATION]
+    finally:
+        await generator.stop()
+        await close_rig(rig)

@@ -130,6 +130,7 @@ async def test_a_deployment_runs_to_ready_on_the_mock_provider(
             "Initialized": "True",
             "ContainersReady": "True",
             "Ready": "True",
+            "vk-provider.dev/TrafficAddress": "True",  # published by the node, value in its message
         }
         (container,) = item.status.container_statuses
         assert (container.name, container.ready, container.started, container.restart_count) == (
@@ -139,10 +140,8 @@ async def test_a_deployment_runs_to_ready_on_the_mock_provider(
             0,
         )
         assert container.state.running is not None
-        assert (
-            item.metadata.annotations["vk-provider.dev/traffic-address"]
-            == f"http://{item.status.pod_ip}:8080"
-        )
+        published = {c.type: c.message for c in item.status.conditions}
+        assert published["vk-provider.dev/TrafficAddress"] == f"http://{item.status.pod_ip}:8080"
 
 
 async def test_a_node_deleted_while_the_daemon_runs_is_registered_again(

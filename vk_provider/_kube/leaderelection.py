@@ -4,7 +4,8 @@ The rules are client-go's: a candidate takes the Lease when nobody holds it, or 
 not renewed it for `lease_seconds` as measured on the candidate's own monotonic clock since it last
 saw the record change (so clock skew between machines does not matter). Writes carry the
 resourceVersion read, so two candidates cannot both win. The leader renews every `renew_seconds`;
-if it cannot renew for `lease_seconds` it stops leading at once, before another replica can take over.
+if it has not renewed for its renew deadline (client-go's RenewDeadline, by default
+`lease_seconds - renew_seconds`) it stops leading at once, before another replica can take over.
 On a clean stop the leader releases the Lease, so its successor does not wait out the duration.
 """
 
@@ -37,10 +38,14 @@ class LeaderElector:
         lease_seconds: float = 15.0,
         renew_seconds: float = 5.0,
         retry_seconds: float = 2.0,
+        renew_deadline_seconds: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not renew_seconds < lease_seconds:
             raise ValueError("the renew interval must be shorter than the lease duration")
+        deadline = lease_seconds - renew_seconds if renew_deadline_seconds is None else renew_deadline_seconds
+        if not 0 < deadline < lease_seconds:
+            raise ValueError("the renew deadline must be shorter than the lease duration")
         self._api = api
         self._path = resource_path("coordination.k8s.io/v1", "leases", namespace=namespace, name=name)
         self._collection = resource_path("coordination.k8s.io/v1", "leases", namespace=namespace)
@@ -50,6 +55,7 @@ class LeaderElector:
         self._lease_seconds = lease_seconds
         self._renew_seconds = renew_seconds
         self._retry_seconds = retry_seconds
+        self._renew_deadline_seconds = deadline
         self._monotonic = monotonic
         self._observed: tuple[Any, Any] | None = None
         self._observed_at = 0.0
@@ -126,21 +132,44 @@ class LeaderElector:
                 await self._keep_renewing(leading)
             finally:
                 self.leading.clear()
-                leading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await leading
+                await self._stop(leading)
             logger.warning("leader election: %s lost the lease; stopped leading", self.identity)
+
+    @staticmethod
+    async def _stop(leading: asyncio.Task[None]) -> None:
+        """Cancel the leader's work and wait until it has stopped.
+
+        Not `await leading` under suppress(CancelledError): that also swallowed a cancellation of
+        `run` itself arriving meanwhile (a stop just as the Lease was lost), and the elector then
+        campaigned on, never stopping.
+        """
+        if leading.done():
+            return
+        leading.cancel()
+        try:
+            await asyncio.wait({leading})
+        except asyncio.CancelledError:
+            await asyncio.wait({leading})  # stopped before we are
+            raise
+        if not leading.cancelled() and (error := leading.exception()) is not None:
+            logger.error("leader election: the leader's work failed as it stopped: %r", error)
 
     async def _keep_renewing(self, leading: asyncio.Task[None]) -> None:
         renewed_at = self._monotonic()
-        while not leading.done():
+        while True:
             done, _ = await asyncio.wait({leading}, timeout=self._renew_seconds)
             if done:
                 leading.result()  # the leader's work ended: raise what ended it
                 return
-            if await self._attempt():
+            # A renewal that hangs (a stalled apiserver) must not outlast the deadline it is racing.
+            remaining = self._renew_deadline_seconds - (self._monotonic() - renewed_at)
+            renewed = False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(remaining, 0.1)):
+                    renewed = await self._attempt()
+            if renewed:
                 renewed_at = self._monotonic()
-            elif self._monotonic() - renewed_at > self._lease_seconds - self._renew_seconds:
+            elif self._monotonic() - renewed_at > self._renew_deadline_seconds:
                 return  # another replica may take over any moment now: stop first
 
     async def release(self) -> None:

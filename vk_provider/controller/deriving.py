@@ -4,7 +4,7 @@ The away pods run the home pod template with three changes:
 
 - scheduling: the Offload's node selector replaces the template's (which pins pods to the home GPU
   nodes), node affinity is dropped for the same reason, and the Offload's tolerations are added so the
-  pods may land on the virtual node's taint;
+  pods may land on the virtual node's taint, with `OUTAGE_TOLERATIONS` so a node outage never evicts them;
 - labels: every label the home Service or the home Deployment selects on is removed and the Offload
   label added. Otherwise the home Service would pick the away pods up as home endpoints (the router
   would count them on the wrong side) and the home Deployment's selector would overlap ours;
@@ -49,6 +49,19 @@ def _selected_keys(home_deployment: Mapping[str, Any], home_service: Mapping[str
     return keys
 
 
+OUTAGE_TOLERATIONS: tuple[Mapping[str, str], ...] = tuple(
+    {"key": key, "operator": "Exists", "effect": "NoExecute"}
+    for key in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+)
+"""Away pods tolerate their virtual node going Unknown or NotReady, forever (no tolerationSeconds).
+
+That happens when the node daemon is down (both replicas), while the workloads run on at the
+provider. The router keeps serving them on its own active checks (`vk_provider.router.health`); an
+eviction after the default 300 s (30 s on the test plane) would delete a healthy away side, and with
+the daemon down nothing could even stop the workloads."""
+_OUTAGE_TAINT_KEYS = frozenset(toleration["key"] for toleration in OUTAGE_TOLERATIONS)
+
+
 def away_pod_template(
     spec: OffloadSpec, home_deployment: Mapping[str, Any], home_service: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -72,10 +85,17 @@ def away_pod_template(
         pod_spec["affinity"] = affinity
     else:
         pod_spec.pop("affinity", None)
-    tolerations = list(pod_spec.get("tolerations") or [])
+    # A home toleration of the node-outage taints would bound ours (the shortest tolerationSeconds
+    # wins), so ours replace them.
+    tolerations = [
+        toleration
+        for toleration in pod_spec.get("tolerations") or []
+        if toleration.get("key") not in _OUTAGE_TAINT_KEYS
+    ]
     tolerations.extend(
         dict(toleration) for toleration in spec.away.tolerations if toleration not in tolerations
     )
+    tolerations.extend(dict(toleration) for toleration in OUTAGE_TOLERATIONS if toleration not in tolerations)
     pod_spec["tolerations"] = tolerations
     template["spec"] = pod_spec
     return template

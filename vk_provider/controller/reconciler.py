@@ -49,6 +49,7 @@ from typing import Any
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
+from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.deployments import (
     Deployments,
     deployment_path,
@@ -194,8 +195,10 @@ class Reconciler:
         *,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        claims: RouteClaims | None = None,
         metrics: ControllerMetrics | None = None,
     ) -> None:
+        self._claims = claims
         self._api = api
         self._deployments = Deployments(api)
         self._routers = routers
@@ -229,15 +232,15 @@ class Reconciler:
             spec = leaving(spec)
         elif FINALIZER not in spec.finalizers:
             offload = await self._add_finalizer(spec)
+        conflict = None if self._claims is None else await self._claims.conflict(offload)
+        if conflict is not None:  # an older Offload holds the route: no migration, no traffic
+            return await self._conflicted(spec, offload, status, now, conflict.message)
         home = await self._deployments.get(deployment_path(namespace, spec.home_deployment))
         service = await self._deployments.get(service_path(namespace, spec.home_service))
         if home is None or service is None:
             if spec.deleting and not OffloadStatus.from_raw(status).away_weight:
                 # Nothing is served away, so nothing needs the home side to go: let go now.
-                work = Pass(spec, offload, status, home or {}, service or {}, now)
-                requeue = await self._release(work)
-                await self._write(work)
-                return requeue
+                return await self._release_now(spec, offload, status, now)
             reason, what = (
                 ("HomeDeploymentNotFound", f'Deployment "{spec.home_deployment}"')
                 if home is None
@@ -317,7 +320,7 @@ class Reconciler:
         if work.spec.deleting:
             self._note_deleting(work)
         if phase not in RUNNING_PHASES:
-            return await self._idle(work)
+            return await self._idle(work, phase)
         work.set(observed_generation=work.spec.generation)
         if phase is Phase.FINALIZING:
             return await self._finalize(work)
@@ -327,11 +330,13 @@ class Reconciler:
             return await self._prepare(work)
         return await self._shift(work)
 
-    async def _idle(self, work: Pass) -> Requeue:
+    async def _idle(self, work: Pass, phase: Phase) -> Requeue:
         """No migration runs: start one, wait to return after an emergency, let go, or keep watching."""
         if work.spec.placement.value != work.current.target_placement:
             if self._in_emergency(work):
                 return await self._await_return(work)
+            return self._start(work)
+        if work.spec.retry_requested(phase, work.current.handled_retry):
             return self._start(work)
         if work.current.observed_generation != work.spec.generation:
             work.set(observed_generation=work.spec.generation)
@@ -375,6 +380,7 @@ class Reconciler:
             outcome_reason=None,
             last_check=None,
             handled_promotion=spec.promotion,
+            handled_retry=spec.retry or None,
             observed_generation=spec.generation,
             message=message,
         )
@@ -862,6 +868,23 @@ class Reconciler:
             memory.forget(spec.key)
         self._intervals.pop(spec.key, None)
         return None
+
+    async def _conflicted(
+        self, spec: OffloadSpec, offload: RawObject, status: Mapping[str, Any], now: datetime, message: str
+    ) -> Requeue:
+        if spec.deleting:  # it serves nothing (the routers leave it out), so nothing moves before it goes
+            return await self._release_now(spec, offload, status, now)
+        await self._report_problem(offload, status, now, "RouteConflict", message)
+        return IDLE_RESYNC_SECONDS
+
+    async def _release_now(
+        self, spec: OffloadSpec, offload: RawObject, status: Mapping[str, Any], now: datetime
+    ) -> Requeue:
+        """Let go of a deleted Offload that serves nothing (no home to move to, or no route)."""
+        work = Pass(spec, offload, status, {}, {}, now)
+        requeue = await self._release(work)
+        await self._write(work)
+        return requeue
 
     def _releasing(self, work: Pass, message: str) -> Requeue:
         work.condition("Deleting", "True", "ReleasingAway", message)

@@ -21,6 +21,7 @@ from aiohttp import web
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
+from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
@@ -100,7 +101,16 @@ async def serve_metrics(metrics: ControllerMetrics, host: str, port: int) -> web
 
 
 class Controller:
-    def __init__(self, api: KubeApi, reconciler: Reconciler, *, namespace: str | None, workers: int) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        reconciler: Reconciler,
+        *,
+        namespace: str | None,
+        workers: int,
+        claims: RouteClaims | None = None,
+    ) -> None:
+        self._claims = claims
         self._queue = KeyedQueue()
         self._loop = WorkLoop(
             self._queue,
@@ -130,6 +140,8 @@ class Controller:
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self.offloads.run())
+                if self._claims is not None:
+                    tasks.create_task(self._claims.run(self._queue.add))
                 for number in range(self._workers):
                     tasks.create_task(self._loop.run_worker(), name=f"worker-{number}")
         finally:
@@ -166,8 +178,12 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         metrics_runner = await serve_metrics(metrics, *arguments.metrics_listen)
 
     async def lead() -> None:
-        reconciler = Reconciler(api, routers, events, metrics=metrics)
-        controller = Controller(api, reconciler, namespace=arguments.namespace, workers=arguments.workers)
+        # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
+        claims = RouteClaims(api, namespace=arguments.namespace)
+        reconciler = Reconciler(api, routers, events, claims=claims, metrics=metrics)
+        controller = Controller(
+            api, reconciler, namespace=arguments.namespace, workers=arguments.workers, claims=claims
+        )
         await controller.run()
 
     tasks = [

@@ -2,8 +2,8 @@
 
 Most traffic addresses take plain requests. Some take only signed ones: a SageMaker endpoint's
 invocation URL wants every request signed with AWS SigV4. The provider says so in
-`PodState.traffic_auth`, the node writes it next to the traffic address as the pod annotation
-`vk-provider.dev/traffic-auth`, and the router signs what it sends there. The marker reads like an
+`PodState.traffic_auth`, the node writes it next to the traffic address as the pod status condition
+`vk-provider.dev/TrafficAuth`, and the router signs what it sends there. The marker reads like an
 HTTP header's parameters:
 
     aws-sigv4; service=sagemaker; region=eu-west-1

@@ -24,6 +24,13 @@ class PodCosts:
         self._meter = meter or CostMeter()
         self._labels: dict[str, tuple[str, str, str]] = {}
         """Placed pods' cost labels (namespace, pod, provider) by UID, to close their series."""
+        self._prices: dict[str, float] = {}
+        """Placed pods' list price per hour by UID, where known: what admission counts as spent."""
+
+    @property
+    def prices(self) -> dict[str, float]:
+        """The known price per hour of each placed pod still here, by UID (a copy)."""
+        return dict(self._prices)
 
     def observe(self, pod: Mapping[str, Any], state: PodState) -> None:
         """Add what the pod cost since it was last looked at to the cost counter (placed pods only)."""
@@ -34,6 +41,8 @@ class PodCosts:
         if placement is None:
             return
         uid = pod["metadata"]["uid"]
+        if placement.price_per_hour is not None:
+            self._prices[uid] = placement.price_per_hour
         self._labels[uid] = (pod["metadata"]["namespace"], pod["metadata"]["name"], placement.provider)
         running = state.phase == "Running" and not state.terminated
         dollars = self._meter.observe(uid, price_per_hour=placement.price_per_hour, running=running)
@@ -41,6 +50,7 @@ class PodCosts:
 
     def stop(self, uid: str) -> None:
         """The pod is gone: charge its last stretch and close its series."""
+        self._prices.pop(uid, None)
         labels = self._labels.pop(uid, None)
         if labels is not None:
             self._metrics.add_pod_cost(*labels, self._meter.forget(uid))

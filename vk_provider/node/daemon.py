@@ -1,17 +1,25 @@
 """The node daemon's composition root: build the parts, start them in order, stop them cleanly.
 
-Start-up order matters: the Node is registered NotReady first; the pod watch must have listed
-everything bound to this node before the provider's workloads are adopted and before any orphan is
-considered; only then do the workers start and the node turn Ready. Every long-running duty is a named
-task in one TaskGroup, so a crashed duty brings the daemon down loudly instead of leaving it half alive.
+Start-up order matters: the Node is registered NotReady first (a takeover of a Ready node keeps it
+Ready: see `NodeKeeper.register`); the pod watch must have listed everything bound to this node before
+the provider's workloads are adopted and before any orphan is considered; only then do the workers
+start and the node turn Ready. Every long-running duty is a named task in one TaskGroup, so a crashed
+duty brings the daemon down loudly instead of leaving it half alive.
+
+With leader election (the default), all of that runs only in the replica holding the node's leader
+Lease (`leadership`); the others wait, and the first to take the Lease over runs it from the top.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from vk_provider import plugins
 from vk_provider._kube.events import EventRecorder
@@ -25,7 +33,7 @@ from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import serve_kubelet_api
-from vk_provider.node import nodeobject
+from vk_provider.node import leadership, nodeobject
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
@@ -41,10 +49,6 @@ from vk_provider.provider import (
 from vk_provider.runtime.queueing import KeyedQueue
 
 logger = logging.getLogger(__name__)
-
-
-class _Stopped(Exception):
-    """Raised inside the task group to end it when a stop was requested."""
 
 
 @dataclass
@@ -113,7 +117,14 @@ def serving_certificate(settings: NodeSettings, api: KubeApi) -> ServingCertific
     )
 
 
-async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle) -> NodeDaemon:
+async def assemble(
+    settings: NodeSettings,
+    api: KubeApi,
+    provider: PodLifecycle,
+    metrics: DaemonMetrics | None = None,
+    certificate: ServingCertificate | None = None,
+) -> NodeDaemon:
+    """Every part of the node; `certificate` (kept up to date by its owner) is requested here if None."""
     events = EventRecorder(api, host=settings.node_name)
     queue = KeyedQueue()
 
@@ -136,7 +147,7 @@ async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle)
     provider_capacity = (
         dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
     )
-    metrics = DaemonMetrics()
+    metrics = metrics or DaemonMetrics()
     metrics.set_queue_depth_source(lambda: queue.depth)
     reconciler = PodReconciler(
         api=api,
@@ -160,7 +171,7 @@ async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle)
         keeper=NodeKeeper(api, settings, provider, events, metrics=metrics),
         reconciler=reconciler,
         kubelet=kubelet_backend(settings.node_name, provider, pods, metrics),
-        certificate=serving_certificate(settings, api),
+        certificate=certificate or serving_certificate(settings, api),
         auth=None
         if settings.insecure_kubelet_api_allow_all
         else WebhookAuth(api, node_name=settings.node_name),
@@ -170,7 +181,6 @@ async def assemble(settings: NodeSettings, api: KubeApi, provider: PodLifecycle)
 async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asyncio.Event | None) -> None:
     """Start every duty in order: serving and watching first; workers and Ready once pods are listed."""
     settings = daemon.settings
-    group.create_task(daemon.certificate.run(), name="serving certificate")
     group.create_task(
         serve_kubelet_api(
             daemon.kubelet,
@@ -227,11 +237,27 @@ async def _adopt(daemon: NodeDaemon) -> int:
             await asyncio.sleep(delay)
 
 
-async def run_node(
-    settings: NodeSettings, *, stop: asyncio.Event, ready: asyncio.Event | None = None
+async def _run_parts_forever(daemon: NodeDaemon, ready: asyncio.Event | None) -> None:
+    """Every duty of a running node, until cancelled (a stop, or lost leadership) or one crashes."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            await _run_parts(daemon, group, ready)
+    finally:
+        daemon.queue.close()
+
+
+async def _run_the_node(
+    settings: NodeSettings,
+    api: KubeApi,
+    metrics: DaemonMetrics,
+    certificate: ServingCertificate,
+    ready: asyncio.Event | None,
 ) -> None:
-    """Run until `stop` is set. Workloads keep running at the provider after the daemon stops."""
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    """Build the provider and the parts, register the Node, and run it until cancelled.
+
+    The provider is built here, not once per process: it must read its state (what the previous
+    leader started) as it is at takeover, and a standby must not hold one that could act.
+    """
     context = ProviderContext(
         node_name=settings.node_name,
         config=settings.provider_config,
@@ -240,25 +266,106 @@ async def run_node(
     )
     context.state_dir.mkdir(parents=True, exist_ok=True)
     provider = plugins.build_for_node(settings.provider, context)
+    try:
+        daemon = await assemble(settings, api, provider, metrics, certificate)
+        await daemon.keeper.register()
+        await _run_parts_forever(daemon, ready)
+    finally:
+        await provider.aclose()
+
+
+async def _lead(
+    settings: NodeSettings,
+    api: KubeApi,
+    metrics: DaemonMetrics,
+    certificate: ServingCertificate,
+    ready: asyncio.Event | None,
+) -> None:
+    """Run the node while holding the leader Lease; the elector cancels this when the Lease is lost."""
+    acquired = time.monotonic()
+    led = asyncio.Event()
+    metrics.set_leader(True)
+    logger.info("node %s: this replica leads; taking the node over", settings.node_name)
+
+    async def report_takeover() -> None:
+        await led.wait()
+        seconds = time.monotonic() - acquired
+        metrics.observe_takeover(seconds)
+        logger.info("node %s: took over in %.2fs (Ready, workloads adopted)", settings.node_name, seconds)
+        if ready is not None:
+            ready.set()
+
+    reporting = asyncio.create_task(report_takeover(), name="takeover report")
+    try:
+        await _run_the_node(settings, api, metrics, certificate, led)
+    finally:
+        reporting.cancel()
+        metrics.set_leader(False)
+        if ready is not None:
+            ready.clear()
+
+
+async def _beside(*duties: Coroutine[Any, Any, None]) -> None:
+    """Run the duties together: one crashing ends them all, loudly."""
+    async with asyncio.TaskGroup() as group:
+        for duty in duties:
+            group.create_task(duty)
+
+
+async def _until_stopped(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` until it ends (its error is raised) or `stop` is set (then it is cancelled)."""
+    working = asyncio.create_task(work, name="node")
+    stopping = asyncio.create_task(stop.wait(), name="stop signal")
+    try:
+        done, _ = await asyncio.wait({working, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if working in done:
+            working.result()
+    finally:
+        for task in (working, stopping):
+            task.cancel()
+        for task in (working, stopping):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def run_node(
+    settings: NodeSettings, *, stop: asyncio.Event, ready: asyncio.Event | None = None
+) -> None:
+    """Run until `stop` is set. Workloads keep running at the provider after the daemon stops.
+
+    With leader election, the node runs only while this replica holds the Lease, and a stop (or a
+    crash) releases the Lease so a standby takes over at once instead of waiting for it to expire.
+    """
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    # The provider is built only by a leader; a standby with a misspelt one must not wait to find out.
+    if settings.provider not in plugins.available():
+        raise plugins.UnknownProviderError(
+            f"no provider named {settings.provider!r}; installed: {', '.join(plugins.available()) or 'none'}"
+        )
     api = await KubeApi.from_kubeconfig(
         settings.kubeconfig, limiter=RateLimiter(settings.api_qps, settings.api_burst)
     )
+    metrics = DaemonMetrics()
     try:
-        daemon = await assemble(settings, api, provider)
-        await daemon.keeper.register()
-
-        async def stop_when_asked() -> None:
-            await stop.wait()
-            raise _Stopped
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(stop_when_asked(), name="stop signal")
-                await _run_parts(daemon, group, ready)
-        except* _Stopped:
-            logger.info("node %s stopping; workloads keep running at the provider", settings.node_name)
-        finally:
-            daemon.queue.close()
+        # The serving certificate is this replica's (it names its address) for the process's whole
+        # life: a standby gets it while it waits, so a takeover serves the kubelet API at once.
+        certificate = serving_certificate(settings, api)
+        if not settings.leader_elect:
+            node = _run_the_node(settings, api, metrics, certificate, ready)
+            await _until_stopped(stop, _beside(certificate.run(), node))
+        else:
+            elector = leadership.elector(settings, api)
+            logger.info(
+                "node %s: %s waits for the leader Lease %s",
+                settings.node_name,
+                elector.identity,
+                leadership.lease_name(settings.node_name),
+            )
+            try:
+                candidate = elector.run(lambda: _lead(settings, api, metrics, certificate, ready))
+                await _until_stopped(stop, _beside(certificate.run(), candidate))
+            finally:
+                await elector.release()
+        logger.info("node %s stopping; workloads keep running at the provider", settings.node_name)
     finally:
-        await provider.aclose()
         await api.close()

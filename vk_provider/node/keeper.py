@@ -84,9 +84,35 @@ class NodeKeeper:
             logger.info("registered node %s", self._settings.node_name)
         else:
             self.node_uid = current["metadata"]["uid"]
+            self._take_over_conditions(current)
             await self._apply_metadata(current)
-            logger.info("node %s exists; re-applied labels, taints and capacity", self._settings.node_name)
+            logger.info(
+                "node %s exists (Ready=%s); re-applied labels, taints, capacity and our address and port",
+                self._settings.node_name,
+                self.health.ready,
+            )
         await self._patch_status(now)
+
+    def _take_over_conditions(self, current: dict[str, Any]) -> None:
+        """Carry a Ready node's health over from the daemon (or replica) that wrote it.
+
+        Patching Ready=False for the second a takeover or restart takes would make the node lifecycle
+        controller mark every pod of the node not Ready, and the router drop them all, for a blip their
+        workloads never see: they keep running at the provider and are adopted at once. A node already
+        NotReady or Unknown stays so until this daemon is ready.
+        """
+        conditions = list((current.get("status") or {}).get("conditions") or [])
+        by_type = {condition.get("type"): condition for condition in conditions}
+        ready = (by_type.get("Ready") or {}).get("status") == "True"
+        provider = by_type.get(nodeobject.PROVIDER_AVAILABLE_CONDITION) or {}
+        available = provider.get("status") != "False"
+        if ready:
+            self._conditions = conditions
+            self.health = Health(
+                ready=True,
+                provider_available=available,
+                provider_message="" if available else str(provider.get("message") or ""),
+            )
 
     async def _apply_metadata(self, current: dict[str, Any]) -> None:
         """Labels and taints, keeping taints others own; resourceVersion guards against a lost update."""

@@ -76,8 +76,36 @@ class DaemonMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._admission_refusals = Counter(
+            "pod_admission_refusals",
+            "Pods the node refused before creating anything at the provider, by reason (OutOfcpu, "
+            "OutOfBudget, InvalidPlacement, ...) and check (resources, pods-ceiling, spend-ceiling, "
+            "placement).",
+            ["reason", "check"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         for result in ("success", "failure"):
             self._reconciles.labels(result=result)  # both series exist from the start, at 0
+        self._leader = Gauge(
+            "node_leader",
+            "1 while this replica holds the node's leader Lease and runs the node, 0 as a standby.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._leader_transitions = Counter(
+            "node_leader_transitions",
+            "Times this replica became the node's leader.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._takeover_seconds = Gauge(
+            "node_takeover_duration_seconds",
+            "From taking the leader Lease to the node Ready with its provider's workloads adopted, "
+            "at the last takeover.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
 
     def set_queue_depth_source(self, depth: Callable[[], int]) -> None:
         """Read the queue depth from `depth` at each scrape (a callback: the queue stays the truth)."""
@@ -95,6 +123,17 @@ class DaemonMetrics:
         """Drop a deleted pod's series, so the registry does not grow with every pod ever placed."""
         with contextlib.suppress(KeyError):
             self._pod_cost.remove(namespace, pod, provider)
+
+    def count_admission_refusal(self, reason: str, check: str) -> None:
+        self._admission_refusals.labels(reason=reason, check=check).inc()
+
+    def set_leader(self, leading: bool) -> None:
+        if leading:
+            self._leader_transitions.inc()
+        self._leader.set(1.0 if leading else 0.0)
+
+    def observe_takeover(self, seconds: float) -> None:
+        self._takeover_seconds.set(seconds)
 
     def set_provider_available(self, available: bool) -> None:
         self._provider_available.set(1.0 if available else 0.0)

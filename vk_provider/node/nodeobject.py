@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from fractions import Fraction
 from typing import Any
 
 from vk_provider import __version__
+from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.node.settings import NodeSettings, Taint
 
 PROVIDER_UNAVAILABLE_TAINT_KEY = "virtual-kubelet.io/provider-unavailable"
@@ -77,6 +80,20 @@ def capacity(settings: NodeSettings, provider_capacity: Mapping[str, str]) -> di
     return {**settings.capacity, **provider_capacity}
 
 
+def allocatable(settings: NodeSettings, resources: Mapping[str, str]) -> dict[str, str]:
+    """The capacity, with `pods` no more than the node's ceiling of pods at its provider: the scheduler
+    then leaves the pods beyond it Pending, instead of binding pods the node must refuse."""
+    result = dict(resources)
+    ceiling = settings.max_provider_pods
+    if ceiling is not None:
+        try:
+            advertised = parse_quantity(str(result.get("pods", ceiling)).strip())
+        except InvalidQuantityError:
+            advertised = Fraction(ceiling)
+        result["pods"] = str(min(ceiling, math.floor(advertised)))
+    return result
+
+
 def conditions(
     health: Health, now: datetime, previous: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
@@ -127,7 +144,7 @@ def status(
     resources = capacity(settings, provider_capacity)
     return {
         "capacity": resources,
-        "allocatable": resources,
+        "allocatable": allocatable(settings, resources),
         "conditions": conditions(health, now, previous_conditions),
         "addresses": [
             *({"type": "InternalIP", "address": address} for address in settings.addresses),

@@ -31,7 +31,7 @@ from vk_provider.kit.placement.record import (
     placement_message,
 )
 from vk_provider.kit.timestamps import parse_timestamp
-from vk_provider.node import podstatus
+from vk_provider.node import admission, podstatus
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.podrequest import build_pod_request, pod_ref
@@ -58,13 +58,15 @@ def _involved(pod: Mapping[str, Any]) -> InvolvedObject:
 
 
 OWN_ANNOTATIONS = frozenset({TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION, CHOSEN_ANNOTATION})
+"""The chosen placement, which we write, and the traffic annotations older nodes wrote (left over, or
+forged: the router ignores them), none of which is the workload's business."""
 
 
 def spec_fingerprint(pod: Mapping[str, Any]) -> str:
     """What a provider may need to update in a running pod: labels, annotations, container images.
 
-    Our own annotations (traffic address and its authentication, chosen placement) are left out:
-    writing them must not look like a change.
+    Our own annotations are left out: writing the chosen placement must not look like a change, nor
+    must an old traffic annotation appearing or going.
     """
     metadata = pod["metadata"]
     annotations = {
@@ -133,8 +135,14 @@ class PodReconciler:
         """What each pod looked like when last handed to the provider (see `spec_fingerprint`)."""
         self.known: dict[str, PodRef] = {}
         """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
-        self._stopping: set[str] = set()
+        self._stopping: dict[str, float] = {}
+        """Pods asked to stop at the provider, with the grace period they were given, by UID."""
         self._costs = PodCosts(metrics)
+        self._admissions = admission.Admissions(
+            node_name=settings.node_name,
+            allocatable=node_allocatable,
+            ceilings=admission.Ceilings(settings.max_provider_pods, settings.max_spend_per_hour),
+        )
         self._announced: dict[str, str] = {}
         """The `chosen` annotation each pod's Placed event announced, by UID: until the watch brings the
         annotation back, the cache does not show it written, and the event must not be posted again."""
@@ -214,6 +222,8 @@ class PodReconciler:
             if uid in self.known:
                 # We created it and the provider lost it: report, and create it again below.
                 logger.warning("the provider no longer holds pod %s; creating it again", ref)
+            elif not await self._admit(pod):
+                return None  # refused as a kubelet refuses: Failed, and nothing created
             await self._create(pod, ref)
             async with self._metrics.time_provider_call("get_pod_state"):
                 state = await self._provider.get_pod_state(ref) or PodState(ref=ref, phase="Pending")
@@ -224,6 +234,22 @@ class PodReconciler:
         if phase not in ("Succeeded", "Failed"):
             await self._write_status(pod, state)
         return None
+
+    async def _admit(self, pod: dict[str, Any]) -> bool:
+        """The node's admission (`admission`); a refused pod is Failed with the kubelet's reason."""
+        refusal = self._admissions.decide(
+            pod, self._pods.objects.values(), held=self.known.keys(), prices=self._costs.prices
+        )
+        if refusal is None:
+            return True
+        if self._admissions.announce(pod["metadata"]["uid"]):
+            self._events.record(_involved(pod), "Warning", refusal.reason, refusal.message)
+            self._metrics.count_admission_refusal(refusal.reason, refusal.check)
+        state = PodState(pod_ref(pod), "Failed", reason=refusal.reason, message=refusal.status_message)
+        status = podstatus.pod_status(pod, state, host_ip=self._settings.host_ip, now=datetime.now(UTC))
+        if podstatus.differs(pod.get("status", {}), status):
+            await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
+        return False
 
     async def _update_if_changed(self, pod: dict[str, Any], ref: PodRef) -> None:
         """Hand the provider what changed in a pod it already runs (labels, annotations, images)."""
@@ -238,7 +264,7 @@ class PodReconciler:
         self._applied[ref.uid] = fingerprint
 
     async def _create(self, pod: dict[str, Any], ref: PodRef) -> None:
-        request = await self._request_for(pod, ref)
+        request = admission.capped(await self._request_for(pod, ref), self._admissions.price_cap(ref.uid))
         async with self._metrics.time_provider_call("create_pod"):
             await self._provider.create_pod(request)
         self.known[ref.uid] = ref
@@ -270,12 +296,10 @@ class PodReconciler:
             # The watch brings the result back into the cache; a reconcile before that only repeats
             # an identical, harmless patch.
             await self._api.patch(_pod_path(ref) + "/status", {"status": status})
+        # The traffic address and auth marker went out in that status patch (see `podstatus`), never
+        # as annotations: any pod editor could forge those.
         annotations = pod["metadata"].get("annotations") or {}
         wanted: dict[str, str] = {}
-        if state.traffic_address and annotations.get(TRAFFIC_ADDRESS_ANNOTATION) != state.traffic_address:
-            wanted[TRAFFIC_ADDRESS_ANNOTATION] = state.traffic_address
-        if state.traffic_auth and annotations.get(TRAFFIC_AUTH_ANNOTATION) != state.traffic_auth:
-            wanted[TRAFFIC_AUTH_ANNOTATION] = state.traffic_auth
         if state.placement is not None:
             chosen = chosen_annotation(state.placement)
             if annotations.get(CHOSEN_ANNOTATION) != chosen:
@@ -300,15 +324,19 @@ class PodReconciler:
             state = await self._provider.get_pod_state(ref)
         if state is not None and not state.terminated:
             if ref.uid not in self._stopping:
-                await self._delete_in_provider(ref, grace_period_seconds=max(0.0, min(grace, remaining)))
-                self._stopping.add(ref.uid)
+                given = max(0.0, min(grace, remaining))
+                await self._delete_in_provider(ref, grace_period_seconds=given)
+                self._stopping[ref.uid] = given
                 self._events.record(
-                    _involved(pod), "Normal", "Killing", f"stopping the workload (grace {grace:g}s)"
+                    _involved(pod), "Normal", "Killing", f"stopping the workload (grace {given:g}s)"
                 )
             if remaining > 0:
                 # A pushed state wakes us earlier; this is the backstop at the end of the grace period.
                 return min(remaining, self._settings.status_poll_interval_seconds)
-            logger.warning("pod %s did not stop within its grace period; forcing it", ref)
+            if self._stopping[ref.uid] > 0:
+                # Only a workload given a grace period can overrun it; a forced deletion (grace 0, or
+                # first met after its grace ran out) was asked to stop at once, and that is no news.
+                logger.warning("pod %s did not stop within its grace period; forcing it", ref)
             await self._delete_in_provider(ref, grace_period_seconds=0)
         elif state is not None:
             # Stopped: one more (idempotent) delete lets the provider drop what it kept of the pod.
@@ -324,11 +352,12 @@ class PodReconciler:
             # Gone already, or a new pod took the name (the UID precondition protects it).
             if not (error.not_found or error.conflict):
                 raise
-        self._stopping.discard(ref.uid)
+        self._stopping.pop(ref.uid, None)
         self._applied.pop(ref.uid, None)
         self._announced.pop(ref.uid, None)
         self.known.pop(ref.uid, None)
         self._costs.stop(ref.uid)
+        self._admissions.forget(ref.uid)
 
     async def _forget(self, uid: str) -> None:
         """The API object is gone (force delete, or our own final delete): make sure nothing runs."""
@@ -336,7 +365,8 @@ class PodReconciler:
         self._applied.pop(uid, None)
         self._announced.pop(uid, None)
         self._costs.stop(uid)
-        self._stopping.discard(uid)
+        self._admissions.forget(uid)
+        self._stopping.pop(uid, None)
         self.work.forget(uid)
         if ref is not None:
             await self._delete_in_provider(ref, grace_period_seconds=0)

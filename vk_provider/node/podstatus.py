@@ -7,6 +7,12 @@ core/v1: podIPs and hostIPs merge by `ip`, so they carry the `$patch: replace` d
 containerStatuses and initContainerStatuses are atomic, so a plain list already replaces them, and a
 directive there would be stored as a blank status whenever the pod had none yet. A transition time
 moves only when a condition's status changes, as the kubelet does.
+
+The traffic address and its auth marker ride in the same patch, as two conditions of our own types
+(`vk_provider.offload.names`), value in `message`: the router trusts only what the pod's status says,
+because only the node the pod is bound to may write it (NodeRestriction), so one write per transition
+reports the state and publishes where its traffic goes. The apiserver accepts any qualified name as a
+pod condition type.
 """
 
 from __future__ import annotations
@@ -15,10 +21,31 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from vk_provider.offload.names import (
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_CONDITION,
+    TRAFFIC_CONDITION_REASON,
+)
 from vk_provider.provider import ContainerState, ContainerStateKind, ContainerTermination, PodRef, PodState
 
 OUR_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+TRAFFIC_CONDITIONS = (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_AUTH_CONDITION)
 PROVIDER_FAILED = "ProviderFailed"
+CREATING = {"reason": "ContainerCreating"}
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _never_started(state: PodState) -> dict[str, str]:
+    """What a container of a terminal pod waits for when the provider never ran it: nothing any more.
+
+    Not `ContainerCreating`, which says it is on its way (and which `kubectl get pods` would show instead
+    of the pod's reason): the pod's own reason and message (`OutOfnvidia.com/gpu`, `ProviderFailed`), as
+    the kubelet shows a rejected pod's reason.
+    """
+    waiting = {"reason": state.reason or ("PodCompleted" if state.phase == "Succeeded" else "PodFailed")}
+    if state.message:
+        waiting["message"] = state.message
+    return waiting
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -35,7 +62,14 @@ def _termination(termination: ContainerTermination) -> dict[str, Any]:
     }
 
 
-def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod_uid: str) -> dict[str, Any]:
+def _container_status(
+    spec: Mapping[str, Any],
+    state: ContainerState | None,
+    pod_uid: str,
+    waiting: Mapping[str, str] = CREATING,
+) -> dict[str, Any]:
+    """`waiting`: the state shown for a container the provider says nothing of (or that waits without
+    a reason): being created, while the pod may still run."""
     name = spec["name"]
     status: dict[str, Any] = {
         "name": name,
@@ -45,7 +79,7 @@ def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod
         "ready": False,
         "restartCount": 0,
         "started": False,
-        "state": {"waiting": {"reason": "ContainerCreating"}},
+        "state": {"waiting": dict(waiting)},
         "lastState": {},
     }
     if state is None:
@@ -60,11 +94,12 @@ def _container_status(spec: Mapping[str, Any], state: ContainerState | None, pod
     elif state.state is ContainerStateKind.TERMINATED:
         termination = state.termination or ContainerTermination(exit_code=0, reason=state.reason)
         status["state"] = {"terminated": _termination(termination)}
+    elif state.reason:
+        status["state"] = {
+            "waiting": {"reason": state.reason, **({"message": state.message} if state.message else {})}
+        }
     else:
-        waiting = {"reason": state.reason or "ContainerCreating"}
-        if state.message:
-            waiting["message"] = state.message
-        status["state"] = {"waiting": waiting}
+        status["state"] = {"waiting": dict(waiting)}
     if state.last_termination is not None:
         status["lastState"] = {"terminated": _termination(state.last_termination)}
     return status
@@ -95,6 +130,38 @@ def _conditions(
     return result
 
 
+def _traffic_conditions(
+    current: list[dict[str, Any]], state: PodState, now: datetime
+) -> list[dict[str, Any]]:
+    """The published traffic address and auth marker; a value the provider does not give is left as
+    it is (the merge by type keeps it), since the provider reports the address only while it runs."""
+    before = {condition.get("type"): condition for condition in current}
+    result = []
+    for kind, value in (
+        (TRAFFIC_ADDRESS_CONDITION, state.traffic_address),
+        (TRAFFIC_AUTH_CONDITION, state.traffic_auth),
+    ):
+        if not value:
+            continue
+        earlier = before.get(kind)
+        transition = (
+            earlier.get("lastTransitionTime")
+            if earlier is not None and earlier.get("status") == "True" and earlier.get("lastTransitionTime")
+            else iso(now)
+        )
+        result.append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": TRAFFIC_CONDITION_REASON,
+                "message": value,
+                "lastProbeTime": None,
+                "lastTransitionTime": transition,
+            }
+        )
+    return result
+
+
 def _readiness_gates_pass(pod: Mapping[str, Any]) -> bool:
     gates = [gate["conditionType"] for gate in pod["spec"].get("readinessGates", [])]
     conditions = {c.get("type"): c.get("status") for c in pod.get("status", {}).get("conditions", [])}
@@ -108,9 +175,13 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
     by_name = {container.name: container for container in state.containers}
     init_by_name = {container.name: container for container in state.init_containers}
     uid = pod["metadata"]["uid"]
-    containers = [_container_status(c, by_name.get(c["name"]), uid) for c in spec.get("containers", [])]
+    waiting = _never_started(state) if state.phase in TERMINAL else CREATING
+    containers = [
+        _container_status(c, by_name.get(c["name"]), uid, waiting) for c in spec.get("containers", [])
+    ]
     init_containers = [
-        _container_status(c, init_by_name.get(c["name"]), uid) for c in spec.get("initContainers", [])
+        _container_status(c, init_by_name.get(c["name"]), uid, waiting)
+        for c in spec.get("initContainers", [])
     ]
     initialized = all(
         (state_ := init_by_name.get(c["name"])) is not None
@@ -139,7 +210,8 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
             },
             now,
             reasons,
-        ),
+        )
+        + _traffic_conditions(current.get("conditions", []), state, now),
         "containerStatuses": containers,
         "hostIP": host_ip,
         "hostIPs": [{"$patch": "replace"}, {"ip": host_ip}],
@@ -180,16 +252,26 @@ def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
             return {key: plain(item) for key, item in value.items() if item is not None and item != {}}
         return value
 
-    def comparable_conditions(conditions: list[dict[str, Any]]) -> dict[str, tuple[Any, Any]]:
+    def comparable_conditions(conditions: list[dict[str, Any]], types: tuple[str, ...]) -> dict[str, Any]:
+        # A traffic condition's value is its message; ours say all in status and reason.
         return {
-            c["type"]: (c.get("status"), c.get("reason"))
+            c["type"]: (
+                c.get("status"),
+                c.get("reason"),
+                c.get("message") if c["type"] in TRAFFIC_CONDITIONS else None,
+            )
             for c in conditions
-            if c.get("type") in OUR_CONDITIONS
+            if c.get("type") in types
         }
 
     for key, value in wanted.items():
         if key == "conditions":
-            if comparable_conditions(current.get("conditions", [])) != comparable_conditions(value):
+            # Every condition we write, and only those: a traffic condition the wanted status leaves
+            # out is kept by the merge, so its absence there is no difference.
+            types = tuple(c["type"] for c in value)
+            if comparable_conditions(current.get("conditions", []), types) != comparable_conditions(
+                value, types
+            ):
                 return True
         elif plain(current.get(key)) != plain(value):
             return True

@@ -31,9 +31,15 @@ def run_node_command(settings: NodeSettings) -> int:
     try:
         asyncio.run(until_signalled(main))
     except* UnknownProviderError as unknown:
-        logger.error("%s", unknown.exceptions[0])
+        logger.error("%s", _first_leaf(unknown))
         exit_code = 2
     except* KubeletApiError as unservable:
-        logger.error("%s", unservable.exceptions[0])
+        logger.error("%s", _first_leaf(unservable))
         exit_code = 1
     return exit_code
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error itself: task groups nest (the node's inside the leader's), `except*` keeps that."""
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

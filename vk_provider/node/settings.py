@@ -53,6 +53,12 @@ class NodeSettings:
     capacity: Mapping[str, str] = dataclasses.field(
         default_factory=lambda: {"cpu": "100", "memory": "512Gi", "pods": "1000"}
     )
+    max_provider_pods: int | None = None
+    """The most pods this node may run at its provider at once; beyond it a pod is refused (OutOfBudget).
+    None: no ceiling but `capacity`'s pods."""
+    max_spend_per_hour: float | None = None
+    """The most US dollars an hour this node's pods may cost at its provider's list prices; a pod that
+    would take it past this is refused (OutOfBudget). None: no ceiling. See `node.admission`."""
     kubelet_port: int = 10250
     addresses: tuple[str, ...] = ("127.0.0.1",)
     """InternalIP addresses reported on the Node; the first is every pod's hostIP."""
@@ -84,6 +90,36 @@ class NodeSettings:
     `kubectl certificate approve`."""
     insecure_kubelet_api_allow_all: bool = False
     """Development only: serve the kubelet API without authentication or authorization."""
+    leader_elect: bool = True
+    """Replicas of the daemon for one node elect a leader through a Lease; only the leader runs the node.
+    On by default: a lone replica takes a free Lease at once, and a second one makes the node survive
+    a crash or an upgrade of the first."""
+    leader_election_namespace: str | None = None
+    """Namespace of the leader Lease; default: the pod's own (its service account mount), else
+    vk-provider-system."""
+    leader_election_identity: str | None = None
+    """This replica's name in the Lease; default: host name (the pod's name) and a random suffix."""
+    leader_election_lease_duration_seconds: float = 15.0
+    """How long a standby waits, after the leader's last renewal, before taking over. With the renew
+    deadline and retry period below, a standby leads about 17 s after a kill -9 of the leader, plus at
+    most one node heartbeat interval since the last heartbeat: well inside the node-monitor grace period
+    (40 s by default) that would turn the node Unknown."""
+    leader_election_renew_deadline_seconds: float = 10.0
+    """The leader stops leading when it could not renew for this long (before a standby may take over)."""
+    leader_election_retry_period_seconds: float = 2.0
+    """Between the leader's renewals, and between a standby's attempts to take the Lease."""
+
+    def __post_init__(self) -> None:
+        if not (
+            self.leader_election_retry_period_seconds
+            < self.leader_election_renew_deadline_seconds
+            < self.leader_election_lease_duration_seconds
+        ):
+            raise SettingsError(
+                "leader election: the retry period must be shorter than the renew deadline, and the renew "
+                "deadline shorter than the lease duration (or a standby could take over from a leader "
+                "that still acts)"
+            )
 
     @property
     def effective_taint(self) -> Taint | None:
@@ -191,10 +227,19 @@ def _positive_number(name: str) -> Callable[[Any, str], float]:
     return convert
 
 
+def _optional(convert: Callable[[Any, str], Any], value: Any, source: str) -> Any:
+    """None for an empty value ("no ceiling"), else `convert`'s."""
+    return None if value in (None, "") else convert(value, source)
+
+
 _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "taint": lambda value, source: None if value in (None, "") else parse_taint(str(value), source),
     "labels": lambda value, source: parse_pairs(value, source, what="label"),
     "capacity": _capacity,
+    "max_provider_pods": lambda value, source: _optional(_positive_int("max_provider_pods"), value, source),
+    "max_spend_per_hour": lambda value, source: _optional(
+        _positive_number("max_spend_per_hour"), value, source
+    ),
     "addresses": _addresses,
     "provider_config": _provider_config,
     "state_dir": lambda value, source: Path(value),
@@ -204,6 +249,9 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "kubelet_csr_self_approve": lambda value, source: _boolean(value),
     "insecure_kubelet_api_allow_all": lambda value, source: _boolean(value),
     "no_taint": lambda value, source: _boolean(value),
+    "leader_elect": lambda value, source: _boolean(value),
+    "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),
+    "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "pod_workers": _positive_int("pod_workers"),
     "api_burst": _positive_int("api_burst"),

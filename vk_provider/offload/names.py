@@ -20,14 +20,29 @@ PROMOTE_ANNOTATION = f"{GROUP}/promote"
 """On the Offload: a new value asks the controller to skip the remaining steps (`kubectl offload promote`)."""
 FINALIZER = f"{GROUP}/migrate-home"
 """On the Offload, put there by the controller: a deleted Offload first moves its traffic home."""
+RETRY_ANNOTATION = f"{GROUP}/retry"
+"""On the Offload: a new value asks the controller to run the last migration again after it rolled back
+or failed (`kubectl offload flip` toward the side it did not reach); `status.handledRetry` echoes it."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 
+TRAFFIC_ADDRESS_CONDITION = "vk-provider.dev/TrafficAddress"
+"""A condition in the status of a running pod of a virtual node, its `message` the URL the router
+sends that pod's traffic to. In the status, not in an annotation: NodeRestriction lets only the node
+the pod is bound to write it, and a plain pod editor (`pods` patch without `pods/status`) cannot."""
+TRAFFIC_AUTH_CONDITION = "vk-provider.dev/TrafficAuth"
+"""A pod status condition beside `TRAFFIC_ADDRESS_CONDITION`, its `message` how the router must
+authenticate requests to the traffic address (see `vk_provider.kit.signing`)."""
+TRAFFIC_CONDITION_REASON = "Published"
+"""The reason of both traffic conditions while the node publishes them."""
+
 TRAFFIC_ADDRESS_ANNOTATION = "vk-provider.dev/traffic-address"
-"""On a running pod of a virtual node: the URL the router sends that pod's traffic to."""
+"""Where older nodes published the traffic address. Any pod editor can set it, so the router never
+reads it: a pod carrying it gets a Warning Event instead (see `UNTRUSTED_TRAFFIC_ANNOTATION_REASON`)."""
 TRAFFIC_AUTH_ANNOTATION = "vk-provider.dev/traffic-auth"
-"""On a running pod of a virtual node: how the router must authenticate requests to the traffic
-address (see `vk_provider.kit.signing`)."""
+"""Where older nodes published the traffic-auth marker; ignored by the router like the address."""
+UNTRUSTED_TRAFFIC_ANNOTATION_REASON = "UntrustedTrafficAnnotation"
+"""The reason of the Warning Event the router posts once for a pod carrying either old annotation."""
 
 
 def offloads_path(namespace: str | None = None) -> str:

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.offload.names import PROMOTE_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -19,6 +19,7 @@ from vk_provider.offload.plan import (
     Direction,
     validate_steps,
 )
+from vk_provider.offload.status import Phase
 
 # The CRD's defaults (manifests/crds/offload.yaml), applied here too for an Offload read before the
 # apiserver filled them in, or written past it.
@@ -39,6 +40,12 @@ DEFAULT_EMERGENCY_GRACE_SECONDS = 30
 DEFAULT_EMERGENCY_MIN_SERVING_PERCENT = 0
 """Share of the serving side's desired replicas it may fall below before it counts as lost (0: only
 when no endpoint is left)."""
+MAX_AWAY_REPLICAS = 100
+"""The CRD's maximum of `spec.away.replicas`: each away replica is a paid workload at a provider, so a
+typo must not start thousands (see manifests/crds/offload.yaml)."""
+MAX_NAME_LENGTH = 63
+"""An Offload's name is a label value on its away Deployment and pods (`OFFLOAD_LABEL`), and label
+values hold at most 63 characters; the CRD refuses longer names, this catches ones written past it."""
 DEFAULT_AWAY_NODE_SELECTOR: Mapping[str, str] = {"type": "virtual-kubelet"}
 DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"},
@@ -119,6 +126,13 @@ class OffloadSpec:
     """`metadata.deletionTimestamp` is set: the Offload goes home, then lets go of its away side."""
     finalizers: tuple[str, ...] = ()
     resource_version: str = ""
+    retry: str = ""
+    """The retry annotation's value ('' when absent): a new value after a migration rolled back or
+    failed asks to run it again."""
+
+    def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
+        """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
+        return bool(self.retry) and self.retry != handled and phase in (Phase.ROLLED_BACK, Phase.FAILED)
 
     @property
     def key(self) -> str:
@@ -248,15 +262,23 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     if isinstance(max_error_rate, bool) or not isinstance(max_error_rate, int | float):
         raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
     replicas = away.get("replicas")
+    name = _name(metadata.get("name"), "metadata.name")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidSpec(
+            f"metadata.name is {len(name)} characters, more than {MAX_NAME_LENGTH}: it must fit in the "
+            f"{OFFLOAD_LABEL} label of the away pods; recreate the Offload with a shorter name"
+        )
     return OffloadSpec(
         namespace=_name(metadata.get("namespace"), "metadata.namespace"),
-        name=_name(metadata.get("name"), "metadata.name"),
+        name=name,
         uid=str(metadata.get("uid") or ""),
         generation=_integer(metadata.get("generation"), "metadata.generation", 0),
         home_deployment=_name(home.get("deployment"), "spec.home.deployment"),
         home_service=_name(home.get("service"), "spec.home.service"),
         away=AwayTemplate(
-            replicas=None if replicas is None else _integer(replicas, "spec.away.replicas", 0),
+            replicas=None
+            if replicas is None
+            else _integer(replicas, "spec.away.replicas", 0, maximum=MAX_AWAY_REPLICAS),
             node_selector=_strings(node_selector, "spec.away.nodeSelector")
             if node_selector is not None
             else dict(DEFAULT_AWAY_NODE_SELECTOR),
@@ -320,4 +342,5 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         deleting=metadata.get("deletionTimestamp") is not None,
         finalizers=tuple(str(item) for item in metadata.get("finalizers") or ()),
         resource_version=str(metadata.get("resourceVersion") or ""),
+        retry=str(_mapping(metadata.get("annotations"), "metadata.annotations").get(RETRY_ANNOTATION) or ""),
     )

@@ -63,6 +63,8 @@ class OffloadStatus:
     last_check: Mapping[str, Any] | None = None
     """The gates' judgement of the last step interval (verdict, side, requests, errorRatePercent, ...)."""
     handled_promotion: str | None = None
+    handled_retry: str | None = None
+    """The value of the retry annotation the last migration was started for."""
     observed_generation: int | None = None
     message: str | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()
@@ -209,6 +211,7 @@ _READERS = {
     "outcome_reason": _text,
     "last_check": _object,
     "handled_promotion": _text,
+    "handled_retry": _text,
     "observed_generation": _integer,
     "message": _text,
     "conditions": _conditions,

@@ -87,7 +87,10 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
     status = add("status", "show one Offload in detail", with_output=True)
     status.add_argument("name", metavar="NAME")
     status.add_argument(
-        "-w", "--watch", action="store_true", help="re-render on each change until the migration ends"
+        "-w",
+        "--watch",
+        action="store_true",
+        help="re-render on each change until interrupted (Ctrl-C), whether a migration runs or not",
     )
 
     flip = add("flip", "start a migration: set the desired placement (and optionally the strategy)")

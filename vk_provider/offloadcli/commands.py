@@ -6,8 +6,13 @@ running, and toward where) are made on a fresh read, and the write carries that 
 so a concurrent change is noticed instead of overwritten; on such a conflict the command re-reads and
 checks again.
 
-Exit codes: 0 done; 1 the migration failed or rolled back (with --wait), or the apiserver said no;
-2 usage or validation error. Messages go to stderr with the reason.
+Exit codes: 0 done; 1 the migration failed or rolled back (with --wait), the Offload is not Ready (with
+--wait: nothing would move), or the apiserver said no; 2 usage or validation error; 130 interrupted.
+Messages go to stderr with the reason and, where there is one, the command that moves on.
+
+A flip toward the side the last migration tried to reach and did not (it rolled back or failed) asks the
+controller to run it again (the retry annotation), and `--wait` follows that new attempt, never the
+ending of the old one.
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ from typing import Any
 import aiohttp
 
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
-from vk_provider.offload.names import KIND, PROMOTE_ANNOTATION, offload_path, offloads_path
+from vk_provider.offload.names import (
+    KIND,
+    PROMOTE_ANNOTATION,
+    RETRY_ANNOTATION,
+    offload_path,
+    offloads_path,
+)
+from vk_provider.offload.status import Phase
 from vk_provider.offloadcli import rendering
 from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
 
@@ -228,10 +240,6 @@ async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
     return EXIT_OK
 
 
-def _ended(offload: RawObject) -> bool:
-    return rendering.status_of(offload).terminal
-
-
 def _show_document(offload: RawObject, output: str, *, repeat: bool) -> None:
     if output == "yaml" and repeat:
         emit("---")
@@ -257,22 +265,21 @@ async def run_status(
     sleep: Sleep = asyncio.sleep,
     interactive: bool | None = None,
 ) -> int:
-    """Show the Offload; with --watch, again on each change until its migration ends.
+    """Show the Offload; with --watch, again on each change until interrupted (or the Offload is deleted),
+    whether a migration runs or not, as `kubectl get --watch` does.
 
     As JSON or YAML the object itself is printed, once per change. The page also redraws every
     REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
     only if the Events shown changed, so a log of the output holds news rather than a page per tick.
     """
     offload = await get_offload(api, namespace, arguments.name)
-    watching = arguments.watch and not _ended(offload)
+    watching = bool(arguments.watch)
     if arguments.output:
         _show_document(offload, arguments.output, repeat=False)
         if watching:
             async with contextlib.aclosing(follow(api, namespace, arguments.name, offload)) as changes:
                 async for version in changes:
                     _show_document(version, arguments.output, repeat=True)
-                    if _ended(version):
-                        break
         return EXIT_OK
     events = await list_events(api, namespace, arguments.name)
     emit(rendering.render_status(offload, events))
@@ -289,13 +296,28 @@ async def run_status(
                 emit(CLEAR_SCREEN if interactive else "")
                 emit(rendering.render_status(latest, events))
                 shown = news
-            if _ended(latest):
-                break
     return EXIT_OK
 
 
-def flip_patch(current: RawObject, arguments: argparse.Namespace) -> dict[str, Any]:
-    """The spec patch for `flip`, or CommandError(2) when a migration toward the other side is running."""
+def is_retry(current: RawObject, placement: str) -> bool:
+    """Whether a flip to `placement` asks again for a migration that ended there badly: the spec already
+    says `placement`, so only the retry annotation can start a new attempt."""
+    status = rendering.status_of(current)
+    return (
+        status.phase in (Phase.ROLLED_BACK, Phase.FAILED)
+        and rendering.direction_placement(current) == placement
+        and rendering.spec_of(current).get("placement") == placement
+    )
+
+
+def flip_patch(
+    current: RawObject, arguments: argparse.Namespace, *, retry: str | None = None
+) -> dict[str, Any]:
+    """The patch for `flip`, or CommandError(2) when a migration toward the other side is running.
+
+    With `retry` (a fresh value), a flip toward where the last migration failed to go also sets the
+    retry annotation to it.
+    """
     status = rendering.status_of(current)
     target = status.target_placement
     if rendering.is_running(current) and target and target != arguments.to:
@@ -312,51 +334,92 @@ def flip_patch(current: RawObject, arguments: argparse.Namespace) -> dict[str, A
         strategy["stepIntervalSeconds"] = arguments.interval
     if strategy:
         spec["strategy"] = strategy
+    if retry is not None and is_retry(current, arguments.to):
+        return {"metadata": {"annotations": {RETRY_ANNOTATION: retry}}, "spec": spec}
     return {"spec": spec}
 
 
-def finished_code(offload: RawObject, generation: int, placement: str) -> int | None:
-    """The exit code once the migration started at `generation` has ended; None while it has not."""
+def finished_code(
+    offload: RawObject, generation: int, placement: str, retry: str | None = None
+) -> int | None:
+    """The exit code once the migration started at `generation` (or for the `retry` value) has ended;
+    None while it has not."""
     status = rendering.status_of(offload)
     code = rendering.exit_code_of_phase(status.phase)
     if code is None:
         return None
+    if retry is not None:  # the generation did not move: only the controller's echo tells the attempts apart
+        return code if status.handled_retry == retry else None
     observed = status.observed_generation
     if observed is not None:
         return code if int(observed) >= generation else None
     return code if status.target_placement == placement else None
 
 
-async def wait_for_end(api: KubeApi, namespace: str, patched: RawObject, placement: str) -> int:
+def not_ready(offload: RawObject, generation: int) -> str | None:
+    """Why nothing will move, once the controller has judged `generation` and said Ready=False; else None."""
+    status = rendering.status_of(offload)
+    if status.observed_generation is None or int(status.observed_generation) < generation:
+        return None
+    ready = rendering.condition_of(offload, "Ready")
+    if ready is None or ready.get("status") != "False":
+        return None
+    return f"{ready.get('reason', 'NotReady')}: {ready.get('message', '')}"
+
+
+async def wait_for_end(
+    api: KubeApi, namespace: str, patched: RawObject, placement: str, *, retry: str | None = None
+) -> int:
     name = patched["metadata"]["name"]
     generation = int(patched["metadata"].get("generation", 0))
     last_line = rendering.progress_line(patched)
     emit(last_line)
-    code = finished_code(patched, generation, placement)
-    if code is None:
+    latest, code, blocked = (
+        patched,
+        finished_code(patched, generation, placement, retry),
+        not_ready(patched, generation),
+    )
+    if code is None and blocked is None:
         async for offload in follow(api, namespace, name, patched):
+            latest = offload
             line = rendering.progress_line(offload)
             if line != last_line:
                 emit(line)
                 last_line = line
-            code = finished_code(offload, generation, placement)
-            if code is not None:
+            code = finished_code(offload, generation, placement, retry)
+            blocked = not_ready(offload, generation)
+            if code is not None or blocked is not None:
                 break
+    if code is None and blocked is not None:
+        complain(
+            f"offload {name} is not Ready ({blocked}); nothing moves until that is fixed, "
+            f"then `{rendering.flip_command(latest, placement)}` again"
+        )
+        return EXIT_FAILED
     if code == EXIT_OK:
         emit(f"offload {name}: the migration to {placement} succeeded")
     else:
-        complain(f"offload {name}: the migration to {placement} did not succeed")
+        complain(
+            f"offload {name}: the migration to {placement} did not succeed; {rendering.retry_hint(latest)}"
+        )
     return EXIT_FAILED if code is None else code
 
 
 async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     patched = await checked_patch(
-        api, namespace, arguments.name, lambda current: flip_patch(current, arguments)
+        api, namespace, arguments.name, lambda current: flip_patch(current, arguments, retry=stamp)
     )
-    emit(f"offload {arguments.name}: placement set to {arguments.to}")
+    retrying = (patched["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION) == stamp
+    if retrying:
+        emit(
+            f"offload {arguments.name}: the last migration to {arguments.to} did not succeed; trying it again"
+        )
+    else:
+        emit(f"offload {arguments.name}: placement set to {arguments.to}")
     if not arguments.wait:
         return EXIT_OK
-    return await wait_for_end(api, namespace, patched, arguments.to)
+    return await wait_for_end(api, namespace, patched, arguments.to, retry=stamp if retrying else None)
 
 
 def _require_running(current: RawObject, name: str, what: str) -> str:

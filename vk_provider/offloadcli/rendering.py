@@ -72,6 +72,43 @@ def direction_placement(offload: RawObject) -> str:
     return str(status_of(offload).target_placement or spec_of(offload).get("placement") or "home")
 
 
+def condition_of(offload: RawObject, kind: str) -> Mapping[str, Any] | None:
+    """The status condition of this type, or None."""
+    return next((c for c in status_of(offload).conditions if c.get("type") == kind), None)
+
+
+def flip_command(offload: RawObject, placement: str) -> str:
+    """The command line that flips this Offload to `placement`, namespace included."""
+    metadata = offload.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    where = f" -n {namespace}" if namespace else ""
+    return f"kubectl offload flip {metadata.get('name', NONE)} --to {placement}{where}"
+
+
+def retry_hint(offload: RawObject) -> str:
+    """What to do after a migration rolled back or failed: try it again, or go back."""
+    target = direction_placement(offload)
+    status = status_of(offload)
+    why = f" ({status.outcome_reason})" if status.outcome_reason else ""
+    back = "home" if target == "away" else "away"
+    return (
+        f"the migration to {target} ended {status.phase or NONE}{why}; to try it again: "
+        f"`{flip_command(offload, target)}`; to go back: `{flip_command(offload, back)}`"
+    )
+
+
+def hint_lines(offload: RawObject) -> list[str]:
+    """A `Next:` line when the Offload needs a person: not Ready, or its last migration ended badly."""
+    ready = condition_of(offload, "Ready")
+    if ready is not None and ready.get("status") == "False":
+        return [
+            f"Next:         fix {ready.get('reason', 'NotReady')} (see Conditions); nothing moves until then"
+        ]
+    if status_of(offload).phase in (Phase.ROLLED_BACK, Phase.FAILED):
+        return [f"Next:         {retry_hint(offload)}"]
+    return []
+
+
 def strategy_of(offload: RawObject) -> Mapping[str, Any]:
     strategy: Mapping[str, Any] = spec_of(offload).get("strategy") or {}
     return strategy
@@ -350,6 +387,7 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
         f"Age:          {_age(offload, now)}",
         f"Message:      {status.message or NONE}",
+        *hint_lines(offload),
         *gate_lines(offload, now),
         "Conditions:",
         *_condition_lines(status.conditions, now),

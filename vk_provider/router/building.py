@@ -19,16 +19,36 @@ nothing. IPv6 addresses are written in brackets. If the same URL shows up twice 
 two slices while they are rebalanced), the live reading beats the draining one.
 
 Away endpoints are the pods in the Offload's namespace labelled `offload.vk-provider.dev/offload=<name>`
-that carry the traffic-address annotation (the URL the virtual node publishes) and whose `Ready`
-condition is `True`; a pod being deleted (`metadata.deletionTimestamp` set) that is still Ready drains.
-A pod whose annotation is not an http(s) URL is left out. A pod that also carries the traffic-auth
-annotation (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see `vk_provider.kit.traffic_auth`)
-becomes a signed endpoint; one whose marker the router cannot act on is left out, since unsigned
-requests would only be refused there.
+and bound (`spec.nodeName`) to a virtual node (a Node labelled `type=virtual-kubelet`, handed in). Only
+the node writes what the router reads of them: the traffic address (the URL the virtual node publishes)
+and the auth marker are the messages of the pod status conditions `vk-provider.dev/TrafficAddress` and
+`vk-provider.dev/TrafficAuth`, which NodeRestriction lets only the pod's own node write. The old
+annotations of those names are never read, since any pod editor may set them: a pod carrying one is
+reported in `BuildResult.untrusted`, for a Warning Event. A pod whose address is not an http(s) URL is
+left out. A pod with an auth marker (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see
+`vk_provider.kit.traffic_auth`) becomes a signed endpoint; one whose marker the router cannot act on is
+left out, since unsigned requests would only be refused there.
+
+An away pod serves when its `Ready` condition is `True`; one being deleted
+(`metadata.deletionTimestamp` set) drains. When its node is not Ready (the node daemon is down, the
+node goes Unknown, and the node lifecycle controller marks its pods `Ready=False` though they run on
+at the provider), a pod whose `ContainersReady` is still `True` (the node's last word: it was ready)
+keeps serving as long as the router's own active checks of its address pass (`active_checks`, URL →
+verdict, from `vk_provider.router.health`); such endpoints are marked `kept_on_active_checks`. The
+same holds once the node is Ready again until it has rewritten the pod's status (the pod's `Ready`
+turned False no later than the node's `Ready` turned True): otherwise the seconds between the node's
+return and its first status patch of each pod would drop them all. Every
+unsigned away endpoint is a check target (`BuildResult.check_targets`), checked at its address plus
+the path of the pod's readiness probe (`httpGet`), else `/`.
 
 An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not starting with `/`, no
 home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
 `build_routes` returns it as a `SkippedOffload` for callers that want to report it (e.g. as an event).
+
+An Offload that claims a host and path prefix an older Offload already holds (see
+`vk_provider.offload.claims`) gets no route either, skipped with the conflict as its reason, so a later
+Offload in any namespace cannot take another's traffic; when the holder is deleted, the next rebuild
+gives the route to it.
 """
 
 from __future__ import annotations
@@ -36,10 +56,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from datetime import datetime
+from typing import Any, Final
 
+from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
-from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
+from vk_provider.offload.claims import resolve_claims
+from vk_provider.offload.names import (
+    OFFLOAD_LABEL,
+    TRAFFIC_ADDRESS_ANNOTATION,
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_ANNOTATION,
+    TRAFFIC_AUTH_CONDITION,
+)
 from vk_provider.offload.status import OffloadStatus
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
 
@@ -49,12 +78,20 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label an EndpointSlice carries naming the Service it belongs to."""
 HTTP_PORT_NAME = "http"
 """The EndpointSlice port name preferred over the first port."""
+VIRTUAL_NODE_LABEL: Final = ("type", "virtual-kubelet")
+"""The label of the Nodes whose pods may be away endpoints (the node daemon sets it)."""
+UNTRUSTED_ANNOTATIONS: Final = (TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION)
+"""Where older nodes published the traffic address and marker; forgeable, so never read."""
+DEFAULT_CHECK_PATH = "/"
 
 __all__ = [
     "HTTP_PORT_NAME",
     "SERVICE_NAME_LABEL",
+    "VIRTUAL_NODE_LABEL",
     "BuildResult",
+    "CheckTarget",
     "SkippedOffload",
+    "UntrustedPod",
     "build_routes",
     "build_table",
 ]
@@ -74,20 +111,46 @@ class SkippedOffload:
 
 
 @dataclasses.dataclass(frozen=True)
+class UntrustedPod:
+    """An away pod carrying traffic annotations the router ignored (forged, or left by an old node)."""
+
+    namespace: str
+    name: str
+    uid: str
+    annotations: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckTarget:
+    """An away endpoint to check actively: `url` is its traffic address, `check_url` what to GET."""
+
+    url: str
+    check_url: str
+
+
+@dataclasses.dataclass(frozen=True)
 class BuildResult:
-    """The table built, and the Offloads that could not be part of it (sorted by key)."""
+    """The table built, the Offloads that could not be part of it (sorted by key), the away pods with
+    ignored traffic annotations and the away endpoints to check actively (both sorted)."""
 
     table: RouteTable
     skipped: tuple[SkippedOffload, ...] = ()
+    untrusted: tuple[UntrustedPod, ...] = ()
+    check_targets: tuple[CheckTarget, ...] = ()
 
 
 def build_table(
     offloads: Iterable[Mapping[str, Any]],
     endpoint_slices: Iterable[Mapping[str, Any]],
     away_pods: Iterable[Mapping[str, Any]],
+    *,
+    virtual_nodes: Iterable[Mapping[str, Any]] = (),
+    active_checks: Mapping[str, bool] | None = None,
 ) -> RouteTable:
     """The route table for these objects; each skipped Offload is logged as a warning."""
-    result = build_routes(offloads, endpoint_slices, away_pods)
+    result = build_routes(
+        offloads, endpoint_slices, away_pods, virtual_nodes=virtual_nodes, active_checks=active_checks
+    )
     for skipped in result.skipped:
         logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
     return result.table
@@ -97,10 +160,21 @@ def build_routes(
     offloads: Iterable[Mapping[str, Any]],
     endpoint_slices: Iterable[Mapping[str, Any]],
     away_pods: Iterable[Mapping[str, Any]],
+    *,
+    virtual_nodes: Iterable[Mapping[str, Any]] = (),
+    active_checks: Mapping[str, bool] | None = None,
 ) -> BuildResult:
-    """The route table for these objects, plus the Offloads skipped as invalid (no logging)."""
+    """The route table for these objects, plus the Offloads skipped as invalid or losing their
+    route's claim (no logging).
+
+    `virtual_nodes` are the Node objects labelled `type=virtual-kubelet` (others are ignored); only
+    pods bound to one of them are away endpoints. `active_checks` are the router's latest verdicts on
+    away addresses (URL → passing), which keep the pods of a node gone not Ready serving.
+    """
+    offloads = list(offloads)
     home_index = _index_home_endpoints(endpoint_slices)
-    away_index = _index_away_endpoints(away_pods)
+    away = _index_away_endpoints(away_pods, _node_states(virtual_nodes), active_checks or {})
+    away_index = away.index
     routes: list[Route] = []
     skipped: list[SkippedOffload] = []
     for offload in offloads:
@@ -113,9 +187,35 @@ def build_routes(
             skipped.append(SkippedOffload(namespace, name, str(error)))
             continue
         routes.append(route)
+    routes = _drop_claim_losers(offloads, routes, skipped)
     routes.sort(key=lambda route: (route.namespace, route.name))
     skipped.sort(key=lambda item: (item.namespace, item.name, item.reason))
-    return BuildResult(RouteTable.of(routes), tuple(skipped))
+    return BuildResult(RouteTable.of(routes), tuple(skipped), away.untrusted, away.check_targets)
+
+
+def _drop_claim_losers(
+    offloads: Iterable[Mapping[str, Any]], routes: list[Route], skipped: list[SkippedOffload]
+) -> list[Route]:
+    """The routes of the Offloads that hold their claims; each loser is recorded as skipped.
+
+    Only Offloads that made a route claim one: a broken Offload gets no traffic, so it must not keep
+    a valid one from getting any either.
+    """
+    routed = {route.key for route in routes}
+    claims = resolve_claims(offload for offload in offloads if _key_of(offload) in routed)
+    kept: list[Route] = []
+    for route in routes:
+        conflict = claims.conflict(route.namespace, route.name)
+        if conflict is None:
+            kept.append(route)
+        else:
+            skipped.append(SkippedOffload(route.namespace, route.name, conflict.message))
+    return kept
+
+
+def _key_of(offload: Mapping[str, Any]) -> str:
+    metadata = _mapping(offload.get("metadata"))
+    return f"{_text(metadata.get('namespace'))}/{_text(metadata.get('name'))}"
 
 
 # Endpoints by (namespace, service or offload name) → {url: endpoint}.
@@ -210,38 +310,141 @@ def _slice_port(ports: Any) -> int | None:
     return None
 
 
-def _index_away_endpoints(away_pods: Iterable[Mapping[str, Any]]) -> _Index:
+@dataclasses.dataclass(frozen=True)
+class _AwayReading:
+    index: _Index
+    untrusted: tuple[UntrustedPod, ...]
+    check_targets: tuple[CheckTarget, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _NodeState:
+    ready: bool
+    ready_since: datetime | None
+    """When the node's `Ready` condition last turned `True` (None when not Ready, or not said)."""
+
+
+def _node_states(nodes: Iterable[Mapping[str, Any]]) -> dict[str, _NodeState]:
+    """Virtual node name → whether its `Ready` condition is `True` (False, Unknown or none: not)."""
+    key, value = VIRTUAL_NODE_LABEL
+    states: dict[str, _NodeState] = {}
+    for node in nodes:
+        metadata = _mapping(node.get("metadata"))
+        name = _text(metadata.get("name"))
+        if name and _mapping(metadata.get("labels")).get(key) == value:
+            ready = _find_condition(node, "Ready")
+            is_ready = ready.get("status") == "True"
+            since = parse_timestamp(ready.get("lastTransitionTime")) if is_ready else None
+            states[name] = _NodeState(is_ready, since)
+    return states
+
+
+def _marked_not_ready_by_node_outage(pod: Mapping[str, Any], node: _NodeState) -> bool:
+    """Whether the pod's `Ready=False` says only that its node was away, not that the pod failed.
+
+    The node lifecycle controller flips only `Ready` (its `ContainersReady` stays the node's last
+    word, `True`); the node itself writes both together. So: containers ready, not Ready, and the node
+    not Ready, or Ready again since before the pod's flip (it has not rewritten the pod yet).
+    """
+    ready = _find_condition(pod, "Ready")
+    if ready.get("status") == "True" or _condition(pod, "ContainersReady") != "True":
+        return False
+    if not node.ready:
+        return True
+    flipped = parse_timestamp(ready.get("lastTransitionTime"))
+    return flipped is not None and node.ready_since is not None and flipped <= node.ready_since
+
+
+def _index_away_endpoints(
+    away_pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, _NodeState], active_checks: Mapping[str, bool]
+) -> _AwayReading:
     index: _Index = {}
+    untrusted: list[UntrustedPod] = []
+    targets: dict[str, CheckTarget] = {}
     for pod in away_pods:
         metadata = _mapping(pod.get("metadata"))
         offload = _text(_mapping(metadata.get("labels")).get(OFFLOAD_LABEL))
-        address = _text(_mapping(metadata.get("annotations")).get(TRAFFIC_ADDRESS_ANNOTATION)).strip()
-        if not offload or not address or not _pod_ready(pod):
+        if not offload:
             continue
+        annotations = _mapping(metadata.get("annotations"))
+        forged = tuple(name for name in UNTRUSTED_ANNOTATIONS if name in annotations)
+        if forged:
+            untrusted.append(
+                UntrustedPod(
+                    _text(metadata.get("namespace")),
+                    _text(metadata.get("name")),
+                    _text(metadata.get("uid")),
+                    forged,
+                )
+            )
+        node = nodes.get(_text(_mapping(pod.get("spec")).get("nodeName")))
+        address = _condition_message(pod, TRAFFIC_ADDRESS_CONDITION).strip()
+        if node is None or not address:
+            continue  # not on a virtual node, or its node has published no address
         url = address.rstrip("/")
-        deleting = metadata.get("deletionTimestamp") is not None
         try:
-            auth = _traffic_auth(metadata, url)
-            endpoint = Endpoint(url, terminating=deleting, auth=auth)
+            auth = _traffic_auth(pod, url)
+            Endpoint(url, auth=auth)  # validates the URL
         except ValueError:
             continue
+        if auth is None:  # a signed endpoint (a managed service's invocation URL) takes no GET
+            targets[url] = CheckTarget(url, url + _check_path(pod))
+        deleting = metadata.get("deletionTimestamp") is not None
+        if _condition(pod, "Ready") == "True":
+            endpoint = Endpoint(url, terminating=deleting, auth=auth)
+        elif active_checks.get(url) and _marked_not_ready_by_node_outage(pod, node):
+            # The node went away, not the pod: the node lifecycle controller's Ready=False says
+            # nothing about the workload, which our own checks find serving.
+            endpoint = Endpoint(url, terminating=deleting, auth=auth, kept_on_active_checks=True)
+        else:
+            continue
         _add(index, (_text(metadata.get("namespace")), offload), endpoint)
-    return index
+    untrusted.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
+    return _AwayReading(index, tuple(untrusted), tuple(targets[url] for url in sorted(targets)))
 
 
-def _traffic_auth(metadata: Mapping[str, Any], url: str) -> TrafficAuth | None:
+def _traffic_auth(pod: Mapping[str, Any], url: str) -> TrafficAuth | None:
     """The pod's traffic-auth marker read for its address; ValueError if the router cannot do it."""
-    marker = _text(_mapping(metadata.get("annotations")).get(TRAFFIC_AUTH_ANNOTATION)).strip()
+    marker = _condition_message(pod, TRAFFIC_AUTH_CONDITION).strip()
     return parse_traffic_auth(marker, url) if marker else None
 
 
-def _pod_ready(pod: Mapping[str, Any]) -> bool:
+def _check_path(pod: Mapping[str, Any]) -> str:
+    """The path of the first container's readiness probe `httpGet`, else `/`."""
+    for container in _mapping(pod.get("spec")).get("containers") or ():
+        if not isinstance(container, Mapping):
+            continue
+        http_get = _mapping(_mapping(container.get("readinessProbe")).get("httpGet"))
+        path = _text(http_get.get("path"))
+        if path:
+            return path if path.startswith("/") else "/" + path
+    return DEFAULT_CHECK_PATH
+
+
+def _conditions(pod: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
     conditions = _mapping(pod.get("status")).get("conditions") or ()
-    return any(
-        isinstance(condition, Mapping)
-        and condition.get("type") == "Ready"
-        and condition.get("status") == "True"
-        for condition in conditions
+    return (condition for condition in conditions if isinstance(condition, Mapping))
+
+
+def _find_condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The condition `kind`, or {} when there is none."""
+    return next((c for c in _conditions(obj) if c.get("type") == kind), {})
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> str:
+    """The status of condition `kind` (`True`, `False`, `Unknown`), or "" when it has none."""
+    return _text(_find_condition(obj, kind).get("status"))
+
+
+def _condition_message(pod: Mapping[str, Any], kind: str) -> str:
+    """The message of a published (`True`) condition `kind`, or ""."""
+    return next(
+        (
+            _text(c.get("message"))
+            for c in _conditions(pod)
+            if c.get("type") == kind and c.get("status") == "True"
+        ),
+        "",
     )
 
 

@@ -1,10 +1,15 @@
-"""Keep the router's table in step with the cluster: watch Offloads, EndpointSlices and away pods.
+"""Keep the router's table in step with the cluster: watch Offloads, EndpointSlices, away pods, nodes.
 
-Three reflectors mirror the objects `build_routes` needs; any change wakes one rebuild task, which
+Four reflectors mirror the objects `build_routes` needs (the virtual Nodes: only their pods may be away
+endpoints, and whether they are Ready decides when the active checks keep a pod serving); any change,
+and any new verdict of the active checks, wakes one rebuild task, which
 rebuilds the whole table from the mirrors and swaps it in when it differs from the one applied. A
 burst of changes (a Deployment scaling ten pods) costs a few rebuilds, not one per event, because the
 task rebuilds from the latest state each time it wakes. Rebuilding everything is cheap next to the
 network: a cluster has tens of Offloads, not tens of thousands.
+
+Each rebuild hands the active checks the away endpoints to check, and posts one Warning Event per away
+pod (by UID) that carries the old traffic annotations the router now ignores.
 """
 
 from __future__ import annotations
@@ -13,11 +18,20 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
-from vk_provider.offload.names import OFFLOAD_LABEL, offloads_path
-from vk_provider.router.building import SERVICE_NAME_LABEL, SkippedOffload, build_routes
-from vk_provider.router.table import RouteTable
+from vk_provider.offload.names import OFFLOAD_LABEL, UNTRUSTED_TRAFFIC_ANNOTATION_REASON, offloads_path
+from vk_provider.router.building import (
+    SERVICE_NAME_LABEL,
+    VIRTUAL_NODE_LABEL,
+    SkippedOffload,
+    UntrustedPod,
+    build_routes,
+)
+from vk_provider.router.health import ActiveChecks, CheckSettings
+from vk_provider.router.metrics import RouterMetrics
+from vk_provider.router.table import Endpoint, RouteTable
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +39,11 @@ logger = logging.getLogger(__name__)
 class TableFeed:
     """Mirrors what the routes depend on and hands each new table to `apply`.
 
-    `namespace` limits every watch to one namespace (None: the whole cluster). `synced` is set once
-    all three mirrors hold their first list and the first table has been applied.
+    `namespace` limits every watch but the Nodes' to one namespace (None: the whole cluster).
+    `synced` is set once all four mirrors hold their first list and the first table has been
+    applied. The active checks of away endpoints run here, with `check_settings`, counted in
+    `metrics`; `events`, if given, takes the Warnings about ignored annotations (its `run` is the
+    caller's).
     """
 
     def __init__(
@@ -35,9 +52,16 @@ class TableFeed:
         apply: Callable[[RouteTable], None],
         *,
         namespace: str | None = None,
+        check_settings: CheckSettings | None = None,
+        metrics: RouterMetrics | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self._apply = apply
         self._wake = asyncio.Event()
+        self.checks = ActiveChecks(check_settings, on_change=self.checks_changed, metrics=metrics)
+        self._events = events
+        self._warned: set[str] = set()
+        """UIDs of the pods already warned about ignored traffic annotations."""
         self.synced = asyncio.Event()
         self.table = RouteTable()
         self.skipped: tuple[SkippedOffload, ...] = ()
@@ -63,9 +87,21 @@ class TableFeed:
             on_change=self._changed,
             description="away pods",
         )
-        self._reflectors = (self.offloads, self.endpoint_slices, self.away_pods)
+        key, value = VIRTUAL_NODE_LABEL
+        self.virtual_nodes = Reflector(
+            api,
+            resource_path("v1", "nodes"),
+            query={"labelSelector": f"{key}={value}"},
+            on_change=self._changed,
+            description="virtual nodes",
+        )
+        self._reflectors = (self.offloads, self.endpoint_slices, self.away_pods, self.virtual_nodes)
 
     async def _changed(self, _uid: str) -> None:
+        self._wake.set()
+
+    def checks_changed(self) -> None:
+        """A verdict of the active checks changed: rebuild."""
         self._wake.set()
 
     def rebuild(self) -> bool:
@@ -74,8 +110,12 @@ class TableFeed:
             self.offloads.objects.values(),
             self.endpoint_slices.objects.values(),
             self.away_pods.objects.values(),
+            virtual_nodes=self.virtual_nodes.objects.values(),
+            active_checks=self.checks.verdicts,
         )
         self.rebuilds += 1
+        self.checks.set_targets(result.check_targets)
+        self._warn_untrusted(result.untrusted)
         for skipped in set(result.skipped) - set(self.skipped):
             logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
         self.skipped = result.skipped
@@ -85,12 +125,30 @@ class TableFeed:
         self._apply(result.table)
         return True
 
+    def _warn_untrusted(self, pods: tuple[UntrustedPod, ...]) -> None:
+        """One Warning Event per pod UID; forget the UIDs gone, so the set stays as small as the pods."""
+        for pod in pods:
+            if pod.uid in self._warned:
+                continue
+            self._warned.add(pod.uid)
+            message = (
+                f"ignored {', '.join(pod.annotations)}: the router takes a pod's traffic address and "
+                "auth marker only from its status, which only its virtual node may write"
+            )
+            if self._events is None:
+                logger.warning("pod %s/%s: %s", pod.namespace, pod.name, message)
+            else:
+                involved = InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
+                self._events.record(involved, "Warning", UNTRUSTED_TRAFFIC_ANNOTATION_REASON, message)
+        self._warned &= {pod.uid for pod in pods}
+
     async def run(self) -> None:
-        """Watch and rebuild until cancelled."""
+        """Watch, check and rebuild until cancelled."""
         async with asyncio.TaskGroup() as tasks:
             for reflector in self._reflectors:
                 tasks.create_task(reflector.run())
             tasks.create_task(self._rebuild_on_change())
+            tasks.create_task(self.checks.run())
 
     async def _rebuild_on_change(self) -> None:
         for reflector in self._reflectors:
@@ -102,8 +160,27 @@ class TableFeed:
             await self._wake.wait()
             self._wake.clear()
             if self.rebuild():
+                for route in self.table.routes:
+                    logger.debug(
+                        "%s: home %s; away %s",
+                        route.key,
+                        ", ".join(_described(e) for e in route.home) or "none",
+                        ", ".join(_described(e) for e in route.away) or "none",
+                    )
                 logger.info(
                     "route table updated: %s",
                     ", ".join(f"{route.key} away={route.away_weight}%" for route in self.table.routes)
                     or "no routes",
                 )
+
+
+def _described(endpoint: Endpoint) -> str:
+    notes = [
+        word
+        for word, on in (
+            ("draining", endpoint.terminating),
+            ("kept on checks", endpoint.kept_on_active_checks),
+        )
+        if on
+    ]
+    return endpoint.url + (f" ({', '.join(notes)})" if notes else "")

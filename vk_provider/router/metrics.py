@@ -11,7 +11,9 @@ process (tests) never share series.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from vk_provider.router.table import Side
@@ -98,6 +100,22 @@ class RouterMetrics:
             registry=self.registry,
         )
 
+        self._kept = Gauge(
+            "endpoints_kept_on_active_checks",
+            "Away endpoints served only because the router's own active checks pass: their node is "
+            "not Ready, so their pods were marked not Ready, but their workloads answer.",
+            ["namespace", "name"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._checks = Counter(
+            "active_checks",
+            "Active health checks of away endpoints, by result (pass, fail).",
+            ["result"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+
     def response(self, namespace: str, name: str, side: Side, status: int, seconds: float) -> None:
         self._requests.labels(namespace, name, side, status_class(status)).inc()
         self._latency.labels(namespace, name, side).observe(seconds)
@@ -119,6 +137,15 @@ class RouterMetrics:
 
     def client_disconnected(self, namespace: str, name: str, side: Side) -> None:
         self._disconnects.labels(namespace, name, side).inc()
+
+    def kept_on_active_checks(self, by_route: Mapping[tuple[str, str], int]) -> None:
+        """The kept endpoints of each route, (namespace, name) → count; routes not named are gone."""
+        self._kept.clear()
+        for (namespace, name), count in by_route.items():
+            self._kept.labels(namespace, name).set(count)
+
+    def active_check(self, result: str) -> None:
+        self._checks.labels(result).inc()
 
     def unmatched(self) -> None:
         self._unmatched.inc()

@@ -136,6 +136,8 @@ class Router:
         self.metrics = metrics if metrics is not None else RouterMetrics()
         self.signing = signing if signing is not None else RequestSigning()
         self._timer = timer
+        self.check_status: Callable[[], dict[str, Any]] = dict
+        """What `/-/status` says of the active checks of away endpoints (set by whoever runs them)."""
         self._table = RouteTable()
         self._session: aiohttp.ClientSession | None = None
         self._in_flight = 0
@@ -151,6 +153,12 @@ class Router:
         """Apply a new table to new requests; requests in flight keep their endpoints."""
         self._table = table
         self.balancer.forget_except(table.endpoint_urls())
+        self.metrics.kept_on_active_checks(
+            {
+                (route.namespace, route.name): sum(1 for e in route.away if e.kept_on_active_checks)
+                for route in table.routes
+            }
+        )
 
     def app(self) -> web.Application:
         # Request bodies are forwarded as received: decompressing them would make the forwarded
@@ -202,9 +210,12 @@ class Router:
                     "away_weight": route.away_weight,
                     "match": {"hosts": list(route.match.hosts), "path_prefix": route.match.path_prefix},
                     "endpoints": self.balancer.side_counts(route),
+                    # Away endpoints served although their node is not Ready, on the router's own checks.
+                    "away_kept_on_active_checks": [e.url for e in route.away if e.kept_on_active_checks],
                 }
                 for route in self._table.routes
-            ]
+            ],
+            "active_checks": self.check_status(),
         }
 
     @property

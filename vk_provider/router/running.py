@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 from pathlib import Path
 
 from aiohttp import web
 
+from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.kube import KubeApi, RateLimiter
 from vk_provider.router.feed import TableFeed
+from vk_provider.router.health import CheckSettings
 from vk_provider.router.proxy import ProxySettings, Router, start
 from vk_provider.router.signing import RequestSigning, standard_chain
 from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
@@ -71,6 +74,36 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         help="AWS shared credentials file to read them from, e.g. a mounted Secret's "
         "(default: AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); read once",
     )
+    defaults = CheckSettings()
+    parser.add_argument(
+        "--check-interval",
+        type=float,
+        default=defaults.interval_seconds,
+        metavar="SECONDS",
+        help="seconds between the active checks of each away endpoint, which keep an endpoint "
+        f"serving while its node is not Ready (default: {defaults.interval_seconds:g})",
+    )
+    parser.add_argument(
+        "--check-timeout",
+        type=float,
+        default=defaults.timeout_seconds,
+        metavar="SECONDS",
+        help=f"seconds an active check may take (default: {defaults.timeout_seconds:g})",
+    )
+    parser.add_argument(
+        "--check-healthy-threshold",
+        type=int,
+        default=defaults.healthy_threshold,
+        metavar="N",
+        help=f"passes in a row that make an endpoint healthy (default: {defaults.healthy_threshold})",
+    )
+    parser.add_argument(
+        "--check-unhealthy-threshold",
+        type=int,
+        default=defaults.unhealthy_threshold,
+        metavar="N",
+        help=f"failures in a row that make an endpoint unhealthy (default: {defaults.unhealthy_threshold})",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
 
@@ -103,8 +136,24 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
         standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
     )
     router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout), signing=signing)
-    feed = TableFeed(api, router.update, namespace=arguments.namespace)
+    check_settings = CheckSettings(
+        interval_seconds=arguments.check_interval,
+        timeout_seconds=arguments.check_timeout,
+        healthy_threshold=arguments.check_healthy_threshold,
+        unhealthy_threshold=arguments.check_unhealthy_threshold,
+    )
+    events = EventRecorder(api, host=socket.gethostname(), component="vk-provider-router")
+    feed = TableFeed(
+        api,
+        router.update,
+        namespace=arguments.namespace,
+        check_settings=check_settings,
+        metrics=router.metrics,
+        events=events,
+    )
+    router.check_status = feed.checks.status
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
+    events_task = asyncio.create_task(events.run(), name="router-events")
     runner = None
     try:
         synced = asyncio.create_task(feed.synced.wait())
@@ -125,7 +174,8 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
         if runner is not None:
             await runner.cleanup()
         feed_task.cancel()
-        await asyncio.gather(feed_task, return_exceptions=True)
+        events_task.cancel()
+        await asyncio.gather(feed_task, events_task, return_exceptions=True)
         await api.close()
 
 

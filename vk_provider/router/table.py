@@ -29,6 +29,9 @@ class Endpoint:
     """A draining endpoint: it finishes the requests it has but gets no new ones."""
     auth: TrafficAuth | None = None
     """How requests to it must be authenticated (signed); None for plain requests."""
+    kept_on_active_checks: bool = False
+    """An away endpoint served only because the router's own checks pass: its node is not Ready, so
+    the node lifecycle controller marked the pod not Ready (see `vk_provider.router.building`)."""
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):

@@ -5,6 +5,10 @@ for each to be healthy; `down` stops them; the state file (`state.json` in the c
 another command find the processes again. Everything a run leaves behind (certificates, etcd data,
 one log per component) is in the cluster's folder.
 
+`up` empties that folder only for a plane that `down` stopped (or a start that failed): never while any
+of its components runs, and not after a plane that died by itself, whose data and logs may be what the
+user wants to look at (see `PlaneStillRunningError`, `PlaneDataKeptError`).
+
 The settings are secure by default, like a real cluster: `Node,RBAC` authorization, the NodeRestriction
 admission plugin, client certificates for every identity, and an apiserver that verifies kubelet serving
 certificates against the cluster CA.
@@ -22,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -76,6 +81,8 @@ DEV_CLUSTER_MARK = "VK_PROVIDER_DEV_CLUSTER"
 BURST_PROVIDERS = ("local", runpodstandin.PROVIDER_CHOICE)
 """What plays the demo's external GPU provider: another `local` node, or a `runpod` node on the stand-in."""
 MARKER_FILE = ".vk-provider-dev-cluster"
+NODE_PREFIX = "node/"
+"""The component name of a virtual node's daemon is this and the node's name."""
 
 
 def default_directory() -> Path:
@@ -118,6 +125,8 @@ class ClusterState:
     server: str
     ports: dict[str, int]
     processes: tuple[ProcessRecord, ...]
+    stopped: bool = False
+    """True once `down` (or a failed `up`) stopped it on purpose: the next `up` may empty its folder."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -134,7 +143,8 @@ class ClusterState:
                 "bin_dir": str(self.bin_dir),
                 "server": self.server,
                 "ports": self.ports,
-                "processes": [dataclasses.asdict(record) for record in self.processes],
+                "processes": [record.to_json() for record in self.processes],
+                "stopped": self.stopped,
             },
             indent=2,
         )
@@ -149,7 +159,8 @@ class ClusterState:
                 bin_dir=Path(raw["bin_dir"]),
                 server=raw["server"],
                 ports=dict(raw["ports"]),
-                processes=tuple(ProcessRecord(**record) for record in raw["processes"]),
+                processes=tuple(ProcessRecord.from_json(record) for record in raw["processes"]),
+                stopped=bool(raw.get("stopped", False)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -171,6 +182,59 @@ class ClusterState:
     def is_fully_running(self) -> bool:
         running = self.running()
         return set(START_ORDER) <= set(running) and all(running.values())
+
+    def component_names(self) -> list[str]:
+        return [record.name for record in self.processes]
+
+    def record(self, name: str) -> ProcessRecord | None:
+        return next((record for record in self.processes if record.name == name), None)
+
+    def with_record(self, record: ProcessRecord) -> ClusterState:
+        """This state with the component of the same name replaced by `record` (a restart)."""
+        return dataclasses.replace(
+            self,
+            processes=tuple(record if old.name == record.name else old for old in self.processes),
+            stopped=False,
+        )
+
+
+class PlaneStillRunningError(Exception):
+    """`up` found a plane in its folder with some components running and others not: it starts nothing
+    and deletes nothing (restarting what died, or `down`, is the user's choice)."""
+
+    def __init__(self, directory: Path, running: list[str], stopped: list[str]) -> None:
+        self.directory = directory
+        self.running = running
+        self.stopped = stopped
+        super().__init__(
+            f"the control plane in {directory} is partly running ({', '.join(running)} running; "
+            f"{', '.join(stopped)} not): not starting another, and not deleting its data"
+        )
+
+
+class PlaneDataKeptError(Exception):
+    """`up` found a plane whose components all exited without `down`: its data and logs are kept until
+    the user says they may go (by running `down`)."""
+
+    def __init__(self, directory: Path, components: list[str]) -> None:
+        self.directory = directory
+        self.components = components
+        super().__init__(
+            f"the control plane in {directory} stopped without `dev down` (none of {', '.join(components)} "
+            "runs); its data and logs are kept, not deleted"
+        )
+
+
+def check_folder_may_be_reused(existing: ClusterState) -> None:
+    """Raise unless `up` may empty the folder of `existing`, a plane that is not fully running."""
+    running = existing.running()
+    alive = [name for name, is_alive in running.items() if is_alive]
+    if alive:
+        raise PlaneStillRunningError(
+            existing.directory, alive, [name for name, is_alive in running.items() if not is_alive]
+        )
+    if not existing.stopped:
+        raise PlaneDataKeptError(existing.directory, list(running))
 
 
 def _admin_ssl_context(directory: Path) -> ssl.SSLContext:
@@ -232,6 +296,10 @@ class _Launch:
     def stop_all(self) -> None:
         for record in reversed(self.started):
             processes.stop(record)
+        # A failed start leaves nothing worth keeping but its logs, which the error already showed:
+        # the next `up` may start afresh.
+        self.state = dataclasses.replace(self.state, stopped=True)
+        self.state.save()
 
 
 def _prepare_pki(directory: Path) -> dict[str, KeyPair]:
@@ -364,6 +432,60 @@ def _scheduler_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) ->
     ]
 
 
+def health_check(
+    state: ClusterState, name: str, *, since: datetime | None = None
+) -> Callable[[], bool] | None:
+    """How `up` and `restart` tell that the named component serves; None for the controller, which
+    serves nothing to ask (it starts acting once it holds its Lease). With `since` (a restart), a node
+    must also have renewed its Lease since then, so the old process's Ready does not count."""
+    if name.startswith(NODE_PREFIX):
+        node = name.removeprefix(NODE_PREFIX)
+        lease = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}"
+        return lambda: (
+            localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{node}"))
+            and (since is None or localnode.renewed_since(apiserver_request(state, lease), since))
+        )
+    ports = state.ports
+    # The TLS contexts are made when asked, so naming a component without a check needs no certificates.
+    checks: dict[str, Callable[[], bool]] = {
+        "etcd": lambda: _http_ok(
+            f"http://{LOOPBACK}:{ports['etcd-client']}/health", expect='"health":"true"'
+        ),
+        "kube-apiserver": lambda: _http_ok(
+            f"{state.server}/readyz", _admin_ssl_context(state.directory), expect="ok"
+        ),
+        "kube-controller-manager": lambda: _http_ok(
+            f"https://{LOOPBACK}:{ports['kube-controller-manager']}/healthz", _insecure_ssl_context()
+        ),
+        "kube-scheduler": lambda: _http_ok(
+            f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz", _insecure_ssl_context()
+        ),
+        runpodstandin.COMPONENT: lambda: runpodstandin.is_answering(state.directory),
+        "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router']}/-/healthz"),
+    }
+    return checks.get(name)
+
+
+def _required_health_check(state: ClusterState, name: str) -> Callable[[], bool]:
+    check = health_check(state, name)
+    if check is None:
+        raise RuntimeError(f"{name} has no health check to wait for")
+    return check
+
+
+def apiserver_answers(state: ClusterState) -> bool:
+    """Whether the apiserver answers HTTP at all (even "not ready": then kubectl still gets its reason)."""
+    try:
+        with urllib.request.urlopen(  # noqa: S310 (our own https URL)
+            state.server + "/livez", context=_admin_ssl_context(state.directory), timeout=3
+        ):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class UpResult:
     state: ClusterState
@@ -378,18 +500,21 @@ def up(
     kubernetes_version: str,
     out: TextIO,
 ) -> UpResult:
-    """Start the control plane in `settings.directory`, or report the one already running there."""
+    """Start the control plane in `settings.directory`, or report the one already running there.
+
+    Raises PlaneStillRunningError or PlaneDataKeptError rather than empty the folder of a plane that is
+    not fully running but was not stopped by `down` (see `check_folder_may_be_reused`).
+    """
     started_at = time.monotonic()
     directory = settings.directory
     existing = ClusterState.load(directory)
     if existing is not None and existing.is_fully_running():
         return UpResult(existing, already_running=True, seconds=0.0)
     if existing is not None:
-        leftovers = [record.name for record in existing.processes if processes.stop(record)]
+        check_folder_may_be_reused(existing)
+        # The node daemons are gone, but the workloads of a `local` node outlive them on purpose.
         if processes.stop_marked(DEV_CLUSTER_MARK, str(directory)):
-            leftovers.append("local workloads")
-        if leftovers:
-            print(f"stopped the remains of an incomplete control plane: {', '.join(leftovers)}", file=out)
+            print("stopped the local workloads the previous plane's nodes left running", file=out)
     _reset_directory(directory)
 
     picker = PortPicker()
@@ -420,30 +545,16 @@ def up(
             processes=(),
         )
     )
-    admin_tls = _admin_ssl_context(directory)
-    insecure_tls = _insecure_ssl_context()
-    plans: dict[str, tuple[list[str], Callable[[], bool]]] = {
-        "etcd": (
-            _etcd_argv(bin_dir, directory, ports),
-            lambda: _http_ok(f"http://{LOOPBACK}:{ports['etcd-client']}/health", expect='"health":"true"'),
-        ),
-        "kube-apiserver": (
-            _apiserver_argv(bin_dir, pki, ports, settings),
-            lambda: _http_ok(f"{server}/readyz", admin_tls, expect="ok"),
-        ),
-        "kube-controller-manager": (
-            _controller_manager_argv(bin_dir, directory, pki, ports, settings),
-            lambda: _http_ok(f"https://{LOOPBACK}:{ports['kube-controller-manager']}/healthz", insecure_tls),
-        ),
-        "kube-scheduler": (
-            _scheduler_argv(bin_dir, directory, ports),
-            lambda: _http_ok(f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz", insecure_tls),
-        ),
+    plans = {
+        "etcd": _etcd_argv(bin_dir, directory, ports),
+        "kube-apiserver": _apiserver_argv(bin_dir, pki, ports, settings),
+        "kube-controller-manager": _controller_manager_argv(bin_dir, directory, pki, ports, settings),
+        "kube-scheduler": _scheduler_argv(bin_dir, directory, ports),
     }
     try:
         for name in START_ORDER:
-            argv, healthy = plans[name]
-            argv = argv + list(settings.extra_args.get(name, ()))
+            healthy = _required_health_check(launch.state, name)
+            argv = plans[name] + list(settings.extra_args.get(name, ()))
             log_path = directory / "logs" / f"{name}.log"
             component_started = time.monotonic()
             process, record = processes.start(name, argv, log_path=log_path)
@@ -511,16 +622,17 @@ def _start_node(
         config = localnode.write_config(
             state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
         )
-    name = f"node/{node.name}"
+    name = f"{NODE_PREFIX}{node.name}"
     log_path = state.directory / "logs" / f"node-{node.name}.log"
     started = time.monotonic()
     # The mark lets `dev down` find the workloads the local provider leaves running on purpose.
-    environment = {**os.environ, DEV_CLUSTER_MARK: str(state.directory), "PATH": localnode.workload_path()}
+    environment = {DEV_CLUSTER_MARK: str(state.directory), "PATH": localnode.workload_path()}
     process, record = processes.start(name, localnode.argv(config), log_path=log_path, env=environment)
     launch.add(record)
+    healthy = _required_health_check(state, name)
     processes.wait_until(
         name,
-        lambda: localnode.is_ready(apiserver_request(state, f"/api/v1/nodes/{node.name}")),
+        healthy,
         process=process,
         log_path=log_path,
         timeout_seconds=timeout_seconds,
@@ -541,9 +653,10 @@ def _start_runpod_standin(launch: _Launch, timeout_seconds: float, out: TextIO) 
     started = time.monotonic()
     process, record = processes.start(name, runpodstandin.argv(directory), log_path=log_path)
     launch.add(record)
+    healthy = _required_health_check(launch.state, name)
     processes.wait_until(
         name,
-        lambda: runpodstandin.is_answering(directory),
+        healthy,
         process=process,
         log_path=log_path,
         timeout_seconds=timeout_seconds,
@@ -562,9 +675,10 @@ def _start_traffic(launch: _Launch, router_port: int, timeout_seconds: float, ou
         "router", traffic.router_argv(state.kubeconfig, router_port), log_path=logs / "router.log"
     )
     launch.add(record)
+    healthy = _required_health_check(launch.state, "router")
     processes.wait_until(
         "router",
-        lambda: _http_ok(f"http://{LOOPBACK}:{router_port}/-/healthz"),
+        healthy,
         process=router,
         log_path=logs / "router.log",
         timeout_seconds=timeout_seconds,
@@ -612,7 +726,8 @@ def _wait_for_bootstrap_objects(state: ClusterState, timeout_seconds: float) -> 
 
 
 def down(directory: Path) -> list[str]:
-    """Stop every recorded component, clients first. Returns the names of those that were running."""
+    """Stop every recorded component, clients first, and mark the plane stopped on purpose (the next
+    `up` may then empty its folder). Returns the names of those that were running."""
     state = ClusterState.load(directory)
     if state is None:
         return []
@@ -620,4 +735,5 @@ def down(directory: Path) -> list[str]:
     workloads = processes.stop_marked(DEV_CLUSTER_MARK, str(directory))
     if workloads:
         stopped.append(f"{workloads} local workload monitors")
+    dataclasses.replace(state, stopped=True).save()
     return stopped

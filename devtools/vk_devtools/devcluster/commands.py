@@ -1,7 +1,11 @@
 """`vk-provider dev ...`: what each subcommand prints and returns as its exit code.
 
-Exit codes: 0 success; 1 a failure with its reason on stderr; 2 bad usage (from argparse);
-3 from `status` when no control plane is running (as `systemctl status` does for a stopped unit).
+Exit codes: 0 success; 1 a failure with its reason on stderr; 2 bad usage (from argparse, or a
+component name `restart` does not know); 3 from `status` when no control plane is running (as
+`systemctl status` does for a stopped unit).
+
+Every piece of advice printed is a command to paste, with `--dir` when the folder is not the default
+(see `hints`).
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import cluster, runpodstandin, traffic
+from vk_devtools.devcluster import cluster, hints, runpodstandin, traffic
+from vk_devtools.devcluster import restart as restarting
 from vk_devtools.devcluster.building import BinaryCache, BuildError
 from vk_devtools.devcluster.processes import ComponentFailedError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
 
 
@@ -48,19 +54,58 @@ def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO
 
 
 def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    directory = settings.directory
+    existing = cluster.ClusterState.load(directory)
+    if existing is not None and not existing.is_fully_running():
+        # Refuse before building anything: the answer does not depend on the binaries.
+        try:
+            cluster.check_folder_may_be_reused(existing)
+        except (cluster.PlaneStillRunningError, cluster.PlaneDataKeptError) as refusal:
+            print(refusal_advice(refusal), file=err)
+            return EXIT_FAILED
     cache = BinaryCache.default()
     try:
         bin_dir = cache.ensure(wait=True, out=err)
         result = cluster.up(
             settings, bin_dir=bin_dir, kubernetes_version=cache.pins.kubernetes_version, out=err
         )
+    except (cluster.PlaneStillRunningError, cluster.PlaneDataKeptError) as refusal:
+        print(refusal_advice(refusal), file=err)
+        return EXIT_FAILED
     except (BuildError, ComponentFailedError, FileExistsError, RuntimeError) as error:
         print(f"error: {error}", file=err)
         return EXIT_FAILED
+    print_started(result, out=out)
+    return EXIT_OK
+
+
+def refusal_advice(refusal: cluster.PlaneStillRunningError | cluster.PlaneDataKeptError) -> str:
+    """Why `up` starts nothing in a folder, and the commands that would let it."""
+    directory = refusal.directory
+    lines = [f"error: {refusal}."]
+    if isinstance(refusal, cluster.PlaneStillRunningError):
+        lines += [
+            "  bring back what stopped:  "
+            + "; ".join(hints.dev(directory, "restart", name) for name in refusal.stopped),
+            f"  or stop it all:           {hints.dev(directory, 'down')}   (then `dev up` starts afresh)",
+        ]
+    else:
+        lines += [
+            f"  its logs are in {directory / 'logs'}",
+            "  to start afresh, deleting its data and logs:  "
+            f"{hints.dev(directory, 'down')} && {hints.dev(directory, 'up')}",
+        ]
+    return "\n".join(lines)
+
+
+def print_started(result: cluster.UpResult, *, out: TextIO) -> None:
+    """What `up` started (or found running), and how to use it: the demo's commands only with the demo."""
     state = result.state
+    directory = state.directory
     if result.already_running:
         print(
-            f"a control plane is already running in {state.directory} ({state.server}); not starting another"
+            f"a control plane is already running in {directory} ({state.server}); not starting another",
+            file=out,
         )
     else:
         print(
@@ -68,23 +113,25 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
             f"(started in {result.seconds:.1f}s)",
             file=out,
         )
+    print(f"components: {', '.join(state.component_names())}", file=out)
     print(f"kubeconfig: {state.kubeconfig}", file=out)
-    print('use it with: eval "$(vk-provider dev env)"; kubectl get nodes', file=out)
-    if "router" in state.ports:
-        router = f"http://127.0.0.1:{state.ports['router']}"
-        name = traffic.EXAMPLE_NAME
-        print(
-            f"""
+    print(f"use it with: {hints.env(directory)}; kubectl get nodes", file=out)
+    print(f"stop it with: {hints.dev(directory, 'down')}", file=out)
+    if state.record("router") is None:
+        return
+    router = f"http://127.0.0.1:{state.ports['router']}"
+    name = traffic.EXAMPLE_NAME
+    print(
+        f"""
 the demo runs: {name} serves at home (node local-gpu); {_burst_node_role(state)}.
   send a request:   curl -H 'Host: {traffic.EXAMPLE_HOST}' {router}/v1/completions \\
                       -d '{{"prompt": "hi", "stream": true}}'
   flip it out:      kubectl offload flip {name} --to away --wait
   bring it back:    kubectl offload flip {name} --to home --wait
   watch it move:    kubectl offload status {name} --watch
-  all of it, under load, with a failed-request count:  vk-provider dev demo""",
-            file=out,
-        )
-    return EXIT_OK
+  all of it, under load, with a failed-request count:  {hints.dev(directory, "demo")}""",
+        file=out,
+    )
 
 
 def _burst_node_role(state: cluster.ClusterState) -> str:
@@ -101,21 +148,65 @@ def _burst_node_role(state: cluster.ClusterState) -> str:
 def down(directory: Path, *, out: TextIO = sys.stdout) -> int:
     stopped = cluster.down(directory)
     if stopped:
-        print(f"stopped {', '.join(stopped)}; logs remain in {directory / 'logs'}", file=out)
+        print(
+            f"stopped {', '.join(stopped)}; logs remain in {directory / 'logs'} until the next "
+            f"`{hints.dev(directory, 'up')}` starts afresh",
+            file=out,
+        )
     else:
         print(f"no control plane is running in {directory}", file=out)
     return EXIT_OK
 
 
-def _running_state(directory: Path, err: TextIO) -> cluster.ClusterState | None:
+def _answering_state(directory: Path, err: TextIO) -> cluster.ClusterState | None:
+    """The plane, if its apiserver answers (what `env`, `kubeconfig` and `kubectl` need); other
+    components that are not running are named on `err` with the command that restarts them."""
     state = cluster.ClusterState.load(directory)
-    if state is None or not state.is_fully_running():
+    apiserver = state.record("kube-apiserver") if state is not None else None
+    if state is None or apiserver is None:
         print(
-            f"error: no control plane is running in {directory}; start one with `vk-provider dev up`",
+            f"error: no control plane in {directory}; start one with `{hints.dev(directory, 'up')}`", file=err
+        )
+        return None
+    running = state.running()
+    if state.stopped and not any(running.values()):
+        print(
+            f"error: no control plane is running in {directory} (`dev down` stopped it); "
+            f"start one with `{hints.dev(directory, 'up')}`",
             file=err,
         )
         return None
+    if not running[apiserver.name]:
+        if not any(running.values()):
+            afresh = f"{hints.dev(directory, 'down')} && {hints.dev(directory, 'up')}"
+            advice = f"none of its components runs; to start afresh, deleting its data: `{afresh}`"
+        else:
+            advice = f"start it again with `{hints.dev(directory, 'restart', apiserver.name)}`"
+        print(
+            f"error: the apiserver of the control plane in {directory} is not running "
+            f"(log: {apiserver.log}); {advice}",
+            file=err,
+        )
+        return None
+    if not cluster.apiserver_answers(state):
+        print(
+            f"error: the apiserver of the control plane in {directory} runs but does not answer at "
+            f"{state.server} (log: {apiserver.log})",
+            file=err,
+        )
+        return None
+    _warn_about_stopped(state, running, err)
     return state
+
+
+def _warn_about_stopped(state: cluster.ClusterState, running: dict[str, bool], err: TextIO) -> None:
+    stopped = [name for name, is_running in running.items() if not is_running]
+    if stopped:
+        print(
+            f"warning: not running in {state.directory}: {', '.join(stopped)}; restart with "
+            + "; ".join(f"`{hints.dev(state.directory, 'restart', name)}`" for name in stopped),
+            file=err,
+        )
 
 
 def status(directory: Path, *, out: TextIO = sys.stdout) -> int:
@@ -126,6 +217,8 @@ def status(directory: Path, *, out: TextIO = sys.stdout) -> int:
     running = state.running()
     ready = cluster.apiserver_request(state, "/readyz") if running.get("kube-apiserver") else None
     overall = "running" if state.is_fully_running() and ready == "ok" else "not running"
+    if overall != "running" and any(running.values()):
+        overall = f"partly running ({sum(running.values())} of {len(running)} components)"
     print(
         f"control plane in {directory}: {overall} (Kubernetes {state.kubernetes_version}, {state.server})",
         file=out,
@@ -135,11 +228,57 @@ def status(directory: Path, *, out: TextIO = sys.stdout) -> int:
         print(f"  {record.name:<24} {word:<8} pid {record.pid:<8} log {record.log}", file=out)
     print(f"  readyz: {ready if ready is not None else 'unreachable'}", file=out)
     print(f"kubeconfig: {state.kubeconfig}", file=out)
+    stopped = [name for name, is_running in running.items() if not is_running]
+    if stopped and not state.stopped:
+        for name in stopped:
+            print(f"restart {name}: {hints.dev(directory, 'restart', name)}", file=out)
     return EXIT_OK if overall == "running" else EXIT_NOT_RUNNING
 
 
+def restart(
+    directory: Path,
+    name: str,
+    *,
+    timeout_seconds: float,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Start one component again with its recorded command line and log, stopping it first if it runs."""
+    state = cluster.ClusterState.load(directory)
+    if state is None:
+        print(
+            f"error: no control plane in {directory}; start one with `{hints.dev(directory, 'up')}`", file=err
+        )
+        return EXIT_FAILED
+    try:
+        full_name = restarting.resolve(state, name)
+    except restarting.UnknownComponentError as error:
+        print(f"error: {error}", file=err)
+        return EXIT_USAGE
+    try:
+        restarted = restarting.restart(state, full_name, timeout_seconds=timeout_seconds)
+    except restarting.NotRestartableError as error:
+        afresh = f"{hints.dev(directory, 'down')} && {hints.dev(directory, 'up')}"
+        print(f"error: {error}; start the plane afresh: {afresh}", file=err)
+        return EXIT_FAILED
+    except ComponentFailedError as error:
+        print(f"error: {error}", file=err)
+        others = [other for other, alive in state.running().items() if not alive and other != full_name]
+        if others:
+            print(f"also not running (it may need them): {', '.join(others)}", file=err)
+        return EXIT_FAILED
+    how = "restarted" if restarted.was_running else "started again"
+    healthy = "healthy" if restarted.health_checked else "running (it has no health check)"
+    print(
+        f"{how} {full_name}: {healthy}, pid {restarted.record.pid} ({restarted.seconds:.1f}s); "
+        f"log {restarted.record.log}",
+        file=out,
+    )
+    return EXIT_OK
+
+
 def kubeconfig(directory: Path, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    state = _running_state(directory, err)
+    state = _answering_state(directory, err)
     if state is None:
         return EXIT_FAILED
     print(state.kubeconfig, file=out)
@@ -148,7 +287,7 @@ def kubeconfig(directory: Path, *, out: TextIO = sys.stdout, err: TextIO = sys.s
 
 def env(directory: Path, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Shell lines that point kubectl (the one built with the plane) at the running cluster."""
-    state = _running_state(directory, err)
+    state = _answering_state(directory, err)
     if state is None:
         return EXIT_FAILED
     print(f"export KUBECONFIG={shlex.quote(str(state.kubeconfig))}", file=out)
@@ -158,7 +297,7 @@ def env(directory: Path, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) 
 
 def kubectl(directory: Path, arguments: list[str], *, err: TextIO = sys.stderr) -> int:
     """Replace this process with the plane's own kubectl, pointed at the running cluster."""
-    state = _running_state(directory, err)
+    state = _answering_state(directory, err)
     if state is None:
         return EXIT_FAILED
     binary = str(state.bin_dir / "kubectl")

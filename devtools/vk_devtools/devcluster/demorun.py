@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, final_summary
-from vk_devtools.devcluster import cluster, traffic
+from vk_devtools.devcluster import cluster, hints, traffic
 from vk_devtools.devcluster.ports import LOOPBACK
 
 EXIT_OK = 0
@@ -84,10 +84,16 @@ async def _flip_out_and_back(state: cluster.ClusterState, router_url: str, out: 
 
 def run(directory: Path, *, out: TextIO = sys.stdout) -> int:
     state = cluster.ClusterState.load(directory)
-    if state is None or not state.is_fully_running() or "router" not in state.ports:
+    if state is None or state.stopped or state.record("router") is None:
         print(
-            f"error: no demo cluster is running in {directory}; start it with `vk-provider dev up`", file=out
+            f"error: no demo cluster is running in {directory}; start it with `{hints.dev(directory, 'up')}`",
+            file=out,
         )
+        return EXIT_FAILED
+    stopped = [name for name, running in state.running().items() if not running]
+    if stopped:
+        restarts = "; ".join(f"`{hints.dev(directory, 'restart', name)}`" for name in stopped)
+        print(f"error: not running in {directory}: {', '.join(stopped)}; restart with {restarts}", file=out)
         return EXIT_FAILED
     rollout = _kubectl(
         state,

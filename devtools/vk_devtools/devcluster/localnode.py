@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import zlib
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,11 @@ def write_config(
         # The development cluster approves its nodes' serving certificates itself.
         "kubelet_csr_self_approve": True,
         "state_dir": str(directory / "nodes" / node.name),
+        # The node's leader Lease: the development cluster has no vk-provider-system namespace.
+        "leader_election_namespace": "default",
+        # One replica per dev node, under a fixed identity: a daemon restarted after a kill -9 takes
+        # back its own Lease at once instead of waiting out the dead process's 15 s.
+        "leader_election_identity": f"{node.name}-dev",
         "provider_config": (
             local_provider_config(directory, node) if provider_config is None else provider_config
         ),
@@ -121,3 +127,17 @@ def is_ready(node_json: str | None) -> bool:
         return False
     conditions = json.loads(node_json).get("status", {}).get("conditions", [])
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def renewed_since(lease_json: str | None, since: datetime) -> bool:
+    """Whether the node's Lease (its heartbeat) was renewed at or after `since`: after a restart, the
+    node's Ready condition may still be the old process's, the renewal can only be the new one's."""
+    if not lease_json:
+        return False
+    renewed = json.loads(lease_json).get("spec", {}).get("renewTime")
+    if not isinstance(renewed, str):
+        return False
+    try:
+        return datetime.fromisoformat(renewed) >= since
+    except ValueError:
+        return False

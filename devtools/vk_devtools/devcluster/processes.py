@@ -13,8 +13,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from vk_provider.kit import procfs
 
@@ -39,13 +40,33 @@ class ComponentFailedError(Exception):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProcessRecord:
-    """What is needed to find a started process again from another command (`dev down`)."""
+    """What is needed to find a started process again from another command (`dev down`), and to start
+    it again the same way (`dev restart`)."""
 
     name: str
     pid: int
     start_ticks: int
     """Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot."""
     log: str
+    argv: tuple[str, ...] = ()
+    """The command line it was started with; empty in state files written before `dev restart` existed."""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
+    """What it was given on top of the starting command's environment (only that: the rest of the
+    environment, secrets included, is never written to the state file)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "argv": list(self.argv), "env": dict(self.env)}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ProcessRecord:
+        return cls(
+            name=str(raw["name"]),
+            pid=int(raw["pid"]),
+            start_ticks=int(raw["start_ticks"]),
+            log=str(raw["log"]),
+            argv=tuple(str(part) for part in raw.get("argv", ())),
+            env={str(key): str(value) for key, value in dict(raw.get("env", {})).items()},
+        )
 
 
 def tail_of_file(path: Path, lines: int = 25) -> str:
@@ -62,9 +83,12 @@ def is_running(record: ProcessRecord) -> bool:
 
 
 def start(
-    name: str, argv: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None
+    name: str, argv: Sequence[str], *, log_path: Path, env: Mapping[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
+    """Start `argv` in a session of its own, appending its output to `log_path`; `env` is added to this
+    process's environment. The record keeps both, so `restart` can start it again the same way."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    extra = dict(env or {})
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             list(argv),
@@ -72,13 +96,31 @@ def start(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=env,
+            env={**os.environ, **extra} if extra else None,
         )
     _children[process.pid] = process
     ticks = procfs.start_ticks_of(process.pid)
     if ticks is None:  # it died before we could look; keep a record that can never match
         ticks = -1
-    return process, ProcessRecord(name=name, pid=process.pid, start_ticks=ticks, log=str(log_path))
+    record = ProcessRecord(
+        name=name, pid=process.pid, start_ticks=ticks, log=str(log_path), argv=tuple(argv), env=extra
+    )
+    return process, record
+
+
+def restart(record: ProcessRecord) -> tuple[subprocess.Popen[bytes], ProcessRecord]:
+    """Stop the recorded process if it still runs, then start its recorded command again, appending to
+    the same log (after a line saying so, so the log reads in order)."""
+    if not record.argv:
+        raise ValueError(f"{record.name} was started without its command line being recorded")
+    stop(record)
+    log_path = Path(record.log)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("a") as log:
+        log.write(
+            f"\n--- restarted by `vk-provider dev restart` at {time.strftime('%Y-%m-%dT%H:%M:%S%z')} ---\n"
+        )
+    return start(record.name, record.argv, log_path=log_path, env=record.env)
 
 
 def wait_until(

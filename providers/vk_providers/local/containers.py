@@ -144,6 +144,8 @@ class ContainerRuntime:
         self.last_termination: ContainerTermination | None = None
         self.ready = False
         self.started = False
+        self._resumed_flags: tuple[bool, bool] | None = None
+        """`started` and `ready` of the run a previous daemon recorded, for adopting it."""
         self._next_crash_streak = 0
         self._kill_detail: str | None = None
 
@@ -206,7 +208,11 @@ class ContainerRuntime:
     async def _supervise(self, pod: PodContext) -> None:
         adopted = self.run if not self.finished else None
         while True:
-            termination = await (self._follow(adopted, pod) if adopted else self._start_and_follow(pod))
+            termination = await (
+                self._follow(adopted, pod, resumed=self._resumed_flags)
+                if adopted
+                else self._start_and_follow(pod)
+            )
             adopted = None
             if termination is None:  # deleted before it could start again
                 self._finish(self.last_termination or NOT_STARTED, pod)
@@ -250,8 +256,15 @@ class ContainerRuntime:
         pod.stop_if_deleting(run)
         return await self._follow(run, pod)
 
-    async def _follow(self, run: MonitoredRun, pod: PodContext) -> ContainerTermination:
-        """Watch a run (probing it) until its monitor exits; then it is TERMINATED."""
+    async def _follow(
+        self, run: MonitoredRun, pod: PodContext, *, resumed: tuple[bool, bool] | None = None
+    ) -> ContainerTermination:
+        """Watch a run (probing it) until its monitor exits; then it is TERMINATED.
+
+        `resumed`: the `started` and `ready` a previous daemon recorded for this run, which an adopted
+        run keeps until its probes say otherwise: otherwise every daemon restart would show its ready
+        containers not ready for a moment, and the router would drop them (kubernetes#100277).
+        """
         status = run.status()
         probing: asyncio.Task[None] | None = None
         if status is not None and status.running:
@@ -260,8 +273,10 @@ class ContainerRuntime:
             if not self.is_init:
                 # Set with the state, not by the probing task's first step: a status read (or pushed)
                 # in between would show the container running, yet neither started nor ready.
-                self.started, self.ready = flags_at_start(self.spec)
-                probing = asyncio.create_task(self._probe(run, pod), name=f"probes {pod.ref} {self.name}")
+                self.started, self.ready = resumed or flags_at_start(self.spec)
+                probing = asyncio.create_task(
+                    self._probe(run, pod, resumed=resumed), name=f"probes {pod.ref} {self.name}"
+                )
             pod.changed()
         try:
             await run.wait_exited()
@@ -280,7 +295,9 @@ class ContainerRuntime:
         pod.changed()
         return termination
 
-    async def _probe(self, run: MonitoredRun, pod: PodContext) -> None:
+    async def _probe(
+        self, run: MonitoredRun, pod: PodContext, *, resumed: tuple[bool, bool] | None = None
+    ) -> None:
         listener = ProbeListener(
             set_started=functools.partial(self._set_started, pod),
             set_ready=functools.partial(self._set_ready, pod),
@@ -288,18 +305,20 @@ class ContainerRuntime:
         )
         target = ProbeTarget(pod_ip=pod.pod_ip, env=self.launch.env, working_dir=self.launch.working_dir)
         try:
-            await run_probes(self.spec, target, pod.http_session, listener)
+            await run_probes(self.spec, target, pod.http_session, listener, resumed=resumed)
         except Exception:
             logger.exception("pod %s: container %s: probing failed", pod.ref, self.name)
 
     def _set_started(self, pod: PodContext, started: bool) -> None:
         if self.started != started:
             self.started = started
+            pod.persist()  # so that a later daemon adopting the run knows (see `_follow`)
             pod.changed()
 
     def _set_ready(self, pod: PodContext, ready: bool) -> None:
         if self.ready != ready:
             self.ready = ready
+            pod.persist()  # so that a later daemon adopting the run knows (see `_follow`)
             pod.changed()
 
     async def _kill_after_probe_failure(self, run: MonitoredRun, pod: PodContext, detail: str) -> None:
@@ -382,6 +401,8 @@ class ContainerRuntime:
             "termination": termination_to_json(self.termination),
             "last_termination": termination_to_json(self.last_termination),
             "run": None if self.run is None else self.run.to_json(),
+            "started": self.started,
+            "ready": self.ready,
         }
 
     def restore(self, record: Mapping[str, Any]) -> None:
@@ -392,6 +413,8 @@ class ContainerRuntime:
         self.termination = termination_from_json(record["termination"])
         self.last_termination = termination_from_json(record["last_termination"])
         self.run = None if record["run"] is None else MonitoredRun.from_json(self.directory, record["run"])
+        if "ready" in record:  # records of older daemons do not say
+            self._resumed_flags = (bool(record.get("started")), bool(record["ready"]))
         if self.finished and self.termination is not None:
             self.ready = self.is_init and self.termination.exit_code == 0
             self._set_state(ContainerStateKind.TERMINATED, self.termination.reason, self.termination.message)
@@ -400,3 +423,6 @@ class ContainerRuntime:
         if status is not None and status.running and self.run is not None and self.run.monitor_alive():
             self._set_state(ContainerStateKind.RUNNING, None, None)
             self.started_at = status.started_at
+            if self._resumed_flags is not None and not self.is_init:
+                # Shown from the first status on, before supervision resumes (see `_follow`).
+                self.started, self.ready = self._resumed_flags

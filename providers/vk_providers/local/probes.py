@@ -64,11 +64,22 @@ def flags_at_start(spec: ContainerSpec) -> tuple[bool, bool]:
 
 
 async def run_probes(
-    spec: ContainerSpec, target: ProbeTarget, http: HttpSessionFactory, listener: ProbeListener
+    spec: ContainerSpec,
+    target: ProbeTarget,
+    http: HttpSessionFactory,
+    listener: ProbeListener,
+    *,
+    resumed: tuple[bool, bool] | None = None,
 ) -> None:
-    """Probe one run of a container; the caller cancels this when the run ends."""
+    """Probe one run of a container; the caller cancels this when the run ends.
+
+    `resumed`: the `started` and `ready` an adopted run had under the previous daemon; a started run
+    is not startup-probed again, and a ready one stays ready until its readiness probe fails
+    `failureThreshold` times in a row.
+    """
     container_started_at = asyncio.get_running_loop().time()
-    if spec.startup_probe is not None:
+    was_started, was_ready = resumed or (False, False)
+    if spec.startup_probe is not None and not was_started:
         startup = _ProbeSchedule(spec.startup_probe, target, http, container_started_at)
         while True:
             result = await startup.next()
@@ -83,14 +94,13 @@ async def run_probes(
     async with asyncio.TaskGroup() as group:
         if spec.readiness_probe is not None:
             readiness = _ProbeSchedule(spec.readiness_probe, target, http, container_started_at)
-            group.create_task(_track_readiness(readiness, listener))
+            group.create_task(_track_readiness(readiness, listener, ready=was_started and was_ready))
         if spec.liveness_probe is not None:
             liveness = _ProbeSchedule(spec.liveness_probe, target, http, container_started_at)
             group.create_task(_watch_liveness(liveness, listener))
 
 
-async def _track_readiness(schedule: _ProbeSchedule, listener: ProbeListener) -> None:
-    ready = False
+async def _track_readiness(schedule: _ProbeSchedule, listener: ProbeListener, *, ready: bool = False) -> None:
     while True:
         await schedule.next()
         if not ready and schedule.successes >= schedule.probe.success_threshold:

@@ -33,7 +33,7 @@ An endpoint whose update failed is back InService on its previous configuration 
 SageMaker reports no exit code; a failed endpoint is recorded with exit code 1.
 The traffic address is the runtime's invocation URL, `<runtime>/endpoints/<name>/invocations`; requests
 to it must be signed with SigV4 (`vk_provider.kit.signing`), which the pod state says in `traffic_auth`
-(the router reads it from the pod's `vk-provider.dev/traffic-auth` annotation).
+(the router reads it from the pod's `vk-provider.dev/TrafficAuth` status condition).
 """
 
 from __future__ import annotations

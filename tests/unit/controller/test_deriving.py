@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from vk_provider.controller.deriving import away_deployment, away_pod_template
@@ -72,3 +73,13 @@ def test_the_away_deployment_has_no_owner_and_hashes_its_template() -> None:
         changed["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
         != deployment["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
     )
+
+
+def test_away_pods_tolerate_their_node_going_unknown_forever() -> None:
+    """The router serves them on its own checks while the node daemon is down: no eviction."""
+    home = copy.deepcopy(HOME)
+    bounded = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+    home["spec"]["template"]["spec"]["tolerations"].append({**bounded, "tolerationSeconds": 30})
+    tolerations = away_pod_template(parse_offload(OFFLOAD), home, SERVICE)["spec"]["tolerations"]
+    outage = [t for t in tolerations if t.get("key", "").startswith("node.kubernetes.io/")]
+    assert outage == [bounded, {**bounded, "key": "node.kubernetes.io/not-ready"}]

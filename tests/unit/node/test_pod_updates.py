@@ -103,7 +103,7 @@ def make_reconciler(
     )
 
 
-async def test_changed_labels_and_images_reach_the_provider_and_our_own_annotation_does_not(
+async def test_changed_labels_and_images_reach_the_provider_and_an_old_traffic_annotation_does_not(
     tmp_path: Path,
 ) -> None:
     api = RecordingApi()
@@ -115,6 +115,7 @@ async def test_changed_labels_and_images_reach_the_provider_and_our_own_annotati
     assert await provider.get_pod_state(reconciler.known["u1"]) is not None
     assert provider.updates == []
 
+    # Left over from an older node, or forged: the router ignores it, and it is no change to run.
     annotated = copy.deepcopy(pods.objects["u1"])
     annotated["metadata"]["annotations"][TRAFFIC_ADDRESS_ANNOTATION] = "http://10.200.0.1:8080"
     pods.objects["u1"] = annotated

@@ -9,6 +9,7 @@ import pytest
 
 from vk_provider.offload.plan import Direction
 from vk_provider.offload.spec import InvalidSpec, parse_offload
+from vk_provider.offload.status import Phase
 
 MINIMAL: dict[str, Any] = {
     "metadata": {"namespace": "ml", "name": "chat", "generation": 2},
@@ -39,6 +40,9 @@ def test_defaults_match_the_crd() -> None:
         (("spec", "strategy"), {"stepIntervalSeconds": 0}, "stepIntervalSeconds 0 is outside 1"),
         (("spec", "strategy"), {"gates": {"maxErrorRatePercent": "lots"}}, "must be a number"),
         (("spec", "away"), {"nodeSelector": {"a": 1}}, "nodeSelector values must be strings"),
+        (("spec", "away"), {"replicas": 100000}, r"spec.away.replicas 100000 is outside 0..100"),
+        (("metadata", "name"), "n" * 64, "64 characters, more than 63: it must fit in the .* label"),
+        (("metadata", "name"), "n" * 253, "253 characters, more than 63"),
     ],
 )
 def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -> None:
@@ -91,3 +95,25 @@ def test_deletion_and_finalizers_are_read() -> None:
     )
     spec = parse_offload(offload)
     assert (spec.deleting, spec.finalizers, spec.resource_version) == (True, ("a/b",), "42")
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["metadata"]["name"] = "n" * 63
+    offload["spec"]["away"] = {"replicas": 100}
+    spec = parse_offload(offload)
+    assert spec.away.replicas == 100
+    assert len(spec.name) == 63
+
+
+def test_a_new_retry_value_asks_again_only_after_a_bad_ending() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["metadata"]["annotations"] = {"offload.vk-provider.dev/retry": "2026-01-01T10:00:00Z"}
+    spec = parse_offload(offload)
+    assert spec.retry == "2026-01-01T10:00:00Z"
+    assert spec.retry_requested(Phase.ROLLED_BACK, None)
+    assert spec.retry_requested(Phase.FAILED, "an older value")
+    assert not spec.retry_requested(Phase.FAILED, "2026-01-01T10:00:00Z")  # already started for it
+    assert not spec.retry_requested(Phase.SUCCEEDED, None)
+    assert not spec.retry_requested(Phase.SHIFTING, None)
+    assert not parse_offload(MINIMAL).retry_requested(Phase.ROLLED_BACK, None)

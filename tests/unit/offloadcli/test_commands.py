@@ -4,11 +4,14 @@ and resolving the kubeconfig, context and namespace."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from tests.unit.offloadcli.test_status_watch import FakeApi
+from vk_provider.kit.kube import KubeApi
 from vk_provider.offloadcli import commands, connection
 from vk_provider.offloadcli.arguments import parse_steps
 
@@ -111,3 +114,76 @@ def test_run_maps_configuration_errors_to_exit_2(tmp_path: Path, capsys: pytest.
     )
     assert commands.run(arguments) == 2
     assert "cannot read kubeconfig" in capsys.readouterr().err
+
+
+RETRY = "offload.vk-provider.dev/retry"
+
+
+@pytest.mark.parametrize("phase", ["RolledBack", "Failed"])
+def test_a_flip_toward_where_the_last_migration_failed_to_go_asks_for_a_retry(phase: str) -> None:
+    failed = offload("away", phase=phase, targetPlacement="away", awayWeight=0)
+    assert commands.flip_patch(failed, flip("away"), retry="t1") == {
+        "metadata": {"annotations": {RETRY: "t1"}},
+        "spec": {"placement": "away"},
+    }
+    # Toward the other side it is an ordinary flip, as is any flip after a success.
+    assert commands.flip_patch(failed, flip("home"), retry="t1") == {"spec": {"placement": "home"}}
+    succeeded = offload("away", phase="Succeeded", targetPlacement="away")
+    assert commands.flip_patch(succeeded, flip("away"), retry="t1") == {"spec": {"placement": "away"}}
+
+
+def test_waiting_on_a_retry_ignores_the_old_ending_until_the_controller_takes_it_up() -> None:
+    old = offload("away", phase="RolledBack", observedGeneration=2, handledRetry="t0")
+    assert commands.finished_code(old, 2, "away", retry="t1") is None
+    started = offload("away", phase="Preparing", observedGeneration=2, handledRetry="t1")
+    assert commands.finished_code(started, 2, "away", retry="t1") is None
+    assert commands.finished_code(offload("away", phase="Succeeded", handledRetry="t1"), 2, "away", "t1") == 0
+    assert commands.finished_code(offload("away", phase="Failed", handledRetry="t1"), 2, "away", "t1") == 1
+
+
+def _not_ready(generation: int, observed: int) -> dict[str, Any]:
+    ready = {"type": "Ready", "status": "False", "reason": "HomeDeploymentNotFound", "message": "no chat"}
+    return offload("away", generation, phase="Idle", observedGeneration=observed, conditions=[ready])
+
+
+def test_not_ready_counts_once_the_controller_judged_the_new_generation() -> None:
+    assert commands.not_ready(_not_ready(3, 2), 3) is None
+    assert commands.not_ready(_not_ready(3, 3), 3) == "HomeDeploymentNotFound: no chat"
+    ready = offload("away", 3, observedGeneration=3, conditions=[{"type": "Ready", "status": "True"}])
+    assert commands.not_ready(ready, 3) is None
+
+
+async def test_flip_wait_fails_fast_with_the_reason_when_the_offload_is_not_ready(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    patched = _not_ready(3, 2)
+    patched["metadata"]["namespace"] = "ml"
+    api = FakeApi(patched, [])
+    judged = _not_ready(3, 3)
+    judged["metadata"]["namespace"] = "ml"
+    api.change(judged)
+    code = await asyncio.wait_for(commands.wait_for_end(cast(KubeApi, api), "ml", patched, "away"), 5)
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "offload chat is not Ready (HomeDeploymentNotFound: no chat)" in error
+    assert "kubectl offload flip chat --to away -n ml" in error
+
+
+async def test_a_failed_migration_says_how_to_retry(capsys: pytest.CaptureFixture[str]) -> None:
+    ended = offload(
+        "away",
+        2,
+        phase="RolledBack",
+        observedGeneration=2,
+        targetPlacement="away",
+        outcomeReason="GatesFailed",
+    )
+    ended["metadata"]["namespace"] = "ml"
+    code = await commands.wait_for_end(cast(KubeApi, FakeApi(ended, [])), "ml", ended, "away")
+    assert code == 1
+    error = capsys.readouterr().err
+    assert (
+        "ended RolledBack (GatesFailed); to try it again: `kubectl offload flip chat --to away -n ml`"
+        in error
+    )
+    assert "to go back: `kubectl offload flip chat --to home -n ml`" in error

@@ -177,7 +177,7 @@ async def test_status_as_a_document_is_the_raw_object_without_events(
     assert api.event_lists == []
 
 
-async def test_watch_redraws_for_new_events_on_the_timer_and_for_changes_until_the_end(
+async def test_watch_redraws_for_new_events_on_the_timer_and_for_changes_until_interrupted(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     api = FakeApi(offload("Shifting", 50), [event("MigrationStarted", 1)])
@@ -211,12 +211,15 @@ async def test_watch_redraws_for_new_events_on_the_timer_and_for_changes_until_t
     await soon(timer.started.get())
     assert "[####################] 100% away" in capsys.readouterr().out
 
-    # The end: one last page, and the watch is closed.
+    # The migration ends: its page is drawn, and the watch goes on (a later flip shows too) until
+    # interrupted, like `kubectl get --watch`.
     api.change(offload("Succeeded", 100, version=3))
-    assert await soon(status) == 0
+    await soon(timer.started.get())
     assert "Phase:        Succeeded" in capsys.readouterr().out
+    assert not status.done()
+    status.cancel()
+    await asyncio.wait({status})
     assert api.watch_closed
-    assert timer.started.empty()
 
 
 async def test_on_a_tty_every_tick_redraws_from_the_top(capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,14 +238,21 @@ async def test_on_a_tty_every_tick_redraws_from_the_top(capsys: pytest.CaptureFi
     assert api.watch_closed
 
 
-async def test_watch_of_an_ended_migration_shows_it_once() -> None:
+async def test_watch_without_a_migration_running_keeps_watching(capsys: pytest.CaptureFixture[str]) -> None:
     api = FakeApi(offload("RolledBack", 0), [])
     timer = Timer()
+    status = start_status(api, timer)
+    await soon(timer.started.get())
+    assert "Next:         the migration to away ended RolledBack" in capsys.readouterr().out
 
-    assert await soon(start_status(api, timer)) == 0
-
-    assert api.watches == 0
-    assert timer.started.empty()
+    api.change(offload("Preparing", 0, version=2))  # someone flips: the watch shows the new migration
+    await soon(timer.started.get())
+    assert "Phase:        Preparing" in capsys.readouterr().out
+    assert api.watches == 1
+    assert not status.done()
+    status.cancel()
+    await asyncio.wait({status})
+    assert api.watch_closed
 
 
 async def test_watch_fails_when_the_offload_is_deleted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -264,10 +274,24 @@ async def test_watch_as_json_prints_each_change_and_no_ticks(capsys: pytest.Capt
     status = start_status(api, timer, output="json")
 
     api.change(offload("Succeeded", 100, version=2))
+    api.change(offload("Preparing", 0, version=3))
 
-    assert await soon(status) == 0
-    documents = capsys.readouterr().out.replace("}\n{", "}\x00{").split("\x00")
-    assert [json.loads(text)["status"]["phase"] for text in documents] == ["Shifting", "Succeeded"]
+    async def printed(count: int) -> list[str]:
+        out = ""
+        while out.count("\n}") < count:
+            await asyncio.sleep(0.01)
+            out += capsys.readouterr().out
+        return out.replace("}\n{", "}\x00{").split("\x00")
+
+    documents = await soon(printed(3))
+    assert [json.loads(text)["status"]["phase"] for text in documents] == [
+        "Shifting",
+        "Succeeded",
+        "Preparing",
+    ]
+    assert not status.done()
+    status.cancel()
+    await asyncio.wait({status})
     assert api.event_lists == []
     assert timer.started.empty()
 

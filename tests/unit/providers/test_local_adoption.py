@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from vk_provider.kit import procfs
-from vk_provider.provider import ContainerStateKind, PodRef
+from vk_provider.provider import ContainerStateKind, ExecAction, PodRef, Probe
 
 from .local_support import (
     PYTHON,
@@ -195,3 +195,33 @@ async def test_containers_survive_a_daemon_killed_with_sigkill(tmp_path: Path) -
         termination = container_named(state, "main").termination
         assert termination is not None
         assert termination.exit_code == 128 + 15
+
+
+async def test_an_adopted_ready_container_stays_ready_until_its_probe_fails(tmp_path: Path) -> None:
+    """A daemon restart must not show a ready container not ready for a moment (kubernetes#100277):
+    the router would drop it from the traffic."""
+    flag = tmp_path / "healthy"
+    flag.touch()
+    probe = Probe(
+        action=ExecAction(("test", "-f", str(flag))),
+        initial_delay_seconds=0.0,
+        period_seconds=0.05,
+        timeout_seconds=1.0,
+        success_threshold=1,
+        failure_threshold=20,
+    )
+    request = pod("z5", shell("while :; do sleep 0.05; done", readiness=probe))
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, is_ready())
+        await provider.aclose()
+        flag.unlink()  # from now on the probe fails: only the recorded readiness can say ready
+
+        successor = make_provider(tmp_path)
+        try:
+            first = await successor.get_pod_state(request.ref)
+            assert first is not None
+            assert container_named(first, "main").ready
+            await wait_for_pod(successor, request.ref, lambda state: not container_named(state, "main").ready)
+        finally:
+            await successor.aclose()

@@ -15,6 +15,7 @@ from .local_support import (
     is_ready,
     is_running,
     local_provider,
+    make_provider,
     pod,
     shell,
     wait_for_pod,
@@ -55,6 +56,29 @@ async def test_a_readiness_probe_turns_ready_on_and_off(tmp_path: Path) -> None:
         flag.unlink()
         state = await wait_for_pod(provider, request.ref, lambda state: not is_ready()(state))
         assert container_named(state, "main").restart_count == 0
+
+
+async def test_an_adopted_ready_container_is_ready_from_its_first_state_and_can_turn_unready(
+    tmp_path: Path,
+) -> None:
+    """A daemon restart or takeover must not take a ready container out of its endpoints for a probe."""
+    flag = tmp_path / "ready"
+    flag.touch()
+    readiness = quick(ExecAction(("test", "-f", str(flag))), initial_delay_seconds=0.5)
+    request = pod("r5", shell(SLEEP_FOREVER, readiness=readiness))
+    async with local_provider(tmp_path / "state") as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, is_ready())
+        await provider.aclose()
+        successor = make_provider(tmp_path / "state")
+        try:
+            # The first state the successor reports, before any probe of its own (0.5 s initial delay).
+            (first,) = await successor.list_pods()
+            assert container_named(first, "main").ready
+            flag.unlink()
+            await wait_for_pod(successor, request.ref, lambda state: not is_ready()(state))
+        finally:
+            await successor.aclose()
 
 
 async def test_readiness_waits_for_success_threshold_successes_in_a_row(tmp_path: Path) -> None:

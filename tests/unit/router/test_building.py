@@ -1,4 +1,4 @@
-"""Building the route table from raw Offload, EndpointSlice and pod JSON."""
+"""Building the route table from raw Offload, EndpointSlice, pod and Node JSON."""
 
 from __future__ import annotations
 
@@ -8,16 +8,47 @@ from typing import Any
 import pytest
 
 from vk_provider.kit.traffic_auth import AwsSigV4
+from vk_provider.offload.names import (
+    OFFLOAD_LABEL,
+    TRAFFIC_ADDRESS_ANNOTATION,
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_ANNOTATION,
+    TRAFFIC_AUTH_CONDITION,
+)
 from vk_provider.router import Endpoint, RouteMatch
 from vk_provider.router.building import (
-    OFFLOAD_LABEL,
     SERVICE_NAME_LABEL,
-    TRAFFIC_ADDRESS_ANNOTATION,
-    TRAFFIC_AUTH_ANNOTATION,
+    CheckTarget,
     SkippedOffload,
+    UntrustedPod,
     build_routes,
     build_table,
 )
+from vk_provider.router.table import RouteTable
+
+VIRTUAL_NODE = "vk-away"
+
+
+def _node(
+    name: str = VIRTUAL_NODE, *, ready: str | None = "True", virtual: bool = True, since: str | None = None
+) -> dict[str, Any]:
+    conditions = [] if ready is None else [{"type": "Ready", "status": ready, "lastTransitionTime": since}]
+    labels = {"type": "virtual-kubelet"} if virtual else {"type": "gpu"}
+    return {"metadata": {"name": name, "labels": labels}, "status": {"conditions": conditions}}
+
+
+def _table(
+    offloads: list[dict[str, Any]],
+    slices: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    *,
+    nodes: list[dict[str, Any]] | None = None,
+    checks: dict[str, bool] | None = None,
+) -> RouteTable:
+    """The table with one Ready virtual node, `vk-away`, that the test pods are bound to."""
+    return build_table(
+        offloads, slices, pods, virtual_nodes=[_node()] if nodes is None else nodes, active_checks=checks
+    )
 
 
 def _offload(
@@ -85,25 +116,40 @@ def _pod(
     namespace: str = "ml",
     address: str | None = "http://10.9.0.1:9000",
     ready: bool = True,
+    containers_ready: bool | None = None,
     deleting: bool = False,
     auth: str | None = None,
+    node: str = VIRTUAL_NODE,
+    probe_path: str | None = None,
+    ready_since: str | None = None,
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {OFFLOAD_LABEL: offload}}
-    if address is not None:
-        metadata["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: address}
-    if auth is not None:
-        metadata.setdefault("annotations", {})[TRAFFIC_AUTH_ANNOTATION] = auth
+    """An away pod as its node publishes it: address and marker in status conditions."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "labels": {OFFLOAD_LABEL: offload},
+    }
     if deleting:
         metadata["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    conditions: list[dict[str, Any]] = [
+        {"type": "PodScheduled", "status": "True"},
+        {
+            "type": "ContainersReady",
+            "status": "True" if containers_ready or (containers_ready is None and ready) else "False",
+        },
+        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": ready_since},
+    ]
+    for kind, value in ((TRAFFIC_ADDRESS_CONDITION, address), (TRAFFIC_AUTH_CONDITION, auth)):
+        if value is not None:
+            conditions.append({"type": kind, "status": "True", "reason": "Published", "message": value})
+    container: dict[str, Any] = {"name": "app", "image": "img"}
+    if probe_path is not None:
+        container["readinessProbe"] = {"httpGet": {"path": probe_path, "port": 8080}}
     return {
         "metadata": metadata,
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Ready", "status": "True" if ready else "False"},
-            ],
-        },
+        "spec": {"nodeName": node, "containers": [container]},
+        "status": {"phase": "Running", "conditions": conditions},
     }
 
 
@@ -197,7 +243,7 @@ def test_ready_away_pods_with_an_address_are_away_endpoints() -> None:
         _pod("e", address="http://10.9.0.5:9000", deleting=True, ready=False),
         _pod("f", address="10.9.0.6:9000"),
     ]
-    (route,) = build_table([_offload()], [], pods).routes
+    (route,) = _table([_offload()], [], pods).routes
     assert route.away == (
         Endpoint("http://10.9.0.1:9000"),
         Endpoint("http://10.9.0.4:9000", terminating=True),
@@ -213,7 +259,7 @@ def test_the_traffic_auth_marker_carries_into_the_away_endpoint() -> None:
         _pod("b", address="http://127.0.0.1:9000/endpoints/x/invocations", auth="aws-sigv4;region=us-east-2"),
         _pod("c", address="http://10.9.0.3:9000"),
     ]
-    (route,) = build_table([_offload()], [], pods).routes
+    (route,) = _table([_offload()], [], pods).routes
     # b is left out: its marker names no service, and its address is no SageMaker host to say one.
     assert route.away == (
         Endpoint("http://10.9.0.3:9000"),
@@ -222,7 +268,7 @@ def test_the_traffic_auth_marker_carries_into_the_away_endpoint() -> None:
 
 
 def test_a_bare_marker_takes_region_and_service_from_a_sagemaker_runtime_host() -> None:
-    (route,) = build_table([_offload()], [], [_pod("a", address=SAGEMAKER_URL, auth="aws-sigv4")]).routes
+    (route,) = _table([_offload()], [], [_pod("a", address=SAGEMAKER_URL, auth="aws-sigv4")]).routes
     assert route.away == (Endpoint(SAGEMAKER_URL, auth=AwsSigV4(region="eu-west-1")),)
 
 
@@ -232,21 +278,117 @@ def test_a_bare_marker_takes_region_and_service_from_a_sagemaker_runtime_host() 
 )
 def test_a_pod_with_a_marker_the_router_cannot_act_on_is_left_out(marker: str) -> None:
     pods = [_pod("a", address=SAGEMAKER_URL, auth=marker), _pod("b", address="http://10.9.0.2:9000")]
-    (route,) = build_table([_offload()], [], pods).routes
+    (route,) = _table([_offload()], [], pods).routes
     assert route.away == (Endpoint("http://10.9.0.2:9000"),)
 
 
 def test_a_pod_without_the_offload_label_is_not_an_away_endpoint() -> None:
     pod = _pod("a")
     del pod["metadata"]["labels"]
-    (route,) = build_table([_offload()], [], [pod]).routes
+    (route,) = _table([_offload()], [], [pod]).routes
     assert route.away == ()
+
+
+def test_the_old_annotations_are_never_read_and_their_pods_are_reported() -> None:
+    forged = {TRAFFIC_ADDRESS_ANNOTATION: "http://attacker.example", TRAFFIC_AUTH_ANNOTATION: "aws-sigv4"}
+    spoofed = _pod("a", address="http://10.9.0.1:9000")
+    spoofed["metadata"]["annotations"] = dict(forged)
+    annotated_only = _pod("b", address=None)
+    annotated_only["metadata"]["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: "http://10.9.0.2:9000"}
+    result = build_routes([_offload()], [], [spoofed, annotated_only], virtual_nodes=[_node()])
+    (route,) = result.table.routes
+    assert route.away == (Endpoint("http://10.9.0.1:9000"),)  # the node's address, unsigned
+    assert result.untrusted == (
+        UntrustedPod("ml", "a", "uid-a", (TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION)),
+        UntrustedPod("ml", "b", "uid-b", (TRAFFIC_ADDRESS_ANNOTATION,)),
+    )
+
+
+def test_only_pods_bound_to_a_virtual_node_are_away_endpoints() -> None:
+    pods = [
+        _pod("a", address="http://10.9.0.1:9000"),
+        _pod("b", address="http://10.9.0.2:9000", node="gpu-1"),
+        _pod("c", address="http://10.9.0.3:9000", node="nowhere"),
+        _pod("d", address="http://10.9.0.4:9000", node=""),
+    ]
+    nodes = [_node(), _node("gpu-1", virtual=False)]
+    (route,) = _table([_offload()], [], pods, nodes=nodes).routes
+    assert route.away == (Endpoint("http://10.9.0.1:9000"),)
+
+
+@pytest.mark.parametrize("node_ready", ["False", "Unknown", None])
+def test_a_not_ready_nodes_pods_stay_while_the_active_checks_pass(node_ready: str | None) -> None:
+    """The node lifecycle controller marks the pods of an Unknown node Ready=False: not the pods' fault."""
+    pods = [
+        _pod("a", address="http://10.9.0.1:9000", ready=False, containers_ready=True),
+        _pod("b", address="http://10.9.0.2:9000", ready=False, containers_ready=True),
+        _pod("c", address="http://10.9.0.3:9000", ready=False, containers_ready=True),
+        _pod("d", address="http://10.9.0.4:9000", ready=False, containers_ready=False),
+        _pod("e", address="http://10.9.0.5:9000", ready=False, containers_ready=True, deleting=True),
+    ]
+    checks = {
+        "http://10.9.0.1:9000": True,
+        "http://10.9.0.2:9000": False,  # c has no verdict yet
+        "http://10.9.0.4:9000": True,
+        "http://10.9.0.5:9000": True,
+    }
+    (route,) = _table([_offload()], [], pods, nodes=[_node(ready=node_ready)], checks=checks).routes
+    assert route.away == (
+        Endpoint("http://10.9.0.1:9000", kept_on_active_checks=True),
+        Endpoint("http://10.9.0.5:9000", terminating=True, kept_on_active_checks=True),
+    )
+
+
+def test_a_ready_nodes_not_ready_pod_is_left_out_whatever_the_checks_say() -> None:
+    pods = [_pod("a", address="http://10.9.0.1:9000", ready=False, containers_ready=True)]
+    (route,) = _table([_offload()], [], pods, checks={"http://10.9.0.1:9000": True}).routes
+    assert route.away == ()
+
+
+def test_a_node_back_keeps_its_pods_until_it_has_rewritten_their_status() -> None:
+    """Between the node's return and its first status patch of a pod, the pod still says Ready=False."""
+    node = _node(since="2026-12-03T13:20:37Z")
+    pods = [
+        _pod(
+            "a",
+            address="http://10.9.0.1:9000",
+            ready=False,
+            containers_ready=True,
+            ready_since="2026-12-03T13:19:40Z",
+        ),
+        # Turned not Ready after the node came back, containers ready: the node's own word (a gate).
+        _pod(
+            "b",
+            address="http://10.9.0.2:9000",
+            ready=False,
+            containers_ready=True,
+            ready_since="2026-12-03T13:20:40Z",
+        ),
+        _pod("c", address="http://10.9.0.3:9000", ready=False, containers_ready=True, ready_since=None),
+    ]
+    checks = dict.fromkeys(("http://10.9.0.1:9000", "http://10.9.0.2:9000", "http://10.9.0.3:9000"), True)
+    (route,) = _table([_offload()], [], pods, nodes=[node], checks=checks).routes
+    assert route.away == (Endpoint("http://10.9.0.1:9000", kept_on_active_checks=True),)
+
+
+def test_every_unsigned_away_address_is_checked_at_its_readiness_probe_path() -> None:
+    pods = [
+        _pod("a", address="http://10.9.0.1:9000/", probe_path="/healthz"),
+        _pod("b", address="http://10.9.0.2:9000/base", ready=False),
+        _pod("c", address=SAGEMAKER_URL, auth="aws-sigv4"),
+        _pod("d", address="http://10.9.0.4:9000", node="gpu-1"),
+    ]
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()])
+    assert result.check_targets == (
+        CheckTarget("http://10.9.0.1:9000", "http://10.9.0.1:9000/healthz"),
+        CheckTarget("http://10.9.0.2:9000/base", "http://10.9.0.2:9000/base/"),
+    )
 
 
 def test_offloads_in_several_namespaces_do_not_mix_endpoints() -> None:
     offloads = [
         _offload("chat", "ml"),
-        _offload("chat", "prod"),
+        _offload("chat", "prod", hosts=["prod.test"]),  # the same path: a host apart, no conflict
         _offload("embed", "ml", service="embed-svc", prefix="/embed"),
     ]
     slices = [
@@ -259,7 +401,7 @@ def test_offloads_in_several_namespaces_do_not_mix_endpoints() -> None:
         _pod("b", namespace="prod", address="http://10.9.1.1:9000"),
         _pod("c", namespace="ml", offload="embed", address="http://10.9.0.9:9000"),
     ]
-    table = build_table(offloads, slices, pods)
+    table = _table(offloads, slices, pods)
     routes = {route.key: route for route in table.routes}
     assert [route.key for route in table.routes] == ["ml/chat", "ml/embed", "prod/chat"]
     assert routes["ml/chat"].home == (Endpoint("http://10.0.0.1:8080"),)
@@ -306,11 +448,41 @@ def test_two_builds_of_the_same_objects_in_any_order_are_equal() -> None:
         _slice([_endpoint("10.0.0.3", ready=False, serving=True, terminating=True)], name="b"),
     ]
     pods = [_pod("x", address="http://10.9.0.2:9000"), _pod("y", address="http://10.9.0.1:9000")]
-    first = build_table(offloads, slices, pods)
-    second = build_table(list(reversed(offloads)), list(reversed(slices)), list(reversed(pods)))
+    first = _table(offloads, slices, pods)
+    second = _table(list(reversed(offloads)), list(reversed(slices)), list(reversed(pods)))
     assert first == second
     assert [endpoint.url for endpoint in first.routes[0].home] == [
         "http://10.0.0.1:8080",
         "http://10.0.0.2:8080",
         "http://10.0.0.3:8080",
     ]
+
+
+def _created(offload: dict[str, Any], at: str) -> dict[str, Any]:
+    offload["metadata"]["creationTimestamp"] = at
+    return offload
+
+
+def test_a_younger_offload_with_the_same_route_in_another_namespace_gets_no_traffic() -> None:
+    older = _created(_offload("tokens", "default", hosts=["chat.test"]), "2026-01-01T10:00:00Z")
+    younger = _created(_offload("tokens", "attacker", hosts=["chat.test"]), "2026-01-01T10:00:01Z")
+    slices = [
+        _slice([_endpoint("10.0.0.1")], namespace="default"),
+        _slice([_endpoint("10.6.6.6")], namespace="attacker"),
+    ]
+    result = build_routes([younger, older], slices, [])
+    assert [route.key for route in result.table.routes] == ["default/tokens"]
+    (skipped,) = result.skipped
+    assert skipped.key == "attacker/tokens"
+    assert "default/tokens" in skipped.reason
+    # The winner deleted: the next build gives the route to the one that lost it.
+    (route,) = build_routes([younger], slices, []).table.routes
+    assert route.key == "attacker/tokens"
+
+
+def test_a_broken_older_offload_does_not_block_a_valid_one() -> None:
+    broken = _created(_offload("broken", service="", hosts=["chat.test"]), "2026-01-01T10:00:00Z")
+    valid = _created(_offload("valid", hosts=["chat.test"]), "2026-01-01T10:00:01Z")
+    result = build_routes([broken, valid], [], [])
+    assert [route.key for route in result.table.routes] == ["ml/valid"]
+    assert [item.key for item in result.skipped] == ["ml/broken"]

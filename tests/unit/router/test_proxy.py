@@ -459,9 +459,12 @@ async def test_status_metrics_and_healthz() -> None:
                     "home": {"total": 2, "usable": 1, "terminating": 1, "ejected": 0, "outstanding": 0},
                     "away": {"total": 1, "usable": 1, "terminating": 0, "ejected": 0, "outstanding": 0},
                 },
+                "away_kept_on_active_checks": [],
             }
-        ]
+        ],
+        "active_checks": {},
     }
+    assert 'vk_provider_router_endpoints_kept_on_active_checks{name="web",namespace="ml"} 0.0' in metrics
     assert (
         f'vk_provider_router_requests_total{{code="2xx",name="web",namespace="ml",side="home"}} {home.hits}.0'
         in metrics

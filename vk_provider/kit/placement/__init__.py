@@ -16,11 +16,13 @@ A pod says what it needs in annotations (read by `annotations.parse_placement`):
 Any of the first four turns on placement by price: the offers of the providers' GPU catalogs that match
 are tried cheapest first (`choice` documents the matching and every tie-break), and a refusal (no
 capacity, a quota) moves on to the next offer. Without them, the providers are tried in order, each with
-its own defaults. A value that cannot be read fails the pod with the reason (`PlacementError`). The
+its own defaults. A value that cannot be read, or a name under `placement.vk-provider.dev/` that is none
+of these, fails the pod with the reason: the node checks them (`check_annotations`) before anything is
+created, on every provider, and the pod is Failed with reason `InvalidPlacement` and a Warning event. The
 `chain` provider reads these annotations; a node whose single provider publishes a GPU catalog (RunPod)
 runs it as a chain of one (the chain's `placement` node wrapper, see `vk_provider.plugins`), so they
 work there too. A node whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot
-match them and ignores them.
+match valid ones and ignores them.
 
 What was chosen is written back by the node, from `PodState.placement`, as the annotation
 `placement.vk-provider.dev/chosen` (JSON, see `record`) and a `Placed` event; `cost.CostMeter` adds up
@@ -41,8 +43,10 @@ from vk_provider.kit.placement.annotations import (
     REGIONS_ANNOTATION,
     PlacementError,
     PlacementRequest,
+    check_annotations,
     gpus_of,
     parse_placement,
+    price_cap,
 )
 from vk_provider.kit.placement.choice import Candidate, Catalog, Choice, Rejection, choose, describe_offer
 from vk_provider.kit.placement.cost import CostMeter
@@ -73,6 +77,7 @@ __all__ = [
     "PlacementError",
     "PlacementRequest",
     "Rejection",
+    "check_annotations",
     "choose",
     "chosen_annotation",
     "describe_offer",
@@ -82,4 +87,5 @@ __all__ = [
     "parse_chosen_annotation",
     "parse_placement",
     "placement_message",
+    "price_cap",
 ]

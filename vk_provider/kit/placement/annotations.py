@@ -25,6 +25,8 @@ CHOSEN_ANNOTATION = PREFIX + "chosen"
 """Written by the node from `PodState.placement`, never read as a request (see `record`)."""
 CATALOG_ANNOTATIONS = (GPU_TYPES_ANNOTATION, GPU_COUNT_ANNOTATION, MAX_PRICE_ANNOTATION, REGIONS_ANNOTATION)
 """Any of these turns on placement by price from the providers' GPU catalogs."""
+REQUEST_ANNOTATIONS = (*CATALOG_ANNOTATIONS, PROVIDERS_ANNOTATION)
+"""What a pod may set under `PREFIX`; `CHOSEN_ANNOTATION` is the node's own."""
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MAX_GPU_COUNT = 64
@@ -87,6 +89,31 @@ def parse_placement(pod: PodRequest) -> PlacementRequest:
         providers=_names(annotations, PROVIDERS_ANNOTATION, key=str.casefold),
         uses_catalog=uses_catalog,
     )
+
+
+def check_annotations(annotations: Mapping[str, str]) -> None:
+    """PlacementError naming the first placement annotation that cannot be read, or that no one reads.
+
+    For the node, before anything is created: the annotations alone, on any provider. A node whose
+    provider has no GPU catalog never parses them, so without this a typo or a bad value would be
+    ignored silently. A name under `PREFIX` that is not a request annotation (a misspelt key) is an
+    error too: it would be ignored all the same.
+    """
+    for name in sorted(annotations):
+        if name.startswith(PREFIX) and name not in REQUEST_ANNOTATIONS and name != CHOSEN_ANNOTATION:
+            raise PlacementError(
+                f"{name} is not a placement annotation; the pod may set {', '.join(REQUEST_ANNOTATIONS)}"
+            )
+    _names(annotations, GPU_TYPES_ANNOTATION, key=gpu_key)
+    _gpu_count_annotation(annotations)
+    _price(annotations)
+    _names(annotations, REGIONS_ANNOTATION, key=str.casefold)
+    _names(annotations, PROVIDERS_ANNOTATION, key=str.casefold)
+
+
+def price_cap(annotations: Mapping[str, str]) -> float | None:
+    """The pod's `max-price-per-hour`, None when it sets none; PlacementError when it cannot be read."""
+    return _price(annotations)
 
 
 def gpus_of(pod: PodRequest) -> int:

@@ -1,0 +1,252 @@
+"""Routes cannot be stolen: two Offloads in two namespaces claim the same host, the older one keeps it.
+
+On the real control plane, with the real router watching every namespace and one controller per
+namespace (each scoped with `--namespace`, as a team would run its own): the first Offload keeps all
+its traffic, the second reports `Ready=False`/`RouteConflict` with a Warning Event naming the first,
+and deleting the first hands the route to the second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+
+from tests.integration.daemons import ManagedProcess
+from tests.integration.migration_rig import API, HOST, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, share_by
+from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster.ports import PortPicker
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
+
+pytestmark = pytest.mark.usefixtures("traffic_rbac")
+
+RIVAL = "rival"
+"""The second namespace's Deployment and Service: its pods' names say who served a request."""
+
+
+@pytest.fixture
+async def rig(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> AsyncIterator[Rig]:
+    rig = await build_rig(
+        kube_api=kube_api,
+        control_plane=control_plane,
+        namespace=namespace,
+        start_node=start_node,
+        folder=tmp_path,
+        strategy={"stepIntervalSeconds": 2},
+    )
+    try:
+        yield rig
+    finally:
+        await close_rig(rig)
+
+
+@pytest.fixture
+async def second_namespace(kube_api: client.ApiClient) -> AsyncIterator[str]:
+    core = client.CoreV1Api(kube_api)
+    name = f"route-claims-rival-{uuid.uuid4().hex[:6]}"
+    await core.create_namespace({"metadata": {"name": name, "labels": {"vk-provider.dev/test": "true"}}})
+
+    async def default_service_account_exists() -> bool:
+        accounts = await core.list_namespaced_service_account(name, field_selector="metadata.name=default")
+        return bool(accounts.items)
+
+    try:
+        await wait_for(
+            default_service_account_exists, timeout_seconds=60, what=f"ServiceAccount {name}/default"
+        )
+        yield name
+    finally:
+        await core.delete_namespace(name)
+
+
+def _served_by_app(served_by: str | None) -> str:
+    """`node/pod` → the app that served it (pod names start with their Deployment's name)."""
+    pod = (served_by or "").partition("/")[2]
+    return NAME if pod.startswith(f"{NAME}-") else RIVAL if pod.startswith(f"{RIVAL}-") else "nobody"
+
+
+async def _start_rival(rig: Rig, namespace: str) -> None:
+    """The same service under another name in the second namespace, on the same home node."""
+    template = copy.deepcopy((await rig.deployment(NAME))["spec"]["template"])
+    template["metadata"] = {"labels": {"app": RIVAL}}
+    await rig.api.create(
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        {
+            "metadata": {"name": RIVAL},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": RIVAL}}, "template": template},
+        },
+    )
+    await rig.api.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "metadata": {"name": RIVAL},
+            "spec": {"selector": {"app": RIVAL}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        },
+    )
+
+
+def _ready_condition(offload: RawObject) -> dict[str, Any]:
+    conditions = (offload.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+async def _served_by(router_url: str) -> str | None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{router_url}/", headers={"Host": HOST}) as response,
+    ):
+        await response.read()
+        return response.headers.get("X-Served-By") if response.status == 200 else None
+
+
+async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
+    rig: Rig, second_namespace: str, tmp_path: Path
+) -> None:
+    api: KubeApi = rig.api
+    # A router for the whole cluster (the rig's own is scoped to the first namespace).
+    port = PortPicker().pick()
+    router = ManagedProcess(
+        folder=tmp_path / "cluster-router",
+        arguments=[
+            "router",
+            "--kubeconfig",
+            str(tmp_path / "router.kubeconfig"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "DEBUG",
+        ],
+    )
+    router_url = f"http://127.0.0.1:{port}"
+    # The second namespace's own controller, as its ServiceAccount, scoped to that namespace.
+    arguments = list(rig.controller.arguments)
+    arguments[arguments.index("--namespace") + 1] = second_namespace
+    arguments[arguments.index("--lease-name") + 1] = f"controller-{second_namespace}"[:63]
+    arguments[arguments.index("--router-url") + 1] = router_url
+    controller = ManagedProcess(folder=tmp_path / "rival-controller", arguments=arguments)
+    router.start()
+    controller.start()
+    try:
+        await _start_rival(rig, second_namespace)
+        first = await rig.offload()
+        rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
+        await api.create(
+            f"{API}/namespaces/{second_namespace}/offloads",
+            {
+                "apiVersion": "offload.vk-provider.dev/v1alpha1",
+                "kind": "Offload",
+                "metadata": {"name": NAME},
+                "spec": {
+                    "home": {"deployment": RIVAL, "service": RIVAL},
+                    # It asks to move away: while it loses the route, nothing may start. Its away pods
+                    # could land nowhere, so once it wins, its migration starts and stays Preparing.
+                    "placement": "away",
+                    "route": {"hosts": [HOST]},
+                    "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
+                },
+            },
+        )
+        second = await api.get(rival_path)
+        # The rig took far more than a second to start: the first claim is strictly older.
+        assert second["metadata"]["creationTimestamp"] > first["metadata"]["creationTimestamp"]
+
+        async def conflict_reported() -> dict[str, Any]:
+            condition = _ready_condition(await api.get(rival_path))
+            return condition if condition.get("reason") == "RouteConflict" else {}
+
+        condition = await wait_for(
+            conflict_reported,
+            timeout_seconds=60,
+            what=f"RouteConflict on the second Offload; its controller's log:\n{controller.log_tail(30)}",
+        )
+        assert condition["status"] == "False"
+        assert f"{rig.namespace}/{NAME}" in condition["message"]
+        events = await api.get(
+            f"/api/v1/namespaces/{second_namespace}/events",
+            query={"fieldSelector": "involvedObject.kind=Offload,reason=RouteConflict"},
+        )
+        assert [event["type"] for event in events["items"]] == ["Warning"]
+        assert f"{rig.namespace}/{NAME}" in events["items"][0]["message"]
+        # The first keeps Ready and its status says nothing of a conflict.
+        assert _ready_condition(await rig.offload())["status"] == "True"
+        # No migration for the loser: no away Deployment, no MigrationStarted.
+        rival = await api.get(rival_path)
+        assert (rival.get("status") or {}).get("phase") in (None, "Idle")
+        deployments = await api.get(f"/apis/apps/v1/namespaces/{second_namespace}/deployments")
+        assert [item["metadata"]["name"] for item in deployments["items"]] == [RIVAL]
+
+        # Both services ready, the cluster-wide router loaded: every request goes to the first.
+        await _wait_rival_ready(api, second_namespace)
+        await wait_for(
+            lambda: _served_by(router_url),
+            timeout_seconds=60,
+            what=f"the cluster-wide router to serve {HOST}; its log:\n{router.log_tail(30)}",
+        )
+        load = LoadGenerator(LoadSettings(url=router_url, host_header=HOST, rate=40, stream_share=0.3))
+        await load.start()
+        await wait_for(
+            lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
+        )
+        await load.stop()
+        served = share_by(load.outcomes, _served_by_app)
+        print(f"during the conflict: {len(load.outcomes)} requests, served by {dict(served)}")
+        assert not failures(load.outcomes), failures(load.outcomes)[:5]
+        assert served == {NAME: len(load.outcomes)}, served
+
+        # The first deleted: the route passes to the second, in the router and in its status.
+        deleted_at = time.monotonic()
+        await api.delete(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
+
+        async def rival_serves() -> bool:
+            return _served_by_app(await _served_by(router_url)) == RIVAL
+
+        await wait_for(rival_serves, timeout_seconds=60, what="the router to hand the route to the second")
+        handed_over = time.monotonic() - deleted_at
+
+        async def rival_migrates() -> bool:
+            offload = await api.get(rival_path)
+            ready = _ready_condition(offload).get("status") == "True"
+            return ready and (offload.get("status") or {}).get("phase") == "Preparing"
+
+        await wait_for(
+            rival_migrates,
+            timeout_seconds=60,
+            what=f"the second Offload Ready and migrating; its controller's log:\n{controller.log_tail(30)}",
+        )
+        print(f"route handed over {handed_over:.1f}s after the first Offload was deleted")
+        assert handed_over < 30
+    finally:
+        for process in (controller, router):
+            if process.alive():
+                process.stop()
+            process.close()
+        with contextlib.suppress(KubeApiError):
+            await api.delete(f"/apis/apps/v1/namespaces/{second_namespace}/deployments/{RIVAL}")
+
+
+async def _at_least(load: LoadGenerator, count: int) -> bool:
+    return len(load.outcomes) >= count
+
+
+async def _wait_rival_ready(api: KubeApi, namespace: str) -> None:
+    async def ready() -> bool:
+        deployment = await api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{RIVAL}")
+        return int((deployment.get("status") or {}).get("readyReplicas") or 0) >= 1
+
+    await wait_for(ready, timeout_seconds=90, what=f"Deployment {namespace}/{RIVAL} ready")

@@ -1,0 +1,182 @@
+"""Only the virtual node decides where away traffic goes; a pod editor cannot redirect it.
+
+All traffic is away. A ServiceAccount that may patch pods but not their status (what an application
+team typically holds) sets the old traffic-address annotation to a decoy it controls and a SigV4
+traffic-auth marker on an away pod: the router ignores both (every request still reaches the real
+away workloads, the decoy gets nothing) and posts one Warning Event on the pod; and the same account
+is refused (403) when it tries to write the pod's status, where the node publishes the real address.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from kubernetes_asyncio import client
+
+from tests.integration.all_away import (
+    all_away_rig,
+    away_pods,
+    describe,
+    flip_all_away,
+    load,
+    router_document,
+    wait_for_healthy_checks,
+)
+from tests.integration.identities import service_account_kubeconfig
+from tests.integration.migration_rig import NAME, StartNode
+from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import LoadGenerator, failures
+from vk_devtools.devcluster import cluster
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider.offload.names import (
+    TRAFFIC_ADDRESS_ANNOTATION,
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_ANNOTATION,
+    UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
+)
+
+pytestmark = pytest.mark.usefixtures("traffic_rbac")
+
+EDITOR = "pod-editor"
+REASON = UNTRUSTED_TRAFFIC_ANNOTATION_REASON
+
+
+async def pod_editor(rig_api: KubeApi, namespace: str) -> None:
+    """A ServiceAccount allowed to read and patch pods in the namespace, not `pods/status`."""
+    await rig_api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": EDITOR}})
+    await rig_api.create(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+        {
+            "metadata": {"name": EDITOR},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}],
+        },
+    )
+    await rig_api.create(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        {
+            "metadata": {"name": EDITOR},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": EDITOR},
+            "subjects": [{"kind": "ServiceAccount", "name": EDITOR, "namespace": namespace}],
+        },
+    )
+
+
+def decoy() -> tuple[web.Application, list[str]]:
+    """Where the forged annotation points: counts every request it gets."""
+    hits: list[str] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.Response(text="decoy", headers={"X-Served-By": "decoy/decoy"})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    return app, hits
+
+
+async def test_a_pod_editor_cannot_aim_the_router_anywhere(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> None:
+    app, decoy_hits = decoy()
+    async with (
+        TestServer(app, host="127.0.0.1") as decoy_server,
+        all_away_rig(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            folder=tmp_path,
+        ) as rig,
+    ):
+        await pod_editor(rig.api, namespace)
+        kubeconfig = tmp_path / "editor.kubeconfig"
+
+        async def token() -> Path | None:
+            try:
+                return await service_account_kubeconfig(
+                    kube_api, control_plane, namespace, EDITOR, kubeconfig
+                )
+            except client.ApiException:
+                return None  # the ServiceAccount is not served yet
+
+        await wait_for(token, timeout_seconds=30, what="a token for the pod editor")
+        editor = await KubeApi.from_kubeconfig(str(kubeconfig))
+        try:
+            # The load runs from before the flip: the migration's gates need requests to judge.
+            async with load(rig, rate=20) as generator:
+                await flip_all_away(rig)
+                await wait_for_healthy_checks(rig, 2)
+                target = (await away_pods(rig))[0]
+                name, uid = target["metadata"]["name"], target["metadata"]["uid"]
+                path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+                forged = {
+                    TRAFFIC_ADDRESS_ANNOTATION: str(decoy_server.make_url("")).rstrip("/"),
+                    TRAFFIC_AUTH_ANNOTATION: "aws-sigv4; service=sagemaker; region=eu-west-1",
+                }
+                await editor.patch(path, {"metadata": {"annotations": forged}}, content_type=MERGE_PATCH)
+
+                # The status, where the node publishes the address, is out of the editor's reach.
+                condition = {
+                    "type": TRAFFIC_ADDRESS_CONDITION,
+                    "status": "True",
+                    "reason": "Published",
+                    "message": forged[TRAFFIC_ADDRESS_ANNOTATION],
+                }
+                with pytest.raises(KubeApiError) as refused:
+                    await editor.patch(path + "/status", {"status": {"conditions": [condition]}})
+                assert refused.value.status == 403, refused.value
+
+                async def warned() -> list[dict[str, object]] | None:
+                    listing = await rig.api.get(
+                        f"/api/v1/namespaces/{namespace}/events",
+                        query={"fieldSelector": f"involvedObject.uid={uid},reason={REASON}"},
+                    )
+                    items: list[dict[str, object]] = listing.get("items") or []
+                    return items or None
+
+                events = await wait_for(
+                    warned, timeout_seconds=30, what=f"the router's Warning Event:\n{rig.router.log_tail(20)}"
+                )
+                # The router saw the forged annotations (it posted the Event) and its table still
+                # holds only the addresses the node published.
+                published = {
+                    next(
+                        c["message"]
+                        for c in pod["status"]["conditions"]
+                        if c["type"] == TRAFFIC_ADDRESS_CONDITION
+                    )
+                    for pod in await away_pods(rig)
+                }
+                document = await router_document(rig)
+                assert set(document["active_checks"]) == published
+                (route,) = [r for r in document["routes"] if r["name"] == NAME]
+                assert route["endpoints"]["away"]["usable"] == 2
+                # A few more seconds of traffic after the router has seen the forgery.
+                seen = len(generator.outcomes)
+                await wait_for(
+                    lambda: _at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests"
+                )
+                await generator.stop()
+        finally:
+            await editor.close()
+    outcomes = generator.outcomes
+    assert not failures(outcomes), describe(failures(outcomes))
+    sides = {rig.side_of(outcome.served_by) for outcome in outcomes}
+    assert decoy_hits == [], decoy_hits
+    assert "unknown" not in sides, sides  # the decoy answers as "decoy/decoy"
+    (event,) = events
+    assert event["type"] == "Warning"
+    assert TRAFFIC_ADDRESS_ANNOTATION in str(event["message"])
+    assert TRAFFIC_AUTH_ANNOTATION in str(event["message"])
+    print(f"{len(outcomes)} requests, 0 failed, 0 to the decoy; event: {event['message']}")
+
+
+async def _at_least(generator: LoadGenerator, count: int) -> bool:
+    return len(generator.outcomes) >= count

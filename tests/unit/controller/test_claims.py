@@ -1,0 +1,65 @@
+"""The controller's claims mirror: who is queued again when standings change, and who is held back."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from vk_provider.controller.claims import RouteClaims
+from vk_provider.kit.kube import KubeApi
+
+
+def _offload(namespace: str, created: str, *, deleting: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "namespace": namespace,
+        "name": "tokens",
+        "uid": f"uid-{namespace}",
+        "creationTimestamp": created,
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T11:00:00Z"
+    return {"metadata": metadata, "spec": {"route": {"hosts": ["chat.test"]}}}
+
+
+def _claims(namespace: str | None, *offloads: dict[str, Any]) -> tuple[RouteClaims, list[str]]:
+    # The mirror is filled by hand: the API is never called in these tests.
+    claims = RouteClaims(cast(KubeApi, None), namespace=namespace)
+    claims.offloads.objects = {offload["metadata"]["uid"]: offload for offload in offloads}
+    claims.offloads.synced.set()
+    queued: list[str] = []
+    claims._requeue = queued.append
+    return claims, queued
+
+
+async def test_a_new_loser_and_the_heir_of_a_deleted_winner_are_queued_in_scope_only() -> None:
+    first = _offload("default", "2026-01-01T10:00:00Z")
+    second = _offload("team", "2026-01-01T10:00:01Z")
+    claims, queued = _claims("team", first, second)
+    await claims._changed("uid-team")
+    assert queued == ["team/tokens"]  # it lost: reconciled again to say so
+    await claims._changed("uid-team")
+    assert queued == ["team/tokens"]  # nothing changed for it
+    del claims.offloads.objects["uid-default"]
+    await claims._changed("uid-default")
+    assert queued == ["team/tokens", "team/tokens"]  # the winner is gone: it takes the route over
+
+    everywhere, queued_everywhere = _claims(None, first, second)
+    await everywhere._changed("uid-team")
+    assert queued_everywhere == ["team/tokens"]
+    only_default, queued_default = _claims("default", first, second)
+    await only_default._changed("uid-team")
+    assert queued_default == []
+
+
+async def test_the_offload_as_read_is_judged_even_before_the_mirror_has_it() -> None:
+    first = _offload("default", "2026-01-01T10:00:00Z")
+    claims, _ = _claims("team", first)
+    conflict = await claims.conflict(_offload("team", "2026-01-01T10:00:01Z"))
+    assert conflict is not None
+    assert conflict.winner == "default/tokens"
+    assert await claims.conflict(first) is None
+
+
+async def test_an_offload_being_deleted_is_never_held_back() -> None:
+    first = _offload("default", "2026-01-01T10:00:00Z")
+    claims, _ = _claims("team", first)
+    assert await claims.conflict(_offload("team", "2026-01-01T10:00:01Z", deleting=True)) is None

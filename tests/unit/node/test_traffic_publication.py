@@ -1,0 +1,115 @@
+"""The node publishes a pod's traffic address and auth marker in its status, never in annotations.
+
+The router trusts only the status (which NodeRestriction lets only the pod's node write), so the
+address and the marker must ride in the status patch that reports the pod's state, one write per
+transition. Driven like test_pod_updates: the reconciler directly, an in-memory provider whose states
+ask for SigV4, and a recording stand-in for the KubeApi wrapper.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, RecordingMock, make_reconciler, pod
+from vk_provider.kit.traffic_auth import AwsSigV4
+from vk_provider.node import podstatus
+from vk_provider.node.pods import OWN_ANNOTATIONS
+from vk_provider.offload.names import (
+    TRAFFIC_ADDRESS_ANNOTATION,
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_ANNOTATION,
+    TRAFFIC_AUTH_CONDITION,
+)
+from vk_provider.provider import PodRef, PodState, ProviderContext
+
+MARKER = AwsSigV4(region="eu-west-1").marker()
+NOW = datetime(2026, 12, 3, 13, 0, 0, tzinfo=UTC)
+
+
+class SignedMock(RecordingMock):
+    async def get_pod_state(self, ref: PodRef) -> PodState | None:
+        state = await super().get_pod_state(ref)
+        return None if state is None else dataclasses.replace(state, traffic_auth=MARKER)
+
+
+def status_patches(api: RecordingApi) -> list[dict[str, Any]]:
+    return [body["status"] for path, body in api.patches if path.endswith("/status")]
+
+
+def written_annotations(api: RecordingApi) -> list[dict[str, str]]:
+    return [
+        body["metadata"]["annotations"]
+        for _, body in api.patches
+        if "annotations" in (body.get("metadata") or {})
+    ]
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {condition["type"]: condition for condition in status.get("conditions", [])}
+
+
+async def test_address_and_marker_ride_in_the_status_patch_and_never_in_annotations(tmp_path: Path) -> None:
+    api = RecordingApi()
+    provider = SignedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
+    pods = CachedPods()
+    reconciler = make_reconciler(api, provider, pods)
+    pods.objects["u1"] = pod()
+    await reconciler.reconcile("u1")
+
+    (status,) = status_patches(api)
+    published = conditions(status)
+    assert published[TRAFFIC_AUTH_CONDITION]["message"] == "aws-sigv4; service=sagemaker; region=eu-west-1"
+    assert published[TRAFFIC_ADDRESS_CONDITION]["message"].startswith("http://")
+    for kind in (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_AUTH_CONDITION):
+        assert published[kind]["status"] == "True"
+        assert published[kind]["reason"] == "Published"
+    assert not any(
+        key in (TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION)
+        for written in written_annotations(api)
+        for key in written
+    )
+
+    # Once the cache shows the status written, nothing is written again.
+    stored = copy.deepcopy(pods.objects["u1"])
+    stored["status"] = {**status, "conditions": list(status["conditions"])}
+    pods.objects["u1"] = stored
+    await reconciler.reconcile("u1")
+    assert len(status_patches(api)) == 1
+    assert provider.updates == []
+
+
+def state(address: str | None, auth: str | None = None) -> PodState:
+    return PodState(
+        ref=PodRef("ns", "web", "u1"), phase="Running", traffic_address=address, traffic_auth=auth
+    )
+
+
+def test_a_new_address_is_a_difference_and_foreign_conditions_are_not() -> None:
+    the_pod = pod()
+    first = podstatus.pod_status(the_pod, state("http://10.0.0.1:80"), host_ip="127.0.0.1", now=NOW)
+    foreign = {"type": "example.com/Gate", "status": "False", "message": "someone else's"}
+    current = {**first, "conditions": [*first["conditions"], foreign]}
+    assert not podstatus.differs(current, first)
+    moved = podstatus.pod_status(
+        {**the_pod, "status": current}, state("http://10.0.0.2:80"), host_ip="127.0.0.1", now=NOW
+    )
+    assert podstatus.differs(current, moved)
+    # Only our own condition types go in the patch: the merge by type keeps the foreign one.
+    assert "example.com/Gate" not in conditions(moved)
+
+
+def test_a_state_without_an_address_leaves_the_published_one_alone() -> None:
+    """A provider reports the address only while the pod runs; the merge keeps the last one."""
+    the_pod = pod()
+    first = podstatus.pod_status(the_pod, state("http://10.0.0.1:80"), host_ip="127.0.0.1", now=NOW)
+    later = podstatus.pod_status({**the_pod, "status": first}, state(None), host_ip="127.0.0.1", now=NOW)
+    assert TRAFFIC_ADDRESS_CONDITION not in conditions(later)
+    assert not podstatus.differs(first, later)
+
+
+def test_the_old_annotations_stay_out_of_the_pods_fingerprint() -> None:
+    assert {TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION} <= OWN_ANNOTATIONS
