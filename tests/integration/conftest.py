@@ -85,7 +85,28 @@ async def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) 
     try:
         yield name
     finally:
+        await release_offloads(kube_api, name)
         await core.delete_namespace(name)
+
+
+async def release_offloads(api: client.ApiClient, namespace: str) -> None:
+    """Drop the controller's finalizer from the namespace's Offloads, as a person would once the
+    controller is gone: otherwise they outlive the test, still claiming their routes."""
+    objects = client.CustomObjectsApi(api)
+    group, version, plural = "offload.vk-provider.dev", "v1alpha1", "offloads"
+    with contextlib.suppress(client.ApiException):  # no CRD: no Offloads
+        listing = await objects.list_namespaced_custom_object(group, version, namespace, plural)
+        for item in listing.get("items") or ():
+            if item["metadata"].get("finalizers"):
+                with contextlib.suppress(client.ApiException):
+                    await objects.patch_namespaced_custom_object(
+                        group,
+                        version,
+                        namespace,
+                        plural,
+                        item["metadata"]["name"],
+                        {"metadata": {"finalizers": None}},
+                    )
 
 
 @pytest.fixture(scope="session")

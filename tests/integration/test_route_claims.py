@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
+from tests.integration.conftest import release_offloads
 from tests.integration.daemons import ManagedProcess
 from tests.integration.migration_rig import API, HOST, NAME, Rig, StartNode, build_rig, close_rig
 from tests.integration.waiting import wait_for
@@ -72,6 +73,7 @@ async def second_namespace(kube_api: client.ApiClient) -> AsyncIterator[str]:
         )
         yield name
     finally:
+        await release_offloads(kube_api, name)
         await core.delete_namespace(name)
 
 
