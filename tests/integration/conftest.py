@@ -106,6 +106,7 @@ async def release_offloads(api: client.ApiClient, namespace: str) -> None:
                         plural,
                         item["metadata"]["name"],
                         {"metadata": {"finalizers": None}},
+                        _content_type="application/merge-patch+json",
                     )
 
 
