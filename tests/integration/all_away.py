@@ -6,18 +6,13 @@ the router's `/-/status` and `/-/metrics` are read as an operator would.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client
 
-from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import HOST, NAME, Rig
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome
-from vk_devtools.devcluster import cluster
 from vk_provider.offload.names import OFFLOAD_LABEL
 
 ONE_STEP_AWAY = {
@@ -26,30 +21,7 @@ ONE_STEP_AWAY = {
     "gates": {"minRequestsPerInterval": 10},
     "progressDeadlineSeconds": 180,
 }
-
-
-@contextlib.asynccontextmanager
-async def all_away_rig(
-    *,
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    folder: Path,
-) -> AsyncIterator[Rig]:
-    """A rig whose Offload has just moved all traffic away (weight 100, home at 0 replicas)."""
-    rig = await build_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=folder,
-        strategy=ONE_STEP_AWAY,
-    )
-    try:
-        yield rig
-    finally:
-        await close_rig(rig)
+"""The strategy to pass `rig_for`: all traffic away in one step."""
 
 
 async def flip_all_away(rig: Rig) -> dict[str, Any]:

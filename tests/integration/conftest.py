@@ -20,6 +20,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from tests.integration.daemons import NodeDaemon
+from tests.integration.migration_rig import RigFor, StartNode, rig_factory
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.building import BinaryCache
@@ -186,6 +187,25 @@ async def start_node(
                 await core.delete_node(daemon.node_name)
     if problems:
         raise problems[0]
+
+
+@pytest.fixture
+def rig_for(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> RigFor:
+    """`async with rig_for(strategy) as rig`: a migration rig in this test's namespace (see
+    `tests.integration.migration_rig`)."""
+    return rig_factory(
+        kube_api=kube_api,
+        control_plane=control_plane,
+        namespace=namespace,
+        start_node=start_node,
+        folder=tmp_path,
+    )
 
 
 async def wait_for_node_ready(

@@ -24,9 +24,9 @@ import dataclasses
 import random
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -343,6 +343,57 @@ async def wait_for_home_endpoints(rig: Rig, count: int) -> None:
         return route is not None and route["endpoints"]["home"]["usable"] >= count
 
     await wait_for(usable, timeout_seconds=120, what=f"the router to see {count} ready home endpoints")
+
+
+class RigFor(Protocol):
+    """`async with rig_for(strategy, ...) as rig`: this test's rig (see `build_rig`), closed after."""
+
+    def __call__(
+        self,
+        strategy: dict[str, Any],
+        *,
+        home_replicas: int = 2,
+        runpod: FakeRunPod | None = None,
+        away_settings: dict[str, Any] | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
+
+
+def rig_factory(
+    *,
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    folder: Path,
+) -> RigFor:
+    """What the `rig_for` fixture hands a test: `build_rig` bound to the test's plane, namespace and
+    folder, as a context manager that closes the rig however the test ends."""
+
+    @contextlib.asynccontextmanager
+    async def started(
+        strategy: dict[str, Any],
+        *,
+        home_replicas: int = 2,
+        runpod: FakeRunPod | None = None,
+        away_settings: dict[str, Any] | None = None,
+    ) -> AsyncIterator[Rig]:
+        rig = await build_rig(
+            kube_api=kube_api,
+            control_plane=control_plane,
+            namespace=namespace,
+            start_node=start_node,
+            folder=folder,
+            strategy=strategy,
+            home_replicas=home_replicas,
+            runpod=runpod,
+            away_settings=away_settings,
+        )
+        try:
+            yield rig
+        finally:
+            await close_rig(rig)
+
+    return started
 
 
 async def close_rig(rig: Rig) -> None:

@@ -11,53 +11,22 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
-from tests.integration.migration_rig import API, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import API, NAME, Rig, RigFor
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import Outcome, failures, share_by
-from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.ports import PortPicker
 from vk_provider.kit.kube import MERGE_PATCH, KubeApiError
 from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
-
-RigFor = Callable[[dict[str, Any]], contextlib.AbstractAsyncContextManager[Rig]]
-
-
-@pytest.fixture
-def rig_for(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> RigFor:
-    @contextlib.asynccontextmanager
-    async def started(strategy: dict[str, Any]) -> AsyncIterator[Rig]:
-        rig = await build_rig(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            folder=tmp_path,
-            strategy=strategy,
-        )
-        try:
-            yield rig
-        finally:
-            await close_rig(rig)
-
-    return started
 
 
 def workload_processes(rig: Rig, node_name: str) -> list[int]:

@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess
-from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import HOST, NAME, Rig, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.devcluster import cluster
@@ -87,37 +87,6 @@ async def following(rig: Rig) -> AsyncIterator[WeightLog]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-RigFor = Callable[[dict[str, Any]], contextlib.AbstractAsyncContextManager[Rig]]
-
-
-@pytest.fixture
-def rig_for(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> RigFor:
-    """`async with rig_for(strategy) as rig`: this test's rig, with the Offload's strategy given."""
-
-    @contextlib.asynccontextmanager
-    async def started(strategy: dict[str, Any]) -> AsyncIterator[Rig]:
-        rig = await build_rig(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            folder=tmp_path,
-            strategy=strategy,
-        )
-        try:
-            yield rig
-        finally:
-            await close_rig(rig)
-
-    return started
 
 
 def load(rig: Rig, rate: float) -> LoadGenerator:

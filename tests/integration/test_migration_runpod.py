@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
-from tests.integration.migration_rig import NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import NAME, Rig, RigFor
 from tests.integration.runpod_away import runpod_pod_of, token_pod_app
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import BROKEN_STREAM, failures, share_by, window
-from vk_devtools.devcluster import cluster
 from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_CONDITION
 
@@ -53,26 +50,10 @@ async def rig(
     # First, so the fake is set up before the nodes and closed after them: the runpod node's teardown
     # deletes its pods through the fake.
     runpod: FakeRunPod,
-    *,
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
+    rig_for: RigFor,
 ) -> AsyncIterator[Rig]:
-    rig = await build_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=tmp_path,
-        strategy=STRATEGY,
-        runpod=runpod,
-    )
-    try:
+    async with rig_for(STRATEGY, runpod=runpod) as rig:
         yield rig
-    finally:
-        await close_rig(rig)
 
 
 async def traffic_addresses(rig: Rig) -> set[str]:

@@ -18,17 +18,14 @@ import contextlib
 import re
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess, NodeDaemon, NodeReplica
-from tests.integration.migration_rig import HOST, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import HOST, NAME, Rig, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
-from vk_devtools.devcluster import cluster
 from vk_provider.kit import procfs
 from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kit.kube import KubeApi, RawObject
@@ -119,26 +116,9 @@ async def following(rig: Rig) -> AsyncIterator[NodeLog]:
 
 
 @pytest.fixture
-async def away_rig(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> AsyncIterator[Rig]:
-    rig = await build_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=tmp_path,
-        strategy=STRATEGY,
-        away_settings=AWAY_SETTINGS,
-    )
-    try:
+async def away_rig(rig_for: RigFor) -> AsyncIterator[Rig]:
+    async with rig_for(STRATEGY, away_settings=AWAY_SETTINGS) as rig:
         yield rig
-    finally:
-        await close_rig(rig)
 
 
 async def lease_holder(rig: Rig) -> str | None:

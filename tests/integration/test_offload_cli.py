@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
-from tests.integration.migration_rig import HOST, NAME, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import HOST, NAME, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings
 from vk_devtools.devcluster import cluster
@@ -443,11 +442,7 @@ async def test_status_shows_the_gates_and_the_recent_events_of_the_offload(
 
 @pytest.mark.usefixtures("traffic_rbac")
 async def test_a_retry_after_a_rollback_runs_again_with_the_real_controller(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
+    control_plane: cluster.ClusterState, namespace: str, rig_for: RigFor
 ) -> None:
     """The controller's half of the retry: the annotation the CLI writes really starts a new attempt."""
     strategy = {
@@ -456,33 +451,25 @@ async def test_a_retry_after_a_rollback_runs_again_with_the_real_controller(
         "failuresBeforeRollback": 1,
         "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 5},
     }
-    rig = await build_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=tmp_path,
-        strategy=strategy,
-    )
     flip = ["flip", NAME, "--to", "away", "--wait", "-n", namespace]
-    away_fails = rig.fail_dir / f"{rig.away.node_name}.fail"
-    generator = LoadGenerator(LoadSettings(url=rig.router_url, host_header=HOST, rate=40))
-    try:
-        await generator.start()
-        away_fails.touch()
-        first = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
-        assert first.returncode == 1, (first.stdout, first.stderr, rig.controller.log_tail())
-        assert f"to try it again: `kubectl offload flip {NAME} --to away -n {namespace}`" in first.stderr
-        assert (await rig.offload())["status"]["phase"] == "RolledBack"
+    async with rig_for(strategy) as rig:
+        away_fails = rig.fail_dir / f"{rig.away.node_name}.fail"
+        generator = LoadGenerator(LoadSettings(url=rig.router_url, host_header=HOST, rate=40))
+        try:
+            await generator.start()
+            away_fails.touch()
+            first = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
+            assert first.returncode == 1, (first.stdout, first.stderr, rig.controller.log_tail())
+            assert f"to try it again: `kubectl offload flip {NAME} --to away -n {namespace}`" in first.stderr
+            assert (await rig.offload())["status"]["phase"] == "RolledBack"
 
-        away_fails.unlink()
-        second = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
-        assert second.returncode == 0, (second.stdout, second.stderr, rig.controller.log_tail())
-        assert "the last migration to away did not succeed; trying it again" in second.stdout
-        offload = await rig.offload()
-        assert offload["status"]["phase"] == "Succeeded"
-        assert offload["status"]["awayWeight"] == 100
-        assert offload["status"]["handledRetry"] == offload["metadata"]["annotations"][RETRY_ANNOTATION]
-    finally:
-        await generator.stop()
-        await close_rig(rig)
+            away_fails.unlink()
+            second = await asyncio.to_thread(run_cli, control_plane, *flip, timeout=240)
+            assert second.returncode == 0, (second.stdout, second.stderr, rig.controller.log_tail())
+            assert "the last migration to away did not succeed; trying it again" in second.stdout
+            offload = await rig.offload()
+            assert offload["status"]["phase"] == "Succeeded"
+            assert offload["status"]["awayWeight"] == 100
+            assert offload["status"]["handledRetry"] == offload["metadata"]["annotations"][RETRY_ANNOTATION]
+        finally:
+            await generator.stop()

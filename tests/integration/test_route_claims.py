@@ -22,10 +22,9 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import release_offloads
 from tests.integration.daemons import ManagedProcess
-from tests.integration.migration_rig import API, HOST, NAME, Rig, StartNode, build_rig, close_rig
+from tests.integration.migration_rig import API, HOST, NAME, Rig, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, share_by
-from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.ports import PortPicker
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 
@@ -36,25 +35,9 @@ RIVAL = "rival"
 
 
 @pytest.fixture
-async def rig(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> AsyncIterator[Rig]:
-    rig = await build_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=tmp_path,
-        strategy={"stepIntervalSeconds": 2},
-    )
-    try:
+async def rig(rig_for: RigFor) -> AsyncIterator[Rig]:
+    async with rig_for({"stepIntervalSeconds": 2}) as rig:
         yield rig
-    finally:
-        await close_rig(rig)
 
 
 @pytest.fixture

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
 
 from tests.integration.all_away import (
-    all_away_rig,
+    ONE_STEP_AWAY,
     away_pods,
     condition,
     describe,
@@ -28,10 +27,9 @@ from tests.integration.all_away import (
     wait_for_healthy_checks,
 )
 from tests.integration.conftest import wait_for_node_ready
-from tests.integration.migration_rig import NAME, StartNode
+from tests.integration.migration_rig import NAME, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import failures, window
-from vk_devtools.devcluster import cluster
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
@@ -41,19 +39,9 @@ REPLICAS = 2
 
 
 async def test_both_daemons_down_for_90s_loses_no_request(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
+    kube_api: client.ApiClient, rig_for: RigFor
 ) -> None:
-    async with all_away_rig(
-        kube_api=kube_api,
-        control_plane=control_plane,
-        namespace=namespace,
-        start_node=start_node,
-        folder=tmp_path,
-    ) as rig:
+    async with rig_for(ONE_STEP_AWAY) as rig:
         async with load(rig, rate=RATE) as generator:
             await flip_all_away(rig)
             await wait_for_healthy_checks(rig, REPLICAS)

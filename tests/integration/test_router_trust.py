@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client
 
 from tests.integration.all_away import (
-    all_away_rig,
+    ONE_STEP_AWAY,
     away_pods,
     describe,
     flip_all_away,
@@ -26,7 +26,7 @@ from tests.integration.all_away import (
     wait_for_healthy_checks,
 )
 from tests.integration.identities import service_account_kubeconfig
-from tests.integration.migration_rig import NAME, StartNode
+from tests.integration.migration_rig import NAME, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, failures
 from vk_devtools.devcluster import cluster
@@ -81,19 +81,13 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
     kube_api: client.ApiClient,
     control_plane: cluster.ClusterState,
     namespace: str,
-    start_node: StartNode,
+    rig_for: RigFor,
     tmp_path: Path,
 ) -> None:
     app, decoy_hits = decoy()
     async with (
         TestServer(app, host="127.0.0.1") as decoy_server,
-        all_away_rig(
-            kube_api=kube_api,
-            control_plane=control_plane,
-            namespace=namespace,
-            start_node=start_node,
-            folder=tmp_path,
-        ) as rig,
+        rig_for(ONE_STEP_AWAY) as rig,
     ):
         await pod_editor(rig.api, namespace)
         kubeconfig = tmp_path / "editor.kubeconfig"
