@@ -84,7 +84,29 @@ class ManagedProcess:
             self.process.wait(30)
 
 
-class NodeDaemon(ManagedProcess):
+class NodeReplica(ManagedProcess):
+    """`vk-provider node` run from the settings `config`, written to `node.yaml` in its folder."""
+
+    def __init__(self, *, folder: Path, config: dict[str, Any]) -> None:
+        self.config = config
+        self.config_path = folder / "node.yaml"
+        super().__init__(
+            folder=folder, arguments=["node", "--config", str(self.config_path), "--log-level", "DEBUG"]
+        )
+        self.config_path.write_text(yaml.safe_dump(config))
+
+    @property
+    def kubelet_port(self) -> int:
+        port: int = self.config["kubelet_port"]
+        return port
+
+    @property
+    def identity(self) -> str:
+        identity: str = self.config["leader_election_identity"]
+        return identity
+
+
+class NodeDaemon(NodeReplica):
     """One virtual node daemon: a config file, a state folder, a log, and the process.
 
     `add_replica` starts more replicas of the same node (leader election decides which one runs it),
@@ -94,8 +116,7 @@ class NodeDaemon(ManagedProcess):
 
     def __init__(self, *, folder: Path, provider: str, **settings: Any) -> None:
         self.node_name = settings.pop("node_name", f"vk-{provider}-{uuid.uuid4().hex[:6]}")
-        self.config_path = folder / "node.yaml"
-        self.config: dict[str, Any] = {
+        config: dict[str, Any] = {
             "node_name": self.node_name,
             "provider": provider,
             "state_dir": str(folder / "state"),
@@ -108,22 +129,8 @@ class NodeDaemon(ManagedProcess):
             **FAST_SETTINGS,
             **settings,
         }
-        super().__init__(
-            folder=folder,
-            arguments=["node", "--config", str(self.config_path), "--log-level", "DEBUG"],
-        )
-        self.config_path.write_text(yaml.safe_dump(self.config))
+        super().__init__(folder=folder, config=config)
         self.replicas: list[NodeReplica] = []
-
-    @property
-    def kubelet_port(self) -> int:
-        port: int = self.config["kubelet_port"]
-        return port
-
-    @property
-    def identity(self) -> str:
-        identity: str = self.config["leader_election_identity"]
-        return identity
 
     def add_replica(self) -> NodeReplica:
         """Another replica of this node (not started yet), with the next identity `<node>-<n>`."""
@@ -157,23 +164,17 @@ class NodeDaemon(ManagedProcess):
             replica.close()
 
 
-class NodeReplica(ManagedProcess):
-    """A further replica of a `NodeDaemon`'s node: its settings with its own port and identity."""
-
-    def __init__(self, *, folder: Path, config: dict[str, Any]) -> None:
-        self.config = config
-        config_path = folder / "node.yaml"
-        super().__init__(
-            folder=folder, arguments=["node", "--config", str(config_path), "--log-level", "DEBUG"]
-        )
-        config_path.write_text(yaml.safe_dump(config))
-
-    @property
-    def kubelet_port(self) -> int:
-        port: int = self.config["kubelet_port"]
-        return port
-
-    @property
-    def identity(self) -> str:
-        identity: str = self.config["leader_election_identity"]
-        return identity
+def processes_with_argument(argument: str) -> list[int]:
+    """Live processes whose command line contains `argument` (our test workloads tag themselves)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if argument.encode() in arguments and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found

@@ -11,13 +11,13 @@ import contextlib
 import os
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.integration.conftest import Kubectl
+from tests.integration.daemons import processes_with_argument
 from tests.integration.migration_rig import API, NAME, Rig, RigFor
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
@@ -31,19 +31,7 @@ pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
 def workload_processes(rig: Rig, node_name: str) -> list[int]:
     """The token servers running for `node_name`'s pods (each names its node's fail file)."""
-    marker = f"{rig.fail_dir}/{node_name}.fail".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            arguments = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker in arguments and state not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
+    return processes_with_argument(f"{rig.fail_dir}/{node_name}.fail")
 
 
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:

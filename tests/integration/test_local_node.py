@@ -6,12 +6,11 @@ import asyncio
 import random
 import urllib.request
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from tests.integration.daemons import NodeDaemon
+from tests.integration.daemons import NodeDaemon, processes_with_argument
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.test_virtual_node import deployment
 from tests.integration.waiting import wait_for
@@ -20,22 +19,6 @@ StartNode = Callable[..., Awaitable[NodeDaemon]]
 LOCAL_SETTINGS: dict[str, Any] = {
     "provider_config": {"restart_backoff_initial_seconds": 0.5, "restart_backoff_max_seconds": 2},
 }
-
-
-def processes_with_argument(argument: str) -> list[int]:
-    """Live processes whose command line contains `argument` (our test workloads tag themselves)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            arguments = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if argument.encode() in arguments and state not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
 
 
 def sleeper(name: str, node: str, seconds: str, **spec: Any) -> dict[str, Any]:
