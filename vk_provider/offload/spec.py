@@ -192,13 +192,19 @@ def _number(value: Any, field: str, default: float, *, maximum: float = 100.0) -
     return float(value)
 
 
+def _flag(value: Any, field: str, *, default: bool) -> bool:
+    """An optional boolean field: absent is `default`."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidSpec(f"{field} must be true or false, not {value!r}")
+    return value
+
+
 def _severe(gates: Mapping[str, Any]) -> SevereGate:
     severe = _mapping(gates.get("severe"), "spec.strategy.gates.severe")
-    enabled = severe.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise InvalidSpec(f"spec.strategy.gates.severe.enabled must be true or false, not {enabled!r}")
     return SevereGate(
-        enabled=enabled,
+        enabled=_flag(severe.get("enabled"), "spec.strategy.gates.severe.enabled", default=True),
         error_rate_percent=_number(
             severe.get("errorRatePercent"),
             "spec.strategy.gates.severe.errorRatePercent",
@@ -221,11 +227,8 @@ def _severe(gates: Mapping[str, Any]) -> SevereGate:
 
 def _emergency(strategy: Mapping[str, Any]) -> Emergency:
     emergency = _mapping(strategy.get("emergency"), "spec.strategy.emergency")
-    enabled = emergency.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise InvalidSpec(f"spec.strategy.emergency.enabled must be true or false, not {enabled!r}")
     return Emergency(
-        enabled=enabled,
+        enabled=_flag(emergency.get("enabled"), "spec.strategy.emergency.enabled", default=True),
         grace_seconds=_integer(
             emergency.get("graceSeconds"),
             "spec.strategy.emergency.graceSeconds",
