@@ -53,8 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 "Start the control plane in its folder, or report the one already running there. The "
                 "folder is emptied (certificates, etcd data, logs) only for a plane that `dev down` "
                 "stopped: `up` refuses, deleting nothing, while any component of the plane there runs "
-                "(restart what stopped with `dev restart COMPONENT`, or stop it all with `dev down`), and "
-                "after a plane that stopped without `dev down` (look at its logs, then `dev down`)."
+                "(restart what stopped with `dev restart COMPONENT`, or stop it all with `dev down`); the "
+                "folder of a plane that stopped without `dev down` (a crash, a reboot) is moved to "
+                "FOLDER.previous, replacing an older one, before `up` starts afresh."
             ),
         )
     )

@@ -5,9 +5,10 @@ for each to be healthy; `down` stops them; the state file (`state.json` in the c
 another command find the processes again. Everything a run leaves behind (certificates, etcd data,
 one log per component) is in the cluster's folder.
 
-`up` empties that folder only for a plane that `down` stopped (or a start that failed): never while any
-of its components runs, and not after a plane that died by itself, whose data and logs may be what the
-user wants to look at (see `PlaneStillRunningError`, `PlaneDataKeptError`).
+`up` empties that folder only for a plane that `down` stopped (or a start that failed), never while any
+of its components runs (`PlaneStillRunningError`). A plane that died by itself (a crash, a reboot) is
+moved aside to `<folder>.previous` first: its data and logs may be what the user wants to look at, and
+`make demo` must still start on a machine where the last plane was never stopped.
 
 The settings are secure by default, like a real cluster: `Node,RBAC` authorization, the NodeRestriction
 admission plugin, client certificates for every identity, and an apiserver that verifies kubelet serving
@@ -212,29 +213,19 @@ class PlaneStillRunningError(Exception):
         )
 
 
-class PlaneDataKeptError(Exception):
-    """`up` found a plane whose components all exited without `down`: its data and logs are kept until
-    the user says they may go (by running `down`)."""
-
-    def __init__(self, directory: Path, components: list[str]) -> None:
-        self.directory = directory
-        self.components = components
-        super().__init__(
-            f"the control plane in {directory} stopped without `dev down` (none of {', '.join(components)} "
-            "runs); its data and logs are kept, not deleted"
-        )
-
-
 def check_folder_may_be_reused(existing: ClusterState) -> None:
-    """Raise unless `up` may empty the folder of `existing`, a plane that is not fully running."""
+    """Raise unless `up` may start afresh in the folder of `existing`, a plane that is not fully running."""
     running = existing.running()
     alive = [name for name, is_alive in running.items() if is_alive]
     if alive:
         raise PlaneStillRunningError(
             existing.directory, alive, [name for name, is_alive in running.items() if not is_alive]
         )
-    if not existing.stopped:
-        raise PlaneDataKeptError(existing.directory, list(running))
+
+
+def previous_folder(directory: Path) -> Path:
+    """Where `up` keeps the folder of a plane that died without `down`."""
+    return directory.with_name(f"{directory.name}.previous")
 
 
 def _admin_ssl_context(directory: Path) -> ssl.SSLContext:
@@ -502,8 +493,8 @@ def up(
 ) -> UpResult:
     """Start the control plane in `settings.directory`, or report the one already running there.
 
-    Raises PlaneStillRunningError or PlaneDataKeptError rather than empty the folder of a plane that is
-    not fully running but was not stopped by `down` (see `check_folder_may_be_reused`).
+    Raises PlaneStillRunningError rather than touch the folder of a plane with any component alive;
+    the folder of a plane that died without `down` is moved to `previous_folder` first.
     """
     started_at = time.monotonic()
     directory = settings.directory
@@ -515,6 +506,12 @@ def up(
         # The node daemons are gone, but the workloads of a `local` node outlive them on purpose.
         if processes.stop_marked(DEV_CLUSTER_MARK, str(directory)):
             print("stopped the local workloads the previous plane's nodes left running", file=out)
+        if not existing.stopped:
+            kept = _move_aside(directory)
+            print(
+                f"the plane in {directory} had stopped without `dev down`; its data and logs are in {kept}",
+                file=out,
+            )
     _reset_directory(directory)
 
     picker = PortPicker()
@@ -692,6 +689,17 @@ def _start_traffic(launch: _Launch, router_port: int, timeout_seconds: float, ou
         f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
         file=out,
     )
+
+
+def _move_aside(directory: Path) -> Path:
+    """Move a dead plane's folder to `previous_folder`, replacing an older one of ours there."""
+    target = previous_folder(directory)
+    if target.exists():
+        if not (target / MARKER_FILE).exists():
+            raise FileExistsError(f"{target} exists and is not a vk-provider development cluster folder")
+        shutil.rmtree(target)
+    directory.rename(target)
+    return target
 
 
 def _reset_directory(directory: Path) -> None:

@@ -60,7 +60,7 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
         # Refuse before building anything: the answer does not depend on the binaries.
         try:
             cluster.check_folder_may_be_reused(existing)
-        except (cluster.PlaneStillRunningError, cluster.PlaneDataKeptError) as refusal:
+        except cluster.PlaneStillRunningError as refusal:
             print(refusal_advice(refusal), file=err)
             return EXIT_FAILED
     cache = BinaryCache.default()
@@ -69,7 +69,7 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
         result = cluster.up(
             settings, bin_dir=bin_dir, kubernetes_version=cache.pins.kubernetes_version, out=err
         )
-    except (cluster.PlaneStillRunningError, cluster.PlaneDataKeptError) as refusal:
+    except cluster.PlaneStillRunningError as refusal:
         print(refusal_advice(refusal), file=err)
         return EXIT_FAILED
     except (BuildError, ComponentFailedError, FileExistsError, RuntimeError) as error:
@@ -79,23 +79,17 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
     return EXIT_OK
 
 
-def refusal_advice(refusal: cluster.PlaneStillRunningError | cluster.PlaneDataKeptError) -> str:
+def refusal_advice(refusal: cluster.PlaneStillRunningError) -> str:
     """Why `up` starts nothing in a folder, and the commands that would let it."""
     directory = refusal.directory
-    lines = [f"error: {refusal}."]
-    if isinstance(refusal, cluster.PlaneStillRunningError):
-        lines += [
+    return "\n".join(
+        [
+            f"error: {refusal}.",
             "  bring back what stopped:  "
             + "; ".join(hints.dev(directory, "restart", name) for name in refusal.stopped),
             f"  or stop it all:           {hints.dev(directory, 'down')}   (then `dev up` starts afresh)",
         ]
-    else:
-        lines += [
-            f"  its logs are in {directory / 'logs'}",
-            "  to start afresh, deleting its data and logs:  "
-            f"{hints.dev(directory, 'down')} && {hints.dev(directory, 'up')}",
-        ]
-    return "\n".join(lines)
+    )
 
 
 def print_started(result: cluster.UpResult, *, out: TextIO) -> None:

@@ -1,4 +1,4 @@
-"""`dev up` never deletes the data of a plane with a component alive, nor of one not stopped by `down`."""
+"""`dev up` never deletes the data of a plane with a component alive, and keeps a dead one's aside."""
 
 from __future__ import annotations
 
@@ -49,16 +49,18 @@ def test_cluster_up_itself_refuses_while_one_component_is_alive(tmp_path: Path) 
         assert state.running()["etcd"]
 
 
-def test_up_keeps_a_plane_that_died_without_down_and_says_how_to_start_afresh(tmp_path: Path) -> None:
+def test_up_moves_a_plane_that_died_without_down_aside_before_starting_afresh(tmp_path: Path) -> None:
     folder = tmp_path / "plane"
     with plane(folder, []):
-        err = io.StringIO()
-        assert commands.up(up_settings(folder), out=io.StringIO(), err=err) == commands.EXIT_FAILED
-        message = err.getvalue()
-        assert "stopped without `dev down`" in message
-        assert str(folder / "logs") in message
-        assert f"vk-provider dev down --dir {folder} && vk-provider dev up --dir {folder}" in message
-        assert data_is_intact(folder)
+        existing = cluster.ClusterState.load(folder)
+        assert existing is not None
+        cluster.check_folder_may_be_reused(existing)  # nothing alive: no refusal
+        out = io.StringIO()
+        with pytest.raises(FileNotFoundError):  # no binaries here: the start itself fails, afterwards
+            cluster.up(up_settings(folder), bin_dir=tmp_path / "bin", kubernetes_version="v1", out=out)
+        kept = cluster.previous_folder(folder)
+        assert f"its data and logs are in {kept}" in out.getvalue()
+        assert data_is_intact(kept)
 
 
 def test_after_down_the_folder_may_be_reused(tmp_path: Path) -> None:
@@ -75,13 +77,12 @@ def test_after_down_the_folder_may_be_reused(tmp_path: Path) -> None:
         cluster.check_folder_may_be_reused(state)  # raises nothing
 
 
-def test_down_of_a_plane_that_died_by_itself_is_the_consent_to_start_afresh(tmp_path: Path) -> None:
+def test_down_of_a_plane_that_died_by_itself_marks_it_stopped_and_deletes_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "plane"
     with plane(folder, []):
         before = cluster.ClusterState.load(folder)
         assert before is not None
-        with pytest.raises(cluster.PlaneDataKeptError):
-            cluster.check_folder_may_be_reused(before)
+        assert not before.stopped
         commands.down(folder, out=io.StringIO())
         after = cluster.ClusterState.load(folder)
         assert after is not None
