@@ -73,7 +73,7 @@ async def test_both_daemons_down_for_90s_loses_no_request(
                     metrics = await router_document(rig, "metrics")
                     gauge_seen = next((line for line in metrics.splitlines() if line.startswith(gauge)), "")
                 assert rig.router.alive(), rig.router.log_tail()
-                await asyncio.sleep(1)  # the sampling period of the watch above, not a wait for a state
+                await asyncio.sleep(1)  # the sampling period of the watch above (noqa: sleep-ok)
             outage_end = time.monotonic()
             assert seen_unknown, "the node never went Unknown: the outage was not one"
             assert seen_pods_not_ready, "the node lifecycle controller never marked the away pods not Ready"
