@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
@@ -31,21 +30,6 @@ async def serving(app: web.Application, grace: float = 5.0) -> AsyncIterator[str
 async def token_server(settings: tokens.TokenServerSettings) -> AsyncIterator[str]:
     async with serving(tokens.make_app(settings)) as url:
         yield url
-
-
-def closed_port_url() -> str:
-    """A local URL nobody listens on, so connecting is refused at once."""
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        port = probe.getsockname()[1]
-    return f"http://{LOOPBACK}:{port}"
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Wait (polling the loop, not sleeping a fixed time) until `condition` holds."""
-    async with asyncio.timeout(within):
-        while not condition():  # noqa: ASYNC110 - the watched things are counters, not events
-            await asyncio.sleep(0.001)
 
 
 async def start_module(module: str, *args: str) -> asyncio.subprocess.Process:

@@ -10,12 +10,13 @@ import time
 import pytest
 from aiohttp import web
 
+from tests.unit.local import closed_port_url, until
 from vk_devtools.demo import load
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.demo.tokens import TokenServerSettings
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
 
-from . import closed_port_url, serving, start_module, stopped, token_server, until
+from . import serving, start_module, stopped, token_server
 
 
 def outcome(start: float, served_by: str | None = "a", failure: str | None = None) -> Outcome:

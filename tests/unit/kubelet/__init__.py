@@ -141,15 +141,6 @@ async def kubelet_client(
         yield client
 
 
-async def eventually(condition: Callable[[], bool], timeout_seconds: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_seconds
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError("the condition did not become true in time")
-        await asyncio.sleep(0.01)
-
-
 class BareProvider:
     """The required lifecycle only: no logs, no usage. `states` is what list_pods returns."""
 

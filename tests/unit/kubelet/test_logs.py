@@ -24,7 +24,6 @@ from . import (
     ScriptedLogs,
     TrackedStream,
     backend_for,
-    eventually,
     kubelet_client,
     pod_json,
     ref_of,
@@ -308,4 +307,4 @@ async def test_the_stream_is_closed_as_soon_as_it_is_fully_served() -> None:
         ScriptedLogs(lambda _: tracked.run([b"a\n", b"b\n"], then_wait=False)), [WEB]
     ) as c:
         assert await (await c.get(LOGS)).read() == b"a\nb\n"
-        await eventually(tracked.closed.is_set)
+        await asyncio.wait_for(tracked.closed.wait(), timeout=5)

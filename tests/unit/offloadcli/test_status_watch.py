@@ -279,7 +279,7 @@ async def test_watch_as_json_prints_each_change_and_no_ticks(capsys: pytest.Capt
     async def printed(count: int) -> list[str]:
         out = ""
         while out.count("\n}") < count:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # captured output has no event to wait on (noqa: sleep-ok)
             out += capsys.readouterr().out
         return out.replace("}\n{", "}\x00{").split("\x00")
 

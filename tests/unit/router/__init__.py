@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -74,14 +73,6 @@ async def router_client(router: Router) -> AsyncIterator[TestClient[web.Request,
         yield client
 
 
-def closed_port_url() -> str:
-    """A local URL nobody listens on, so connecting is refused at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 def route(
     *,
     home: tuple[Endpoint, ...] = (),
@@ -105,13 +96,6 @@ def route(
 
 def table(*routes: Route) -> RouteTable:
     return RouteTable(routes)
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
-    """Wait (polling the loop, not sleeping a fixed time) until `condition` holds."""
-    async with asyncio.timeout(within):
-        while not condition():  # noqa: ASYNC110 - the watched things are counters, not events
-            await asyncio.sleep(0.001)
 
 
 def seeded(seed: int) -> random.Random:

@@ -8,7 +8,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.unit.router import backends, route, table, until
+from tests.unit.local import until
+from tests.unit.router import backends, route, table
 from vk_provider.router import Router
 from vk_provider.router.proxy import start
 from vk_provider.router.running import drain

@@ -11,9 +11,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tests.unit.local import closed_port_url, until
 from vk_provider.router import Balancer, EjectionPolicy, Endpoint, ProxySettings, Router
 
-from . import backends, closed_port_url, route, router_client, seeded, table, until
+from . import backends, route, router_client, seeded, table
 
 
 class Clock:
@@ -345,7 +346,7 @@ async def test_a_client_leaving_mid_stream_is_counted_not_logged_as_an_error(
         await response.prepare(request)
         for _ in range(5000):  # a long generation, token after token
             await response.write(b"data: token\n\n")
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # the backend's pace between tokens (noqa: sleep-ok)
         return response
 
     async with backends("llm", handler=endless) as (llm,):

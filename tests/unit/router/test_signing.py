@@ -23,11 +23,12 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from multidict import CIMultiDict
 
+from tests.unit.local import closed_port_url
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.router import Endpoint, ProxySettings, Router
 from vk_provider.router.signing import RequestSigning, split_headers
 
-from . import backends, closed_port_url, route, router_client, table
+from . import backends, route, router_client, table
 
 ACCESS_KEY = "AKIAVKROUTERTEST0001"
 SECRET_KEY = "router-test-secret"

@@ -81,7 +81,7 @@ async def test_each_kind_is_served_and_recorded_as_the_fault_it_is(fake: FakeRun
     for _ in range(100):
         if all(record.status is not None for record in fake.requests):
             break
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a bounded poll of the stand-in's request log (noqa: sleep-ok)
     records = [(record.fault, record.status) for record in fake.requests]
     assert [fault for fault, _ in records] == list(RANDOM_KINDS)
     assert records[2][1] == 504  # the hang ends in a 504 nobody waited for
