@@ -39,7 +39,7 @@ async def poll(probe: Callable[[], Awaitable[object]], expected: object, within:
     """Call `probe` until it returns `expected` (a condition on a live server, not a fixed wait)."""
     async with asyncio.timeout(within):
         while await probe() != expected:  # noqa: ASYNC110 - each probe is a new HTTP request
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a bounded poll of a live server (noqa: sleep-ok)
 
 
 def test_tokens_depend_only_on_the_prompt_and_the_position() -> None:
