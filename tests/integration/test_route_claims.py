@@ -66,7 +66,7 @@ def _served_by_app(served_by: str | None) -> str:
     return NAME if pod.startswith(f"{NAME}-") else RIVAL if pod.startswith(f"{RIVAL}-") else "nobody"
 
 
-async def _start_rival(rig: Rig, namespace: str) -> None:
+async def _start_rival(rig: Rig, namespace: str, replicas: int = 1) -> None:
     """The same service under another name in the second namespace, on the same home node."""
     template = copy.deepcopy((await rig.deployment(NAME))["spec"]["template"])
     template["metadata"] = {"labels": {"app": RIVAL}}
@@ -74,7 +74,7 @@ async def _start_rival(rig: Rig, namespace: str) -> None:
         f"/apis/apps/v1/namespaces/{namespace}/deployments",
         {
             "metadata": {"name": RIVAL},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": RIVAL}}, "template": template},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": RIVAL}}, "template": template},
         },
     )
     await rig.api.create(
@@ -100,11 +100,12 @@ async def _served_by(router_url: str) -> str | None:
         return response.headers.get("X-Served-By") if response.status == 200 else None
 
 
-async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
+@contextlib.asynccontextmanager
+async def _second_namespace_parts(
     rig: Rig, second_namespace: str, tmp_path: Path
-) -> None:
-    api: KubeApi = rig.api
-    # A router for the whole cluster (the rig's own is scoped to the first namespace).
+) -> AsyncIterator[tuple[ManagedProcess, ManagedProcess, str]]:
+    """A router for the whole cluster (the rig's own is scoped to the first namespace) and the second
+    namespace's own controller, as its ServiceAccount; yields both and the router's URL."""
     port = PortPicker().pick()
     router = ManagedProcess(
         folder=tmp_path / "cluster-router",
@@ -119,7 +120,6 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         ],
     )
     router_url = f"http://127.0.0.1:{port}"
-    # The second namespace's own controller, as its ServiceAccount, scoped to that namespace.
     arguments = list(rig.controller.arguments)
     arguments[arguments.index("--namespace") + 1] = second_namespace
     arguments[arguments.index("--lease-name") + 1] = f"controller-{second_namespace}"[:63]
@@ -128,6 +128,21 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
     router.start()
     controller.start()
     try:
+        yield controller, router, router_url
+    finally:
+        for process in (controller, router):
+            if process.alive():
+                process.stop()
+            process.close()
+        with contextlib.suppress(KubeApiError):
+            await rig.api.delete(f"/apis/apps/v1/namespaces/{second_namespace}/deployments/{RIVAL}")
+
+
+async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
+    rig: Rig, second_namespace: str, tmp_path: Path
+) -> None:
+    api: KubeApi = rig.api
+    async with _second_namespace_parts(rig, second_namespace, tmp_path) as (controller, router, router_url):
         await _start_rival(rig, second_namespace)
         first = await rig.offload()
         rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
@@ -216,13 +231,56 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         )
         print(f"route handed over {handed_over:.1f}s after the first Offload was deleted")
         assert handed_over < 30
-    finally:
-        for process in (controller, router):
-            if process.alive():
-                process.stop()
-            process.close()
-        with contextlib.suppress(KubeApiError):
-            await api.delete(f"/apis/apps/v1/namespaces/{second_namespace}/deployments/{RIVAL}")
+
+
+async def test_an_offload_that_starts_behind_a_conflict_serves_home_untouched_once_it_wins(
+    rig: Rig, second_namespace: str, tmp_path: Path
+) -> None:
+    """Its first status is written while it is blocked; when the route frees, it must read as serving
+    home, not start a move home that rescales its home Deployment (it used to scale 2 to 1)."""
+    api: KubeApi = rig.api
+    async with _second_namespace_parts(rig, second_namespace, tmp_path) as (controller, _, _):
+        await _start_rival(rig, second_namespace, replicas=2)
+        rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
+        await api.create(
+            f"{API}/namespaces/{second_namespace}/offloads",
+            {
+                "apiVersion": "offload.vk-provider.dev/v1alpha1",
+                "kind": "Offload",
+                "metadata": {"name": NAME},
+                "spec": {
+                    "home": {"deployment": RIVAL, "service": RIVAL},
+                    "placement": "home",
+                    "route": {"hosts": [HOST]},
+                    "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
+                },
+            },
+        )
+
+        async def reason_is(wanted: str) -> bool:
+            return _ready_condition(await api.get(rival_path)).get("reason") == wanted
+
+        await wait_for(
+            lambda: reason_is("RouteConflict"),
+            timeout_seconds=60,
+            what=f"RouteConflict on the second Offload; its controller's log:\n{controller.log_tail(30)}",
+        )
+        await api.delete(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
+        await wait_for(
+            lambda: reason_is("Resolved"),
+            timeout_seconds=60,
+            what=f"the second Offload Ready once it holds the route; its log:\n{controller.log_tail(30)}",
+        )
+        rival = await api.get(rival_path)
+        assert rival["status"]["phase"] == "Idle", rival["status"]
+        assert rival["status"]["targetPlacement"] == "home", rival["status"]
+        deployment = await api.get(f"/apis/apps/v1/namespaces/{second_namespace}/deployments/{RIVAL}")
+        assert deployment["spec"]["replicas"] == 2
+        started = await api.get(
+            f"/api/v1/namespaces/{second_namespace}/events",
+            query={"fieldSelector": "involvedObject.kind=Offload,reason=MigrationStarted"},
+        )
+        assert started["items"] == [], [event["message"] for event in started["items"]]
 
 
 async def _at_least(load: LoadGenerator, count: int) -> bool:

@@ -79,7 +79,7 @@ from vk_provider.controller.serving import (
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload import plan
-from vk_provider.offload.names import API_VERSION, FINALIZER, KIND, offload_path
+from vk_provider.offload.names import API_VERSION, FINALIZER, KIND, PROMOTE_ANNOTATION, offload_path
 from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
 from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
 from vk_provider.offload.status import (
@@ -271,7 +271,13 @@ class Reconciler:
             return
         patch = status_patch(conditions=tuple(updated), observed_generation=generation, message=message)
         if current.phase is None:
-            patch.update(status_patch(phase=Phase.IDLE))
+            # The whole first status, not just a phase: an Offload that starts out blocked (its route
+            # claimed, its Deployment not there yet) must later read as serving home, or the pass
+            # after the problem clears would take it for a move home and rescale the home side.
+            annotations = (offload.get("metadata") or {}).get("annotations") or {}
+            promotion = str(annotations.get(PROMOTE_ANNOTATION) or "")
+            patch.update(status_patch(**first_status(generation, promotion)))
+            patch.update(status_patch(message=message))
         metadata = offload.get("metadata") or {}
         self._event(offload, "Warning", reason, message)
         await self._api.patch(
@@ -305,17 +311,7 @@ class Reconciler:
     async def _step(self, work: Pass) -> Requeue:
         phase = work.current.phase
         if phase is None:
-            work.set(
-                phase=Phase.IDLE,
-                target_placement="home",
-                away_weight=0,
-                last_good_weight=0,
-                step_index=0,
-                consecutive_failures=0,
-                observed_generation=work.spec.generation,
-                handled_promotion=work.spec.promotion,
-                message="serving at home",
-            )
+            work.set(**first_status(work.spec.generation, work.spec.promotion))
             phase = Phase.IDLE
         if work.spec.deleting:
             self._note_deleting(work)
@@ -427,7 +423,10 @@ class Reconciler:
             return await self._deployments.ensure_away(
                 spec, work.home, work.service, wanted, self._announcer(work)
             ), wanted
-        wanted = home_replicas or max(1, replicas_of(await self._deployments.away(spec)))
+        # Home gets back what it had before the move out, else what away runs; with neither known, the
+        # home side keeps its own count (never shrunk by a move home that moves nothing).
+        away_replicas = replicas_of(await self._deployments.away(spec))
+        wanted = home_replicas or away_replicas or replicas_of(work.home) or 1
         if replicas_of(work.home) != wanted:
             work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, wanted)
         return work.home, wanted
@@ -890,6 +889,21 @@ class Reconciler:
         work.condition("Deleting", "True", "ReleasingAway", message)
         work.set(message=f"deleted: {message}")
         return POLL_SECONDS
+
+
+def first_status(generation: int, promotion: str | None) -> dict[str, Any]:
+    """The status fields of an Offload the controller sees for the first time: serving at home."""
+    return {
+        "phase": Phase.IDLE,
+        "target_placement": "home",
+        "away_weight": 0,
+        "last_good_weight": 0,
+        "step_index": 0,
+        "consecutive_failures": 0,
+        "observed_generation": generation,
+        "handled_promotion": promotion,
+        "message": "serving at home",
+    }
 
 
 def severe_poll_seconds(spec: OffloadSpec) -> float:
