@@ -91,24 +91,38 @@ async def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) 
 
 
 async def release_offloads(api: client.ApiClient, namespace: str) -> None:
-    """Drop the controller's finalizer from the namespace's Offloads, as a person would once the
-    controller is gone: otherwise they outlive the test, still claiming their routes."""
+    """Delete the namespace's Offloads and wait until they are gone, dropping the controller's
+    finalizer as a person would once the controller is gone. Deleting the namespace alone is not
+    enough: its Offloads linger for seconds while the namespace controller works, still claiming
+    their routes (`chat.test` is every rig's host), so the next test's Offload would start behind a
+    route conflict."""
     objects = client.CustomObjectsApi(api)
     group, version, plural = "offload.vk-provider.dev", "v1alpha1", "offloads"
-    with contextlib.suppress(client.ApiException):  # no CRD: no Offloads
-        listing = await objects.list_namespaced_custom_object(group, version, namespace, plural)
-        for item in listing.get("items") or ():
-            if item["metadata"].get("finalizers"):
-                with contextlib.suppress(client.ApiException):
+
+    async def gone() -> bool:
+        try:
+            listing = await objects.list_namespaced_custom_object(group, version, namespace, plural)
+        except client.ApiException:  # no CRD: no Offloads
+            return True
+        items = listing.get("items") or ()
+        for item in items:
+            name = item["metadata"]["name"]
+            with contextlib.suppress(client.ApiException):  # gone meanwhile
+                if item["metadata"].get("finalizers"):
                     await objects.patch_namespaced_custom_object(
                         group,
                         version,
                         namespace,
                         plural,
-                        item["metadata"]["name"],
+                        name,
                         {"metadata": {"finalizers": None}},
                         _content_type="application/merge-patch+json",
                     )
+                if not item["metadata"].get("deletionTimestamp"):
+                    await objects.delete_namespaced_custom_object(group, version, namespace, plural, name)
+        return not items
+
+    await wait_for(gone, timeout_seconds=60, what=f"the Offloads of {namespace} deleted")
 
 
 @pytest.fixture(scope="session")
