@@ -43,7 +43,7 @@ async def start_gpu_node(start_node: StartNode, name: str, labels: dict[str, str
         labels=labels,
         provider_config={"capacity": {GPU: "4"}, "address_range": pod_range()},
     )
-    return daemon.node_name
+    return str(daemon.node_name)
 
 
 def member(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -86,10 +86,10 @@ async def test_an_unschedulable_gang_is_demand_until_its_gpus_exist(
     for rank in range(6):
         await api.create(resource_path("v1", "pods", namespace=namespace), member(f"rank-{rank}", pool))
 
-    async def demand() -> PodGroupDemands | None:
+    async def demand() -> PodGroupDemands:  # empty, so falsy, until the scheduler gave up on the gang
         demands = await unschedulable_pod_groups(api, GPU, namespace=namespace)
         assert demands.unavailable is None, demands.unavailable
-        return demands if demands else None
+        return demands
 
     [gang] = await wait_for(demand, timeout_seconds=60, what="the gang to be reported unschedulable")
     group = await api.get(f"{groups}/{GANG}")
