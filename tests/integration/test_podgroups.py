@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.migration_rig import StartNode, pod_range
 from tests.integration.waiting import wait_for
-from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster import cluster, podnetwork
 from vk_provider.kit.kube import KubeApi, RawObject, resource_path
 from vk_provider.policy.podgroups import API_VERSION, PodGroupDemands, unschedulable_pod_groups
 
@@ -75,6 +75,7 @@ def condition(group: RawObject) -> dict[str, Any]:
 async def test_an_unschedulable_gang_is_demand_until_its_gpus_exist(
     start_node: StartNode, api: KubeApi, namespace: str
 ) -> None:
+    podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
     pool = {"vk-provider.dev/test-pool": f"gang-{tag}"}
     await start_gpu_node(start_node, f"gang-a-{tag}", pool)
