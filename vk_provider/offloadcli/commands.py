@@ -1,7 +1,8 @@
 """What each migration command does against the apiserver, and the exit code it ends with.
 
-The CLI only writes the Offload's spec (placement, strategy, paused) and one annotation (promote); the
-controller does the migrating and reports in status. Checks that depend on the cluster (is a migration
+The CLI only writes the Offload's spec (placement, strategy, paused) and annotations (promote, retry,
+and for the OffloadPolicies a person's flip's hold and `auto`); the controller does the migrating and
+reports in status. Checks that depend on the cluster (is a migration
 running, and toward where) are made on a fresh read, and the write carries that read's resourceVersion
 so a concurrent change is noticed instead of overwritten; on such a conflict the command re-reads and
 checks again.
@@ -25,8 +26,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
-
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.offload.names import (
     KIND,
@@ -36,8 +35,8 @@ from vk_provider.offload.names import (
     offloads_path,
 )
 from vk_provider.offload.status import Phase
-from vk_provider.offloadcli import rendering
-from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
+from vk_provider.offloadcli import holds, rendering
+from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
 
 WATCH_SECONDS = 60
 REFRESH_SECONDS = 2.0
@@ -104,30 +103,49 @@ async def checked_patch(api: KubeApi, namespace: str, name: str, build: Check) -
     raise CommandError(EXIT_FAILED, f'offload "{name}" kept changing while being updated; try again')
 
 
-async def follow(
-    api: KubeApi, namespace: str, name: str, first: RawObject
+async def follow_object(
+    api: KubeApi,
+    collection: str,
+    first: RawObject,
+    reread: Callable[[], Awaitable[RawObject]],
+    deleted: str,
 ) -> AsyncGenerator[RawObject, None]:
-    """Each new version of the Offload after `first`, for as long as the caller iterates."""
+    """Each new version of the object `first` in `collection`, for as long as the caller iterates.
+
+    The watch is resumed from the last version seen; when that version is gone (410), the object is
+    read again with `reread`. Its deletion ends the iteration with CommandError(1, `deleted`).
+    """
     resource_version = first["metadata"]["resourceVersion"]
-    query = {"fieldSelector": f"metadata.name={name}"}
+    query = {"fieldSelector": f"metadata.name={first['metadata']['name']}"}
     while True:
         try:
             async for event in api.watch(
-                offloads_path(namespace),
+                collection,
                 query={**query, "resourceVersion": resource_version},
                 timeout_seconds=WATCH_SECONDS,
             ):
                 resource_version = event.object.get("metadata", {}).get("resourceVersion", resource_version)
                 if event.type == "DELETED":
-                    raise CommandError(EXIT_FAILED, f'offload "{name}" was deleted')
+                    raise CommandError(EXIT_FAILED, deleted)
                 if event.type in ("ADDED", "MODIFIED"):
                     yield event.object
         except KubeApiError as error:
             if not error.gone:
                 raise
-            latest = await get_offload(api, namespace, name)
+            latest = await reread()
             resource_version = latest["metadata"]["resourceVersion"]
             yield latest
+
+
+def follow(api: KubeApi, namespace: str, name: str, first: RawObject) -> AsyncGenerator[RawObject, None]:
+    """Each new version of the Offload after `first`, for as long as the caller iterates."""
+    return follow_object(
+        api,
+        offloads_path(namespace),
+        first,
+        lambda: get_offload(api, namespace, name),
+        f'offload "{name}" was deleted',
+    )
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -311,12 +329,18 @@ def is_retry(current: RawObject, placement: str) -> bool:
 
 
 def flip_patch(
-    current: RawObject, arguments: argparse.Namespace, *, retry: str | None = None
+    current: RawObject,
+    arguments: argparse.Namespace,
+    *,
+    retry: str | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The patch for `flip`, or CommandError(2) when a migration toward the other side is running.
 
-    With `retry` (a fresh value), a flip toward where the last migration failed to go also sets the
-    retry annotation to it.
+    A flip by a person holds the Offload against the OffloadPolicies (`--hold`, else until the next flip
+    by a person) and says so (flipped-by); those annotations travel in the same merge patch as the
+    placement, so the policy never sees the one without the other. With `retry` (a fresh value), a flip
+    toward where the last migration failed to go also sets the retry annotation to it.
     """
     status = rendering.status_of(current)
     target = status.target_placement
@@ -334,9 +358,10 @@ def flip_patch(
         strategy["stepIntervalSeconds"] = arguments.interval
     if strategy:
         spec["strategy"] = strategy
+    annotations: dict[str, Any] = holds.flip_annotations(now or datetime.now(UTC), arguments.hold)
     if retry is not None and is_retry(current, arguments.to):
-        return {"metadata": {"annotations": {RETRY_ANNOTATION: retry}}, "spec": spec}
-    return {"spec": spec}
+        annotations[RETRY_ANNOTATION] = retry
+    return {"metadata": {"annotations": annotations}, "spec": spec}
 
 
 def finished_code(
@@ -405,10 +430,17 @@ async def wait_for_end(
     return EXIT_FAILED if code is None else code
 
 
+def held_text(patched: RawObject, now: datetime) -> str:
+    """What the flip's hold means for the policies, as written: `held ... until ...`."""
+    value = holds.annotations_of(patched).get(HOLD_UNTIL_ANNOTATION)
+    return f"OffloadPolicies leave it alone {holds.describe_hold_value(value, now)}"
+
+
 async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    now = datetime.now(UTC)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     patched = await checked_patch(
-        api, namespace, arguments.name, lambda current: flip_patch(current, arguments, retry=stamp)
+        api, namespace, arguments.name, lambda current: flip_patch(current, arguments, retry=stamp, now=now)
     )
     retrying = (patched["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION) == stamp
     if retrying:
@@ -417,6 +449,7 @@ async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
         )
     else:
         emit(f"offload {arguments.name}: placement set to {arguments.to}")
+    emit(f"offload {arguments.name}: {held_text(patched, now)}")
     if not arguments.wait:
         return EXIT_OK
     return await wait_for_end(api, namespace, patched, arguments.to, retry=stamp if retrying else None)
@@ -465,6 +498,18 @@ async def run_resume(api: KubeApi, arguments: argparse.Namespace, namespace: str
     return EXIT_OK
 
 
+async def run_auto(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    await patch_offload(api, namespace, arguments.name, holds.auto_patch(arguments.state))
+    if arguments.state == holds.AUTO_ON:
+        emit(f"offload {arguments.name}: auto on; an OffloadPolicy that selects it may move it (no hold)")
+    else:
+        emit(
+            f"offload {arguments.name}: auto off; no OffloadPolicy moves it until "
+            f"`kubectl offload auto on {arguments.name} -n {namespace}`"
+        )
+    return EXIT_OK
+
+
 Handler = Callable[[KubeApi, argparse.Namespace, str], Awaitable[int]]
 HANDLERS: dict[str, Handler] = {
     "list": run_list,
@@ -474,33 +519,5 @@ HANDLERS: dict[str, Handler] = {
     "resume": run_resume,
     "abort": run_abort,
     "promote": run_promote,
+    "auto": run_auto,
 }
-
-
-async def _run(arguments: argparse.Namespace, target: Target) -> int:
-    api = await connect(target)
-    try:
-        return await HANDLERS[arguments.migration_command](api, arguments, target.namespace)
-    finally:
-        await api.close()
-
-
-def run(arguments: argparse.Namespace) -> int:
-    """Run the parsed migration command; returns the exit code (errors are printed to stderr)."""
-    try:
-        target = resolve(arguments.kubeconfig, arguments.context, arguments.namespace)
-        return asyncio.run(_run(arguments, target))
-    except ConfigurationError as error:
-        complain(str(error))
-        return EXIT_USAGE
-    except CommandError as error:
-        complain(error.message)
-        return error.code
-    except KubeApiError as error:
-        complain(f"the apiserver answered {error.status} {error.reason}: {error.message}")
-        return EXIT_FAILED
-    except (aiohttp.ClientError, OSError, TimeoutError) as error:
-        complain(f"cannot reach the apiserver: {error}")
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
