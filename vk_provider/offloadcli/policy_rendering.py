@@ -9,6 +9,7 @@ is the policy controller's (`vk_provider.policy`); the names of the Offload anno
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -22,11 +23,13 @@ from vk_provider.offloadcli.rendering import (
     format_table,
     human_age,
     number_text,
-    shorten,
 )
 from vk_provider.policy.names import DEFAULT_GPU_RESOURCE, HOLD_UNTIL_NEXT_FLIP
 
 RECENT_DECISIONS = 10
+REASON_INDENT = "      "
+REASON_LINES = 4
+"""A longer reason is cut after this many lines (`...` marks it)."""
 POOL_STATES = ("FREE", "RESERVED", "UNHEALTHY", "TOTAL")
 OFFLOAD_COLUMNS = (
     "OFFLOAD",
@@ -344,7 +347,8 @@ def offload_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
 
 
 def decision_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
-    """The last decisions, newest first, each with the reason, cut to the page width."""
+    """The last decisions, newest first: when, what and which Offloads, then the reason on lines of its
+    own below, wrapped to the page (never cut: it is what a person reads the page for)."""
     decisions = mappings(status.get("decisions"))[:RECENT_DECISIONS]
     if not decisions:
         return ["Decisions:    none yet"]
@@ -356,13 +360,17 @@ def decision_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
         ]
         for decision in decisions
     ]
-    widths = [max(len(row[column]) for row in [["AGE", "ACTION", "OFFLOADS"], *rows]) for column in range(3)]
-    reason_width = max(20, PAGE_WIDTH - 2 - sum(widths) - 3 * len(widths))
-    table = [
-        [*row, shorten(text(decision.get("reason")), reason_width)]
-        for row, decision in zip(rows, decisions, strict=True)
-    ]
-    return ["Decisions (newest first):", *_indented(["AGE", "ACTION", "OFFLOADS", "REASON"], table)]
+    table = _indented(["AGE", "ACTION", "OFFLOADS"], rows)
+    lines = ["Decisions (newest first):", table[0]]
+    for row, decision in zip(table[1:], decisions, strict=True):
+        reason = textwrap.wrap(
+            text(decision.get("reason")),
+            PAGE_WIDTH - len(REASON_INDENT),
+            max_lines=REASON_LINES,
+            placeholder=" ...",
+        )
+        lines += [row, *(REASON_INDENT + line for line in reason)]
+    return lines
 
 
 def render_policy_status(policy: Mapping[str, Any], *, now: datetime | None = None) -> str:

@@ -216,29 +216,35 @@ def test_status_shows_each_offload_with_auto_hold_last_flip_and_next_eligible() 
 def test_status_shows_the_last_decisions_newest_first_with_their_reasons() -> None:
     page = render_policy_status(policy(status=FULL_STATUS), now=NOW)
     decisions = section(page, "Decisions (newest first):")
-    assert decisions[2].split()[:4] == ["15s", "ago", "Skip", "ml/chat"]
-    assert decisions[2].endswith("ManualHold: held by a person until 2026-12-03T17:59:00Z")
-    assert decisions[3].split()[:4] == ["30m", "ago", "FlipOut", "ml/chat,ml/embed"]
+    assert decisions[1].split() == ["AGE", "ACTION", "OFFLOADS"]
+    assert decisions[2].split() == ["15s", "ago", "Skip", "ml/chat"]
+    assert decisions[3] == "      ManualHold: held by a person until 2026-12-03T17:59:00Z"
+    assert decisions[4].split() == ["30m", "ago", "FlipOut", "ml/chat,ml/embed"]
+    assert decisions[5] == "      gang train/job-a short 6 GPUs for 30s"
     conditions = rows(section(page, "Conditions:"))
     assert conditions["TrainingDemand"][:3] == ["TrainingDemand", "True", "Shortfall"]
 
 
-def test_decisions_are_capped_and_their_reasons_cut_to_the_page() -> None:
+def test_decisions_are_capped_and_long_reasons_wrapped_to_the_page_whatever_the_names() -> None:
     status = copy.deepcopy(FULL_STATUS)
     status["decisions"] = [
         {
             "time": "2026-12-03T15:59:00Z",
             "action": "Skip",
-            "offloads": [],
-            "reason": f"reason {i} " + "x" * 200,
+            "offloads": [f"a-very-long-namespace-name-of-a-test-run-0123456789/chat-{i:02d}"],
+            "reason": f"reason{i}: " + "word " * (60 if i == 0 else 300),
         }
         for i in range(20)
     ]
     decisions = section(render_policy_status(policy(status=status), now=NOW), "Decisions")
-    assert len(decisions) == 2 + policy_rendering.RECENT_DECISIONS
-    assert "reason 0 " in decisions[2]
+    rows_shown = [line for line in decisions[2:] if not line.startswith(policy_rendering.REASON_INDENT)]
+    assert len(rows_shown) == policy_rendering.RECENT_DECISIONS
     assert all(len(line) <= policy_rendering.PAGE_WIDTH for line in decisions)
-    assert decisions[2].endswith("...")
+    first_reason = decisions[3 : decisions.index(rows_shown[1])]
+    assert " ".join(line.strip() for line in first_reason) == "reason0: " + " ".join(["word"] * 60)
+    second_reason = decisions[decisions.index(rows_shown[1]) + 1 : decisions.index(rows_shown[2])]
+    assert len(second_reason) == policy_rendering.REASON_LINES
+    assert second_reason[-1].endswith(" ...")
 
 
 def test_a_partial_status_shows_what_is_there_and_names_what_is_not() -> None:
