@@ -1,11 +1,10 @@
 """What each migration command does against the apiserver, and the exit code it ends with.
 
 The CLI only writes the Offload's spec (placement, strategy, paused) and annotations (promote, retry,
-and for the OffloadPolicies a person's flip's hold and `auto`); the controller does the migrating and
-reports in status. Checks that depend on the cluster (is a migration
-running, and toward where) are made on a fresh read, and the write carries that read's resourceVersion
-so a concurrent change is noticed instead of overwritten; on such a conflict the command re-reads and
-checks again.
+and for the OffloadPolicies the hold of a person's flip or abort, and `auto`); the controller does the
+migrating and reports in status. Checks that depend on the cluster (is a migration running, and toward
+where) are made on a fresh read, and the write carries that read's resourceVersion so a concurrent
+change is noticed instead of overwritten; on such a conflict the command re-reads and checks again.
 
 Exit codes: 0 done; 1 the migration failed or rolled back (with --wait), the Offload is not Ready (with
 --wait: nothing would move), or the apiserver said no; 2 usage or validation error; 130 interrupted.
@@ -431,7 +430,7 @@ async def wait_for_end(
 
 
 def held_text(patched: RawObject, now: datetime) -> str:
-    """What the flip's hold means for the policies, as written: `held ... until ...`."""
+    """What the hold just written means for the policies: `OffloadPolicies leave it alone until ...`."""
     value = holds.annotations_of(patched).get(HOLD_UNTIL_ANNOTATION)
     return f"OffloadPolicies leave it alone {holds.describe_hold_value(value, now)}"
 
@@ -464,13 +463,21 @@ def _require_running(current: RawObject, name: str, what: str) -> str:
 
 
 async def run_abort(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    now = datetime.now(UTC)
+
     def build(current: RawObject) -> Mapping[str, Any]:
         target = _require_running(current, arguments.name, "abort")
-        return {"spec": {"placement": opposite(target)}}
+        # A person setting the placement back is a flip by a person: held until the next one, or a policy
+        # would move the Offload straight out again.
+        return {
+            "metadata": {"annotations": holds.flip_annotations(now, None)},
+            "spec": {"placement": opposite(target)},
+        }
 
     patched = await checked_patch(api, namespace, arguments.name, build)
     placement = rendering.spec_of(patched).get("placement")
     emit(f"offload {arguments.name}: aborting; placement set back to {placement}")
+    emit(f"offload {arguments.name}: {held_text(patched, now)}")
     return EXIT_OK
 
 

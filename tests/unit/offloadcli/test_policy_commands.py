@@ -96,6 +96,23 @@ async def test_a_flip_without_a_hold_holds_until_the_next_flip(capsys: pytest.Ca
     assert "OffloadPolicies leave it alone until the next flip by a person" in capsys.readouterr().out
 
 
+async def test_an_abort_by_a_person_holds_like_a_flip(capsys: pytest.CaptureFixture[str]) -> None:
+    running = offload()
+    running["spec"]["placement"] = "away"
+    running["status"] = {"phase": "Shifting", "targetPlacement": "away", "awayWeight": 25}
+    api = PatchingApi(running)
+
+    assert await commands.run_abort(cast(KubeApi, api), argparse.Namespace(name="chat"), "ml") == 0
+
+    [(_, body, _)] = api.patches
+    assert body["spec"] == {"placement": "home"}
+    assert body["metadata"]["annotations"] == {
+        HOLD_UNTIL_ANNOTATION: "next-flip",
+        FLIPPED_BY_ANNOTATION: "person",
+    }
+    assert "until the next flip by a person" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("state", "written", "said"),
     [
