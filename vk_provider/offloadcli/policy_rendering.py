@@ -23,6 +23,7 @@ from vk_provider.offloadcli.rendering import (
     format_table,
     human_age,
     number_text,
+    shorten,
 )
 from vk_provider.policy.names import DEFAULT_GPU_RESOURCE, HOLD_UNTIL_NEXT_FLIP
 
@@ -223,7 +224,9 @@ def demand_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
         return [f"Demand:       {NONE} (not reported)"]
     gangs = mappings(demand.get("gangs"))
     count = f"{len(gangs)} gang" + ("" if len(gangs) == 1 else "s")
-    lines = [f"Demand:       {text(demand.get('gpus'))} GPUs from {count}"]
+    gone = parse_timestamp(demand.get("goneSince"))
+    since = f" (none since {human_age(gone, now)} ago)" if gone is not None and not gangs else ""
+    lines = [f"Demand:       {text(demand.get('gpus'))} GPUs from {count}{since}"]
     if not gangs:
         return lines
     rows = [
@@ -240,9 +243,10 @@ def demand_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
 
 
 def _health(node: Mapping[str, Any]) -> str:
+    """`healthy`, `unhealthy: Reason`, or `settling` (healthy again, not yet for long enough to count)."""
     healthy, reason = node.get("healthy"), node.get("reason")
     if healthy is False:
-        return f"unhealthy: {reason}" if reason else "unhealthy"
+        return f"unhealthy: {reason}" if reason else "settling"
     if healthy is True:
         return "healthy"
     return text(reason)
@@ -285,7 +289,18 @@ def pool_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
         ]
         header = ["NODE", "GPUS", "FREE", "RESERVED", "HEALTH", "SINCE", "TEMP", "TENSOR"]
         lines += _indented(header, rows)
-    return [*lines, TENSOR_NOTE]
+    return [*lines, TENSOR_NOTE, *exporter_error_lines(status)]
+
+
+def exporter_error_lines(status: Mapping[str, Any]) -> list[str]:
+    """The dcgm-exporters that could not be read (unreachable, malformed): their GPUs show no readings."""
+    errors = mapping(status.get("exporterErrors"))
+    if not errors:
+        return []
+    return [
+        "Exporter errors:",
+        *(f"  {where}: {shorten(text(message), PAGE_WIDTH)}" for where, message in errors.items()),
+    ]
 
 
 def hold_cell(value: Any, now: datetime) -> str:
@@ -346,9 +361,17 @@ def offload_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
     return ["Offloads:", *_indented(OFFLOAD_COLUMNS, rows)]
 
 
+def _targets(decision: Mapping[str, Any]) -> str:
+    """The Offloads (`ns/name`) and nodes (`node/name`) a decision was about."""
+    offloads, nodes = decision.get("offloads"), decision.get("nodes")
+    names = [str(o) for o in offloads] if isinstance(offloads, list) else []
+    names += [f"node/{n}" for n in nodes] if isinstance(nodes, list) else []
+    return ",".join(names) or NONE
+
+
 def decision_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
-    """The last decisions, newest first: when, what and which Offloads, then the reason on lines of its
-    own below, wrapped to the page (never cut: it is what a person reads the page for)."""
+    """The last decisions, newest first: when, what, on which Offloads and nodes, then the reason (and its
+    message) on lines of their own below, wrapped to the page: it is what a person reads the page for."""
     decisions = mappings(status.get("decisions"))[:RECENT_DECISIONS]
     if not decisions:
         return ["Decisions:    none yet"]
@@ -356,15 +379,16 @@ def decision_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
         [
             ago(decision.get("time"), now),
             text(decision.get("action")),
-            ",".join(str(o) for o in decision.get("offloads") or []) or NONE,
+            _targets(decision),
         ]
         for decision in decisions
     ]
-    table = _indented(["AGE", "ACTION", "OFFLOADS"], rows)
+    table = _indented(["AGE", "ACTION", "ON"], rows)
     lines = ["Decisions (newest first):", table[0]]
     for row, decision in zip(table[1:], decisions, strict=True):
+        message = decision.get("message")
         reason = textwrap.wrap(
-            text(decision.get("reason")),
+            text(decision.get("reason")) + (f": {message}" if message else ""),
             PAGE_WIDTH - len(REASON_INDENT),
             max_lines=REASON_LINES,
             placeholder=" ...",

@@ -216,13 +216,58 @@ def test_status_shows_each_offload_with_auto_hold_last_flip_and_next_eligible() 
 def test_status_shows_the_last_decisions_newest_first_with_their_reasons() -> None:
     page = render_policy_status(policy(status=FULL_STATUS), now=NOW)
     decisions = section(page, "Decisions (newest first):")
-    assert decisions[1].split() == ["AGE", "ACTION", "OFFLOADS"]
+    assert decisions[1].split() == ["AGE", "ACTION", "ON"]
     assert decisions[2].split() == ["15s", "ago", "Skip", "ml/chat"]
     assert decisions[3] == "      ManualHold: held by a person until 2026-12-03T17:59:00Z"
     assert decisions[4].split() == ["30m", "ago", "FlipOut", "ml/chat,ml/embed"]
     assert decisions[5] == "      gang train/job-a short 6 GPUs for 30s"
     conditions = rows(section(page, "Conditions:"))
     assert conditions["TrainingDemand"][:3] == ["TrainingDemand", "True", "Shortfall"]
+
+
+def test_a_decision_about_nodes_names_them_and_its_message_follows_the_reason() -> None:
+    status = copy.deepcopy(FULL_STATUS)
+    status["decisions"] = [
+        {
+            "time": "2026-12-03T15:59:50Z",
+            "action": "Reserve",
+            "nodes": ["gpu-a", "gpu-b"],
+            "reason": "TrainingDemand",
+            "message": "train/job-a needs 6 GPUs",
+        }
+    ]
+    decisions = section(render_policy_status(policy(status=status), now=NOW), "Decisions")
+    assert decisions[2].split() == ["10s", "ago", "Reserve", "node/gpu-a,node/gpu-b"]
+    assert decisions[3] == "      TrainingDemand: train/job-a needs 6 GPUs"
+
+
+def test_the_controllers_own_shapes_read_right() -> None:
+    """The policy controller writes auto and reserved as booleans, a node that is healthy again but not
+    for long enough as healthy=false without a reason, exporter errors, and when demand went away."""
+    status = copy.deepcopy(FULL_STATUS)
+    status["demand"] = {"gpus": 0, "gangs": [], "goneSince": "2026-12-03T15:57:00Z"}
+    status["pool"]["nodes"] = [
+        {
+            "name": "gpu-a",
+            "gpus": 4,
+            "free": 4,
+            "healthy": False,
+            "reserved": False,
+            "since": "2026-12-03T15:59:00Z",
+        },
+        {"name": "gpu-b", "gpus": 4, "free": 0, "healthy": True, "reserved": True},
+    ]
+    status["exporterErrors"] = {"dcgm/exporter-b": "unreachable: connection refused"}
+    status["offloads"][0]["auto"] = False
+    status["offloads"][1]["auto"] = True
+    page = render_policy_status(policy(status=status), now=NOW)
+    assert "Demand:       0 GPUs from 0 gangs (none since 3m ago)" in page
+    nodes = rows(section(page, "Tensor cores:"))
+    assert nodes["gpu-a"][3:5] == ["no", "settling"]
+    assert nodes["gpu-b"][3:5] == ["yes", "healthy"]
+    assert section(page, "Exporter errors:")[1] == "  dcgm/exporter-b: unreachable: connection refused"
+    offloads = rows(section(page, "Offloads:"))
+    assert (offloads["ml/chat"][4], offloads["ml/embed"][4]) == ("off", "on")
 
 
 def test_decisions_are_capped_and_long_reasons_wrapped_to_the_page_whatever_the_names() -> None:
