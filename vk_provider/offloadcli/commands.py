@@ -257,10 +257,11 @@ async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
     return EXIT_OK
 
 
-def _show_document(offload: RawObject, output: str, *, repeat: bool) -> None:
+def show_document(document: RawObject, output: str, *, repeat: bool) -> None:
+    """One object as JSON or YAML; a repeat in YAML is a new document of the stream (`---`)."""
     if output == "yaml" and repeat:
         emit("---")
-    emit(rendering.render_document(offload, output))
+    emit(rendering.render_document(document, output))
 
 
 def _shown_events(offload: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
@@ -292,11 +293,11 @@ async def run_status(
     offload = await get_offload(api, namespace, arguments.name)
     watching = bool(arguments.watch)
     if arguments.output:
-        _show_document(offload, arguments.output, repeat=False)
+        show_document(offload, arguments.output, repeat=False)
         if watching:
             async with contextlib.aclosing(follow(api, namespace, arguments.name, offload)) as changes:
                 async for version in changes:
-                    _show_document(version, arguments.output, repeat=True)
+                    show_document(version, arguments.output, repeat=True)
         return EXIT_OK
     events = await list_events(api, namespace, arguments.name)
     emit(rendering.render_status(offload, events))

@@ -26,6 +26,7 @@ from vk_provider.offloadcli.commands import (
     emit,
     follow_object,
     refreshes,
+    show_document,
 )
 from vk_provider.policy.names import policies_path
 
@@ -60,12 +61,6 @@ async def run_policy_list(api: KubeApi, arguments: argparse.Namespace, _namespac
     return EXIT_OK
 
 
-def _show_document(policy: RawObject, output: str, *, repeat: bool) -> None:
-    if output == "yaml" and repeat:
-        emit("---")
-    emit(rendering.render_document(policy, output))
-
-
 async def run_policy_status(
     api: KubeApi,
     arguments: argparse.Namespace,
@@ -87,11 +82,11 @@ async def run_policy_status(
         return follow_object(api, policies_path(), policy, lambda: get_policy(api, name), deleted)
 
     if arguments.output:
-        _show_document(policy, arguments.output, repeat=False)
+        show_document(policy, arguments.output, repeat=False)
         if arguments.watch:
             async with contextlib.aclosing(changes()) as versions:
                 async for version in versions:
-                    _show_document(version, arguments.output, repeat=True)
+                    show_document(version, arguments.output, repeat=True)
         return EXIT_OK
     emit(policy_rendering.render_policy_status(policy))
     if not arguments.watch:

@@ -151,6 +151,15 @@ def status_arguments(*, watch: bool = False, output: str | None = None) -> argpa
     return argparse.Namespace(name="training-first", watch=watch, output=output)
 
 
+def start_watch(api: FakeApi, timer: Timer, *, interactive: bool) -> asyncio.Task[int]:
+    arguments = status_arguments(watch=True)
+    return asyncio.create_task(
+        policy_commands.run_policy_status(
+            cast(KubeApi, api), arguments, "", sleep=timer.sleep, interactive=interactive
+        )
+    )
+
+
 async def test_policy_status_reads_the_cluster_scoped_policy(capsys: pytest.CaptureFixture[str]) -> None:
     api = FakeApi(policy(demand={"gpus": 6, "gangs": []}), [])
 
@@ -164,13 +173,8 @@ async def test_policy_status_reads_the_cluster_scoped_policy(capsys: pytest.Capt
 async def test_policy_status_watch_redraws_on_changes_and_runs_until_interrupted(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    api = FakeApi(policy(), [])
-    timer = Timer()
-    watching = asyncio.create_task(
-        policy_commands.run_policy_status(
-            cast(KubeApi, api), status_arguments(watch=True), "", sleep=timer.sleep, interactive=False
-        )
-    )
+    api, timer = FakeApi(policy(), []), Timer()
+    watching = start_watch(api, timer, interactive=False)
     await soon(timer.started.get())
     assert "Status:       no status yet" in capsys.readouterr().out
 
@@ -187,15 +191,18 @@ async def test_policy_status_watch_redraws_on_changes_and_runs_until_interrupted
     assert api.watch_closed
 
 
-async def test_policy_status_watch_ends_when_the_policy_is_deleted() -> None:
-    api = FakeApi(policy(), [])
-    timer = Timer()
-    watching = asyncio.create_task(
-        policy_commands.run_policy_status(
-            cast(KubeApi, api), status_arguments(watch=True), "", sleep=timer.sleep, interactive=True
-        )
-    )
+async def test_on_a_tty_the_policy_page_is_redrawn_from_the_top_each_tick_until_deleted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api, timer = FakeApi(policy(), []), Timer()
+    watching = start_watch(api, timer, interactive=True)
     await soon(timer.started.get())
+    capsys.readouterr()
+
+    timer.ring()  # ages and holds count down on the screen
+    await soon(timer.started.get())
+    assert capsys.readouterr().out.startswith(commands.CLEAR_SCREEN + "\nName:         training-first")
+
     api.change(policy(2), kind="DELETED")
     with pytest.raises(commands.CommandError, match='offloadpolicy "training-first" was deleted'):
         await soon(watching)
