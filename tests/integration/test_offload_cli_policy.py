@@ -264,6 +264,34 @@ async def test_policy_list_and_status_show_a_policy_with_and_without_status(
     assert "Selects:      Offloads matching tier=inference, in every namespace" in empty.stdout
     assert "Status:       no status yet" in empty.stdout
 
+    # An Event about the policy (filed in "default", as for any cluster-scoped object) shows on its page.
+    event = await api.create(
+        "/api/v1/namespaces/default/events",
+        {
+            "metadata": {"generateName": f"{reported}."},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": POLICY_KIND,
+                "name": reported,
+                "uid": stored["metadata"]["uid"],
+            },
+            "type": "Normal",
+            "reason": "FlipOutStarted",
+            "message": "chat moves away for train/job-a",
+            "source": {"component": "test"},
+            "firstTimestamp": stored["metadata"]["creationTimestamp"],
+            "lastTimestamp": stored["metadata"]["creationTimestamp"],
+        },
+    )
+    try:
+        with_events = await asyncio.to_thread(run_cli, control_plane, "policy", "status", reported)
+    finally:
+        await api.delete(f"/api/v1/namespaces/default/events/{event['metadata']['name']}")
+    assert with_events.returncode == 0, with_events.stderr
+    events = with_events.stdout.split("Recent events:\n", 1)[1]
+    assert "FlipOutStarted" in events
+    assert "chat moves away for train/job-a" in events
+
     missing = await asyncio.to_thread(run_cli, control_plane, "policy", "status", f"{namespace}-ghost")
     assert missing.returncode == 1
     assert f'offloadpolicy "{namespace}-ghost" not found' in missing.stderr

@@ -212,9 +212,10 @@ def events_path(namespace: str) -> str:
     return resource_path("v1", "events", namespace=namespace)
 
 
-async def list_events(api: KubeApi, namespace: str, name: str) -> rendering.EventList:
-    """The Events about the Offload `name`; a refusal becomes a note on the page, not a failure."""
-    query = {"fieldSelector": f"involvedObject.kind={KIND},involvedObject.name={name}"}
+async def list_events(api: KubeApi, namespace: str, name: str, kind: str = KIND) -> rendering.EventList:
+    """The Events in `namespace` about the `kind` (an Offload by default) `name`; a refusal becomes a note
+    on the page, not a failure."""
+    query = {"fieldSelector": f"involvedObject.kind={kind},involvedObject.name={name}"}
     try:
         listed = await api.get(events_path(namespace), query=query)
     except KubeApiError as error:
@@ -264,15 +265,60 @@ def show_document(document: RawObject, output: str, *, repeat: bool) -> None:
     emit(rendering.render_document(document, output))
 
 
-def _shown_events(offload: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
+def _shown_events(shown_about: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
     """What the page shows of the Events, ages aside: a redraw for a timer tick is news only if it differs."""
     return (
         events.note,
         *(
             ((event.get("metadata") or {}).get("uid"), (event.get("metadata") or {}).get("resourceVersion"))
-            for event in rendering.recent_events(events.items, offload)
+            for event in rendering.recent_events(events.items, shown_about)
         ),
     )
+
+
+EventsOf = Callable[[], Awaitable[rendering.EventList]]
+Page = Callable[[RawObject, rendering.EventList], str]
+
+
+async def show_and_watch(
+    first: RawObject,
+    changes: Callable[[], AsyncGenerator[RawObject, None]],
+    events_of: EventsOf,
+    page: Page,
+    arguments: argparse.Namespace,
+    *,
+    sleep: Sleep,
+    interactive: bool | None,
+) -> int:
+    """Show `first` (as `page` with its Events, or as JSON/YAML); with --watch, again on each change until
+    interrupted (or the object is deleted), as `kubectl get --watch` does.
+
+    As JSON or YAML the object itself is printed, once per change. The page also redraws every
+    REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
+    only if the Events shown changed, so a log of the output holds news rather than a page per tick.
+    """
+    if arguments.output:
+        show_document(first, arguments.output, repeat=False)
+        if arguments.watch:
+            async with contextlib.aclosing(changes()) as versions:
+                async for version in versions:
+                    show_document(version, arguments.output, repeat=True)
+        return EXIT_OK
+    events = await events_of()
+    emit(page(first, events))
+    if not arguments.watch:
+        return EXIT_OK
+    interactive = sys.stdout.isatty() if interactive is None else interactive
+    shown = _shown_events(first, events)
+    async with contextlib.aclosing(refreshes(changes(), first, REFRESH_SECONDS, sleep=sleep)) as pages:
+        async for latest, changed in pages:
+            events = await events_of()
+            news = _shown_events(latest, events)
+            if changed or interactive or news != shown:
+                emit(CLEAR_SCREEN if interactive else "")
+                emit(page(latest, events))
+                shown = news
+    return EXIT_OK
 
 
 async def run_status(
@@ -283,38 +329,19 @@ async def run_status(
     sleep: Sleep = asyncio.sleep,
     interactive: bool | None = None,
 ) -> int:
-    """Show the Offload; with --watch, again on each change until interrupted (or the Offload is deleted),
-    whether a migration runs or not, as `kubectl get --watch` does.
-
-    As JSON or YAML the object itself is printed, once per change. The page also redraws every
-    REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
-    only if the Events shown changed, so a log of the output holds news rather than a page per tick.
-    """
-    offload = await get_offload(api, namespace, arguments.name)
-    watching = bool(arguments.watch)
-    if arguments.output:
-        show_document(offload, arguments.output, repeat=False)
-        if watching:
-            async with contextlib.aclosing(follow(api, namespace, arguments.name, offload)) as changes:
-                async for version in changes:
-                    show_document(version, arguments.output, repeat=True)
-        return EXIT_OK
-    events = await list_events(api, namespace, arguments.name)
-    emit(rendering.render_status(offload, events))
-    if not watching:
-        return EXIT_OK
-    interactive = sys.stdout.isatty() if interactive is None else interactive
-    shown = _shown_events(offload, events)
-    pages = refreshes(follow(api, namespace, arguments.name, offload), offload, REFRESH_SECONDS, sleep=sleep)
-    async with contextlib.aclosing(pages):
-        async for latest, changed in pages:
-            events = await list_events(api, namespace, arguments.name)
-            news = _shown_events(latest, events)
-            if changed or interactive or news != shown:
-                emit(CLEAR_SCREEN if interactive else "")
-                emit(rendering.render_status(latest, events))
-                shown = news
-    return EXIT_OK
+    """Show the Offload with its Events; with --watch, again on each change until interrupted, whether a
+    migration runs or not (see `show_and_watch`)."""
+    name = arguments.name
+    offload = await get_offload(api, namespace, name)
+    return await show_and_watch(
+        offload,
+        lambda: follow(api, namespace, name, offload),
+        lambda: list_events(api, namespace, name),
+        rendering.render_status,
+        arguments,
+        sleep=sleep,
+        interactive=interactive,
+    )
 
 
 def is_retry(current: RawObject, placement: str) -> bool:

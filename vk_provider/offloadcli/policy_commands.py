@@ -9,27 +9,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
-from collections.abc import AsyncGenerator
 
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 from vk_provider.offloadcli import policy_rendering, rendering
 from vk_provider.offloadcli.commands import (
-    CLEAR_SCREEN,
     EXIT_FAILED,
     EXIT_OK,
-    REFRESH_SECONDS,
     CommandError,
     Handler,
     Sleep,
     emit,
     follow_object,
-    refreshes,
-    show_document,
+    list_events,
+    show_and_watch,
 )
-from vk_provider.policy.names import policies_path
+from vk_provider.policy.names import POLICY_KIND, policies_path
 
+EVENTS_NAMESPACE = "default"
+"""Where Events about a cluster-scoped object are filed (as for Nodes; the policy's recorder does too)."""
 NOT_INSTALLED = "the OffloadPolicy resource is not installed (apply manifests/crds/offloadpolicy.yaml)"
 
 
@@ -69,35 +67,20 @@ async def run_policy_status(
     sleep: Sleep = asyncio.sleep,
     interactive: bool | None = None,
 ) -> int:
-    """Show the policy; with --watch, again on each change until interrupted, like `status --watch`.
-
-    On a terminal the page is also redrawn every REFRESH_SECONDS so ages and holds count down; into a
-    log only changes are printed. As JSON or YAML the object itself is printed, once per change.
-    """
+    """Show the policy with its Events; with --watch, again on each change until interrupted, like
+    `status --watch` (see `commands.show_and_watch`)."""
     name = arguments.name
     policy = await get_policy(api, name)
-
-    def changes() -> AsyncGenerator[RawObject, None]:
-        deleted = f'offloadpolicy "{name}" was deleted'
-        return follow_object(api, policies_path(), policy, lambda: get_policy(api, name), deleted)
-
-    if arguments.output:
-        show_document(policy, arguments.output, repeat=False)
-        if arguments.watch:
-            async with contextlib.aclosing(changes()) as versions:
-                async for version in versions:
-                    show_document(version, arguments.output, repeat=True)
-        return EXIT_OK
-    emit(policy_rendering.render_policy_status(policy))
-    if not arguments.watch:
-        return EXIT_OK
-    interactive = sys.stdout.isatty() if interactive is None else interactive
-    async with contextlib.aclosing(refreshes(changes(), policy, REFRESH_SECONDS, sleep=sleep)) as pages:
-        async for latest, changed in pages:
-            if changed or interactive:
-                emit(CLEAR_SCREEN if interactive else "")
-                emit(policy_rendering.render_policy_status(latest))
-    return EXIT_OK
+    deleted = f'offloadpolicy "{name}" was deleted'
+    return await show_and_watch(
+        policy,
+        lambda: follow_object(api, policies_path(), policy, lambda: get_policy(api, name), deleted),
+        lambda: list_events(api, EVENTS_NAMESPACE, name, kind=POLICY_KIND),
+        policy_rendering.render_policy_status,
+        arguments,
+        sleep=sleep,
+        interactive=interactive,
+    )
 
 
 HANDLERS: dict[str, Handler] = {"policy list": run_policy_list, "policy status": run_policy_status}

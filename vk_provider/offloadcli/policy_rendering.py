@@ -19,7 +19,9 @@ from vk_provider.offloadcli.holds import describe_hold_value, span
 from vk_provider.offloadcli.rendering import (
     NONE,
     PAGE_WIDTH,
+    EventList,
     condition_lines,
+    event_lines,
     format_table,
     human_age,
     number_text,
@@ -397,8 +399,11 @@ def decision_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
     return lines
 
 
-def render_policy_status(policy: Mapping[str, Any], *, now: datetime | None = None) -> str:
-    """The `policy status` page: the spec always; the status's sections as far as they are reported."""
+def render_policy_status(
+    policy: Mapping[str, Any], events: EventList | None = None, *, now: datetime | None = None
+) -> str:
+    """The `policy status` page: the spec always; the status's sections as far as they are reported; the
+    Recent events section when `events` is given."""
     now = now or datetime.now(UTC)
     lines = [
         f"Name:         {text(mapping(policy.get('metadata')).get('name'))}",
@@ -407,15 +412,17 @@ def render_policy_status(policy: Mapping[str, Any], *, now: datetime | None = No
     ]
     status = status_of(policy)
     if not status:
-        return "\n".join([*lines, f"Status:       {NO_STATUS}"])
-    conditions = mappings(status.get("conditions"))
-    lines += [
-        observed_line(policy),
-        *demand_lines(status, now),
-        *pool_lines(status, now),
-        *offload_lines(status, now),
-        *decision_lines(status, now),
-        "Conditions:",
-        *condition_lines(conditions, now),
-    ]
+        lines.append(f"Status:       {NO_STATUS}")
+    else:
+        lines += [
+            observed_line(policy),
+            *demand_lines(status, now),
+            *pool_lines(status, now),
+            *offload_lines(status, now),
+            *decision_lines(status, now),
+            "Conditions:",
+            *condition_lines(mappings(status.get("conditions")), now),
+        ]
+    if events is not None:
+        lines += event_lines(events, policy, now)
     return "\n".join(lines)

@@ -160,14 +160,57 @@ def start_watch(api: FakeApi, timer: Timer, *, interactive: bool) -> asyncio.Tas
     )
 
 
-async def test_policy_status_reads_the_cluster_scoped_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    api = FakeApi(policy(demand={"gpus": 6, "gangs": []}), [])
+def policy_event(reason: str, version: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"training-first.{version}",
+            "uid": f"event-{version}",
+            "resourceVersion": str(version),
+        },
+        "involvedObject": {"kind": "OffloadPolicy", "name": "training-first"},
+        "type": "Normal",
+        "reason": reason,
+        "message": f"{reason} message",
+        "lastTimestamp": "2026-12-03T15:59:00Z",
+    }
+
+
+async def test_policy_status_reads_the_cluster_scoped_policy_and_its_events(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api = FakeApi(policy(demand={"gpus": 6, "gangs": []}), [policy_event("FlipOutStarted", 1)])
 
     assert await policy_commands.run_policy_status(cast(KubeApi, api), status_arguments(), "ignored") == 0
 
-    assert [path for path, _ in api.requests] == [policies_path("training-first")]
     assert policies_path("training-first") == f"{POLICY_PATH}/training-first"
-    assert "Demand:       6 GPUs from 0 gangs" in capsys.readouterr().out
+    assert api.requests == [
+        (policies_path("training-first"), {}),
+        (
+            "/api/v1/namespaces/default/events",
+            {"fieldSelector": "involvedObject.kind=OffloadPolicy,involvedObject.name=training-first"},
+        ),
+    ]
+    out = capsys.readouterr().out
+    assert "Demand:       6 GPUs from 0 gangs" in out
+    events = out.split("Recent events:\n", 1)[1].splitlines()
+    assert events[1].split()[1:3] == ["Normal", "FlipOutStarted"]
+    assert events[1].endswith("FlipOutStarted message")
+
+
+async def test_a_watch_into_a_log_redraws_when_a_new_event_arrives(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    api, timer = FakeApi(policy(), []), Timer()
+    watching = start_watch(api, timer, interactive=False)
+    await soon(timer.started.get())
+    assert "Recent events:\n  (none)" in capsys.readouterr().out
+
+    api.events = [policy_event("NodeUnhealthy", 2)]
+    timer.ring()
+    await soon(timer.started.get())
+    assert "NodeUnhealthy message" in capsys.readouterr().out
+    watching.cancel()
+    await asyncio.wait({watching})
 
 
 async def test_policy_status_watch_redraws_on_changes_and_runs_until_interrupted(
