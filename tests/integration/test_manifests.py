@@ -14,6 +14,7 @@ from tests.integration.daemons import NodeDaemon
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
+from vk_provider.offload.names import OFFLOAD_LABEL
 
 BASE = Path(__file__).parents[2] / "manifests" / "base"
 NAMESPACE = "vk-provider-system"
@@ -122,7 +123,8 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
     await core.create_namespaced_pod(
         namespace,
         {
-            "metadata": {"name": "as-sa"},
+            # An Offload's away pod: the node publishes a traffic address only for those.
+            "metadata": {"name": "as-sa", "labels": {OFFLOAD_LABEL: "as-sa"}},
             "spec": {
                 "nodeName": daemon.node_name,
                 "containers": [

@@ -105,7 +105,10 @@ async def test_a_pod_costs_one_status_write_and_no_more_events_than_the_kubelet_
 
     after = await wait_for(writes_stand_still, timeout_seconds=60, what="the pod writes to stand still")
     delta = after - before
-    writes = {f"{verb} {resource}/{subresource}".rstrip("/"): count for (verb, resource, subresource), count in delta.items()}
+    writes = {
+        f"{verb} {resource}/{subresource}".rstrip("/"): count
+        for (verb, resource, subresource), count in delta.items()
+    }
     print(f"requests for {PODS} pods: {writes}")
 
     events = (await core.list_namespaced_event(namespace)).items
