@@ -35,6 +35,7 @@ NEEDED = [
     ("list", "services", None),
     ("watch", "services", None),
     ("create", "events", "default"),
+    ("patch", "events", "default"),  # a repeated Event's count
     ("create", "leases.coordination.k8s.io", "kube-node-lease"),
     ("patch", "leases.coordination.k8s.io", "kube-node-lease"),
     # The replicas' leader Lease, in the daemon's own namespace.
@@ -168,6 +169,7 @@ TRAFFIC_RIGHTS = {
             ("list", "nodes", None),
             ("watch", "nodes", None),
             ("create", "events", "default"),  # the Warning about ignored traffic annotations
+            ("patch", "events", "default"),  # a repeated Event's count
         ],
         [
             ("patch", "offloads.offload.vk-provider.dev/status", "default"),
@@ -191,6 +193,7 @@ TRAFFIC_RIGHTS = {
             ("get", "services", "default"),
             ("list", "pods", None),
             ("create", "events", "default"),
+            ("patch", "events", "default"),  # a repeated Event's count
             ("get", "leases.coordination.k8s.io", NAMESPACE),
             ("create", "leases.coordination.k8s.io", NAMESPACE),
             ("update", "leases.coordination.k8s.io", NAMESPACE),
