@@ -92,6 +92,31 @@ def _with_recorded_placement(request: PodRequest, pod: Mapping[str, Any]) -> Pod
     return dataclasses.replace(request, annotations=annotations)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    """A status write of the node, remembered until the watch cache shows it."""
+
+    over: str
+    """The resourceVersion the cache showed when it was written."""
+    version: str
+    """The resourceVersion the API answered with ("" when it did not say)."""
+    status: dict[str, Any]
+    """The status the API holds since."""
+
+
+def _caught_up(cached: str, written: _Written) -> bool:
+    """Whether the cache's version of the pod includes the write.
+
+    resourceVersions are etcd revisions on every apiserver there is, so the cache has caught up when it
+    shows the version the write made or a later one; an event from before the write (another change the
+    watch is still delivering) must not make the node write the same status again. Should a version not
+    be a number, any version other than the one written over counts (at worst one repeated write).
+    """
+    if cached.isdigit() and written.version.isdigit():
+        return int(cached) >= int(written.version)
+    return cached != written.over
+
+
 def _pod_path(ref: PodRef) -> str:
     return resource_path("v1", "pods", namespace=ref.namespace, name=ref.name)
 
@@ -159,9 +184,8 @@ class PodReconciler:
         """The placement (its JSON record) each pod's Placed event announced, by UID: until the watch
         brings the record back, the cache does not show it written, and the event must not be posted
         again."""
-        self._written: dict[str, tuple[str, dict[str, Any]]] = {}
-        """The node's last status write of each pod while the watch cache may lag it, by UID: the
-        resourceVersion the cache showed when it was written, and the status the API holds since."""
+        self._written: dict[str, _Written] = {}
+        """The node's last status write of each pod while the watch cache may lag it, by UID."""
         self.reconciles = 0
         self.failures = 0
 
@@ -326,7 +350,7 @@ class PodReconciler:
 
     def _status_seen(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         """The pod's status as the API holds it, as far as this node knows: the watch cache's, with the
-        node's last write merged in while the cache still shows the version that write went over.
+        node's last write merged in until the cache shows it (`_caught_up`).
 
         Without this, a reconcile that comes before the watch brings the write back (the provider's own
         push of the state it just reported does) writes the same status again; and since a first write
@@ -338,11 +362,10 @@ class PodReconciler:
         record = self._written.get(uid)
         if record is None:
             return current
-        version, written = record
-        if pod["metadata"].get("resourceVersion") != version:
-            del self._written[uid]  # the cache has moved past the version we wrote over
+        if _caught_up(str(pod["metadata"].get("resourceVersion", "")), record):
+            del self._written[uid]
             return current
-        return podstatus.merged(current, written)
+        return podstatus.merged(current, record.status)
 
     async def _patch_status(
         self, pod: Mapping[str, Any], status: dict[str, Any], seen: Mapping[str, Any] | None = None
@@ -352,11 +375,12 @@ class PodReconciler:
         current = dict(seen if seen is not None else self._status_seen(pod))
         if not podstatus.differs(current, status):
             return
-        await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
+        written = await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
         metadata = pod["metadata"]
-        self._written[metadata["uid"]] = (
-            str(metadata.get("resourceVersion", "")),
-            podstatus.merged(current, status),
+        self._written[metadata["uid"]] = _Written(
+            over=str(metadata.get("resourceVersion", "")),
+            version=str((written.get("metadata") or {}).get("resourceVersion", "")),
+            status=podstatus.merged(current, status),
         )
 
     async def _reconcile_deletion(self, pod: dict[str, Any], ref: PodRef) -> float | None:

@@ -134,6 +134,11 @@ def _conditions(
         }
         if not wanted[kind] and kind in reasons:
             condition["reason"] = reasons[kind]
+        elif earlier is not None and earlier.get("reason"):
+            # The strategic merge merges a condition field by field: a reason the patch leaves out
+            # stays (a Ready=True with reason ContainersNotReady, which `differs` then finds wrong on
+            # every pass, a write each time). A null deletes it.
+            condition["reason"] = None
         result.append(condition)
     return result
 
@@ -309,8 +314,9 @@ def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
 def merged(current: Mapping[str, Any], written: Mapping[str, Any]) -> dict[str, Any]:
     """What the API holds after `written` was patched onto `current`, as the strategic merge does it for
-    the fields `pod_status` writes: conditions merged by type, every other field replaced, directives
-    dropped. For the node's memory of its own last write while its watch cache still lags it."""
+    the fields `pod_status` writes: conditions merged by type and field by field (a null deletes the
+    field), every other field replaced, directives dropped. For the node's memory of its own last write
+    while its watch cache still lags it."""
 
     def plain(value: Any) -> Any:
         if isinstance(value, list):
@@ -320,6 +326,8 @@ def merged(current: Mapping[str, Any], written: Mapping[str, Any]) -> dict[str, 
     result = {**current, **{key: plain(value) for key, value in written.items()}}
     if "conditions" in written:
         by_type = {condition.get("type"): condition for condition in current.get("conditions") or []}
-        by_type.update({condition["type"]: condition for condition in written["conditions"]})
+        for condition in written["conditions"]:
+            fields = {**by_type.get(condition["type"], {}), **condition}
+            by_type[condition["type"]] = {key: value for key, value in fields.items() if value is not None}
         result["conditions"] = list(by_type.values())
     return result
