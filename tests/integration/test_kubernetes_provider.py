@@ -36,6 +36,7 @@ from tests.integration.daemons import NodeDaemon
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
 from vk_provider.errors import NotFoundError
+from vk_provider.offload.names import OFFLOAD_LABEL
 from vk_provider.provider import (
     ContainerPort,
     ContainerSpec,
@@ -341,7 +342,8 @@ def token_server_pod(node: str) -> dict[str, Any]:
         f'exec {sys.executable} -m vk_devtools.demo.tokens --host "$POD_IP" --port 8080 --name "$GREETING"'
     )
     return {
-        "metadata": {"name": "tokens"},
+        # An Offload's away pod: the node publishes a traffic address only for those.
+        "metadata": {"name": "tokens", "labels": {OFFLOAD_LABEL: "tokens"}},
         "spec": {
             "nodeName": node,
             "tolerations": [{"operator": "Exists"}],

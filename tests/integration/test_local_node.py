@@ -14,6 +14,7 @@ from tests.integration.daemons import NodeDaemon, processes_with_argument
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.test_virtual_node import deployment
 from tests.integration.waiting import wait_for
+from vk_provider.offload.names import OFFLOAD_LABEL
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 LOCAL_SETTINGS: dict[str, Any] = {
@@ -52,9 +53,10 @@ async def test_a_deployment_runs_on_the_local_provider_and_answers_on_the_pod_ad
         "ports": [{"containerPort": 8080}],
         "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
     }
-    await apps.create_namespaced_deployment(
-        namespace, deployment("web", daemon.node_name, replicas=2, **server)
-    )
+    web = deployment("web", daemon.node_name, replicas=2, **server)
+    # An Offload's away pods: the node publishes a traffic address only for those.
+    web["spec"]["template"]["metadata"]["labels"][OFFLOAD_LABEL] = "web"
+    await apps.create_namespaced_deployment(namespace, web)
 
     async def available() -> bool:
         current = await apps.read_namespaced_deployment("web", namespace)

@@ -14,6 +14,7 @@ from tests.integration.daemons import NodeDaemon
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
+from vk_provider.offload.names import OFFLOAD_LABEL
 
 BASE = Path(__file__).parents[2] / "manifests" / "base"
 NAMESPACE = "vk-provider-system"
@@ -34,6 +35,7 @@ NEEDED = [
     ("list", "services", None),
     ("watch", "services", None),
     ("create", "events", "default"),
+    ("patch", "events", "default"),  # a repeated Event's count
     ("create", "leases.coordination.k8s.io", "kube-node-lease"),
     ("patch", "leases.coordination.k8s.io", "kube-node-lease"),
     # The replicas' leader Lease, in the daemon's own namespace.
@@ -122,7 +124,8 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
     await core.create_namespaced_pod(
         namespace,
         {
-            "metadata": {"name": "as-sa"},
+            # An Offload's away pod: the node publishes a traffic address only for those.
+            "metadata": {"name": "as-sa", "labels": {OFFLOAD_LABEL: "as-sa"}},
             "spec": {
                 "nodeName": daemon.node_name,
                 "containers": [
@@ -166,6 +169,7 @@ TRAFFIC_RIGHTS = {
             ("list", "nodes", None),
             ("watch", "nodes", None),
             ("create", "events", "default"),  # the Warning about ignored traffic annotations
+            ("patch", "events", "default"),  # a repeated Event's count
         ],
         [
             ("patch", "offloads.offload.vk-provider.dev/status", "default"),
@@ -189,6 +193,7 @@ TRAFFIC_RIGHTS = {
             ("get", "services", "default"),
             ("list", "pods", None),
             ("create", "events", "default"),
+            ("patch", "events", "default"),  # a repeated Event's count
             ("get", "leases.coordination.k8s.io", NAMESPACE),
             ("create", "leases.coordination.k8s.io", NAMESPACE),
             ("update", "leases.coordination.k8s.io", NAMESPACE),

@@ -41,7 +41,7 @@ from vk_devtools.standins.faults import RANDOM_KINDS
 from vk_devtools.standins.runpod.catalog import FakeGpuType
 from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.placement import (
-    CHOSEN_ANNOTATION,
+    CHOSEN_CONDITION,
     GPU_TYPES_ANNOTATION,
     MAX_PRICE_ANNOTATION,
     PLACED_EVENT_REASON,
@@ -291,6 +291,15 @@ BACKUP_PRICE = 0.79
 NO_CAPACITY = "There are no instances currently available for 1 x NVIDIA GeForce RTX 4090 (SECURE)"
 
 
+def chosen_of(pod: client.V1Pod) -> dict[str, Any]:
+    """The placement the node recorded in the pod's status (its Chosen condition's JSON), or {}."""
+    for condition in pod.status.conditions or ():
+        if condition.type == CHOSEN_CONDITION and condition.message:
+            recorded: dict[str, Any] = json.loads(condition.message)
+            return recorded
+    return {}
+
+
 def rtx_4090_at(price: float) -> FakeGpuType:
     """One GPU type, in the secure cloud only: one offer per account, so the order of trial is plain."""
     return FakeGpuType(GPU, "RTX 4090", 24, price, 0.0, 8, 0, pool="ADA_24")
@@ -353,12 +362,11 @@ async def test_a_capacity_refusal_at_the_cheaper_runpod_moves_the_pod_to_the_nex
 
     async def placed_and_running() -> bool:
         pod = await core.read_namespaced_pod("llm", namespace)
-        placed = CHOSEN_ANNOTATION in (pod.metadata.annotations or {})
-        return bool(pod.status.phase == "Running" and placed)
+        return bool(pod.status.phase == "Running" and chosen_of(pod))
 
     await wait_for(placed_and_running, timeout_seconds=60, what="the pod to run, placed")
     pod = await core.read_namespaced_pod("llm", namespace)
-    chosen = json.loads(pod.metadata.annotations[CHOSEN_ANNOTATION])
+    chosen = chosen_of(pod)
     assert chosen["provider"] == "backup"
     assert chosen["pricePerHour"] == BACKUP_PRICE
     assert chosen["gpuType"] == GPU
@@ -375,7 +383,7 @@ async def test_a_capacity_refusal_at_the_cheaper_runpod_moves_the_pod_to_the_nex
         events = await events_of(core, namespace, "llm")
         return [event.message for event in events if event.reason == PLACED_EVENT_REASON]
 
-    # Once, though the pod is reconciled again before the watch shows the annotation written.
+    # Once, though the pod is reconciled again before the watch shows the placement recorded.
     [message] = await wait_for(placed_event, timeout_seconds=30, what="the Placed event")
     assert message.startswith("placed on backup: 1 x NVIDIA GeForce RTX 4090 (SECURE)")
     assert f"${BACKUP_PRICE:.2f}/h" in message
@@ -398,11 +406,11 @@ async def test_a_node_with_runpod_alone_honours_the_placement_annotations(
 
     async def placed_and_running() -> bool:
         pod = await core.read_namespaced_pod("a100", namespace)
-        return bool(pod.status.phase == "Running" and CHOSEN_ANNOTATION in (pod.metadata.annotations or {}))
+        return bool(pod.status.phase == "Running" and chosen_of(pod))
 
     await wait_for(placed_and_running, timeout_seconds=60, what="the pod to run, placed")
     pod = await core.read_namespaced_pod("a100", namespace)
-    chosen = json.loads(pod.metadata.annotations[CHOSEN_ANNOTATION])
+    chosen = chosen_of(pod)
     assert (chosen["provider"], chosen["gpuType"], chosen["tier"]) == (
         "runpod",
         "NVIDIA A100 80GB PCIe",

@@ -15,6 +15,7 @@ from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.ports import PortPicker
+from vk_provider.offload.names import OFFLOAD_LABEL
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 
@@ -107,9 +108,10 @@ async def test_a_deployment_runs_to_ready_on_the_mock_provider(
     daemon = await start_node("mock")
     apps = client.AppsV1Api(kube_api)
     core = client.CoreV1Api(kube_api)
-    await apps.create_namespaced_deployment(
-        namespace, deployment("web", daemon.node_name, replicas=3, ports=[{"containerPort": 8080}])
-    )
+    web = deployment("web", daemon.node_name, replicas=3, ports=[{"containerPort": 8080}])
+    # An Offload's away pods: the node publishes a traffic address only for those.
+    web["spec"]["template"]["metadata"]["labels"][OFFLOAD_LABEL] = "web"
+    await apps.create_namespaced_deployment(namespace, web)
 
     async def available() -> bool:
         current = await apps.read_namespaced_deployment("web", namespace)

@@ -8,7 +8,8 @@ A pod is judged once, when the node first meets it, in this order; the first che
    since one without a GPU catalog would otherwise ignore it silently.
 2. `OutOfBudget`: the node's ceilings, where money is at stake: at most `max_provider_pods` pods at its
    provider, and at most `max_spend_per_hour` US dollars an hour for all of them. A pod's price is the
-   one its placement recorded (the node's own record, else its `chosen` annotation), else the most it
+   one its placement recorded (the node's own record, else the pod's `Chosen` status condition or the
+   `chosen` annotation of older nodes), else the most it
    may cost (its `max-price-per-hour`), else unknown, which counts as 0: a pod of unknown price is
    admitted only while the known spend is below the ceiling, and one with a cap only when the cap fits.
    A pod placed by price (any of the catalog annotations) is placed within what is left: the provider
@@ -38,13 +39,12 @@ from typing import Any
 
 from vk_provider.kit.placement import (
     CATALOG_ANNOTATIONS,
-    CHOSEN_ANNOTATION,
     MAX_PRICE_ANNOTATION,
     PlacementError,
     check_annotations,
     price_cap,
 )
-from vk_provider.kit.placement.record import parse_chosen_annotation
+from vk_provider.kit.placement.record import recorded_placement
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.provider import PodRequest
 
@@ -208,12 +208,12 @@ def _annotations(pod: RawObject) -> Mapping[str, str]:
 
 def expected_price(pod: RawObject, recorded: float | None = None) -> float | None:
     """US dollars an hour the pod costs or may cost: `recorded` (the node's record of its placement), else
-    its `chosen` annotation's price, else its `max-price-per-hour`; None when nothing says."""
+    the price its placement record on the pod says (its `Chosen` status condition, or the `chosen`
+    annotation of older nodes), else its `max-price-per-hour`; None when nothing says."""
     if recorded is not None:
         return recorded
     annotations = _annotations(pod)
-    chosen = annotations.get(CHOSEN_ANNOTATION)
-    placement = parse_chosen_annotation(chosen) if chosen else None
+    placement = recorded_placement(pod)
     if placement is not None and placement.price_per_hour is not None:
         return placement.price_per_hour
     try:

@@ -2,8 +2,9 @@
 
 Apart from reconciling: the reconciler tells the meter each state it sees and each pod that goes, and
 the meter keeps the price, the running time and the metric's series. The price comes from the
-provider's placement, or after a restart from the pod's `chosen` annotation: only the instance that
-placed a pod knows its placement, the annotation outlives it.
+provider's placement, or after a restart from the placement recorded on the pod (its `Chosen` status
+condition, or the `chosen` annotation of older nodes): only the instance that placed a pod knows its
+placement, the record outlives it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.kit.placement.cost import CostMeter
-from vk_provider.kit.placement.record import parse_chosen_annotation
+from vk_provider.kit.placement.record import recorded_placement
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.provider import PodState
 
@@ -36,8 +36,7 @@ class PodCosts:
         """Add what the pod cost since it was last looked at to the cost counter (placed pods only)."""
         placement = state.placement
         if placement is None:
-            recorded = (pod["metadata"].get("annotations") or {}).get(CHOSEN_ANNOTATION)
-            placement = parse_chosen_annotation(recorded) if recorded else None
+            placement = recorded_placement(pod)
         if placement is None:
             return
         uid = pod["metadata"]["uid"]

@@ -12,6 +12,7 @@ backoff, and the queue keeps serving the rest.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -23,12 +24,13 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
+from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.kit.placement.record import (
     PLACED_EVENT_REASON,
     chosen_annotation,
     placement_message,
+    recorded_placement,
 )
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.node import admission, podstatus
@@ -78,6 +80,41 @@ def spec_fingerprint(pod: Mapping[str, Any]) -> str:
         for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
     ]
     return json.dumps([metadata.get("labels") or {}, annotations, images], sort_keys=True)
+
+
+def _with_recorded_placement(request: PodRequest, pod: Mapping[str, Any]) -> PodRequest:
+    """The request with the placement recorded in the pod's status as its `chosen` annotation, where
+    providers (the chain) look for it after a restart, as they did when nodes wrote the annotation."""
+    recorded = recorded_placement(pod)
+    if recorded is None or CHOSEN_ANNOTATION in request.annotations:
+        return request
+    annotations = {**request.annotations, CHOSEN_ANNOTATION: chosen_annotation(recorded)}
+    return dataclasses.replace(request, annotations=annotations)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    """A status write of the node, remembered until the watch cache shows it."""
+
+    over: str
+    """The resourceVersion the cache showed when it was written."""
+    version: str
+    """The resourceVersion the API answered with ("" when it did not say)."""
+    status: dict[str, Any]
+    """The status the API holds since."""
+
+
+def _caught_up(cached: str, written: _Written) -> bool:
+    """Whether the cache's version of the pod includes the write.
+
+    resourceVersions are etcd revisions on every apiserver there is, so the cache has caught up when it
+    shows the version the write made or a later one; an event from before the write (another change the
+    watch is still delivering) must not make the node write the same status again. Should a version not
+    be a number, any version other than the one written over counts (at worst one repeated write).
+    """
+    if cached.isdigit() and written.version.isdigit():
+        return int(cached) >= int(written.version)
+    return cached != written.over
 
 
 def _pod_path(ref: PodRef) -> str:
@@ -144,8 +181,11 @@ class PodReconciler:
             ceilings=admission.Ceilings(settings.max_provider_pods, settings.max_spend_per_hour),
         )
         self._announced: dict[str, str] = {}
-        """The `chosen` annotation each pod's Placed event announced, by UID: until the watch brings the
-        annotation back, the cache does not show it written, and the event must not be posted again."""
+        """The placement (its JSON record) each pod's Placed event announced, by UID: until the watch
+        brings the record back, the cache does not show it written, and the event must not be posted
+        again."""
+        self._written: dict[str, _Written] = {}
+        """The node's last status write of each pod while the watch cache may lag it, by UID."""
         self.reconciles = 0
         self.failures = 0
 
@@ -198,7 +238,7 @@ class PodReconciler:
         if isinstance(error, InvalidPodError) or pod["spec"].get("restartPolicy") == "Never":
             logger.warning("pod %s cannot run here: %s", pod_ref(pod), message)
         try:
-            await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
+            await self._patch_status(pod, status)
         except KubeApiError as patch_error:
             logger.warning("could not write the ProviderFailed status of %s: %s", pod_ref(pod), patch_error)
 
@@ -247,8 +287,7 @@ class PodReconciler:
             self._metrics.count_admission_refusal(refusal.reason, refusal.check)
         state = PodState(pod_ref(pod), "Failed", reason=refusal.reason, message=refusal.status_message)
         status = podstatus.pod_status(pod, state, host_ip=self._settings.host_ip, now=datetime.now(UTC))
-        if podstatus.differs(pod.get("status", {}), status):
-            await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
+        await self._patch_status(pod, status)
         return False
 
     async def _update_if_changed(self, pod: dict[str, Any], ref: PodRef) -> None:
@@ -286,34 +325,63 @@ class PodReconciler:
         )
         for event in environment_events:
             self._events.record(_involved(pod), event.type, event.reason, event.message)
-        return request
+        return _with_recorded_placement(request, pod)
 
     async def _write_status(self, pod: dict[str, Any], state: PodState) -> None:
-        now = datetime.now(UTC)
-        status = podstatus.pod_status(pod, state, host_ip=self._settings.host_ip, now=now)
+        """One status patch when the pod's status must change, carrying all the node publishes of it:
+        the state, the traffic address and auth marker of a pod an Offload routes to, and where a
+        provider placed it (see `podstatus`). Never a metadata write: the kubelet writes a pod's status
+        once per transition, and every pod write is an update each watcher of pods receives."""
         ref = pod_ref(pod)
-        if podstatus.differs(pod.get("status", {}), status):
-            # The watch brings the result back into the cache; a reconcile before that only repeats
-            # an identical, harmless patch.
-            await self._api.patch(_pod_path(ref) + "/status", {"status": status})
-        # The traffic address and auth marker went out in that status patch (see `podstatus`), never
-        # as annotations: any pod editor could forge those.
-        annotations = pod["metadata"].get("annotations") or {}
-        wanted: dict[str, str] = {}
+        seen = {**pod, "status": self._status_seen(pod)}
+        status = podstatus.pod_status(seen, state, host_ip=self._settings.host_ip, now=datetime.now(UTC))
         if state.placement is not None:
+            recorded = recorded_placement(seen)
             chosen = chosen_annotation(state.placement)
-            if annotations.get(CHOSEN_ANNOTATION) != chosen:
-                wanted[CHOSEN_ANNOTATION] = chosen
-                if self._announced.get(ref.uid) != chosen:  # not when only the cache lags our write
-                    self._announced[ref.uid] = chosen
-                    self._events.record(
-                        _involved(pod), "Normal", PLACED_EVENT_REASON, placement_message(state.placement)
-                    )
-        if wanted:
-            await self._api.patch(
-                _pod_path(ref), {"metadata": {"annotations": wanted}}, content_type=MERGE_PATCH
-            )
-        self._costs.observe(pod, state)
+            if (recorded is None or chosen_annotation(recorded) != chosen) and self._announced.get(
+                ref.uid
+            ) != chosen:
+                self._announced[ref.uid] = chosen
+                self._events.record(
+                    _involved(pod), "Normal", PLACED_EVENT_REASON, placement_message(state.placement)
+                )
+        await self._patch_status(pod, status, seen["status"])
+        self._costs.observe(seen, state)
+
+    def _status_seen(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        """The pod's status as the API holds it, as far as this node knows: the watch cache's, with the
+        node's last write merged in until the cache shows it (`_caught_up`).
+
+        Without this, a reconcile that comes before the watch brings the write back (the provider's own
+        push of the state it just reported does) writes the same status again; and since a first write
+        stamps transition and start times with `now`, the second one, a second later, is a real change,
+        another pod update for every watcher.
+        """
+        current = dict(pod.get("status") or {})
+        uid = pod["metadata"]["uid"]
+        record = self._written.get(uid)
+        if record is None:
+            return current
+        if _caught_up(str(pod["metadata"].get("resourceVersion", "")), record):
+            del self._written[uid]
+            return current
+        return podstatus.merged(current, record.status)
+
+    async def _patch_status(
+        self, pod: Mapping[str, Any], status: dict[str, Any], seen: Mapping[str, Any] | None = None
+    ) -> None:
+        """Patch the pod's status if `status` changes what it holds (`seen`, else the cache's), and
+        remember the write until the watch brings it back."""
+        current = dict(seen if seen is not None else self._status_seen(pod))
+        if not podstatus.differs(current, status):
+            return
+        written = await self._api.patch(_pod_path(pod_ref(pod)) + "/status", {"status": status})
+        metadata = pod["metadata"]
+        self._written[metadata["uid"]] = _Written(
+            over=str(metadata.get("resourceVersion", "")),
+            version=str((written.get("metadata") or {}).get("resourceVersion", "")),
+            status=podstatus.merged(current, status),
+        )
 
     async def _reconcile_deletion(self, pod: dict[str, Any], ref: PodRef) -> float | None:
         """Stop the workload, then remove the API object as soon as the provider says it has stopped."""
@@ -355,6 +423,7 @@ class PodReconciler:
         self._stopping.pop(ref.uid, None)
         self._applied.pop(ref.uid, None)
         self._announced.pop(ref.uid, None)
+        self._written.pop(ref.uid, None)
         self.known.pop(ref.uid, None)
         self._costs.stop(ref.uid)
         self._admissions.forget(ref.uid)
@@ -364,6 +433,7 @@ class PodReconciler:
         ref = self.known.pop(uid, None)
         self._applied.pop(uid, None)
         self._announced.pop(uid, None)
+        self._written.pop(uid, None)
         self._costs.stop(uid)
         self._admissions.forget(uid)
         self._stopping.pop(uid, None)

@@ -11,8 +11,11 @@ moves only when a condition's status changes, as the kubelet does.
 The traffic address and its auth marker ride in the same patch, as two conditions of our own types
 (`vk_provider.offload.names`), value in `message`: the router trusts only what the pod's status says,
 because only the node the pod is bound to may write it (NodeRestriction), so one write per transition
-reports the state and publishes where its traffic goes. The apiserver accepts any qualified name as a
-pod condition type.
+reports the state and publishes where its traffic goes. They are published only for the pods an
+Offload routes to (those carrying `OFFLOAD_LABEL`, the only pods the router reads them from): every
+other pod's status stays as small as a kubelet's. The placement a provider chose rides the same way,
+as the `Chosen` condition (`vk_provider.kit.placement.record`). The apiserver accepts any qualified
+name as a pod condition type.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
+from vk_provider.kit.placement.record import CHOSEN_CONDITION, PLACED_EVENT_REASON, chosen_annotation
 from vk_provider.offload.names import (
+    OFFLOAD_LABEL,
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_CONDITION,
     TRAFFIC_CONDITION_REASON,
@@ -30,6 +36,8 @@ from vk_provider.provider import ContainerState, ContainerStateKind, ContainerTe
 
 OUR_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
 TRAFFIC_CONDITIONS = (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_AUTH_CONDITION)
+VALUED_CONDITIONS = (*TRAFFIC_CONDITIONS, CHOSEN_CONDITION)
+"""Our conditions whose value is their `message`."""
 PROVIDER_FAILED = "ProviderFailed"
 CREATING = {"reason": "ContainerCreating"}
 TERMINAL = ("Succeeded", "Failed")
@@ -126,21 +134,23 @@ def _conditions(
         }
         if not wanted[kind] and kind in reasons:
             condition["reason"] = reasons[kind]
+        elif earlier is not None and earlier.get("reason"):
+            # The strategic merge merges a condition field by field: a reason the patch leaves out
+            # stays (a Ready=True with reason ContainersNotReady, which `differs` then finds wrong on
+            # every pass, a write each time). A null deletes it.
+            condition["reason"] = None
         result.append(condition)
     return result
 
 
-def _traffic_conditions(
-    current: list[dict[str, Any]], state: PodState, now: datetime
+def _valued_conditions(
+    current: list[dict[str, Any]], values: list[tuple[str, str, str | None]], now: datetime
 ) -> list[dict[str, Any]]:
-    """The published traffic address and auth marker; a value the provider does not give is left as
-    it is (the merge by type keeps it), since the provider reports the address only while it runs."""
+    """Conditions (type, reason, value) whose value is their message, always True; a value of None is
+    left as it is (the merge by type keeps it)."""
     before = {condition.get("type"): condition for condition in current}
     result = []
-    for kind, value in (
-        (TRAFFIC_ADDRESS_CONDITION, state.traffic_address),
-        (TRAFFIC_AUTH_CONDITION, state.traffic_auth),
-    ):
+    for kind, reason, value in values:
         if not value:
             continue
         earlier = before.get(kind)
@@ -153,13 +163,35 @@ def _traffic_conditions(
             {
                 "type": kind,
                 "status": "True",
-                "reason": TRAFFIC_CONDITION_REASON,
+                "reason": reason,
                 "message": value,
                 "lastProbeTime": None,
                 "lastTransitionTime": transition,
             }
         )
     return result
+
+
+def _traffic_values(pod: Mapping[str, Any], state: PodState) -> list[tuple[str, str, str | None]]:
+    """The traffic address and auth marker to publish: only for a pod an Offload routes to; a value the
+    provider does not give is left as it is, since the provider reports the address only while it runs."""
+    if OFFLOAD_LABEL not in (pod["metadata"].get("labels") or {}):
+        return []
+    return [
+        (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_CONDITION_REASON, state.traffic_address),
+        (TRAFFIC_AUTH_CONDITION, TRAFFIC_CONDITION_REASON, state.traffic_auth),
+    ]
+
+
+def _chosen_value(pod: Mapping[str, Any], state: PodState) -> list[tuple[str, str, str | None]]:
+    """The placement to record, unless an older node's annotation records the same already (a node
+    upgrade then costs no write)."""
+    if state.placement is None:
+        return []
+    chosen = chosen_annotation(state.placement)
+    if (pod["metadata"].get("annotations") or {}).get(CHOSEN_ANNOTATION) == chosen:
+        return []
+    return [(CHOSEN_CONDITION, PLACED_EVENT_REASON, chosen)]
 
 
 def _readiness_gates_pass(pod: Mapping[str, Any]) -> bool:
@@ -211,7 +243,9 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
             now,
             reasons,
         )
-        + _traffic_conditions(current.get("conditions", []), state, now),
+        + _valued_conditions(
+            current.get("conditions", []), _traffic_values(pod, state) + _chosen_value(pod, state), now
+        ),
         "containerStatuses": containers,
         "hostIP": host_ip,
         "hostIPs": [{"$patch": "replace"}, {"ip": host_ip}],
@@ -253,12 +287,12 @@ def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         return value
 
     def comparable_conditions(conditions: list[dict[str, Any]], types: tuple[str, ...]) -> dict[str, Any]:
-        # A traffic condition's value is its message; ours say all in status and reason.
+        # A valued condition's value is its message; ours say all in status and reason.
         return {
             c["type"]: (
                 c.get("status"),
                 c.get("reason"),
-                c.get("message") if c["type"] in TRAFFIC_CONDITIONS else None,
+                c.get("message") if c["type"] in VALUED_CONDITIONS else None,
             )
             for c in conditions
             if c.get("type") in types
@@ -266,7 +300,7 @@ def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
     for key, value in wanted.items():
         if key == "conditions":
-            # Every condition we write, and only those: a traffic condition the wanted status leaves
+            # Every condition we write, and only those: a valued condition the wanted status leaves
             # out is kept by the merge, so its absence there is no difference.
             types = tuple(c["type"] for c in value)
             if comparable_conditions(current.get("conditions", []), types) != comparable_conditions(
@@ -276,3 +310,24 @@ def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
         elif plain(current.get(key)) != plain(value):
             return True
     return False
+
+
+def merged(current: Mapping[str, Any], written: Mapping[str, Any]) -> dict[str, Any]:
+    """What the API holds after `written` was patched onto `current`, as the strategic merge does it for
+    the fields `pod_status` writes: conditions merged by type and field by field (a null deletes the
+    field), every other field replaced, directives dropped. For the node's memory of its own last write
+    while its watch cache still lags it."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, list):
+            return [item for item in value if not (isinstance(item, dict) and "$patch" in item)]
+        return value
+
+    result = {**current, **{key: plain(value) for key, value in written.items()}}
+    if "conditions" in written:
+        by_type = {condition.get("type"): condition for condition in current.get("conditions") or []}
+        for condition in written["conditions"]:
+            fields = {**by_type.get(condition["type"], {}), **condition}
+            by_type[condition["type"]] = {key: value for key, value in fields.items() if value is not None}
+        result["conditions"] = list(by_type.values())
+    return result

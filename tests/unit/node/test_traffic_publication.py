@@ -1,9 +1,11 @@
-"""The node publishes a pod's traffic address and auth marker in its status, never in annotations.
+"""The node publishes a pod's traffic address and auth marker in its status, never in annotations, and
+only for the pods an Offload routes to.
 
 The router trusts only the status (which NodeRestriction lets only the pod's node write), so the
 address and the marker must ride in the status patch that reports the pod's state, one write per
-transition. Driven like test_pod_updates: the reconciler directly, an in-memory provider whose states
-ask for SigV4, and a recording stand-in for the KubeApi wrapper.
+transition. It reads them only from pods carrying the Offload label, so no other pod carries them. Driven
+like test_pod_updates: the reconciler directly, an in-memory provider whose states ask for SigV4, and
+a recording stand-in for the KubeApi wrapper.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.node import podstatus
 from vk_provider.node.pods import OWN_ANNOTATIONS
 from vk_provider.offload.names import (
+    OFFLOAD_LABEL,
     TRAFFIC_ADDRESS_ANNOTATION,
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
@@ -34,6 +37,13 @@ class SignedMock(RecordingMock):
     async def get_pod_state(self, ref: PodRef) -> PodState | None:
         state = await super().get_pod_state(ref)
         return None if state is None else dataclasses.replace(state, traffic_auth=MARKER)
+
+
+def away_pod() -> dict[str, Any]:
+    """A pod of an Offload's away Deployment."""
+    the_pod = pod()
+    the_pod["metadata"]["labels"][OFFLOAD_LABEL] = "web"
+    return the_pod
 
 
 def status_patches(api: RecordingApi) -> list[dict[str, Any]]:
@@ -57,7 +67,7 @@ async def test_address_and_marker_ride_in_the_status_patch_and_never_in_annotati
     provider = SignedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
     pods = CachedPods()
     reconciler = make_reconciler(api, provider, pods)
-    pods.objects["u1"] = pod()
+    pods.objects["u1"] = away_pod()
     await reconciler.reconcile("u1")
 
     (status,) = status_patches(api)
@@ -89,7 +99,7 @@ def state(address: str | None, auth: str | None = None) -> PodState:
 
 
 def test_a_new_address_is_a_difference_and_foreign_conditions_are_not() -> None:
-    the_pod = pod()
+    the_pod = away_pod()
     first = podstatus.pod_status(the_pod, state("http://10.0.0.1:80"), host_ip="127.0.0.1", now=NOW)
     foreign = {"type": "example.com/Gate", "status": "False", "message": "someone else's"}
     current = {**first, "conditions": [*first["conditions"], foreign]}
@@ -104,7 +114,7 @@ def test_a_new_address_is_a_difference_and_foreign_conditions_are_not() -> None:
 
 def test_a_state_without_an_address_leaves_the_published_one_alone() -> None:
     """A provider reports the address only while the pod runs; the merge keeps the last one."""
-    the_pod = pod()
+    the_pod = away_pod()
     first = podstatus.pod_status(the_pod, state("http://10.0.0.1:80"), host_ip="127.0.0.1", now=NOW)
     later = podstatus.pod_status({**the_pod, "status": first}, state(None), host_ip="127.0.0.1", now=NOW)
     assert TRAFFIC_ADDRESS_CONDITION not in conditions(later)
@@ -113,3 +123,15 @@ def test_a_state_without_an_address_leaves_the_published_one_alone() -> None:
 
 def test_the_old_annotations_stay_out_of_the_pods_fingerprint() -> None:
     assert {TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION} <= OWN_ANNOTATIONS
+
+
+def test_a_pod_no_offload_routes_to_publishes_no_address_until_it_gets_the_label() -> None:
+    plain = pod()
+    status = podstatus.pod_status(plain, state("http://10.0.0.1:80", MARKER), host_ip="127.0.0.1", now=NOW)
+    assert TRAFFIC_ADDRESS_CONDITION not in conditions(status)
+    assert TRAFFIC_AUTH_CONDITION not in conditions(status)
+    labelled = away_pod()
+    labelled["status"] = status
+    later = podstatus.pod_status(labelled, state("http://10.0.0.1:80", MARKER), host_ip="127.0.0.1", now=NOW)
+    assert conditions(later)[TRAFFIC_ADDRESS_CONDITION]["message"] == "http://10.0.0.1:80"
+    assert podstatus.differs(status, later)  # one status write publishes it

@@ -24,8 +24,9 @@ runs it as a chain of one (the chain's `placement` node wrapper, see `vk_provide
 work there too. A node whose providers publish no catalog (SageMaker, a remote cluster, `local`) cannot
 match valid ones and ignores them.
 
-What was chosen is written back by the node, from `PodState.placement`, as the annotation
-`placement.vk-provider.dev/chosen` (JSON, see `record`) and a `Placed` event; `cost.CostMeter` adds up
+What was chosen is written back by the node, from `PodState.placement`, as the pod status condition
+`placement.vk-provider.dev/Chosen` (JSON in its message, see `record`; older nodes wrote the annotation
+`placement.vk-provider.dev/chosen`) and a `Placed` event; `cost.CostMeter` adds up
 the cost of each pod from its price while it runs.
 """
 
@@ -52,15 +53,18 @@ from vk_provider.kit.placement.choice import Candidate, Catalog, Choice, Rejecti
 from vk_provider.kit.placement.cost import CostMeter
 from vk_provider.kit.placement.gpus import GPU_TYPE_NAMES, gpu_type_matches, names_for
 from vk_provider.kit.placement.record import (
+    CHOSEN_CONDITION,
     PLACED_EVENT_REASON,
     chosen_annotation,
     parse_chosen_annotation,
     placement_message,
+    recorded_placement,
 )
 
 __all__ = [
     "CATALOG_ANNOTATIONS",
     "CHOSEN_ANNOTATION",
+    "CHOSEN_CONDITION",
     "GPU_COUNT_ANNOTATION",
     "GPU_RESOURCE",
     "GPU_TYPES_ANNOTATION",
@@ -88,4 +92,5 @@ __all__ = [
     "parse_placement",
     "placement_message",
     "price_cap",
+    "recorded_placement",
 ]

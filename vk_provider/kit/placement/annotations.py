@@ -22,7 +22,8 @@ MAX_PRICE_ANNOTATION = PREFIX + "max-price-per-hour"
 REGIONS_ANNOTATION = PREFIX + "regions"
 PROVIDERS_ANNOTATION = PREFIX + "providers"
 CHOSEN_ANNOTATION = PREFIX + "chosen"
-"""Written by the node from `PodState.placement`, never read as a request (see `record`)."""
+"""Where older nodes recorded `PodState.placement` (now the `record.CHOSEN_CONDITION` of the pod's status);
+still read back for the pods they placed, never read as a request (see `record`)."""
 CATALOG_ANNOTATIONS = (GPU_TYPES_ANNOTATION, GPU_COUNT_ANNOTATION, MAX_PRICE_ANNOTATION, REGIONS_ANNOTATION)
 """Any of these turns on placement by price from the providers' GPU catalogs."""
 REQUEST_ANNOTATIONS = (*CATALOG_ANNOTATIONS, PROVIDERS_ANNOTATION)

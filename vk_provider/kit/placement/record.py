@@ -1,11 +1,22 @@
-"""How a placement is written on its pod: the `chosen` annotation and the `Placed` event. Pure.
+"""How a placement is written on its pod: the `Chosen` status condition and the `Placed` event. Pure.
 
-The annotation is compact JSON, so tools can read it and the node can read it back after a restart
-(`PodState.placement` is only known to the instance that placed the pod):
+The record is compact JSON, so tools can read it and the node can read it back after a restart
+(`PodState.placement` is only known to the instance that placed the pod). It is the `message` of a
+pod status condition of its own, written in the same status patch that reports the pod's state, so a
+placed pod costs no pod write of its own (a metadata patch is a second pod update every watcher of
+pods receives):
 
-    placement.vk-provider.dev/chosen: >-
-      {"gpuCount":1,"gpuType":"NVIDIA GeForce RTX 4090","locations":["EU-RO-1"],"pricePerHour":0.34,
-      "provider":"runpod","tier":"COMMUNITY"}
+    status:
+      conditions:
+      - type: placement.vk-provider.dev/Chosen
+        status: "True"
+        reason: Placed
+        message: >-
+          {"gpuCount":1,"gpuType":"NVIDIA GeForce RTX 4090","locations":["EU-RO-1"],"pricePerHour":0.34,
+          "provider":"runpod","tier":"COMMUNITY"}
+
+Older nodes wrote the same JSON as the annotation `placement.vk-provider.dev/chosen`; `recorded_placement`
+still reads it, for pods they placed.
 
 `provider` is always there; the other keys only when known (`pricePerHour` is missing when the provider
 chose by its own defaults and published no price).
@@ -15,12 +26,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.provider import Placement
 
 PLACED_EVENT_REASON = "Placed"
-"""The reason of the Normal event that says where a pod was placed and at what price."""
+"""The reason of the Normal event that says where a pod was placed and at what price, and of the
+`CHOSEN_CONDITION`."""
+CHOSEN_CONDITION = "placement.vk-provider.dev/Chosen"
+"""The pod status condition whose `message` records the placement (`chosen_annotation`'s JSON)."""
 
 
 def chosen_annotation(placement: Placement) -> str:
@@ -97,3 +113,16 @@ def placement_message(placement: Placement) -> str:
         else f" at ${placement.price_per_hour:.2f}/h (list price)"
     )
     return head + where + price
+
+
+def recorded_placement(pod: Mapping[str, Any]) -> Placement | None:
+    """The placement recorded on a pod (its JSON form): the `CHOSEN_CONDITION` in its status, else the
+    `chosen` annotation older nodes wrote; None when neither records one that can be read."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == CHOSEN_CONDITION:
+            message = condition.get("message")
+            placement = parse_chosen_annotation(message) if isinstance(message, str) else None
+            if placement is not None:
+                return placement
+    annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(CHOSEN_ANNOTATION)
+    return parse_chosen_annotation(annotation) if isinstance(annotation, str) else None
