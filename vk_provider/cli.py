@@ -93,8 +93,15 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
     node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
-    node.add_argument("--api-qps", help="requests a second to the apiserver, watches excluded (default: 50)")
-    node.add_argument("--api-burst", help="burst above --api-qps (default: 100)")
+    node.add_argument(
+        "--api-qps",
+        help="hard ceiling on requests a second to the apiserver (watches and the node's Lease and status "
+        "heartbeats excluded); below it the node slows down on the apiserver's 429s. 0 = no ceiling "
+        "(default: 0)",
+    )
+    node.add_argument(
+        "--api-burst", help="requests the --api-qps ceiling lets through at once (default: 0 = --api-qps)"
+    )
     node.add_argument("--operating-system", help="kubernetes.io/os label and nodeInfo (default: linux)")
     node.add_argument("--lease-duration-seconds", help="Lease duration (default: 40)")
     node.add_argument("--lease-renew-interval-seconds", help="seconds between Lease renewals (default: 10)")
