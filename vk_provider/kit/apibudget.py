@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 from typing import Protocol
+
+logger = logging.getLogger(__name__)
 
 HEARTBEAT = "heartbeat"
 """The node's own Lease and Node object, and leader election: must never starve behind pod work."""
@@ -108,8 +111,11 @@ class AdaptiveLimiter:
     rate it was sending at, and unpaced again once it has recovered past twice that rate.
     """
 
-    def __init__(self, *, ceiling_qps: float = 0.0, burst: int = 0, clock: Clock | None = None) -> None:
+    def __init__(
+        self, *, ceiling_qps: float = 0.0, burst: int = 0, clock: Clock | None = None, name: str = ""
+    ) -> None:
         self._clock = clock or LoopClock()
+        self.name = name
         self.ceiling_qps = ceiling_qps
         self._burst = burst
         self._bucket: TokenBucket | None = None
@@ -167,6 +173,13 @@ class AdaptiveLimiter:
         self._bucket.drain()  # no burst right after a congestion signal: paced from now on
         self._recovering_to = current
         self._recovered_at = now
+        logger.warning(
+            "the apiserver asks for fewer %s requests (Retry-After %.0fs): pacing at %.0f/s, from %.0f/s",
+            self.name or "such",
+            pause,
+            target,
+            current,
+        )
 
     def _count(self, now: float) -> None:
         if now - self._window_start >= 1.0:
@@ -224,8 +237,10 @@ class ApiBudget:
         if self.limiters:
             return
         for name in CLASSES:
-            self.limiters[name] = AdaptiveLimiter(clock=self.clock)
-        self.limiters["ceiling"] = AdaptiveLimiter(ceiling_qps=self.qps, burst=self.burst, clock=self.clock)
+            self.limiters[name] = AdaptiveLimiter(clock=self.clock, name=name)
+        self.limiters["ceiling"] = AdaptiveLimiter(
+            ceiling_qps=self.qps, burst=self.burst, clock=self.clock, name="ceiling"
+        )
 
     def limiter(self, request_class: str) -> AdaptiveLimiter:
         return self.limiters[request_class]
