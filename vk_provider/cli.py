@@ -12,13 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vk_provider import __version__
-from vk_provider.controller.running import add_controller_arguments, run_controller_command
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
 from vk_provider.offloadcli import running as migration
 from vk_provider.offloadcli.arguments import add_migration_commands
-from vk_provider.router.running import add_router_arguments, run_router_command
 
 COMMANDS_GROUP = "vk_provider.commands"
 """Entry points that add subcommands: each is `register(subparsers)`, which adds its parser and sets
@@ -93,8 +91,15 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
     node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
-    node.add_argument("--api-qps", help="requests a second to the apiserver, watches excluded (default: 50)")
-    node.add_argument("--api-burst", help="burst above --api-qps (default: 100)")
+    node.add_argument(
+        "--api-qps",
+        help="hard ceiling on requests a second to the apiserver (watches and the node's Lease and status "
+        "heartbeats excluded); below it the node slows down on the apiserver's 429s. 0 = no ceiling "
+        "(default: 0)",
+    )
+    node.add_argument(
+        "--api-burst", help="requests the --api-qps ceiling lets through at once (default: 0 = --api-qps)"
+    )
     node.add_argument("--operating-system", help="kubernetes.io/os label and nodeInfo (default: linux)")
     node.add_argument("--lease-duration-seconds", help="Lease duration (default: 40)")
     node.add_argument("--lease-renew-interval-seconds", help="seconds between Lease renewals (default: 10)")
@@ -164,7 +169,9 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
+    """Every command's parser; `only_node`: the node's alone, so a running node never imports the
+    router's and the controller's modules (botocore and more: some 8 MiB it would keep for days)."""
     parser = argparse.ArgumentParser(
         prog="vk-provider",
         description="A virtual-kubelet provider that offloads inference to external GPU providers.",
@@ -172,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_node_command(subparsers)
+    if only_node:
+        return parser
+    # Imported here, not at the top: see `only_node`.
+    from vk_provider.controller.running import add_controller_arguments  # noqa: PLC0415
+    from vk_provider.router.running import add_router_arguments  # noqa: PLC0415
+
     _add_installed_commands(subparsers)
     _add_migrate_command(subparsers)
     add_router_arguments(
@@ -205,16 +218,21 @@ def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.Argumen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    arguments = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only_node=words[:1] == ["node"])
+    arguments = parser.parse_args(words)
     installed: Callable[[argparse.Namespace], int] | None = getattr(arguments, "run_command", None)
     if installed is not None:
         return installed(arguments)
     if arguments.command == "migrate":
         return migration.run(arguments)
     if arguments.command == "router":
+        from vk_provider.router.running import run_router_command  # noqa: PLC0415
+
         return run_router_command(arguments)
     if arguments.command == "controller":
+        from vk_provider.controller.running import run_controller_command  # noqa: PLC0415
+
         return run_controller_command(arguments)
     if arguments.command == "node":
         flags = {name: getattr(arguments, name) for name in SETTINGS_FIELDS if hasattr(arguments, name)}

@@ -24,13 +24,23 @@ RETRY_INITIAL_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0
 
 
+def trimmed(obj: RawObject) -> RawObject:
+    """The object as the cache keeps it: without `metadata.managedFields` (server-side apply's record
+    of field owners, which nothing here reads and which doubles a pod's size), as client-go's
+    informers drop it."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
+
+
 def uid_of(obj: RawObject) -> str:
     uid: str = obj["metadata"]["uid"]
     return uid
 
 
 class Reflector:
-    """Mirrors the objects at `path` (filtered by `query`) into `objects`, keyed by UID.
+    """Mirrors the objects at `path` (filtered by `query`) into `objects`, keyed by UID, `trimmed`.
 
     `on_change(uid)` is called for every object that was added, changed or removed, after `objects`
     reflects the change. `synced` is set once the first list is in `objects`.
@@ -55,8 +65,8 @@ class Reflector:
         self.relists = 0
 
     async def _list(self) -> str:
-        listing = await self._api.get(self._path, query=self._query)
-        fresh = {uid_of(item): item for item in listing.get("items", [])}
+        listing = await self._api.get(self._path, query=self._query, compact=True)
+        fresh = {uid_of(item): trimmed(item) for item in listing.get("items", [])}
         gone = set(self.objects) - set(fresh)
         changed = [
             uid
@@ -86,7 +96,7 @@ class Reflector:
             if event.type == "DELETED":
                 self.objects.pop(uid, None)
             else:
-                self.objects[uid] = event.object
+                self.objects[uid] = trimmed(event.object)
             await self._on_change(uid)
         return version
 

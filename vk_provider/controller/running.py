@@ -25,7 +25,8 @@ from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
-from vk_provider.kit.kube import KubeApi, KubeApiError, RateLimiter
+from vk_provider.kit.apibudget import ApiBudget
+from vk_provider.kit.kube import KubeApi, KubeApiError
 from vk_provider.offload.names import offloads_path
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
@@ -153,7 +154,7 @@ class Controller:
 
 
 async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
-    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, limiter=RateLimiter(20, 40))
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     identity = arguments.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     events = EventRecorder(api, host=identity, component=COMPONENT)
     routers = RouterDirectory(

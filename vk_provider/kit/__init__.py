@@ -13,7 +13,9 @@ What is in it:
   health probe) and the `CallSettings` every remote provider reads the same way;
 - `placement`: the placement annotations, matching pods to GPU offers, the placement record and cost;
 - `credentials`: API keys from a mounted file or the environment, redacted everywhere;
-- `kube`: a raw-JSON Kubernetes client, for a provider that runs pods in another cluster;
+- `kube`: a raw-JSON Kubernetes client, for a provider that runs pods in another cluster, with
+  `apibudget`, its per-class pacing that yields to the apiserver's 429s, and `lazypackages`, which keeps
+  kubernetes_asyncio's generated classes out of memory until something asks for them;
 - `signing` and `traffic_auth`: SigV4 signatures, and the marker that says how the router must sign;
 - `quantity`, `timestamps`, `backoff`, `procfs`, `useragent`: resource quantities, RFC 3339 times, the
   retry backoff formula, processes through /proc, and how vk-provider names itself to the APIs it calls.

@@ -11,16 +11,29 @@ the server sent, and what we write is exactly the fields we own.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client, config
 
-from vk_provider.kit.useragent import USER_AGENT
+from vk_provider.kit import apibudget, lazypackages
+
+# Before the first import of kubernetes_asyncio: its generated APIs and models (~37 MiB) load only if
+# something asks for them; this module needs only the configuration, auth and transport submodules.
+lazypackages.defer("kubernetes_asyncio")
+lazypackages.defer(
+    "kubernetes_asyncio.client", names={"ApiClient": "api_client", "Configuration": "configuration"}
+)
+lazypackages.defer("kubernetes_asyncio.client.models")
+
+from kubernetes_asyncio import client, config  # noqa: E402 (after the deferral, on purpose)
+
+from vk_provider.kit.apibudget import ApiBudget  # noqa: E402
+from vk_provider.kit.backoff import jittered_backoff_seconds  # noqa: E402
+from vk_provider.kit.useragent import USER_AGENT  # noqa: E402
 
 RawObject = dict[str, Any]
 
@@ -61,44 +74,20 @@ class WatchEvent:
     object: RawObject
 
 
-class RateLimiter:
-    """A token bucket, the kubelet's client-side politeness: `qps` requests a second, bursts of `burst`.
+class KubeApi:
+    """GET/POST/PATCH/DELETE and watch streams on raw paths, returning parsed JSON.
 
-    A real apiserver sheds load with priority and fairness, but a node that starts 5,000 pods at once
-    should not make it; waiting here costs latency, never correctness. Watches are not limited.
+    Every request goes through its class's pace in `budget` (watches excepted: one long request each),
+    and an answer that tells the client to come back later (429, or a 5xx, with `Retry-After`: API
+    Priority and Fairness, the max-in-flight filter, a restarting apiserver) is retried after it, with
+    the class paused and slowed meanwhile (see `kit.apibudget`), up to `MAX_RETRIES` times, as client-go
+    does. Such a request was not executed by the apiserver, so retrying any verb is safe.
     """
 
-    def __init__(self, qps: float, burst: int) -> None:
-        self._rate = qps
-        self._capacity = float(burst)
-        self._tokens = float(burst)
-        self._updated = 0.0
-        self._lock = asyncio.Lock()
-        self.waited_seconds = 0.0
-
-    async def acquire(self) -> None:
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            if self._updated:
-                self._tokens = min(self._capacity, self._tokens + (now - self._updated) * self._rate)
-            self._updated = now
-            if self._tokens < 1.0:
-                delay = (1.0 - self._tokens) / self._rate
-                self.waited_seconds += delay
-                await asyncio.sleep(delay)
-                self._tokens = 1.0
-                self._updated = loop.time()
-            self._tokens -= 1.0
-
-
-class KubeApi:
-    """GET/POST/PATCH/DELETE and watch streams on raw paths, returning parsed JSON."""
-
-    def __init__(self, api_client: client.ApiClient, *, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient, *, budget: ApiBudget | None = None) -> None:
         self._client = api_client
         self._client.user_agent = USER_AGENT
-        self._limiter = limiter
+        self.budget = budget or ApiBudget()
 
     @classmethod
     async def from_kubeconfig(
@@ -107,7 +96,7 @@ class KubeApi:
         *,
         context: str | None = None,
         persist_config: bool = True,
-        limiter: RateLimiter | None = None,
+        budget: ApiBudget | None = None,
     ) -> KubeApi:
         """From a kubeconfig file (its `context`, else its current one), or from the in-cluster service
         account when path is None. `persist_config=False` never writes refreshed credentials back to the
@@ -116,11 +105,11 @@ class KubeApi:
         if path is None:
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            return cls(client.ApiClient(configuration), limiter=limiter)
+            return cls(client.ApiClient(configuration), budget=budget)
         api_client = await config.new_client_from_config(
             config_file=path, context=context, persist_config=persist_config
         )
-        return cls(api_client, limiter=limiter)
+        return cls(api_client, budget=budget)
 
     async def close(self) -> None:
         await self._client.close()
@@ -136,24 +125,36 @@ class KubeApi:
         accept: str = JSON,
         request_timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> aiohttp.ClientResponse:
-        if self._limiter is not None and not (query or {}).get("watch"):
-            await self._limiter.acquire()
+        request_class = apibudget.classify(method, path)
+        watching = bool((query or {}).get("watch"))
         params = [(key, _query_value(value)) for key, value in (query or {}).items()]
-        response: aiohttp.ClientResponse = await self._client.call_api(
-            path,
-            method,
-            query_params=params,
-            header_params={"Accept": accept, "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=request_timeout,
-        )
-        if not 200 <= response.status <= 299:
+        attempt = 0
+        while True:
+            if not watching:
+                await self.budget.acquire(request_class)
+            response: aiohttp.ClientResponse = await self._client.call_api(
+                path,
+                method,
+                query_params=params,
+                header_params={"Accept": accept, "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+            if 200 <= response.status <= 299:
+                return response
             text = (await response.read()).decode(errors="replace")
             response.release()
-            raise _error_from(response.status, response.reason or "", text)
-        return response
+            retry_after = _retry_after_seconds(response.status, response.headers.get("Retry-After"))
+            if retry_after is None or attempt >= apibudget.MAX_RETRIES:
+                raise _error_from(response.status, response.reason or "", text)
+            attempt += 1
+            self.budget.throttle(request_class, retry_after)
+            # The class's pause covers Retry-After; a request refused again and again also backs off.
+            await self.budget.clock.sleep(
+                max(retry_after, jittered_backoff_seconds(attempt, initial_seconds=0.25, max_seconds=30.0))
+            )
 
     async def request(
         self,
@@ -164,7 +165,9 @@ class KubeApi:
         body: Any = None,
         content_type: str = JSON,
         timeout_seconds: float = 30.0,
+        compact: bool = False,
     ) -> RawObject:
+        """`compact`: the answer will be kept (a cache), so share its repeated strings (`decode_compact`)."""
         response = await self._send(
             method, path, query=query, body=body, content_type=content_type, request_timeout=timeout_seconds
         )
@@ -172,11 +175,15 @@ class KubeApi:
             data = await response.read()
         finally:
             response.release()
-        parsed: RawObject = json.loads(data) if data else {}
+        if not data:
+            return {}
+        parsed: RawObject = decode_compact(data) if compact else json.loads(data)
         return parsed
 
-    async def get(self, path: str, *, query: Mapping[str, str | int | bool] | None = None) -> RawObject:
-        return await self.request("GET", path, query=query)
+    async def get(
+        self, path: str, *, query: Mapping[str, str | int | bool] | None = None, compact: bool = False
+    ) -> RawObject:
+        return await self.request("GET", path, query=query, compact=compact)
 
     async def create(self, path: str, body: Mapping[str, Any]) -> RawObject:
         return await self.request("POST", path, body=body)
@@ -198,7 +205,8 @@ class KubeApi:
     async def watch(
         self, path: str, *, query: Mapping[str, str | int | bool], timeout_seconds: int
     ) -> AsyncIterator[WatchEvent]:
-        """One watch stream: yields events until the server ends it (after timeout_seconds at most)."""
+        """One watch stream: yields events until the server ends it (after timeout_seconds at most).
+        Objects are decoded with `decode_compact`: a watch feeds a cache."""
         params = {**query, "watch": True, "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": True}
         # The server closes the stream at timeoutSeconds; the client waits a little longer than that.
         timeout = aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30)
@@ -207,13 +215,32 @@ class KubeApi:
             async for line in response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = decode_compact(line)
                 if event["type"] == "ERROR":
                     status = event["object"]
                     raise _error_from(status.get("code", 500), status.get("reason", ""), json.dumps(status))
                 yield WatchEvent(type=event["type"], object=event["object"])
         finally:
             response.release()
+
+
+_SHARED_VALUE_MAX_LENGTH = 40
+
+
+def _shared_strings(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {
+        sys.intern(key): sys.intern(value)
+        if value.__class__ is str and len(value) <= _SHARED_VALUE_MAX_LENGTH
+        else value
+        for key, value in pairs
+    }
+
+
+def decode_compact(data: bytes | str) -> Any:
+    """JSON whose keys and short strings are shared with every other object decoded so: `json.loads`
+    gives each object its own copy of `"metadata"`, `"True"`, `"Running"`... A cached pod then takes
+    about half the memory (5 MiB per 1,000 pods instead of 11), for some 90 us more per object."""
+    return json.loads(data, object_pairs_hook=_shared_strings)
 
 
 def resource_path(
@@ -241,6 +268,18 @@ def _query_value(value: str | int | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _retry_after_seconds(status: int, header: str | None) -> float | None:
+    """Seconds to wait before retrying, if the answer asks for a retry: 429 or 5xx with `Retry-After`
+    in seconds (what the apiserver sends). None: not to be retried here."""
+    if header is None or not (status == 429 or 500 <= status <= 599):
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        return None  # an HTTP-date: the apiserver never sends one, and we do not guess
+    return min(max(seconds, 0.0), apibudget.MAX_RETRY_AFTER_SECONDS)
 
 
 def _error_from(status: int, reason: str, text: str) -> KubeApiError:

@@ -27,8 +27,9 @@ from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider._kube.watching import Reflector
 from vk_provider.errors import ProviderError
+from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.backoff import jittered_backoff_seconds
-from vk_provider.kit.kube import KubeApi, RateLimiter, resource_path
+from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
@@ -343,7 +344,7 @@ async def run_node(
             f"no provider named {settings.provider!r}; installed: {', '.join(plugins.available()) or 'none'}"
         )
     api = await KubeApi.from_kubeconfig(
-        settings.kubeconfig, limiter=RateLimiter(settings.api_qps, settings.api_burst)
+        settings.kubeconfig, budget=ApiBudget(qps=settings.api_qps, burst=settings.api_burst)
     )
     metrics = DaemonMetrics()
     try:

@@ -75,9 +75,12 @@ class NodeSettings:
     retry_max_seconds: float = 60.0
     orphan_sweep_interval_seconds: float = 30.0
     log_level: str = "INFO"
-    api_qps: float = 50.0
-    """Requests a second to the apiserver (watches excluded), as the kubelet's kubeAPIQPS."""
-    api_burst: int = 100
+    api_qps: float = 0.0
+    """A hard ceiling on the node's requests a second to the apiserver, its Lease and Node heartbeats
+    and watches excluded; 0 = none. Below it the node paces itself by the apiserver's 429s (API Priority
+    and Fairness), per request class: see `kit.apibudget`."""
+    api_burst: int = 0
+    """Requests the ceiling lets through at once; 0 = as many as `api_qps` (one second's worth)."""
     kubelet_bind_address: str = "0.0.0.0"  # noqa: S104 - the apiserver must reach the kubelet API
     kubelet_serving_cert_file: Path | None = None
     """With kubelet_serving_key_file: serve this certificate (reloaded when the file changes) instead of
@@ -227,6 +230,26 @@ def _positive_number(name: str) -> Callable[[Any, str], float]:
     return convert
 
 
+def _non_negative_int(name: str) -> Callable[[Any, str], int]:
+    def convert(value: Any, source: str) -> int:
+        number = int(value)
+        if number < 0:
+            raise SettingsError(f"{source}: {name} must be 0 (none) or more, not {value!r}")
+        return number
+
+    return convert
+
+
+def _non_negative_number(name: str) -> Callable[[Any, str], float]:
+    def convert(value: Any, source: str) -> float:
+        number = float(value)
+        if not number >= 0 or number == float("inf"):
+            raise SettingsError(f"{source}: {name} must be 0 (none) or more, not {value!r}")
+        return number
+
+    return convert
+
+
 def _optional(convert: Callable[[Any, str], Any], value: Any, source: str) -> Any:
     """None for an empty value ("no ceiling"), else `convert`'s."""
     return None if value in (None, "") else convert(value, source)
@@ -254,8 +277,8 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "pod_workers": _positive_int("pod_workers"),
-    "api_burst": _positive_int("api_burst"),
-    "api_qps": _positive_number("api_qps"),
+    "api_burst": _non_negative_int("api_burst"),
+    "api_qps": _non_negative_number("api_qps"),
     "lease_duration_seconds": _positive_int("lease_duration_seconds"),
 }
 

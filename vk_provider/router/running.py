@@ -21,7 +21,8 @@ from pathlib import Path
 from aiohttp import web
 
 from vk_provider._kube.events import EventRecorder
-from vk_provider.kit.kube import KubeApi, RateLimiter
+from vk_provider.kit.apibudget import ApiBudget
+from vk_provider.kit.kube import KubeApi
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.health import CheckSettings
 from vk_provider.router.proxy import ProxySettings, Router, start
@@ -131,7 +132,7 @@ async def drain(runner: web.AppRunner, router: Router, grace: float) -> None:
 
 async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
     host, port = arguments.listen
-    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, limiter=RateLimiter(20, 40))
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     signing = RequestSigning(
         standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
     )

@@ -46,6 +46,12 @@ def test_the_default_taint_follows_the_provider() -> None:
     )
 
 
+def test_the_api_ceiling_is_off_unless_set_and_zero_means_none() -> None:
+    assert (NodeSettings().api_qps, NodeSettings().api_burst) == (0, 0)
+    settings = load_settings(config_file=None, environ={}, flags={"api_qps": "100", "api_burst": "0"})
+    assert (settings.api_qps, settings.api_burst) == (100, 0)
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -56,6 +62,8 @@ def test_the_default_taint_follows_the_provider() -> None:
         ({"kubelet_port": 70000}, "kubelet_port 70000 is out of range"),
         ({"addresses": ["not-an-ip"]}, "addresses"),
         ({"lease_renew_interval_seconds": "0"}, "must be greater than zero"),
+        ({"api_qps": "-1"}, "api_qps must be 0 (none) or more"),
+        ({"api_burst": "-5"}, "api_burst must be 0 (none) or more"),
     ],
 )
 def test_bad_values_are_rejected_with_the_setting_and_its_source(

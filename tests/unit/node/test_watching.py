@@ -29,7 +29,7 @@ class ScriptedApi:
         self.watched_from: list[str] = []
         self.exhausted = asyncio.Event()
 
-    async def get(self, path: str, *, query: Any = None) -> dict[str, Any]:
+    async def get(self, path: str, *, query: Any = None, compact: bool = False) -> dict[str, Any]:
         return self.listings.pop(0)
 
     async def watch(
@@ -98,3 +98,22 @@ async def test_410_gone_relists_and_reports_objects_that_vanished_in_between() -
     assert changed[2:] == ["a", "c"]  # "a" vanished, "c" is new; unchanged "b" is not reported again
     assert reflector.relists == 2
     assert api.watched_from == ["10", "50"]
+
+
+async def test_the_cache_keeps_no_managed_fields() -> None:
+    listed = pod("a", "9")
+    listed["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    changed = pod("b", "11")
+    changed["metadata"]["managedFields"] = [{"manager": "vk-provider", "fieldsV1": {"f:status": {}}}]
+    api = ScriptedApi(
+        listings=[{"metadata": {"resourceVersion": "10"}, "items": [listed]}],
+        streams=[[WatchEvent("ADDED", changed)]],
+    )
+
+    async def on_change(uid: str) -> None:
+        return None
+
+    reflector = Reflector(api, "/api/v1/pods", query={}, on_change=on_change, description="pods")  # type: ignore[arg-type]
+    await run_until_exhausted(api, reflector)
+    assert set(reflector.objects) == {"a", "b"}
+    assert all("managedFields" not in obj["metadata"] for obj in reflector.objects.values())
