@@ -109,6 +109,15 @@ class LeaderElector:
         except KubeApiError as error:
             if error.conflict:  # someone else wrote it first
                 return False
+            if error.not_found:  # the Lease was absent, and creating it found no namespace either
+                logger.error(
+                    "leader election: the namespace %s of the Lease %s does not exist: create it, or "
+                    "name another with --leader-election-namespace (%s)",
+                    self._namespace,
+                    self._name,
+                    error.message,
+                )
+                return False
             logger.warning("leader election: %s", error)
             return False
         except (aiohttp.ClientError, OSError, TimeoutError) as error:

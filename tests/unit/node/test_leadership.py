@@ -161,6 +161,17 @@ async def test_a_standby_takes_over_only_once_the_leaders_lease_expired_and_at_o
     assert store.holder == "a"
 
 
+async def test_a_missing_lease_namespace_is_said_plainly(caplog: pytest.LogCaptureFixture) -> None:
+    class NoNamespace(LeaseStore):
+        async def create(self, path: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+            raise KubeApiError(404, "NotFound", 'namespaces "ns" not found')
+
+    store = NoNamespace()
+    assert not await elector(store, Clock(), "a")._attempt()
+    assert "the namespace ns of the Lease vk-provider-node-n does not exist" in caplog.text
+    assert "--leader-election-namespace" in caplog.text
+
+
 async def test_a_leader_that_cannot_renew_stops_leading_by_its_renew_deadline() -> None:
     store, clock = LeaseStore(), Clock()
     leader = elector(store, clock, "a")
