@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_a_shortfall_persisting_flips_the_fewest_offloads_covering_it() -> None:
     observed = Observed(
         gangs=(gang("job", 2),),
         nodes=(node("a", used=4), node("b", used=4)),
-        offloads=(offload("big", 4, **{"order": 0}), offload("small", 2, **{"order": 1})),
+        offloads=(offload("big", 4, order=0), offload("small", 2, order=1)),
     )
     outcome = decide(NOW, policy(), observed, PERSISTED)
     (flip,) = of(outcome.decisions, Action.FLIP_OUT)
@@ -128,7 +129,7 @@ def test_unhealthy_gpus_are_not_free() -> None:
     ],
 )
 def test_an_offload_that_may_not_move_is_skipped_with_the_reason(
-    fields: dict[str, object], reason: Reason
+    fields: dict[str, Any], reason: Reason
 ) -> None:
     observed = Observed(
         gangs=(gang("job", 2),), nodes=(node("a", used=4),), offloads=(offload("s", 2, **fields),)
