@@ -42,6 +42,7 @@ from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
 from vk_devtools.devcluster import cluster, podnetwork
 from vk_devtools.devcluster.ports import PortPicker
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
 from vk_provider.policy.names import (
     FLIPPED_BY_ANNOTATION,
     HOLD_UNTIL_ANNOTATION,
@@ -599,3 +600,77 @@ async def test_bad_input_gets_a_condition_and_an_event_and_moves_nothing(rig_arg
         assert not [d for d in status.get("decisions") or () if d["action"] in ("FlipOut", "Reserve")]
         assert not await rig.events("FlipOutStarted", "OffloadPolicy")
         assert "Traceback" not in rig.controller.log_tail(400)
+
+
+async def test_a_killed_controller_s_successor_does_not_flip_again(rig_args: dict[str, Any]) -> None:
+    async with (
+        policy_rig(services={"chat": 4, "spare": 2}, **rig_args) as rig,
+        rig.load(host_of("chat")) as generator,
+    ):
+        await rig.create_policy()
+        # 6 of 8 GPUs serve; 2 of the Job's 6 pods fit and 4 wait: chat (4) covers it, spare (2) does not.
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 90)
+        )
+
+        async def flipping() -> bool:
+            offload = await rig.offload("chat")
+            return (
+                offload["spec"]["placement"] == "away"
+                and (offload.get("status") or {}).get("phase") != "Succeeded"
+            )
+
+        await wait_for(
+            flipping, timeout_seconds=120, what=f"the policy's flip of chat under way:\n{rig.log()}"
+        )
+        rig.controller.kill()
+        rig.controller.start()  # the successor takes the Lease once it expires (6 s), then continues
+        offload = await wait_for_placement(rig, "chat", "away")
+
+        async def all_bound() -> bool:
+            pods = await job_pods(rig, "pretrain")
+            return len(pods) == 6 and all(pod["spec"].get("nodeName") for pod in pods)
+
+        await wait_for(all_bound, timeout_seconds=120, what=f"all 6 training pods bound:\n{rig.log()}")
+        flips = json.loads(offload["metadata"]["annotations"][POLICY_FLIPS_ANNOTATION])
+        assert len(flips) == 1, flips
+        spare = await rig.offload("spare")
+        assert spare["spec"]["placement"] == "home"
+        assert POLICY_FLIPS_ANNOTATION not in (spare["metadata"].get("annotations") or {})
+        started = [
+            e for e in await rig.events("FlipOutStarted", "Offload") if e["involvedObject"]["name"] == "chat"
+        ]
+        assert len(started) == 1, [e["message"] for e in started]
+        await generator.stop()
+        assert not failures(generator.outcomes)
+
+
+async def test_a_job_created_and_deleted_every_5_s_for_2_minutes_flips_at_most_once(
+    rig_args: dict[str, Any],
+) -> None:
+    async with policy_rig(services={"chat": 4}, **rig_args) as rig:
+        await rig.create_policy(timing={**FAST_TIMING, "flipOutAfterSeconds": 10, "flipBackAfterSeconds": 30})
+        jobs = f"/apis/batch/v1/namespaces/{rig.namespace}/jobs"
+        deadline = time.monotonic() + 120
+        cycles = 0
+        while time.monotonic() < deadline:
+            await rig.api.create(jobs, training_job(rig, "flap", 6, 300))
+            await asyncio.sleep(5)  # the flapping demand's period is what the test is about (noqa: sleep-ok)
+            await rig.api.delete(f"{jobs}/flap", {"propagationPolicy": "Foreground"})
+
+            async def gone() -> bool:
+                try:
+                    await rig.api.get(f"{jobs}/flap")
+                except KubeApiError as error:
+                    return error.not_found
+                return False
+
+            await wait_for(gone, timeout_seconds=60, what="the flapping Job deleted")
+            cycles += 1
+        offload = await rig.offload("chat")
+        flips = json.loads(
+            (offload["metadata"].get("annotations") or {}).get(POLICY_FLIPS_ANNOTATION) or "[]"
+        )
+        assert len(flips) <= 1, flips
+        assert len(await rig.events("FlipOutStarted", "Offload")) <= 1
+        print(f"{cycles} create/delete cycles in 120 s: {len(flips)} flip(s)")
