@@ -108,9 +108,12 @@ class PolicyController:
         self._missing_crd_reported = False
 
     async def run(self) -> None:
-        while True:
-            await self.pass_once()
-            await asyncio.sleep(self._interval)
+        try:
+            while True:
+                await self.pass_once()
+                await asyncio.sleep(self._interval)
+        finally:
+            await self._health.close()
 
     async def pass_once(self) -> None:
         try:

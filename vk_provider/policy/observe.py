@@ -69,8 +69,7 @@ async def observe(
         problems.append(Problem("NoOffloadsSelected", f"spec.offloads selects no Offload ({where})"))
     pool = {node["metadata"]["name"] for node in nodes}
     gangs = _gangs(policy, pods, pool)
-    known = {(gang.namespace, gang.name) for gang in gangs}
-    gangs += [gang for gang in await podgroups.demand(policy) if (gang.namespace, gang.name) not in known]
+    gangs = _merged(gangs, await podgroups.demand(policy))
     views = []
     for _, offload in sorted(offloads.items()):
         deployment = await _home_deployment(api, offload)
@@ -203,6 +202,17 @@ def _gangs(policy: PolicySpec, pods: Sequence[RawObject], pool: set[str]) -> lis
         Gang("Pods", namespace, name, gpus, unplaced)
         for (namespace, name), (gpus, unplaced) in totals.items()
     ]
+
+
+def _merged(pod_gangs: list[Gang], group_gangs: list[Gang]) -> list[Gang]:
+    """Pod gangs and PodGroup gangs, one per namespace/name: a PodGroup's pods grouped by it are the
+    same gang, counted once, by whichever sees more of it unplaced."""
+    merged = {(gang.namespace, gang.name): gang for gang in pod_gangs}
+    for gang in group_gangs:
+        known = merged.get((gang.namespace, gang.name))
+        if known is None or gang.unplaced_gpus > known.unplaced_gpus:
+            merged[(gang.namespace, gang.name)] = gang
+    return list(merged.values())
 
 
 def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:

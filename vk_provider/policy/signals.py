@@ -47,6 +47,8 @@ class HealthReport:
 class HealthSource(Protocol):
     async def judge(self, now: datetime, nodes: Sequence[RawObject], policy: PolicySpec) -> HealthReport: ...
 
+    async def close(self) -> None: ...
+
 
 class PodGroupSource(Protocol):
     async def demand(self, policy: PolicySpec) -> list[Gang]: ...
@@ -65,6 +67,9 @@ class NoHealthSignal:
     async def judge(self, now: datetime, nodes: Sequence[RawObject], policy: PolicySpec) -> HealthReport:
         return HealthReport()
 
+    async def close(self) -> None:
+        return None
+
 
 class NoPodGroups:
     async def demand(self, policy: PolicySpec) -> list[Gang]:
@@ -72,15 +77,15 @@ class NoPodGroups:
 
 
 class ModuleHealth:
-    """Health through `vk_provider.policy.health` (and `dcgm` for the exporter), per their contract:
-    `judge_node(now, node, samples, xid_seen, settings)` and a `HealthMemory` that says since when
-    and whether a node counts. Any deviation from it is logged once and read as "no signal"."""
+    """Health through `vk_provider.policy.health` (`HealthSettings.from_spec`, `HealthMemory.judge`) and
+    `vk_provider.policy.dcgm` (`scrape_exporters`). A module that does not match what is called here is
+    logged once and read as "no signal"; a spec.health it refuses is reported as an exporter error."""
 
     def __init__(self, api: KubeApi, health: ModuleType, dcgm: ModuleType | None) -> None:
         self._api = api
         self._health = health
         self._dcgm = dcgm
-        self._memory: Any = health.HealthMemory()
+        self._memory: Any = None
         self._session: aiohttp.ClientSession | None = None
         self._warned = False
 
@@ -89,19 +94,23 @@ class ModuleHealth:
             return await self._judge(now, nodes, policy)
         except (AttributeError, TypeError) as error:
             if not self._warned:
-                logger.warning(
-                    "the GPU health module does not match the contract (%s): no health signal", error
-                )
+                logger.warning("the GPU health module does not match (%s): no health signal", error)
                 self._warned = True
             return HealthReport()
 
     async def _judge(self, now: datetime, nodes: Sequence[RawObject], policy: PolicySpec) -> HealthReport:
-        settings = self._health.HealthSettings.from_policy(policy)
+        try:
+            settings = self._health.HealthSettings.from_spec(policy.raw_health, resource=policy.resource)
+        except ValueError as error:
+            return HealthReport(errors={"spec.health": str(error)})
+        if self._memory is None:
+            self._memory = self._health.HealthMemory(settings)
+        self._memory.settings = settings
         samples: Mapping[str, Any] = {}
         errors: Mapping[str, str] = {}
-        if self._dcgm is not None and policy.health.exporter is not None:
+        if self._dcgm is not None and settings.exporter is not None:
             if self._session is None:
-                self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+                self._session = aiohttp.ClientSession()
             scrape = await self._dcgm.scrape_exporters(self._api, settings.exporter, self._session)
             samples, errors = scrape.samples, scrape.errors
         judged: dict[str, NodeHealth] = {}
@@ -109,19 +118,23 @@ class ModuleHealth:
         for node in nodes:
             name = node["metadata"]["name"]
             node_samples = samples.get(name)
-            xid_seen = self._memory.xids(name) if hasattr(self._memory, "xids") else {}
-            verdict = self._health.judge_node(now, node, node_samples, xid_seen, settings)
-            state = self._memory.observe(now, name, verdict)
+            # A new leader trusts a node it finds under the policy's unhealthy taint only after it
+            # has been healthy for healthyForSeconds again.
+            tainted = any(
+                t.get("key") == settings.taint_key for t in (node.get("spec") or {}).get("taints") or ()
+            )
+            state = self._memory.judge(now, node, node_samples, previously_unhealthy=tainted)
             judged[name] = NodeHealth(
-                healthy=bool(verdict.healthy),
+                healthy=bool(state.healthy),
                 counts=bool(state.counts),
-                reason=verdict.reason,
-                detail=str(verdict.detail or ""),
+                reason=state.reason,
+                detail=str(state.detail or ""),
                 since=state.since,
             )
             readings[name] = [
                 GpuReading(str(s.gpu), s.temperature_celsius, s.tensor_active) for s in node_samples or ()
             ]
+        self._memory.retain(judged)
         return HealthReport(judged, readings, dict(errors))
 
     async def close(self) -> None:
@@ -130,26 +143,30 @@ class ModuleHealth:
 
 
 class ModulePodGroups:
-    """Demand through `vk_provider.policy.podgroups.unschedulable_gangs(api, policy) -> list[Gang]`."""
+    """Demand through `vk_provider.policy.podgroups.unschedulable_pod_groups(api, resource)`: each
+    PodGroup the scheduler could not place is a gang whose unplaced GPUs are its demand."""
 
     def __init__(self, api: KubeApi, module: ModuleType) -> None:
         self._api = api
         self._module = module
-        self._warned = False
+        self._warned: set[str] = set()
 
     async def demand(self, policy: PolicySpec) -> list[Gang]:
         if not policy.demand.pod_groups:
             return []
         try:
-            gangs: list[Gang] = list(await self._module.unschedulable_gangs(self._api, policy))
+            demands = await self._module.unschedulable_pod_groups(self._api, policy.resource)
         except (AttributeError, TypeError) as error:
-            if not self._warned:
-                logger.warning(
-                    "the PodGroup module does not match the contract (%s): no PodGroup demand", error
-                )
-                self._warned = True
+            self._warn_once(f"the PodGroup module does not match ({error}): no PodGroup demand")
             return []
-        return gangs
+        if getattr(demands, "unavailable", None):
+            self._warn_once(f"no PodGroup demand: {demands.unavailable}")
+        return [Gang("PodGroup", d.namespace, d.name, int(d.gpus), int(d.gpus)) for d in demands]
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            logger.warning("%s", message)
+            self._warned.add(message)
 
 
 def health_source(api: KubeApi) -> HealthSource:

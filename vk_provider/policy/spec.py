@@ -94,6 +94,8 @@ class PolicySpec:
     health: HealthSpec = HealthSpec()
     timing: Timing = Timing()
     paused: bool = False
+    raw_health: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """spec.health as written, for the health module's own reader (`HealthSettings.from_spec`)."""
 
 
 def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
@@ -129,6 +131,7 @@ def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
             health=_health(_object(spec, "health")),
             timing=_timing(_object(spec, "timing")),
             paused=_boolean(spec.get("paused", False), "spec.paused"),
+            raw_health=_object(spec, "health"),
         )
     except InvalidSelector as error:
         raise InvalidPolicy(str(error)) from None
