@@ -188,7 +188,8 @@ class PolicyController:
         outcome = decide(now, policy, observation.observed, memory.history)
         if self._metrics is not None:
             for key, since in memory.history.shortfall_since.items():
-                if key not in outcome.history.shortfall_since:
+                # Freed: the gang is still there, its shortfall is not (a deleted gang was not served).
+                if key not in outcome.history.shortfall_since and key in outcome.history.demand_since:
                     self._metrics.freed(policy.name, (now - since).total_seconds())
         memory.history = outcome.history
         run = Pass(policy, policy_object, observation, memory, now, lasting)

@@ -95,8 +95,13 @@ def free_gpus(observed: Observed, policy: PolicySpec) -> int:
 
 
 def releasing_gpus(observed: Observed) -> int:
-    """GPUs home pods of Offloads on their way away still hold: freed once their migration ends."""
-    return sum(offload.home_gpus_held for offload in observed.offloads if offload.placement == "away")
+    """GPUs home pods of Offloads on their way away still hold: freed once their migration ends. A
+    migration that rolled back or failed frees nothing: its home side keeps serving."""
+    return sum(
+        offload.home_gpus_held
+        for offload in observed.offloads
+        if offload.placement == "away" and offload.phase not in ("RolledBack", "Failed")
+    )
 
 
 def shortfall(gang: Gang, free: int) -> int:

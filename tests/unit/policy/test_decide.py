@@ -108,6 +108,19 @@ def test_gpus_an_offload_on_its_way_out_still_holds_count_as_freed() -> None:
     assert not of(decide(NOW, policy(), observed, PERSISTED).decisions, Action.FLIP_OUT)
 
 
+def test_a_flip_out_that_rolled_back_frees_nothing_so_another_offload_moves() -> None:
+    observed = Observed(
+        gangs=(gang("job", 2),),
+        nodes=(node("a", used=4),),
+        offloads=(
+            offload("rolled", 2, placement="away", phase="RolledBack", home_gpus_held=2),
+            offload("s", 2),
+        ),
+    )
+    (flip,) = of(decide(NOW, policy(), observed, PERSISTED).decisions, Action.FLIP_OUT)
+    assert flip.offloads == ("ns/s",)
+
+
 def test_unhealthy_gpus_are_not_free() -> None:
     observed = Observed(
         gangs=(gang("job", 2),),
