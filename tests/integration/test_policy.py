@@ -674,3 +674,57 @@ async def test_a_job_created_and_deleted_every_5_s_for_2_minutes_flips_at_most_o
         assert len(flips) <= 1, flips
         assert len(await rig.events("FlipOutStarted", "Offload")) <= 1
         print(f"{cycles} create/delete cycles in 120 s: {len(flips)} flip(s)")
+
+
+async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_comes_home_only_onto_healthy_gpus(
+    rig_args: dict[str, Any],
+) -> None:
+    """Health through a node signal others set (an external taint), so no exporter is needed: the
+    policy taints the node unhealthy with the reason, brings the service home onto the healthy node
+    only, and lifts its taint once the node has been healthy for healthyForSeconds."""
+    pytest.importorskip("vk_provider.policy.health", reason="the GPU health module is not on this branch")
+    external = "example.com/gpu-error"
+    async with policy_rig(services={"chat": 4}, **rig_args) as rig, rig.load(host_of("chat")) as generator:
+        await rig.create_policy(health={"externalTaintPrefixes": ["example.com/"], "healthyForSeconds": 5})
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 30)
+        )
+        await wait_for_placement(rig, "chat", "away")
+        sick, healthy = rig.pool[1].node_name, rig.pool[0].node_name
+        node = await rig.node(sick)
+        taints = [
+            *(node["spec"].get("taints") or ()),
+            {"key": external, "value": "xid", "effect": "NoSchedule"},
+        ]
+        await rig.api.patch(f"/api/v1/nodes/{sick}", {"spec": {"taints": taints}}, content_type=MERGE_PATCH)
+
+        async def tainted_unhealthy() -> dict[str, Any] | None:
+            found = await rig.node(sick)
+            return next(
+                (t for t in found["spec"].get("taints") or () if t["key"] == "gpu.vk-provider.dev/unhealthy"),
+                None,
+            )
+
+        taint = await wait_for(
+            tainted_unhealthy, timeout_seconds=60, what=f"the unhealthy taint:\n{rig.log()}"
+        )
+        assert taint["value"] == "ExternalTaint"
+        assert [e for e in await rig.events("NodeUnhealthy", "Node") if e["involvedObject"]["name"] == sick]
+        await wait_for_placement(rig, "chat", "home")
+        pods = (
+            await rig.api.get(f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": "app=chat"})
+        )["items"]
+        placed = {pod["spec"].get("nodeName") for pod in pods if not pod["metadata"].get("deletionTimestamp")}
+        assert placed == {healthy}, placed
+        await generator.stop()
+        assert not failures(generator.outcomes)
+
+        node = await rig.node(sick)
+        kept = [t for t in node["spec"].get("taints") or () if t["key"] != external]
+        await rig.api.patch(f"/api/v1/nodes/{sick}", {"spec": {"taints": kept}}, content_type=MERGE_PATCH)
+
+        async def untainted() -> bool:
+            return await tainted_unhealthy() is None
+
+        await wait_for(untainted, timeout_seconds=60, what=f"the unhealthy taint lifted:\n{rig.log()}")
+        assert [e for e in await rig.events("NodeHealthy", "Node") if e["involvedObject"]["name"] == sick]
