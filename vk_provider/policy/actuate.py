@@ -130,18 +130,23 @@ def _recorded(annotations: Mapping[str, str]) -> list[str]:
 
 
 async def add_taint(api: KubeApi, node: str, taint: Taint) -> bool:
-    """Put `taint` on the node and record it as the policy's; False when the node already has the key
-    (its own or someone else's: never claimed)."""
+    """Put `taint` on the node and record it as the policy's, or bring the value of the policy's own
+    taint of that key up to date; False when nothing changed or the key is someone else's (never
+    claimed)."""
 
     def build(current: RawObject) -> dict[str, Any] | None:
         taints = list((current.get("spec") or {}).get("taints") or ())
-        if any(t.get("key") == taint.key for t in taints):
-            return None
-        recorded = sorted({*_recorded(current["metadata"].get("annotations") or {}), taint.key})
+        recorded = _recorded(current["metadata"].get("annotations") or {})
+        same = [t for t in taints if t.get("key") == taint.key]
         new = {"key": taint.key, "value": taint.value, "effect": taint.effect}
+        if same and (taint.key not in recorded or same == [new]):
+            return None
+        others = [t for t in taints if t.get("key") != taint.key]
         return {
-            "metadata": {"annotations": {POLICY_TAINTS_ANNOTATION: json.dumps(recorded)}},
-            "spec": {"taints": [*taints, new]},
+            "metadata": {
+                "annotations": {POLICY_TAINTS_ANNOTATION: json.dumps(sorted({*recorded, taint.key}))}
+            },
+            "spec": {"taints": [*others, new]},
         }
 
     return await _checked(api, resource_path("v1", "nodes", name=node), build) is not None

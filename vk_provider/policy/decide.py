@@ -146,11 +146,14 @@ def _health(observed: Observed, policy: PolicySpec) -> list[Decision]:
     key = policy.health.taint_key
     decisions = []
     for node in observed.nodes:
-        if not node.health.healthy and key not in node.taints:
+        reason = node.health.reason or "Unhealthy"
+        # Ours with another reason (85 °C, then an Xid): the value is brought up to date.
+        stale = key in node.policy_taints and node.taint_values.get(key) != reason
+        if not node.health.healthy and (key not in node.taints or stale):
             decisions.append(
                 Decision(
                     Action.TAINT_UNHEALTHY,
-                    node.health.reason or "Unhealthy",
+                    reason,
                     nodes=(node.name,),
                     message=node.health.detail,
                 )

@@ -54,6 +54,8 @@ class PoolNode:
     """GPUs the pods bound here (not finished) request."""
     taints: frozenset[str] = frozenset()
     """Keys of its NoSchedule/NoExecute taints."""
+    taint_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Their values, by key (the unhealthy taint's value is its reason)."""
     policy_taints: frozenset[str] = frozenset()
     """Keys the policy put there (the node's policy-taints annotation): the only ones it may remove."""
     blocked: bool = False

@@ -173,6 +173,7 @@ def _pool_node(
         allocatable=_count(node, "allocatable", policy.resource),
         used=used,
         taints=frozenset(str(t.get("key", "")) for t in taints),
+        taint_values={str(t.get("key", "")): str(t.get("value", "")) for t in taints},
         policy_taints=policy_taints(node),
         blocked=bool(spec.get("unschedulable")) or any(t.get("key") not in ours for t in taints),
         health=health or NodeHealth(),

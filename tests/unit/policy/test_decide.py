@@ -280,6 +280,19 @@ def test_an_unhealthy_node_is_tainted_with_its_reason_and_untainted_only_by_us()
     ]
 
 
+def test_the_policy_s_unhealthy_taint_follows_a_new_reason_but_someone_else_s_is_left() -> None:
+    ours = node(
+        "ours",
+        taints=frozenset({UNHEALTHY}),
+        taint_values={UNHEALTHY: "Temperature"},
+        policy_taints=frozenset({UNHEALTHY}),
+        health=sick("Xid"),
+    )
+    theirs = node("theirs", taints=frozenset({UNHEALTHY}), taint_values={UNHEALTHY: "x"}, health=sick("Xid"))
+    decisions = decide(NOW, policy(), Observed(nodes=(ours, theirs)), History()).decisions
+    assert [(d.action, d.reason, d.nodes) for d in decisions] == [(Action.TAINT_UNHEALTHY, "Xid", ("ours",))]
+
+
 def test_a_reservation_someone_else_set_is_neither_claimed_nor_released() -> None:
     theirs = node("theirs", used=4, taints=frozenset({RESERVED}))
     observed = Observed(
