@@ -157,11 +157,22 @@ class PolicyRig:
         return self.controller.log_tail(40)
 
 
-def local_config(gpus: int) -> dict[str, Any]:
+def distinct_ranges(count: int) -> list[str]:
+    """Pod address ranges for `count` nodes, no two alike (two nodes of one range would give two pods
+    one address, and the router would reach the wrong one)."""
+    ranges: list[str] = []
+    while len(ranges) < count:
+        candidate = pod_range()
+        if candidate not in ranges:
+            ranges.append(candidate)
+    return ranges
+
+
+def local_config(gpus: int, address_range: str) -> dict[str, Any]:
     return {
         "restart_backoff_initial_seconds": 0.5,
         "restart_backoff_max_seconds": 2,
-        "address_range": pod_range(),
+        "address_range": address_range,
         "image_entrypoints": {TOKENS_IMAGE: TOKENS_ENTRYPOINT},
         "capacity": {GPU: str(gpus)},
     }
@@ -188,19 +199,25 @@ async def policy_rig(
     tag = uuid.uuid4().hex[:6]
     pool_label = {"vk-provider.dev/pool": f"gpu-{tag}"}
     away_label = {"vk-provider.dev/role": f"away-{tag}"}
+    ranges = distinct_ranges(len(pool_gpus) + 1)
     starts = [
         start_node(
             "local",
             node_name=f"gpu-{tag}-{i}",
             no_taint=True,
             labels=pool_label,
-            provider_config=local_config(g),
+            provider_config=local_config(g, ranges[i]),
         )
         for i, g in enumerate(pool_gpus)
     ]
     if away:
         starts.append(
-            start_node("local", node_name=f"away-{tag}", labels=away_label, provider_config=local_config(64))
+            start_node(
+                "local",
+                node_name=f"away-{tag}",
+                labels=away_label,
+                provider_config=local_config(64, ranges[-1]),
+            )
         )
     nodes = list(await asyncio.gather(*starts))
     api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))

@@ -130,6 +130,8 @@ class PolicyController:
             return
         self._missing_crd_reported = False
         items: list[RawObject] = listing.get("items") or []
+        for uid in set(self._memory) - {item["metadata"]["uid"] for item in items}:
+            del self._memory[uid]  # a deleted policy
         for raw in items:
             try:
                 await self.reconcile(raw)
@@ -137,6 +139,10 @@ class PolicyController:
                 logger.warning(
                     "policy %s: pass failed, next pass retries: %s", raw["metadata"]["name"], error
                 )
+            except Exception:
+                # A fault of the policy must not take the migrations down with it (they share the
+                # leader's task group): logged with its traceback, and the next pass tries again.
+                logger.exception("policy %s: unexpected error in a pass", raw["metadata"]["name"])
 
     async def reconcile(self, raw: RawObject) -> None:
         metadata = raw["metadata"]
