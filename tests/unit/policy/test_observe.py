@@ -1,0 +1,144 @@
+"""Reducing pods, nodes and Offloads as the apiserver returns them to what the decision reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.unit.policy.fixtures import policy
+from vk_provider.policy import observe
+from vk_provider.policy.model import Gang
+from vk_provider.policy.pods import gang_name, template_gpus
+
+pytestmark = pytest.mark.unit
+GPU = "nvidia.com/gpu"
+
+
+def pod(
+    name: str, *, gpus: int = 1, node: str | None = None, priority: int = 100000, **extra: Any
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "priority": priority,
+        "containers": [{"name": "c", "resources": {"limits": {GPU: str(gpus)}}}],
+        **extra.pop("spec", {}),
+    }
+    if node:
+        spec["nodeName"] = node
+    conditions = [] if node else [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    return {
+        "metadata": {"name": name, "namespace": "train", "labels": extra.pop("labels", {})},
+        "spec": spec,
+        "status": {"phase": "Running" if node else "Pending", "conditions": conditions},
+    }
+
+
+def test_gangs_sum_bound_and_unplaced_training_pods_by_job() -> None:
+    job = {"batch.kubernetes.io/job-name": "pretrain"}
+    pods = [
+        pod("a", node="gpu-0", labels=job),
+        pod("b", node="gpu-0", labels=job),
+        pod("c", labels=job),
+        pod("d", gpus=2, labels=job),
+        pod("inference", node="gpu-0", priority=0),
+        pod("elsewhere", node="cloud", labels={"batch.kubernetes.io/job-name": "other"}),
+        pod("lone"),
+    ]
+    gangs = observe._gangs(policy(), pods, {"gpu-0"})
+    assert sorted(gangs, key=lambda g: g.name) == [
+        Gang("Pods", "train", "pod/lone", 1, 1),
+        Gang("Pods", "train", "pretrain", 5, 3),
+    ]
+
+
+def test_gang_names_by_pod_group_job_or_label() -> None:
+    member = pod("p", spec={"schedulingGroup": {"podGroupName": "pg"}}, labels={"team": "t1"})
+    assert gang_name(member, "podGroup", None) == "pg"
+    assert gang_name(member, "label", "team") == "t1"
+    assert gang_name(member, "job", None) == "pod/p"
+
+
+def test_a_pod_group_gang_is_counted_once_with_its_pods() -> None:
+    pods = [Gang("Pods", "train", "pg", 6, 2)]
+    groups = [Gang("PodGroup", "train", "pg", 6, 6), Gang("PodGroup", "train", "other", 4, 4)]
+    merged = observe._merged(pods, groups)
+    assert {(g.kind, g.name, g.unplaced_gpus) for g in merged} == {
+        ("PodGroup", "pg", 6),
+        ("PodGroup", "other", 4),
+    }
+
+
+def test_template_gpus_take_the_larger_of_containers_and_an_init_container() -> None:
+    spec = {
+        "containers": [{"resources": {"requests": {GPU: "1"}}}, {"resources": {"limits": {GPU: "2"}}}],
+        "initContainers": [{"resources": {"limits": {GPU: "4"}}}],
+    }
+    assert template_gpus(spec, GPU) == 4
+    assert template_gpus({"containers": [{}]}, GPU) == 0
+
+
+def test_a_pool_node_knows_its_taints_who_put_them_and_what_blocks_it() -> None:
+    node = {
+        "metadata": {
+            "name": "gpu-0",
+            "annotations": {
+                "offload.vk-provider.dev/policy-taints": json.dumps(["gpu.vk-provider.dev/reserved"])
+            },
+        },
+        "spec": {
+            "taints": [
+                {"key": "gpu.vk-provider.dev/reserved", "effect": "NoSchedule"},
+                {"key": "soft", "effect": "PreferNoSchedule"},
+            ]
+        },
+        "status": {"allocatable": {GPU: "4"}, "capacity": {GPU: "4"}},
+    }
+    seen = observe._pool_node(policy(), node, [pod("a", node="gpu-0", gpus=3)], None)
+    assert (seen.allocatable, seen.used, seen.free) == (4, 3, 1)
+    assert seen.taints == frozenset({"gpu.vk-provider.dev/reserved"})
+    assert seen.policy_taints == frozenset({"gpu.vk-provider.dev/reserved"})
+    assert not seen.blocked
+    cordoned = observe._pool_node(policy(), {**node, "spec": {"unschedulable": True}}, [], None)
+    assert cordoned.blocked
+
+
+def test_pool_problems_say_what_is_wrong() -> None:
+    empty = observe._pool_problems(policy(), [])
+    assert [p.reason for p in empty] == ["NoHomeNodes"]
+    no_key = [{"metadata": {"name": "n"}, "status": {"capacity": {"example.com/fpga": "1"}}}]
+    (unknown,) = observe._pool_problems(policy(), no_key)
+    assert unknown.reason == "UnknownResource"
+    assert "example.com/fpga" in unknown.message
+    zero = [{"metadata": {"name": "n"}, "status": {"capacity": {GPU: "0"}}}]
+    assert [p.reason for p in observe._pool_problems(policy(), zero)] == ["NoHomeGpus"]
+
+
+def test_an_offload_view_reads_its_annotations_and_home_gpus() -> None:
+    offload = {
+        "metadata": {
+            "name": "chat",
+            "namespace": "ns",
+            "annotations": {
+                "offload.vk-provider.dev/flip-order": "7",
+                "offload.vk-provider.dev/auto": "off",
+                "offload.vk-provider.dev/hold-until": "soon-ish",
+                "offload.vk-provider.dev/policy-flips": json.dumps(["2026-12-03T10:00:00Z"]),
+            },
+        },
+        "spec": {"placement": "away", "home": {"deployment": "chat"}},
+        "status": {"phase": "Succeeded", "homeReplicas": 4, "migrationStartedAt": "2026-12-03T10:00:01Z"},
+    }
+    deployment = {
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "chat"}},
+            "template": {"spec": {"containers": [{"resources": {"limits": {GPU: "1"}}}]}},
+        }
+    }
+    view = observe._offload_view(policy(), offload, deployment, [], {"gpu-0"})
+    assert (view.home_gpus, view.home_gpus_held, view.order, view.auto) == (4, 0, 7, False)
+    assert view.hold_next_flip  # a hold it cannot read is still a person's hold
+    assert len(view.policy_flips) == 1
+    assert view.last_change is not None
+    assert view.last_change.second == 1
