@@ -84,6 +84,13 @@ BURST_PROVIDERS = ("local", runpodstandin.PROVIDER_CHOICE)
 MARKER_FILE = ".vk-provider-dev-cluster"
 NODE_PREFIX = "node/"
 """The component name of a virtual node's daemon is this and the node's name."""
+FEATURE_GATES = "GenericWorkload=true"
+"""The native gang scheduler of 1.37 (the `scheduling.k8s.io` PodGroup and the scheduler's
+GangScheduling plugin): beta but off by default. The GPU policy reads unschedulable PodGroups as
+training demand, so the development and test planes turn it on in apiserver, scheduler and
+controller-manager alike (a gate on in only some of them leaves PodGroups half served)."""
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+"""The group-version of PodGroup and Workload, also off by default in 1.37."""
 
 
 def default_directory() -> Path:
@@ -374,6 +381,8 @@ def _apiserver_argv(
         f"--proxy-client-cert-file={pki['front-proxy-client'].cert}",
         f"--proxy-client-key-file={pki['front-proxy-client'].key}",
         "--allow-privileged=true",
+        f"--feature-gates={FEATURE_GATES}",
+        f"--runtime-config={RUNTIME_CONFIG}",
         "--v=1",
     ]
 
@@ -404,6 +413,7 @@ def _controller_manager_argv(
         "--controllers=*,-persistentvolume-attach-detach-controller,-node-ipam-controller",
         f"--node-monitor-grace-period={settings.node_monitor_grace_period_seconds}s",
         f"--node-monitor-period={settings.node_monitor_period_seconds}s",
+        f"--feature-gates={FEATURE_GATES}",
         "--v=1",
     ]
 
@@ -419,6 +429,7 @@ def _scheduler_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) ->
         f"--bind-address={LOOPBACK}",
         f"--secure-port={ports['kube-scheduler']}",
         f"--cert-dir={directory / 'scheduler-certs'}",
+        f"--feature-gates={FEATURE_GATES}",
         "--v=1",
     ]
 

@@ -27,14 +27,19 @@ from typing import Any
 import yaml
 
 from vk_devtools.devcluster import podnetwork
+from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
 
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
 GPU_CAPACITY = {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}
 TOKENS_IMAGE = "vk-provider/tokens:0.1.0"
 """The example service's image (manifests/examples/inference.yaml): its container passes `args` only."""
-IMAGE_ENTRYPOINTS = {TOKENS_IMAGE: [sys.executable, "-m", "vk_devtools.demo.tokens"]}
-"""What that image's ENTRYPOINT would run, for `local` nodes, which run no images: this Python, so
-vk-provider is importable, as in the image."""
+IMAGE_ENTRYPOINTS = {
+    TOKENS_IMAGE: [sys.executable, "-m", "vk_devtools.demo.tokens"],
+    DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
+}
+"""What those images' ENTRYPOINTs would run, for `local` nodes, which run no images: this Python, so
+vk-provider is importable, as in the image. The dcgm-exporter stand-in's lets the GPU policy scrape a
+home node's (pretend) GPUs from a pod on it."""
 
 
 DEV_SUBNET_PAIRS = 7
