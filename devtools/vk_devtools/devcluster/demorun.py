@@ -86,7 +86,9 @@ async def _moves(state: cluster.ClusterState, router_url: str, out: TextIO, *, m
 async def _flip_out_and_back(state: cluster.ClusterState, out: TextIO) -> list[int]:
     codes = []
     for placement in ("away", "home"):
-        print(f"\n$ kubectl offload flip {traffic.EXAMPLE_NAME} --to {placement} --wait", file=out, flush=True)
+        print(
+            f"\n$ kubectl offload flip {traffic.EXAMPLE_NAME} --to {placement} --wait", file=out, flush=True
+        )
         codes.append(await _offload(state, "flip", traffic.EXAMPLE_NAME, "--to", placement, "--wait"))
         if codes[-1] != EXIT_OK:
             break
