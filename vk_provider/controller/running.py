@@ -27,6 +27,8 @@ from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.kube import KubeApi, KubeApiError, RateLimiter
 from vk_provider.offload.names import offloads_path
+from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
+from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
 
@@ -74,6 +76,18 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_listen,
         metavar="HOST:PORT",
         help="serve /metrics there (default: not served)",
+    )
+    parser.add_argument(
+        "--no-policy",
+        dest="policy",
+        action="store_false",
+        help="do not run the OffloadPolicy loop (GPU-pressure flips) beside the migrations",
+    )
+    parser.add_argument(
+        "--policy-interval",
+        type=float,
+        default=DEFAULT_INTERVAL_SECONDS,
+        help=f"seconds between passes of the OffloadPolicy loop (default: {DEFAULT_INTERVAL_SECONDS:g})",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
@@ -173,6 +187,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     )
 
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow
+    policy_metrics = PolicyMetrics(metrics.registry)
     metrics_runner = None
     if arguments.metrics_listen is not None:
         metrics_runner = await serve_metrics(metrics, *arguments.metrics_listen)
@@ -184,7 +199,16 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         controller = Controller(
             api, reconciler, namespace=arguments.namespace, workers=arguments.workers, claims=claims
         )
-        await controller.run()
+        if not arguments.policy:
+            await controller.run()
+            return
+        # The policy acts only while this replica leads: it is cancelled with the migrations.
+        policy = PolicyController(
+            api, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval
+        )
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(controller.run(), name="offloads")
+            tasks.create_task(policy.run(), name="policy")
 
     tasks = [
         asyncio.create_task(events.run(), name="events"),

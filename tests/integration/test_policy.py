@@ -1,0 +1,676 @@
+"""The GPU-pressure policy on the real control plane: training takes the home GPUs, inference goes away
+and comes back by itself.
+
+The rig: a home pool of two `local` nodes advertising 4 `nvidia.com/gpu` each, an away node (the
+virtual node taint, GPUs of its own), token-server services whose home replicas request 1 GPU each,
+their Offloads, the router, and the controller (running the policy loop) as its ServiceAccount.
+Training is a Job at the `training` PriorityClass (100000, preemptionPolicy Never) tolerating the
+reservation taint. Timings are short (seconds) so each story ends within a few minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.integration.conftest import Kubectl
+from tests.integration.daemons import ManagedProcess, NodeDaemon
+from tests.integration.identities import service_account_kubeconfig
+from tests.integration.migration_rig import (
+    API,
+    SYSTEM_NAMESPACE,
+    TOKENS_ENTRYPOINT,
+    TOKENS_IMAGE,
+    StartNode,
+    pod_range,
+    token_server_template,
+)
+from tests.integration.waiting import wait_for
+from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
+from vk_devtools.devcluster import cluster, podnetwork
+from vk_devtools.devcluster.ports import PortPicker
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
+from vk_provider.policy.names import (
+    FLIPPED_BY_ANNOTATION,
+    HOLD_UNTIL_ANNOTATION,
+    POLICY_TAINTS_ANNOTATION,
+    RESERVED_TAINT_KEY,
+    policies_path,
+)
+
+pytestmark = pytest.mark.usefixtures("policy_crd")
+
+POLICY_CRD = Path(__file__).parents[2] / "manifests" / "crds" / "offloadpolicy.yaml"
+GPU = "nvidia.com/gpu"
+PRIORITY_CLASS = "training"
+FAST_TIMING = {
+    "flipOutAfterSeconds": 3,
+    "flipBackAfterSeconds": 5,
+    "minAwaySeconds": 5,
+    "minHomeSeconds": 5,
+    "maxFlipsPerHour": 4,
+}
+STRATEGY = {
+    "stepIntervalSeconds": 3,
+    "toAwaySteps": [100],
+    "toHomeSteps": [100],
+    "gates": {"minRequestsPerInterval": 5},
+    "progressDeadlineSeconds": 180,
+}
+
+
+@pytest.fixture(scope="session")
+def policy_crd(kubectl: Kubectl, traffic_rbac: None) -> None:
+    kubectl("apply", "-f", str(POLICY_CRD))
+    kubectl(
+        "wait", "--for=condition=Established", "crd/offloadpolicies.offload.vk-provider.dev", "--timeout=60s"
+    )
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PRIORITY_CLASS},
+        "value": 100000,
+        "preemptionPolicy": "Never",
+        "description": "training: placed ahead of inference, never preempting it (the policy moves it)",
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "priority-class.json"
+        path.write_text(json.dumps(priority_class))
+        kubectl("apply", "-f", str(path))
+
+
+@dataclasses.dataclass
+class PolicyRig:
+    api: KubeApi
+    namespace: str
+    tag: str
+    pool_label: dict[str, str]
+    away_label: dict[str, str]
+    pool: list[NodeDaemon]
+    away: NodeDaemon | None
+    router: ManagedProcess | None
+    router_url: str
+    controller: ManagedProcess
+    policy_name: str
+
+    def offload_path(self, name: str) -> str:
+        return f"{API}/namespaces/{self.namespace}/offloads/{name}"
+
+    async def offload(self, name: str) -> RawObject:
+        return await self.api.get(self.offload_path(name))
+
+    async def policy(self) -> RawObject:
+        return await self.api.get(policies_path(self.policy_name))
+
+    async def create_policy(self, **spec: Any) -> None:
+        body = {
+            "apiVersion": "offload.vk-provider.dev/v1alpha1",
+            "kind": "OffloadPolicy",
+            "metadata": {"name": self.policy_name},
+            "spec": {
+                "offloads": {"selector": {"matchLabels": {"policy-test": self.tag}}},
+                "homePool": {"nodeSelector": {"matchLabels": self.pool_label}},
+                "timing": FAST_TIMING,
+                **spec,
+            },
+        }
+        await self.api.create(policies_path(), body)
+
+    async def events(self, reason: str, kind: str | None = None) -> list[RawObject]:
+        selector = f"reason={reason}" + (f",involvedObject.kind={kind}" if kind else "")
+        listing = await self.api.get("/api/v1/events", query={"fieldSelector": selector})
+        names = {self.policy_name, *(node.node_name for node in self.pool)}
+        items: list[RawObject] = [
+            event
+            for event in listing.get("items") or ()
+            if event["involvedObject"].get("namespace") == self.namespace
+            or event["involvedObject"]["name"] in names
+        ]
+        return items
+
+    async def condition(self, kind: str) -> dict[str, Any]:
+        status = (await self.policy()).get("status") or {}
+        return next((c for c in status.get("conditions") or () if c["type"] == kind), {})
+
+    async def node(self, name: str) -> RawObject:
+        return await self.api.get(f"/api/v1/nodes/{name}")
+
+    def load(self, host: str, rate: float = 20) -> LoadGenerator:
+        return LoadGenerator(
+            LoadSettings(url=self.router_url, host_header=host, rate=rate, stream_share=0.2, stream_tokens=4)
+        )
+
+    def log(self) -> str:
+        return self.controller.log_tail(40)
+
+
+def local_config(gpus: int) -> dict[str, Any]:
+    return {
+        "restart_backoff_initial_seconds": 0.5,
+        "restart_backoff_max_seconds": 2,
+        "address_range": pod_range(),
+        "image_entrypoints": {TOKENS_IMAGE: TOKENS_ENTRYPOINT},
+        "capacity": {GPU: str(gpus)},
+    }
+
+
+def host_of(name: str) -> str:
+    return f"{name}.test"
+
+
+@contextlib.asynccontextmanager
+async def policy_rig(
+    *,
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    folder: Path,
+    services: dict[str, int],
+    pool_gpus: tuple[int, ...] = (4, 4),
+    away: bool = True,
+) -> AsyncIterator[PolicyRig]:
+    """Nodes, services (name -> home replicas of 1 GPU each) with their Offloads, router and controller."""
+    podnetwork.ensure_local_route()
+    tag = uuid.uuid4().hex[:6]
+    pool_label = {"vk-provider.dev/pool": f"gpu-{tag}"}
+    away_label = {"vk-provider.dev/role": f"away-{tag}"}
+    starts = [
+        start_node(
+            "local",
+            node_name=f"gpu-{tag}-{i}",
+            no_taint=True,
+            labels=pool_label,
+            provider_config=local_config(g),
+        )
+        for i, g in enumerate(pool_gpus)
+    ]
+    if away:
+        starts.append(
+            start_node("local", node_name=f"away-{tag}", labels=away_label, provider_config=local_config(64))
+        )
+    nodes = list(await asyncio.gather(*starts))
+    api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
+    fail_dir = folder / "fail"
+    fail_dir.mkdir(parents=True, exist_ok=True)
+    kubeconfigs = {
+        part: await service_account_kubeconfig(
+            kube_api, control_plane, SYSTEM_NAMESPACE, f"vk-provider-{part}", folder / f"{part}.kubeconfig"
+        )
+        for part in ("router", "controller")
+    }
+    router = None
+    router_url = "http://127.0.0.1:1"
+    if services:
+        port = PortPicker().pick()
+        router_url = f"http://127.0.0.1:{port}"
+        router = ManagedProcess(
+            folder=folder / "router",
+            arguments=[
+                "router",
+                "--kubeconfig",
+                str(kubeconfigs["router"]),
+                "--namespace",
+                namespace,
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--log-level",
+                "DEBUG",
+            ],
+        )
+        router.start()
+    controller = ManagedProcess(
+        folder=folder / "controller",
+        arguments=[
+            "controller",
+            "--kubeconfig",
+            str(kubeconfigs["controller"]),
+            "--namespace",
+            namespace,
+            "--router-url",
+            router_url,
+            "--leader-election-namespace",
+            SYSTEM_NAMESPACE,
+            "--lease-name",
+            f"policy-{namespace}"[:63],
+            "--lease-duration",
+            "6",
+            "--lease-renew",
+            "2",
+            "--policy-interval",
+            "1",
+            "--log-level",
+            "DEBUG",
+        ],
+    )
+    rig = PolicyRig(
+        api=api,
+        namespace=namespace,
+        tag=tag,
+        pool_label=pool_label,
+        away_label=away_label,
+        pool=nodes[: len(pool_gpus)],
+        away=nodes[-1] if away else None,
+        router=router,
+        router_url=router_url,
+        controller=controller,
+        policy_name=f"training-first-{tag}",
+    )
+    try:
+        for name, replicas in services.items():
+            await create_service(rig, name, replicas, away_label, fail_dir)
+        controller.start()
+        for name, replicas in services.items():
+            await wait_for_serving_home(rig, name, replicas)
+        yield rig
+    finally:
+        for process in (controller, router):
+            if process is not None:
+                if process.alive():
+                    process.stop()
+                process.close()
+        with contextlib.suppress(KubeApiError):
+            await api.delete(policies_path(rig.policy_name))
+        await delete_workloads(api, namespace)
+        await api.close()
+
+
+async def create_service(
+    rig: PolicyRig, name: str, replicas: int, away_label: dict[str, str], fail_dir: Path
+) -> None:
+    template = token_server_template(rig.pool_label, fail_dir)
+    template["metadata"]["labels"] = {"app": name}
+    template["spec"]["containers"][0]["resources"] = {"limits": {GPU: "1"}}
+    namespace = rig.namespace
+    await rig.api.create(
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        {
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template},
+        },
+    )
+    await rig.api.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        },
+    )
+    await rig.api.create(
+        f"{API}/namespaces/{namespace}/offloads",
+        {
+            "apiVersion": "offload.vk-provider.dev/v1alpha1",
+            "kind": "Offload",
+            "metadata": {"name": name, "labels": {"policy-test": rig.tag}},
+            "spec": {
+                "home": {"deployment": name, "service": name},
+                "placement": "home",
+                "route": {"hosts": [host_of(name)]},
+                "away": {"nodeSelector": away_label},
+                "strategy": STRATEGY,
+            },
+        },
+    )
+
+
+async def wait_for_serving_home(rig: PolicyRig, name: str, replicas: int) -> None:
+    async def ready() -> bool:
+        if not rig.controller.alive():
+            raise AssertionError(f"the controller exited:\n{rig.log()}")
+        deployment = await rig.api.get(f"/apis/apps/v1/namespaces/{rig.namespace}/deployments/{name}")
+        phase = ((await rig.offload(name)).get("status") or {}).get("phase")
+        return phase == "Idle" and (deployment.get("status") or {}).get("readyReplicas") == replicas
+
+    await wait_for(
+        ready, timeout_seconds=120, what=f"{name} serving at home with {replicas} replicas:\n{rig.log()}"
+    )
+
+
+async def delete_workloads(api: KubeApi, namespace: str) -> None:
+    """Jobs and Deployments first, so nothing recreates the pods the nodes' teardown removes."""
+    for path in (
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+    ):
+        with contextlib.suppress(KubeApiError):
+            for item in (await api.get(path)).get("items") or ():
+                with contextlib.suppress(KubeApiError):
+                    await api.delete(
+                        f"{path}/{item['metadata']['name']}", {"propagationPolicy": "Background"}
+                    )
+
+
+def training_job(rig: PolicyRig, name: str, pods: int, seconds: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": PRIORITY_CLASS,
+                    "nodeSelector": rig.pool_label,
+                    "tolerations": [
+                        {"key": RESERVED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+                    ],
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "local",
+                            "command": [sys.executable, "-c", f"import time; time.sleep({seconds})"],
+                            "resources": {"limits": {GPU: "1"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+async def job_pods(rig: PolicyRig, name: str) -> list[RawObject]:
+    listing = await rig.api.get(
+        f"/api/v1/namespaces/{rig.namespace}/pods",
+        query={"labelSelector": f"batch.kubernetes.io/job-name={name}"},
+    )
+    items: list[RawObject] = listing.get("items") or []
+    return items
+
+
+async def wait_for_placement(
+    rig: PolicyRig, name: str, placement: str, timeout_seconds: float = 240
+) -> RawObject:
+    async def done() -> RawObject | None:
+        offload = await rig.offload(name)
+        status = offload.get("status") or {}
+        ended = status.get("phase") == "Succeeded" and status.get("targetPlacement") == placement
+        return offload if offload["spec"]["placement"] == placement and ended else None
+
+    return await wait_for(
+        done, timeout_seconds=timeout_seconds, what=f"{name} {placement}, Succeeded:\n{rig.log()}"
+    )
+
+
+@pytest.fixture
+def rig_args(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> dict[str, Any]:
+    return {
+        "kube_api": kube_api,
+        "control_plane": control_plane,
+        "namespace": namespace,
+        "start_node": start_node,
+        "folder": tmp_path,
+    }
+
+
+async def test_a_training_job_moves_the_service_out_and_it_comes_home_when_the_job_ends(
+    rig_args: dict[str, Any],
+) -> None:
+    async with policy_rig(services={"chat": 4}, **rig_args) as rig, rig.load(host_of("chat")) as generator:
+        await rig.create_policy()
+        created = time.monotonic()
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 45)
+        )
+
+        async def all_bound() -> list[RawObject] | None:
+            pods = await job_pods(rig, "pretrain")
+            bound = [pod for pod in pods if pod["spec"].get("nodeName")]
+            return pods if len(pods) == 6 and len(bound) == 6 else None
+
+        pods = await wait_for(all_bound, timeout_seconds=240, what=f"all 6 training pods bound:\n{rig.log()}")
+        bound_after = time.monotonic() - created
+        assert {pod["spec"]["nodeName"] for pod in pods} <= {node.node_name for node in rig.pool}
+        offload = await rig.offload("chat")
+        assert offload["spec"]["placement"] == "away"
+        assert offload["metadata"]["annotations"][FLIPPED_BY_ANNOTATION] == f"policy/{rig.policy_name}"
+        for daemon in rig.pool:  # reserved while training holds the pool, and recorded as the policy's
+            node = await rig.node(daemon.node_name)
+            assert any(t["key"] == RESERVED_TAINT_KEY for t in node["spec"].get("taints") or ()), node["spec"]
+            assert RESERVED_TAINT_KEY in node["metadata"]["annotations"][POLICY_TAINTS_ANNOTATION]
+        assert await rig.events("FlipOutStarted", "OffloadPolicy")
+        assert await rig.events("NodesReserved", "Node")
+        status = (await rig.policy())["status"]
+        assert status["demand"]["gpus"] == 6, status["demand"]
+
+        async def job_done() -> bool:
+            job = await rig.api.get(f"/apis/batch/v1/namespaces/{rig.namespace}/jobs/pretrain")
+            return int((job.get("status") or {}).get("succeeded") or 0) == 6
+
+        await wait_for(job_done, timeout_seconds=180, what="the training Job to complete")
+        ended = time.monotonic()
+        await wait_for_placement(rig, "chat", "home")
+        home_after = time.monotonic() - ended
+        for daemon in rig.pool:
+            node = await rig.node(daemon.node_name)
+            assert not any(t["key"] == RESERVED_TAINT_KEY for t in node["spec"].get("taints") or ())
+        assert await rig.events("FlipBackStarted", "OffloadPolicy")
+        await generator.stop()
+        failed = failures(generator.outcomes)
+        assert not failed, [(o.kind, o.status, o.failure) for o in failed[:10]]
+        assert len(generator.outcomes) > 200
+        print(
+            f"training Job created -> all 6 pods bound: {bound_after:.1f} s; Job ended -> service home: "
+            f"{home_after:.1f} s; {len(generator.outcomes)} requests, 0 failed"
+        )
+
+
+async def test_only_the_offload_covering_the_shortfall_moves(rig_args: dict[str, Any]) -> None:
+    async with (
+        policy_rig(services={"small": 2, "big": 4}, **rig_args) as rig,
+        rig.load(host_of("small")) as generator,
+    ):
+        await rig.create_policy()
+        # 6 of the 8 GPUs serve; a gang of 4 gets 2 and is short 2: only the Offload holding 2 moves.
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "gang", 4, 120)
+        )
+        await wait_for_placement(rig, "small", "away")
+
+        async def all_bound() -> bool:
+            pods = await job_pods(rig, "gang")
+            return len(pods) == 4 and all(pod["spec"].get("nodeName") for pod in pods)
+
+        await wait_for(all_bound, timeout_seconds=120, what="the gang's 4 pods bound")
+        big = await rig.offload("big")
+        assert big["spec"]["placement"] == "home"
+        assert FLIPPED_BY_ANNOTATION not in (big["metadata"].get("annotations") or {})
+        await generator.stop()
+        assert not failures(generator.outcomes)
+
+
+async def test_a_person_s_hold_is_respected_and_reported(rig_args: dict[str, Any]) -> None:
+    async with policy_rig(services={"chat": 4}, **rig_args) as rig:
+        await rig.api.patch(
+            rig.offload_path("chat"),
+            {
+                "metadata": {
+                    "annotations": {HOLD_UNTIL_ANNOTATION: "next-flip", FLIPPED_BY_ANNOTATION: "person"}
+                }
+            },
+            content_type=MERGE_PATCH,
+        )
+        await rig.create_policy()
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 120)
+        )
+
+        async def skipped() -> list[RawObject]:
+            return [e for e in await rig.events("FlipOutSkipped", "Offload") if "ManualHold" in e["message"]]
+
+        await wait_for(skipped, timeout_seconds=60, what=f"a FlipOutSkipped ManualHold Event:\n{rig.log()}")
+        status = (await rig.policy())["status"]
+        (entry,) = [o for o in status["offloads"] if o["name"] == "chat"]
+        assert entry["holdUntil"] == "next-flip"
+        assert any(d["reason"] == "ManualHold" for d in status["decisions"]), status["decisions"]
+        assert (await rig.offload("chat"))["spec"]["placement"] == "home"
+
+
+async def test_bad_input_gets_a_condition_and_an_event_and_moves_nothing(rig_args: dict[str, Any]) -> None:
+    inverted: dict[str, Any] = {
+        "apiVersion": "offload.vk-provider.dev/v1alpha1",
+        "kind": "OffloadPolicy",
+        "metadata": {"name": f"inverted-{uuid.uuid4().hex[:6]}"},
+        "spec": {
+            "offloads": {"selector": {}},
+            "homePool": {"nodeSelector": {"matchLabels": {"a": "b"}}},
+            "timing": {"flipOutAfterSeconds": 60, "flipBackAfterSeconds": 10},
+        },
+    }
+    api = await KubeApi.from_kubeconfig(str(rig_args["control_plane"].kubeconfig))
+    try:
+        with pytest.raises(KubeApiError) as refused:
+            await api.create(policies_path(), inverted)
+        assert "flipBackAfterSeconds must not be shorter than flipOutAfterSeconds" in refused.value.message
+        inverted["spec"]["timing"] = {"minAwaySeconds": -1}
+        with pytest.raises(KubeApiError) as negative:
+            await api.create(policies_path(), inverted)
+        assert "minAwaySeconds" in negative.value.message
+    finally:
+        await api.close()
+
+    async with policy_rig(services={}, pool_gpus=(0,), **rig_args) as rig:
+        await rig.create_policy()
+
+        async def ready_false(reason: str) -> dict[str, Any] | None:
+            condition = await rig.condition("Ready")
+            return condition if condition.get("status") == "False" and condition["reason"] == reason else None
+
+        condition = await wait_for(
+            lambda: ready_false("NoHomeGpus"), timeout_seconds=60, what=f"NoHomeGpus:\n{rig.log()}"
+        )
+        assert "has no nvidia.com/gpu" in condition["message"]
+        assert await rig.events("NoHomeGpus", "OffloadPolicy")
+        await rig.api.patch(
+            policies_path(rig.policy_name),
+            {"spec": {"homePool": {"resource": "example.com/tpu"}}},
+            content_type=MERGE_PATCH,
+        )
+        condition = await wait_for(
+            lambda: ready_false("UnknownResource"), timeout_seconds=60, what="UnknownResource"
+        )
+        assert "advertises example.com/tpu" in condition["message"]
+        await rig.api.patch(
+            policies_path(rig.policy_name),
+            {"spec": {"homePool": {"resource": GPU}}},
+            content_type=MERGE_PATCH,
+        )
+        # A pool with GPUs (the away node's, for this check) and a selector matching no Offload.
+        await rig.api.patch(
+            policies_path(rig.policy_name),
+            {
+                "spec": {
+                    # (a merge patch: the pool's own label is removed by setting it to null)
+                    "homePool": {
+                        "nodeSelector": {"matchLabels": {**dict.fromkeys(rig.pool_label), **rig.away_label}}
+                    },
+                    "offloads": {"selector": {"matchLabels": {"policy-test": "nothing"}}},
+                }
+            },
+            content_type=MERGE_PATCH,
+        )
+        condition = await wait_for(
+            lambda: ready_false("NoOffloadsSelected"), timeout_seconds=60, what="NoOffloadsSelected"
+        )
+        assert "selects no Offload (policy-test=nothing)" in condition["message"]
+        assert await rig.events("NoOffloadsSelected", "OffloadPolicy")
+        status = (await rig.policy()).get("status") or {}
+        assert not [d for d in status.get("decisions") or () if d["action"] in ("FlipOut", "Reserve")]
+        assert not await rig.events("FlipOutStarted", "OffloadPolicy")
+        assert "Traceback" not in rig.controller.log_tail(400)
+
+
+async def test_a_killed_controller_s_successor_does_not_flip_again(rig_args: dict[str, Any]) -> None:
+    async with (
+        policy_rig(services={"chat": 4, "spare": 2}, **rig_args) as rig,
+        rig.load(host_of("chat")) as generator,
+    ):
+        await rig.create_policy()
+        # 6 of 8 GPUs serve; 2 of the Job's 6 pods fit and 4 wait: chat (4) covers it, spare (2) does not.
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 90)
+        )
+
+        async def flipping() -> bool:
+            offload = await rig.offload("chat")
+            return (
+                offload["spec"]["placement"] == "away"
+                and (offload.get("status") or {}).get("phase") != "Succeeded"
+            )
+
+        await wait_for(
+            flipping, timeout_seconds=120, what=f"the policy's flip of chat under way:\n{rig.log()}"
+        )
+        rig.controller.kill()
+        rig.controller.start()  # the successor takes the Lease once it expires (6 s), then continues
+        offload = await wait_for_placement(rig, "chat", "away")
+
+        async def all_bound() -> bool:
+            pods = await job_pods(rig, "pretrain")
+            return len(pods) == 6 and all(pod["spec"].get("nodeName") for pod in pods)
+
+        await wait_for(all_bound, timeout_seconds=120, what=f"all 6 training pods bound:\n{rig.log()}")
+        flips = json.loads(offload["metadata"]["annotations"][POLICY_FLIPS_ANNOTATION])
+        assert len(flips) == 1, flips
+        spare = await rig.offload("spare")
+        assert spare["spec"]["placement"] == "home"
+        assert POLICY_FLIPS_ANNOTATION not in (spare["metadata"].get("annotations") or {})
+        started = [
+            e for e in await rig.events("FlipOutStarted", "Offload") if e["involvedObject"]["name"] == "chat"
+        ]
+        assert len(started) == 1, [e["message"] for e in started]
+        await generator.stop()
+        assert not failures(generator.outcomes)
+
+
+async def test_a_job_created_and_deleted_every_5_s_for_2_minutes_flips_at_most_once(
+    rig_args: dict[str, Any],
+) -> None:
+    async with policy_rig(services={"chat": 4}, **rig_args) as rig:
+        await rig.create_policy(timing={**FAST_TIMING, "flipOutAfterSeconds": 10, "flipBackAfterSeconds": 30})
+        jobs = f"/apis/batch/v1/namespaces/{rig.namespace}/jobs"
+        deadline = time.monotonic() + 120
+        cycles = 0
+        while time.monotonic() < deadline:
+            await rig.api.create(jobs, training_job(rig, "flap", 6, 300))
+            await asyncio.sleep(5)  # the flapping demand's period is what the test is about (noqa: sleep-ok)
+            await rig.api.delete(f"{jobs}/flap", {"propagationPolicy": "Foreground"})
+
+            async def gone() -> bool:
+                try:
+                    await rig.api.get(f"{jobs}/flap")
+                except KubeApiError as error:
+                    return error.not_found
+                return False
+
+            await wait_for(gone, timeout_seconds=60, what="the flapping Job deleted")
+            cycles += 1
+        offload = await rig.offload("chat")
+        flips = json.loads(
+            (offload["metadata"].get("annotations") or {}).get(POLICY_FLIPS_ANNOTATION) or "[]"
+        )
+        assert len(flips) <= 1, flips
+        assert len(await rig.events("FlipOutStarted", "Offload")) <= 1
+        print(f"{cycles} create/delete cycles in 120 s: {len(flips)} flip(s)")

@@ -1,0 +1,384 @@
+"""The policy loop: every few seconds, for each OffloadPolicy, observe, decide, act, report.
+
+Runs inside `vk-provider controller` while it holds the leader Lease, so one process acts at a time.
+Everything it needs to continue is in the cluster: the Offloads' annotations and status, the nodes'
+taints and policy-taints annotation, and the policy's status (its demand clocks and last decisions);
+a new leader reads those back on its first pass, so it neither restarts its clocks nor flips again
+what its predecessor flipped (an Offload on its way out counts as GPUs being freed).
+
+Situations that last (a skip, a deferred flip back, a policy that cannot work as written) are reported
+once when they begin, not on every pass: an Event per pass would bury everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.offload.names import API_VERSION, KIND
+from vk_provider.policy import actuate
+from vk_provider.policy.decide import Action, Decision, Reason, decide
+from vk_provider.policy.metrics import PolicyMetrics
+from vk_provider.policy.model import History
+from vk_provider.policy.names import POLICY_FIELD_MANAGER, POLICY_KIND, policies_path
+from vk_provider.policy.observe import Observation, Problem, observe
+from vk_provider.policy.signals import HealthSource, PodGroupSource, health_source, podgroup_source
+from vk_provider.policy.spec import InvalidPolicy, PolicySpec, Taint, parse_policy
+from vk_provider.policy.status import (
+    MAX_DECISIONS,
+    conditions_for,
+    decision_entry,
+    demand_entry,
+    history_from_status,
+    offload_entry,
+    pool_entry,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_SECONDS = 2.0
+EXPECTED_ERRORS = (KubeApiError, aiohttp.ClientError, OSError, TimeoutError)
+# The Event reason of each decision (the design's names); skips and deferrals carry theirs in the message.
+EVENT_REASONS = {
+    Action.FLIP_OUT: "FlipOutStarted",
+    Action.FLIP_BACK: "FlipBackStarted",
+    Action.SKIP: "FlipOutSkipped",
+    Action.DEFER: "FlipBackDeferred",
+    Action.RESERVE: "NodesReserved",
+    Action.RELEASE: "NodesReleased",
+    Action.TAINT_UNHEALTHY: "NodeUnhealthy",
+    Action.UNTAINT_UNHEALTHY: "NodeHealthy",
+    Action.DEMAND_DETECTED: "TrainingDemandDetected",
+}
+RECORDED = {Action.FLIP_OUT, Action.FLIP_BACK, Action.SKIP, Action.DEFER, Action.RESERVE, Action.RELEASE}
+"""Decisions listed in status.decisions (the contract's actions; Defer shows as Skip there)."""
+
+
+@dataclasses.dataclass
+class Memory:
+    """Per policy, between passes of this leader."""
+
+    history: History
+    decisions: list[dict[str, Any]]
+    reported: set[str] = dataclasses.field(default_factory=set)
+    """Keys of the lasting situations reported already (re-reported once they end and come back)."""
+    written: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class Pass:
+    """One pass over one policy: what the decisions are carried out against."""
+
+    policy: PolicySpec
+    involved: InvolvedObject
+    observation: Observation
+    memory: Memory
+    now: datetime
+    lasting: set[str]
+
+
+class PolicyController:
+    def __init__(
+        self,
+        api: KubeApi,
+        events: EventRecorder,
+        *,
+        metrics: PolicyMetrics | None = None,
+        interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+        health: HealthSource | None = None,
+        podgroups: PodGroupSource | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._api = api
+        self._events = events
+        self._metrics = metrics
+        self._interval = interval_seconds
+        self._health = health or health_source(api)
+        self._podgroups = podgroups or podgroup_source(api)
+        self._clock = clock
+        self._memory: dict[str, Memory] = {}
+        self._missing_crd_reported = False
+
+    async def run(self) -> None:
+        while True:
+            await self.pass_once()
+            await asyncio.sleep(self._interval)
+
+    async def pass_once(self) -> None:
+        try:
+            listing = await self._api.get(policies_path())
+        except KubeApiError as error:
+            if error.not_found and not self._missing_crd_reported:
+                logger.warning("the OffloadPolicy CRD is not installed: no policy runs until it is")
+                self._missing_crd_reported = True
+            elif not error.not_found:
+                logger.warning("could not list OffloadPolicies: %s", error)
+            return
+        except EXPECTED_ERRORS as error:
+            logger.warning("could not list OffloadPolicies: %s", error)
+            return
+        self._missing_crd_reported = False
+        items: list[RawObject] = listing.get("items") or []
+        for raw in items:
+            try:
+                await self.reconcile(raw)
+            except EXPECTED_ERRORS as error:
+                logger.warning(
+                    "policy %s: pass failed, next pass retries: %s", raw["metadata"]["name"], error
+                )
+
+    async def reconcile(self, raw: RawObject) -> None:
+        metadata = raw["metadata"]
+        now = self._clock()
+        status = raw.get("status") or {}
+        memory = self._memory.get(metadata["uid"])
+        if memory is None:
+            memory = Memory(history_from_status(status), list(status.get("decisions") or ()))
+            self._memory[metadata["uid"]] = memory
+        policy_object = _involved_policy(raw)
+        generation = int(metadata.get("generation") or 0)
+        try:
+            policy = parse_policy(raw)
+        except InvalidPolicy as error:
+            problem = Problem("InvalidSpec", str(error))
+            reported: set[str] = set()
+            self._report_lasting(
+                memory,
+                reported,
+                policy_object,
+                kind="Warning",
+                reason=problem.reason,
+                message=problem.message,
+            )
+            memory.reported = reported
+            invalid: dict[str, Any] = {"observedGeneration": generation}
+            await self._write_status(
+                raw, memory, invalid, problem=problem, observation=None, policy=None, now=now
+            )
+            return
+        observation = await observe(self._api, policy, now, health=self._health, podgroups=self._podgroups)
+        lasting: set[str] = set()
+        body: dict[str, Any] = {
+            "observedGeneration": generation,
+            "pool": pool_entry(observation, policy),
+            "exporterErrors": dict(observation.health.errors) or None,
+        }
+        if observation.problems:
+            problem = observation.problems[0]
+            self._report_lasting(
+                memory, lasting, policy_object, kind="Warning", reason=problem.reason, message=problem.message
+            )
+            memory.reported = lasting
+            body["demand"] = demand_entry(observation.observed, memory.history)
+            await self._write_status(
+                raw, memory, body, problem=problem, observation=observation, policy=policy, now=now
+            )
+            return
+        outcome = decide(now, policy, observation.observed, memory.history)
+        if self._metrics is not None:
+            for key, since in memory.history.shortfall_since.items():
+                if key not in outcome.history.shortfall_since:
+                    self._metrics.freed(policy.name, (now - since).total_seconds())
+        memory.history = outcome.history
+        run = Pass(policy, policy_object, observation, memory, now, lasting)
+        for decision in outcome.decisions:
+            await self._carry_out(run, decision)
+        memory.reported = lasting
+        body["demand"] = demand_entry(observation.observed, memory.history)
+        body["offloads"] = [
+            offload_entry(view, observation.offloads[view.key], policy)
+            for view in observation.observed.offloads
+        ]
+        self._export(policy, observation, body)
+        await self._write_status(
+            raw, memory, body, problem=None, observation=observation, policy=policy, now=now
+        )
+
+    def _export(self, policy: PolicySpec, observation: Observation, body: Mapping[str, Any]) -> None:
+        if self._metrics is None:
+            return
+        pool = body["pool"]
+        states = {state: pool[state] for state in ("free", "reserved", "busy", "unhealthy")}
+        self._metrics.pool(policy.name, body["demand"]["gpus"], states)
+        for node in observation.observed.nodes:
+            readings = observation.health.readings.get(node.name, ())
+            self._metrics.node(node.name, node.health.counts, node.health.reason, readings)
+
+    def _report_lasting(
+        self,
+        memory: Memory,
+        lasting: set[str],
+        involved: InvolvedObject,
+        *,
+        kind: EventType,
+        reason: str,
+        message: str,
+    ) -> bool:
+        """Record an Event for a situation that lasts only when it begins; True when it began now."""
+        key = f"{involved.kind}/{involved.namespace}/{involved.name}:{reason}:{message}"
+        lasting.add(key)
+        if key in memory.reported:
+            return False
+        self._events.record(involved, kind, reason, message)
+        return True
+
+    async def _carry_out(self, run: Pass, decision: Decision) -> None:
+        policy, policy_object, observation, memory, now = (
+            run.policy,
+            run.involved,
+            run.observation,
+            run.memory,
+            run.now,
+        )
+        reason = EVENT_REASONS[decision.action]
+        text = f"{decision.reason}: {decision.message}" if decision.message else str(decision.reason)
+        if decision.action in (Action.SKIP, Action.DEFER):
+            who = ", ".join(decision.offloads)
+            message = f"{decision.reason}: {who} {decision.message}".strip() if who else text
+            if self._report_lasting(
+                memory, run.lasting, policy_object, kind="Normal", reason=reason, message=message
+            ):
+                for key in decision.offloads:
+                    self._events.record(_involved_offload(observation, key), "Normal", reason, message)
+                self._record(memory, now, decision)
+                if self._metrics is not None:
+                    self._metrics.skipped(policy.name, decision.reason)
+            return
+        if decision.action is Action.DEMAND_DETECTED:
+            self._events.record(policy_object, "Normal", reason, decision.message)
+            return
+        if decision.action in (Action.FLIP_OUT, Action.FLIP_BACK):
+            await self._flip(run, decision)
+            return
+        await self._taint(run, decision)
+
+    async def _flip(self, run: Pass, decision: Decision) -> None:
+        policy, policy_object, observation, memory, now = (
+            run.policy,
+            run.involved,
+            run.observation,
+            run.memory,
+            run.now,
+        )
+        out = decision.action is Action.FLIP_OUT
+        placement, expect = ("away", "home") if out else ("home", "away")
+        reason = EVENT_REASONS[decision.action]
+        done = []
+        for key in decision.offloads:
+            namespace, _, name = key.partition("/")
+            involved = _involved_offload(observation, key)
+            try:
+                await actuate.set_placement(
+                    self._api, namespace, name, placement, policy=policy.name, now=now, expect=expect
+                )
+            except actuate.Refused as refused:
+                skip = "FlipOutSkipped" if out else "FlipBackDeferred"
+                self._events.record(involved, "Normal", skip, f"{key}: {refused}")
+                self._events.record(policy_object, "Normal", skip, f"{key}: {refused}")
+                continue
+            done.append(key)
+            message = f"{decision.reason}: {decision.message} (placement {placement})"
+            self._events.record(involved, "Normal", reason, message)
+            if self._metrics is not None:
+                trigger = "abort" if decision.reason == Reason.DEMAND_RETURNED else "auto"
+                self._metrics.flipped(policy.name, key, placement, trigger)
+        if done:
+            message = f"{decision.reason}: {', '.join(done)} to {placement}; {decision.message}"
+            self._events.record(policy_object, "Normal", reason, message)
+            self._record(memory, now, dataclasses.replace(decision, offloads=tuple(done)))
+
+    async def _taint(self, run: Pass, decision: Decision) -> None:
+        policy, policy_object, observation, memory, now = (
+            run.policy,
+            run.involved,
+            run.observation,
+            run.memory,
+            run.now,
+        )
+        reason = EVENT_REASONS[decision.action]
+        kind: EventType = "Warning" if decision.action is Action.TAINT_UNHEALTHY else "Normal"
+        done = []
+        for node in decision.nodes:
+            if decision.action is Action.RESERVE:
+                changed = await actuate.add_taint(self._api, node, policy.reservation)
+            elif decision.action is Action.TAINT_UNHEALTHY:
+                taint = Taint(policy.health.taint_key, decision.reason, policy.health.taint_effect)
+                changed = await actuate.add_taint(self._api, node, taint)
+            else:
+                key = policy.reservation.key if decision.action is Action.RELEASE else policy.health.taint_key
+                changed = await actuate.remove_taint(self._api, node, key)
+            if changed:
+                done.append(node)
+                message = (
+                    f"{decision.reason}: {decision.message}" if decision.message else str(decision.reason)
+                )
+                self._events.record(_involved_node(observation, node), kind, reason, message)
+        if done:
+            message = f"{decision.reason}: {', '.join(done)}" + (
+                f" ({decision.message})" if decision.message else ""
+            )
+            self._events.record(policy_object, kind, reason, message)
+            if decision.action in RECORDED:
+                self._record(memory, now, dataclasses.replace(decision, nodes=tuple(done)))
+
+    def _record(self, memory: Memory, now: datetime, decision: Decision) -> None:
+        entry = decision_entry(now, decision)
+        if decision.action is Action.DEFER:
+            entry["action"] = "Skip"  # the contract's actions: a deferred flip back is a skip
+        memory.decisions = [entry, *memory.decisions][:MAX_DECISIONS]
+
+    async def _write_status(
+        self,
+        raw: RawObject,
+        memory: Memory,
+        body: dict[str, Any],
+        *,
+        problem: Problem | None,
+        observation: Observation | None,
+        policy: PolicySpec | None,
+        now: datetime,
+    ) -> None:
+        status = raw.get("status") or {}
+        previous = (memory.written or status).get("conditions") or ()
+        generation = int(raw["metadata"].get("generation") or 0)
+        observed = observation.observed if observation is not None else None
+        body["conditions"] = conditions_for(
+            previous, now, generation, problem=problem, observed=observed, policy=policy
+        )
+        body["decisions"] = memory.decisions
+        if body == memory.written:
+            return
+        await self._api.request(
+            "PATCH",
+            policies_path(raw["metadata"]["name"], status=True),
+            query={"fieldManager": POLICY_FIELD_MANAGER},
+            body={"status": body},
+            content_type=MERGE_PATCH,
+        )
+        memory.written = body
+
+
+def _involved_policy(raw: RawObject) -> InvolvedObject:
+    metadata = raw["metadata"]
+    return InvolvedObject(POLICY_KIND, metadata["name"], "", metadata.get("uid", ""), api_version=API_VERSION)
+
+
+def _involved_offload(observation: Observation, key: str) -> InvolvedObject:
+    namespace, _, name = key.partition("/")
+    uid = str(((observation.offloads.get(key) or {}).get("metadata") or {}).get("uid", ""))
+    return InvolvedObject(KIND, name, namespace, uid, api_version=API_VERSION)
+
+
+def _involved_node(observation: Observation, name: str) -> InvolvedObject:
+    uid = next(
+        (str(n["metadata"].get("uid", "")) for n in observation.nodes if n["metadata"]["name"] == name), ""
+    )
+    return InvolvedObject("Node", name, "", uid)

@@ -1,0 +1,264 @@
+"""Read what one policy decides on from the apiserver: its Offloads, the home pool, the training gangs.
+
+One pass lists the pool's nodes, every unfinished pod (cluster-wide: training may run in any
+namespace) and the selected Offloads with their home Deployments, then reduces them to the plain
+values of `vk_provider.policy.model`. Problems that make the policy unusable as written (it selects
+no Offload, the pool has no node or no GPU, no node knows the resource) come back as `problems`, so
+the caller reports them and moves nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject, resource_path
+from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.offload.names import offloads_path
+from vk_provider.policy import pods as podinfo
+from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION, flip_times
+from vk_provider.policy.model import Gang, NodeHealth, Observed, OffloadView, PoolNode
+from vk_provider.policy.names import (
+    AUTO_ANNOTATION,
+    FLIP_ORDER_ANNOTATION,
+    FLIPPED_BY_ANNOTATION,
+    HOLD_UNTIL_ANNOTATION,
+    HOLD_UNTIL_NEXT_FLIP,
+    POLICY_TAINTS_ANNOTATION,
+)
+from vk_provider.policy.signals import HealthReport, HealthSource, PodGroupSource
+from vk_provider.policy.spec import PolicySpec
+
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    observed: Observed
+    nodes: Sequence[RawObject]
+    offloads: Mapping[str, RawObject]
+    """`namespace/name` -> the Offload as read (for its uid in Events)."""
+    health: HealthReport
+    problems: tuple[Problem, ...] = ()
+
+
+async def observe(
+    api: KubeApi, policy: PolicySpec, now: datetime, *, health: HealthSource, podgroups: PodGroupSource
+) -> Observation:
+    nodes = await _items(api, resource_path("v1", "nodes"), policy.pool_selector.query())
+    pods = await _items(
+        api, resource_path("v1", "pods"), None, field_selector="status.phase!=Succeeded,status.phase!=Failed"
+    )
+    offloads = await _offloads(api, policy)
+    report = await health.judge(now, nodes, policy)
+    problems = list(_pool_problems(policy, nodes))
+    if not offloads:
+        where = policy.offload_selector.query() or "everything"
+        if not policy.namespace_selector.empty:
+            where += f"; namespaces {policy.namespace_selector.query()}"
+        problems.append(Problem("NoOffloadsSelected", f"spec.offloads selects no Offload ({where})"))
+    pool = {node["metadata"]["name"] for node in nodes}
+    gangs = _gangs(policy, pods, pool)
+    known = {(gang.namespace, gang.name) for gang in gangs}
+    gangs += [gang for gang in await podgroups.demand(policy) if (gang.namespace, gang.name) not in known]
+    views = []
+    for _, offload in sorted(offloads.items()):
+        deployment = await _home_deployment(api, offload)
+        views.append(_offload_view(policy, offload, deployment, pods, pool))
+    observed = Observed(
+        gangs=tuple(sorted(gangs, key=lambda gang: gang.key)),
+        nodes=tuple(
+            _pool_node(policy, node, pods, report.nodes.get(node["metadata"]["name"])) for node in nodes
+        ),
+        offloads=tuple(views),
+    )
+    return Observation(observed, nodes, offloads, report, tuple(problems))
+
+
+async def _items(
+    api: KubeApi, path: str, selector: str | None, *, field_selector: str | None = None
+) -> list[RawObject]:
+    query: dict[str, str] = {}
+    if selector:
+        query["labelSelector"] = selector
+    if field_selector:
+        query["fieldSelector"] = field_selector
+    listing = await api.get(path, query=query)
+    items: list[RawObject] = listing.get("items") or []
+    return items
+
+
+async def _offloads(api: KubeApi, policy: PolicySpec) -> dict[str, RawObject]:
+    items = await _items(api, offloads_path(), policy.offload_selector.query())
+    if not policy.namespace_selector.empty:
+        namespaces = await _items(api, resource_path("v1", "namespaces"), policy.namespace_selector.query())
+        allowed = {namespace["metadata"]["name"] for namespace in namespaces}
+        items = [item for item in items if item["metadata"]["namespace"] in allowed]
+    return {f"{item['metadata']['namespace']}/{item['metadata']['name']}": item for item in items}
+
+
+async def _home_deployment(api: KubeApi, offload: RawObject) -> RawObject | None:
+    name = ((offload.get("spec") or {}).get("home") or {}).get("deployment")
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        return await api.get(
+            resource_path("apps/v1", "deployments", namespace=offload["metadata"]["namespace"], name=name)
+        )
+    except KubeApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+def _pool_problems(policy: PolicySpec, nodes: Sequence[RawObject]) -> list[Problem]:
+    selector = policy.pool_selector.query()
+    if not nodes:
+        return [Problem("NoHomeNodes", f"no node matches spec.homePool.nodeSelector ({selector})")]
+    known = [n for n in nodes if policy.resource in ((n.get("status") or {}).get("capacity") or {})]
+    if not known:
+        seen = sorted(
+            {key for n in nodes for key in ((n.get("status") or {}).get("capacity") or {}) if "/" in key}
+        )
+        return [
+            Problem(
+                "UnknownResource",
+                f"no node of the home pool ({selector}) advertises {policy.resource}"
+                f" (their extended resources: {', '.join(seen) or 'none'})",
+            )
+        ]
+    if sum(_count(n, "capacity", policy.resource) for n in nodes) == 0:
+        return [Problem("NoHomeGpus", f"the home pool ({selector}) has no {policy.resource}")]
+    return []
+
+
+def _count(node: RawObject, field: str, resource: str) -> int:
+    value = ((node.get("status") or {}).get(field) or {}).get(resource)
+    return 0 if value is None else podinfo.whole(podinfo.quantity(value))
+
+
+def policy_taints(node: RawObject) -> frozenset[str]:
+    """The taint keys the node's annotation says the policy put there (unreadable: none)."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(POLICY_TAINTS_ANNOTATION)
+    try:
+        keys = json.loads(raw) if raw else []
+    except ValueError:
+        return frozenset()
+    return frozenset(key for key in keys if isinstance(key, str)) if isinstance(keys, list) else frozenset()
+
+
+def _pool_node(
+    policy: PolicySpec, node: RawObject, pods: Sequence[RawObject], health: NodeHealth | None
+) -> PoolNode:
+    name = node["metadata"]["name"]
+    spec = node.get("spec") or {}
+    taints = [t for t in spec.get("taints") or () if t.get("effect") in BLOCKING_EFFECTS]
+    ours = {policy.reservation.key, policy.health.taint_key}
+    used = sum(
+        podinfo.pod_gpus(pod, policy.resource)
+        for pod in pods
+        if (pod.get("spec") or {}).get("nodeName") == name
+    )
+    return PoolNode(
+        name=name,
+        allocatable=_count(node, "allocatable", policy.resource),
+        used=used,
+        taints=frozenset(str(t.get("key", "")) for t in taints),
+        policy_taints=policy_taints(node),
+        blocked=bool(spec.get("unschedulable")) or any(t.get("key") not in ours for t in taints),
+        health=health or NodeHealth(),
+    )
+
+
+def _gangs(policy: PolicySpec, pods: Sequence[RawObject], pool: set[str]) -> list[Gang]:
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for pod in pods:
+        gpus = podinfo.pod_gpus(pod, policy.resource)
+        if gpus <= 0 or podinfo.priority(pod) < policy.demand.min_priority:
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node not in pool:
+            continue  # training running elsewhere holds none of the pool
+        metadata = pod["metadata"]
+        if metadata.get("deletionTimestamp") and not node:
+            continue  # a pending pod being deleted will never need GPUs
+        key = (
+            metadata["namespace"],
+            podinfo.gang_name(pod, policy.demand.group_by, policy.demand.group_label),
+        )
+        totals[key][0] += gpus
+        if podinfo.unschedulable(pod):
+            totals[key][1] += gpus
+    return [
+        Gang("Pods", namespace, name, gpus, unplaced)
+        for (namespace, name), (gpus, unplaced) in totals.items()
+    ]
+
+
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    wanted = selector.get("matchLabels") or {}
+    return bool(wanted) and all(labels.get(key) == value for key, value in wanted.items())
+
+
+def _offload_view(
+    policy: PolicySpec,
+    offload: RawObject,
+    deployment: RawObject | None,
+    pods: Sequence[RawObject],
+    pool: set[str],
+) -> OffloadView:
+    metadata = offload["metadata"]
+    annotations = metadata.get("annotations") or {}
+    status = offload.get("status") or {}
+    per_pod, replicas, held = 0, 0, 0
+    if deployment is not None:
+        dspec = deployment.get("spec") or {}
+        per_pod = podinfo.template_gpus((dspec.get("template") or {}).get("spec") or {}, policy.resource)
+        replicas = int(dspec.get("replicas") or 0) or int(status.get("homeReplicas") or 0)
+        selector = dspec.get("selector") or {}
+        held = sum(
+            podinfo.pod_gpus(pod, policy.resource)
+            for pod in pods
+            if pod["metadata"]["namespace"] == metadata["namespace"]
+            and (pod.get("spec") or {}).get("nodeName") in pool
+            and _selects(selector, pod["metadata"].get("labels") or {})
+        )
+    hold = annotations.get(HOLD_UNTIL_ANNOTATION)
+    hold_until = parse_timestamp(hold) if hold and hold != HOLD_UNTIL_NEXT_FLIP else None
+    flips = tuple(sorted(flip_times(annotations.get(POLICY_FLIPS_ANNOTATION))))
+    started = parse_timestamp(status.get("migrationStartedAt"))
+    changes = [moment for moment in (*flips, started) if moment is not None]
+    return OffloadView(
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+        placement=str((offload.get("spec") or {}).get("placement", "home")),
+        phase=status.get("phase"),
+        target=status.get("targetPlacement"),
+        home_gpus=per_pod * replicas,
+        home_gpus_held=held,
+        order=_order(annotations.get(FLIP_ORDER_ANNOTATION)),
+        auto=str(annotations.get(AUTO_ANNOTATION, "on")).lower() != "off",
+        hold_until=hold_until,
+        # A hold the policy cannot read is still a person's hold: kept until they flip again.
+        hold_next_flip=bool(hold) and hold_until is None,
+        flipped_by=annotations.get(FLIPPED_BY_ANNOTATION),
+        policy_flips=flips,
+        last_change=max(changes, default=None),
+    )
+
+
+def _order(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,281 @@
+"""An OffloadPolicy's spec as typed values, read from the raw JSON the apiserver returns.
+
+The CRD (manifests/crds/offloadpolicy.yaml) fills the defaults and refuses most bad input; this module
+checks again what the policy relies on, because a policy written before a schema change or restored
+past the apiserver must end in a `Ready=False` condition naming the field, never in a crash. The
+defaults here are the CRD's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from vk_provider.policy.names import (
+    DEFAULT_GPU_RESOURCE,
+    RESERVED_TAINT_KEY,
+    RESERVED_TAINT_VALUE,
+    UNHEALTHY_TAINT_KEY,
+)
+from vk_provider.policy.selectors import InvalidSelector, LabelSelector, parse_selector
+
+DEFAULT_MIN_PRIORITY = 100000
+DEFAULT_IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
+"""Application Xids (a program's own fault, not the GPU's): never a reason to call a node unhealthy."""
+GROUP_BY = ("podGroup", "job", "label")
+# A resource name as the API accepts it: an optional DNS prefix and a name (nvidia.com/gpu, amd.com/gpu).
+_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class InvalidPolicy(ValueError):
+    """The policy cannot be acted on as written; the message says which field and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ExporterSpec:
+    namespace: str
+    selector: LabelSelector
+    port: int = 9400
+    path: str = "/metrics"
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthSpec:
+    exporter: ExporterSpec | None = None
+    max_temperature_celsius: float = 78.0
+    xid_lookback_seconds: int = 3600
+    ignored_xids: frozenset[int] = frozenset(DEFAULT_IGNORED_XIDS)
+    row_remap_failure: bool = True
+    allocatable_below_capacity: bool = True
+    external_taint_prefixes: tuple[str, ...] = ()
+    external_conditions: tuple[str, ...] = ()
+    healthy_for_seconds: int = 120
+    taint_key: str = UNHEALTHY_TAINT_KEY
+    taint_effect: str = "NoSchedule"
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    flip_out_after_seconds: int = 30
+    flip_back_after_seconds: int = 600
+    min_away_seconds: int = 300
+    min_home_seconds: int = 300
+    max_flips_per_hour: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class DemandSpec:
+    min_priority: int = DEFAULT_MIN_PRIORITY
+    group_by: str = "job"
+    group_label: str | None = None
+    pod_groups: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    uid: str
+    generation: int
+    offload_selector: LabelSelector
+    namespace_selector: LabelSelector
+    pool_selector: LabelSelector
+    resource: str = DEFAULT_GPU_RESOURCE
+    demand: DemandSpec = DemandSpec()
+    reservation: Taint = Taint(RESERVED_TAINT_KEY, RESERVED_TAINT_VALUE, "NoSchedule")
+    health: HealthSpec = HealthSpec()
+    timing: Timing = Timing()
+    paused: bool = False
+
+
+def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
+    """The typed spec of an OffloadPolicy object, or InvalidPolicy naming the first bad field."""
+    metadata = raw.get("metadata") or {}
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping):
+        raise InvalidPolicy("spec is missing")
+    try:
+        offloads = _object(spec, "offloads", required=True)
+        if "selector" not in offloads:
+            raise InvalidPolicy("spec.offloads.selector is required (which Offloads this policy may move)")
+        pool = _object(spec, "homePool", required=True)
+        if "nodeSelector" not in pool:
+            raise InvalidPolicy("spec.homePool.nodeSelector is required (which nodes are the home GPU pool)")
+        pool_selector = parse_selector(pool["nodeSelector"], "spec.homePool.nodeSelector")
+        if pool_selector.empty:
+            raise InvalidPolicy("spec.homePool.nodeSelector must not be empty: it would make every node home")
+        return PolicySpec(
+            name=str(metadata.get("name", "")),
+            uid=str(metadata.get("uid", "")),
+            generation=int(metadata.get("generation") or 0),
+            offload_selector=parse_selector(offloads["selector"], "spec.offloads.selector"),
+            namespace_selector=parse_selector(
+                offloads.get("namespaceSelector"), "spec.offloads.namespaceSelector"
+            ),
+            pool_selector=pool_selector,
+            resource=_resource(pool.get("resource", DEFAULT_GPU_RESOURCE)),
+            demand=_demand(_object(spec, "demand")),
+            reservation=_reservation(
+                _object(_object(spec, "reservation"), "taint", where="spec.reservation")
+            ),
+            health=_health(_object(spec, "health")),
+            timing=_timing(_object(spec, "timing")),
+            paused=_boolean(spec.get("paused", False), "spec.paused"),
+        )
+    except InvalidSelector as error:
+        raise InvalidPolicy(str(error)) from None
+
+
+def _object(
+    parent: Mapping[str, Any], key: str, *, required: bool = False, where: str = "spec"
+) -> Mapping[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        if required:
+            raise InvalidPolicy(f"{where}.{key} is required")
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidPolicy(f"{where}.{key} must be an object")
+    return value
+
+
+def _resource(value: Any) -> str:
+    if not isinstance(value, str) or not _RESOURCE.match(value) or value.count("/") > 1:
+        raise InvalidPolicy(f"spec.homePool.resource {value!r} is not a resource name (like nvidia.com/gpu)")
+    return value
+
+
+def _integer(value: Any, field: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidPolicy(f"{field} must be an integer, not {value!r}")
+    if value < minimum:
+        raise InvalidPolicy(f"{field} must be at least {minimum}, not {value}")
+    return value
+
+
+def _boolean(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidPolicy(f"{field} must be true or false, not {value!r}")
+    return value
+
+
+def _strings(value: Any, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidPolicy(f"{field} must be a list of strings")
+    return tuple(value)
+
+
+def _demand(raw: Mapping[str, Any]) -> DemandSpec:
+    pods = _object(raw, "pods", where="spec.demand")
+    group_by = pods.get("groupBy", "job")
+    if group_by not in GROUP_BY:
+        raise InvalidPolicy(
+            f"spec.demand.pods.groupBy must be one of {', '.join(GROUP_BY)}, not {group_by!r}"
+        )
+    label = pods.get("groupLabel")
+    if group_by == "label" and (not isinstance(label, str) or not label):
+        raise InvalidPolicy("spec.demand.pods.groupBy label needs spec.demand.pods.groupLabel (a label key)")
+    priority = pods.get("minPriority", DEFAULT_MIN_PRIORITY)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidPolicy(f"spec.demand.pods.minPriority must be an integer, not {priority!r}")
+    groups = _object(raw, "podGroups", where="spec.demand")
+    return DemandSpec(
+        min_priority=priority,
+        group_by=group_by,
+        group_label=label if isinstance(label, str) and label else None,
+        pod_groups=_boolean(groups.get("enabled", True), "spec.demand.podGroups.enabled"),
+    )
+
+
+def _reservation(raw: Mapping[str, Any]) -> Taint:
+    key = raw.get("key", RESERVED_TAINT_KEY)
+    effect = raw.get("effect", "NoSchedule")
+    if not isinstance(key, str) or not key:
+        raise InvalidPolicy("spec.reservation.taint.key must be a taint key")
+    if effect not in ("NoSchedule", "PreferNoSchedule"):
+        # NoExecute would evict the inference pods the migration is still moving traffic off.
+        raise InvalidPolicy(
+            f"spec.reservation.taint.effect must be NoSchedule or PreferNoSchedule, not {effect!r}"
+        )
+    return Taint(key, str(raw.get("value", RESERVED_TAINT_VALUE)), effect)
+
+
+def _health(raw: Mapping[str, Any]) -> HealthSpec:
+    exporter = None
+    dcgm = _object(raw, "dcgmExporter", where="spec.health")
+    if dcgm:
+        namespace = dcgm.get("namespace")
+        if not isinstance(namespace, str) or not namespace:
+            raise InvalidPolicy(
+                "spec.health.dcgmExporter.namespace is required (where the exporter pods run)"
+            )
+        port = _integer(dcgm.get("port", 9400), "spec.health.dcgmExporter.port", minimum=1)
+        path = dcgm.get("path", "/metrics")
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise InvalidPolicy("spec.health.dcgmExporter.path must start with /")
+        exporter = ExporterSpec(
+            namespace, parse_selector(dcgm.get("selector"), "spec.health.dcgmExporter.selector"), port, path
+        )
+    temperature = raw.get("maxTemperatureCelsius", 78)
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature <= 0:
+        raise InvalidPolicy(
+            f"spec.health.maxTemperatureCelsius must be a positive number, not {temperature!r}"
+        )
+    xids = raw.get("ignoredXids", list(DEFAULT_IGNORED_XIDS))
+    if not isinstance(xids, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in xids):
+        raise InvalidPolicy("spec.health.ignoredXids must be a list of integers")
+    taint = _object(raw, "taint", where="spec.health")
+    key = taint.get("key", UNHEALTHY_TAINT_KEY)
+    if not isinstance(key, str) or not key:
+        raise InvalidPolicy("spec.health.taint.key must be a taint key")
+    return HealthSpec(
+        exporter=exporter,
+        max_temperature_celsius=float(temperature),
+        xid_lookback_seconds=_integer(raw.get("xidLookbackSeconds", 3600), "spec.health.xidLookbackSeconds"),
+        ignored_xids=frozenset(xids),
+        row_remap_failure=_boolean(raw.get("rowRemapFailure", True), "spec.health.rowRemapFailure"),
+        allocatable_below_capacity=_boolean(
+            raw.get("allocatableBelowCapacity", True), "spec.health.allocatableBelowCapacity"
+        ),
+        external_taint_prefixes=_strings(
+            raw.get("externalTaintPrefixes"), "spec.health.externalTaintPrefixes"
+        ),
+        external_conditions=_strings(raw.get("externalConditions"), "spec.health.externalConditions"),
+        healthy_for_seconds=_integer(raw.get("healthyForSeconds", 120), "spec.health.healthyForSeconds"),
+        taint_key=key,
+        taint_effect=str(taint.get("effect", "NoSchedule")),
+    )
+
+
+def _timing(raw: Mapping[str, Any]) -> Timing:
+    defaults = Timing()
+    values = {
+        field.name: _integer(
+            raw.get(_camel(field.name), getattr(defaults, field.name)),
+            f"spec.timing.{_camel(field.name)}",
+            minimum=1 if field.name == "max_flips_per_hour" else 0,
+        )
+        for field in dataclasses.fields(Timing)
+    }
+    timing = Timing(**values)
+    if timing.flip_back_after_seconds < timing.flip_out_after_seconds:
+        raise InvalidPolicy(
+            "spec.timing.flipBackAfterSeconds must not be shorter than flipOutAfterSeconds "
+            f"({timing.flip_back_after_seconds} < {timing.flip_out_after_seconds}): the policy would flap"
+        )
+    return timing
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)

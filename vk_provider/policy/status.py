@@ -1,0 +1,226 @@
+"""The OffloadPolicy's status: what the policy sees and did, for people, `kubectl offload policy status`
+and the next leader.
+
+Shape (every key optional; `kubectl get ofp` shows demand.gpus and the pool's counts):
+
+    observedGeneration
+    conditions: [Ready, TrainingDemand, HomeCapacityHealthy]
+    demand: {gpus, goneSince, gangs: [{kind, namespace, name, gpus, unplacedGpus, since, shortfallSince}]}
+    pool: {resource, total, free, reserved, busy, unhealthy, tensorActive,
+           nodes: [{name, gpus, free, healthy, reason, since, temperatureCelsius, tensorActive, reserved}]}
+    offloads: [{namespace, name, placement, phase, homeGpus, auto, holdUntil, lastFlip, lastTrigger,
+                nextEligible}]
+    decisions: [{time, action, offloads, nodes, reason, message}]   # newest first, at most 20
+    exporterErrors: {pod or node: message}
+
+`demand.gangs[].since`, `shortfallSince` and `demand.goneSince` are the policy's memory (`History`):
+a new leader reads them back, so its clocks continue instead of starting again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from vk_provider.kit.timestamps import format_timestamp, parse_timestamp
+from vk_provider.offload.status import set_condition
+from vk_provider.policy.decide import Decision, free_gpus, usable
+from vk_provider.policy.model import HOUR, History, Observed, OffloadView
+from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
+from vk_provider.policy.observe import Observation, Problem
+from vk_provider.policy.spec import PolicySpec
+
+MAX_DECISIONS = 20
+
+
+def history_from_status(status: Mapping[str, Any] | None) -> History:
+    """The policy's memory as its last status recorded it (a fresh policy: empty)."""
+    demand = (status or {}).get("demand") or {}
+    shortfall: dict[str, datetime] = {}
+    seen: dict[str, datetime] = {}
+    for gang in demand.get("gangs") or ():
+        key = f"{gang.get('kind')}:{gang.get('namespace')}/{gang.get('name')}"
+        if (since := parse_timestamp(gang.get("since"))) is not None:
+            seen[key] = since
+        if (short := parse_timestamp(gang.get("shortfallSince"))) is not None:
+            shortfall[key] = short
+    return History(
+        shortfall_since=shortfall,
+        demand_since=seen,
+        demand_gone_since=parse_timestamp(demand.get("goneSince")),
+    )
+
+
+def decision_entry(now: datetime, decision: Decision) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "time": format_timestamp(now),
+        "action": decision.action.value,
+        "reason": decision.reason,
+    }
+    if decision.offloads:
+        entry["offloads"] = list(decision.offloads)
+    if decision.nodes:
+        entry["nodes"] = list(decision.nodes)
+    if decision.message:
+        entry["message"] = decision.message
+    return entry
+
+
+def conditions_for(
+    previous: Sequence[Mapping[str, Any]],
+    now: datetime,
+    generation: int,
+    *,
+    problem: Problem | None,
+    observed: Observed | None,
+    policy: PolicySpec | None,
+) -> list[dict[str, Any]]:
+    conditions = [dict(item) for item in previous]
+    if problem is not None:
+        conditions = set_condition(
+            conditions, "Ready", "False", problem.reason, problem.message, now=now, generation=generation
+        )
+    else:
+        conditions = set_condition(
+            conditions, "Ready", "True", "Ready", "watching the home pool", now=now, generation=generation
+        )
+    if observed is None or policy is None:
+        return conditions
+    if observed.gangs:
+        unplaced = sum(gang.unplaced_gpus for gang in observed.gangs)
+        total = sum(gang.gpus for gang in observed.gangs)
+        message = f"{len(observed.gangs)} gang(s) request {total} GPUs, {unplaced} unplaced"
+        conditions = set_condition(
+            conditions, "TrainingDemand", "True", "GangsPresent", message, now=now, generation=generation
+        )
+    else:
+        conditions = set_condition(
+            conditions,
+            "TrainingDemand",
+            "False",
+            "NoDemand",
+            "no training gang",
+            now=now,
+            generation=generation,
+        )
+    sick = [node for node in observed.nodes if not node.health.counts]
+    if sick:
+        message = "; ".join(
+            f"{node.name}: {node.health.reason or 'settling'} {node.health.detail}".strip() for node in sick
+        )
+        reason = "Unhealthy" if any(not node.health.healthy for node in sick) else "Settling"
+        conditions = set_condition(
+            conditions, "HomeCapacityHealthy", "False", reason, message, now=now, generation=generation
+        )
+    else:
+        conditions = set_condition(
+            conditions,
+            "HomeCapacityHealthy",
+            "True",
+            "AllHealthy",
+            "every home node counts as healthy",
+            now=now,
+            generation=generation,
+        )
+    return conditions
+
+
+def _next_eligible(offload: OffloadView, policy: PolicySpec) -> datetime | None:
+    moments = []
+    if offload.last_change is not None:
+        dwell = (
+            policy.timing.min_home_seconds if offload.placement == "home" else policy.timing.min_away_seconds
+        )
+        moments.append(offload.last_change + timedelta(seconds=dwell))
+    recent = sorted(offload.policy_flips)[-policy.timing.max_flips_per_hour :]
+    if len(recent) >= policy.timing.max_flips_per_hour:
+        moments.append(recent[0] + HOUR)
+    return max(moments, default=None)
+
+
+def offload_entry(offload: OffloadView, raw: Mapping[str, Any], policy: PolicySpec) -> dict[str, Any]:
+    annotations = (raw.get("metadata") or {}).get("annotations") or {}
+    entry: dict[str, Any] = {
+        "namespace": offload.namespace,
+        "name": offload.name,
+        "placement": offload.placement,
+        "homeGpus": offload.home_gpus,
+        "auto": offload.auto,
+    }
+    if offload.phase:
+        entry["phase"] = offload.phase
+    if hold := annotations.get(HOLD_UNTIL_ANNOTATION):
+        entry["holdUntil"] = hold
+    if offload.last_change is not None:
+        entry["lastFlip"] = format_timestamp(offload.last_change)
+    if offload.flipped_by:
+        entry["lastTrigger"] = "auto" if offload.flipped_by.startswith("policy/") else "manual"
+    if (eligible := _next_eligible(offload, policy)) is not None:
+        entry["nextEligible"] = format_timestamp(eligible)
+    return entry
+
+
+def pool_entry(observation: Observation, policy: PolicySpec) -> dict[str, Any]:
+    observed = observation.observed
+    nodes = []
+    tensors: list[float] = []
+    reserved = unhealthy = busy = 0
+    for node in observed.nodes:
+        readings = observation.health.readings.get(node.name, ())
+        entry: dict[str, Any] = {
+            "name": node.name,
+            "gpus": node.allocatable,
+            "free": node.free,
+            "healthy": node.health.counts,
+            "reserved": policy.reservation.key in node.taints,
+        }
+        if node.health.reason:
+            entry["reason"] = node.health.reason
+        if node.health.since is not None:
+            entry["since"] = format_timestamp(node.health.since)
+        temperatures = [r.temperature_celsius for r in readings if r.temperature_celsius is not None]
+        if temperatures:
+            entry["temperatureCelsius"] = max(temperatures)
+        node_tensors = [r.tensor_active for r in readings if r.tensor_active is not None]
+        if node_tensors:
+            entry["tensorActive"] = round(sum(node_tensors) / len(node_tensors), 3)
+            tensors += node_tensors
+        nodes.append(entry)
+        busy += node.used
+        if entry["reserved"]:
+            reserved += node.allocatable
+        if not usable(node, policy):
+            unhealthy += node.allocatable
+    pool: dict[str, Any] = {
+        "resource": policy.resource,
+        "total": sum(node.allocatable for node in observed.nodes),
+        "free": free_gpus(observed, policy),
+        "reserved": reserved,
+        "busy": busy,
+        "unhealthy": unhealthy,
+        "nodes": nodes,
+    }
+    if tensors:
+        pool["tensorActive"] = round(sum(tensors) / len(tensors), 3)
+    return pool
+
+
+def demand_entry(observed: Observed, history: History) -> dict[str, Any]:
+    gangs = []
+    for gang in observed.gangs:
+        entry: dict[str, Any] = {
+            "kind": gang.kind,
+            "namespace": gang.namespace,
+            "name": gang.name,
+            "gpus": gang.gpus,
+            "unplacedGpus": gang.unplaced_gpus,
+        }
+        if (since := history.demand_since.get(gang.key)) is not None:
+            entry["since"] = format_timestamp(since)
+        if (short := history.shortfall_since.get(gang.key)) is not None:
+            entry["shortfallSince"] = format_timestamp(short)
+        gangs.append(entry)
+    demand: dict[str, Any] = {"gpus": sum(gang.gpus for gang in observed.gangs), "gangs": gangs}
+    demand["goneSince"] = format_timestamp(history.demand_gone_since) if history.demand_gone_since else None
+    return demand
