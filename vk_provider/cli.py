@@ -16,7 +16,7 @@ from vk_provider.controller.running import add_controller_arguments, run_control
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
-from vk_provider.offloadcli import commands as migration
+from vk_provider.offloadcli import running as migration
 from vk_provider.offloadcli.arguments import add_migration_commands
 from vk_provider.router.running import add_router_arguments, run_router_command
 

@@ -23,6 +23,7 @@ from vk_devtools.demo.load import LoadGenerator, LoadSettings
 from vk_devtools.devcluster import cluster
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi
 from vk_provider.offload.names import RETRY_ANNOTATION
+from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION, HOLD_UNTIL_NEXT_FLIP
 
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 CLI_TIMEOUT_SECONDS = 60
@@ -184,7 +185,10 @@ async def test_abort_sets_the_starting_placement_and_needs_a_running_migration(
     await patch_status(api, namespace, "chat", {"phase": "Shifting", "targetPlacement": "away"})
     aborted = await asyncio.to_thread(run_cli, control_plane, "abort", "chat", "-n", namespace)
     assert aborted.returncode == 0, aborted.stderr
-    assert (await read(api, namespace, "chat"))["spec"]["placement"] == "home"
+    after_abort = await read(api, namespace, "chat")
+    assert after_abort["spec"]["placement"] == "home"
+    # A person set the placement: the OffloadPolicies leave it there until the next flip by a person.
+    assert after_abort["metadata"]["annotations"][HOLD_UNTIL_ANNOTATION] == HOLD_UNTIL_NEXT_FLIP
 
     await patch_status(api, namespace, "chat", {"phase": "Shifting", "targetPlacement": "home"})
     promoted = await asyncio.to_thread(run_cli, control_plane, "promote", "chat", "-n", namespace)

@@ -13,7 +13,7 @@ from vk_provider.offload.plan import validate_steps
 
 MAX_INTERVAL_SECONDS = 2**31 - 1
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
-COMMANDS = ("list", "status", "flip", "pause", "resume", "abort", "promote")
+COMMANDS = ("list", "status", "flip", "pause", "resume", "abort", "promote", "auto", "policy")
 
 
 def parse_steps(text: str) -> tuple[int, ...]:
@@ -50,13 +50,29 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
+def parse_hold(text: str) -> int:
+    """`--hold 2h`, `90m`, `1h30m` (or seconds) as whole seconds: how long the policy keeps its hands off."""
+    try:
+        return parse_duration(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a hold duration like 2h, 90m or 1h30m (at least 1s, at most "
+            f"{MAX_INTERVAL_SECONDS}s); without --hold the hold lasts until the next flip by a person"
+        ) from None
+
+
+def _connection_flags() -> argparse.ArgumentParser:
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    connection.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    return connection
+
+
 def _common_flags() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, parents=[_connection_flags()])
     common.add_argument(
         "-n", "--namespace", help="the Offload's namespace (default: the context's namespace or default)"
     )
-    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    common.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
     return common
 
 
@@ -69,7 +85,8 @@ def _output_flag() -> argparse.ArgumentParser:
 
 
 def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add list, status, flip, pause, resume, abort and promote; each sets `migration_command`."""
+    """Add list, status, flip, pause, resume, abort, promote, auto and policy; each sets
+    `migration_command` (`policy list` and `policy status` for the policy's two)."""
     common = _common_flags()
     output = _output_flag()
 
@@ -106,6 +123,13 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
         "--interval", type=parse_duration, metavar="DURATION", help="time per step, e.g. 30s, 2m, 90"
     )
     flip.add_argument(
+        "--hold",
+        type=parse_hold,
+        metavar="DURATION",
+        help="keep every OffloadPolicy from moving it for this long, e.g. 2h, 90m, 1h30m "
+        "(default: until the next flip by a person)",
+    )
+    flip.add_argument(
         "--wait",
         action="store_true",
         help="wait for the migration to end: exit 0 on Succeeded, 1 on RolledBack or Failed",
@@ -118,3 +142,38 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
         ("promote", "skip the remaining steps of the running migration"),
     ):
         add(name, help_text).add_argument("name", metavar="NAME")
+
+    auto = add("auto", "let OffloadPolicies move the Offload (on, which also ends a hold) or not (off)")
+    auto.add_argument("state", choices=("on", "off"), help="on: policies may move it; off: they leave it")
+    auto.add_argument("name", metavar="NAME")
+
+    _add_policy_commands(subparsers, output)
+
+
+def _add_policy_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], output: argparse.ArgumentParser
+) -> None:
+    """`policy list` and `policy status NAME`: OffloadPolicies are cluster-scoped, so no -n."""
+    policy = subparsers.add_parser(
+        "policy",
+        help="show the OffloadPolicies: training demand, the home GPU pool and what they decided",
+        description="Show the OffloadPolicies (cluster-scoped): list them, or one in detail.",
+    )
+    commands = policy.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
+    parents = [_connection_flags(), output]
+    listing = commands.add_parser(
+        "list", help="list the OffloadPolicies", description="List the OffloadPolicies.", parents=parents
+    )
+    listing.set_defaults(migration_command="policy list", namespace=None)
+    status = commands.add_parser(
+        "status",
+        help="show one OffloadPolicy in detail",
+        description="Show one OffloadPolicy: demand per gang, the home pool's GPUs, its Offloads, "
+        "its last decisions and its conditions.",
+        parents=parents,
+    )
+    status.set_defaults(migration_command="policy status", namespace=None)
+    status.add_argument("name", metavar="NAME")
+    status.add_argument(
+        "-w", "--watch", action="store_true", help="re-render on each change until interrupted (Ctrl-C)"
+    )

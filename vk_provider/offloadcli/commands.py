@@ -1,10 +1,10 @@
 """What each migration command does against the apiserver, and the exit code it ends with.
 
-The CLI only writes the Offload's spec (placement, strategy, paused) and one annotation (promote); the
-controller does the migrating and reports in status. Checks that depend on the cluster (is a migration
-running, and toward where) are made on a fresh read, and the write carries that read's resourceVersion
-so a concurrent change is noticed instead of overwritten; on such a conflict the command re-reads and
-checks again.
+The CLI only writes the Offload's spec (placement, strategy, paused) and annotations (promote, retry,
+and for the OffloadPolicies the hold of a person's flip or abort, and `auto`); the controller does the
+migrating and reports in status. Checks that depend on the cluster (is a migration running, and toward
+where) are made on a fresh read, and the write carries that read's resourceVersion so a concurrent
+change is noticed instead of overwritten; on such a conflict the command re-reads and checks again.
 
 Exit codes: 0 done; 1 the migration failed or rolled back (with --wait), the Offload is not Ready (with
 --wait: nothing would move), or the apiserver said no; 2 usage or validation error; 130 interrupted.
@@ -25,8 +25,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
-
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.offload.names import (
     KIND,
@@ -36,8 +34,8 @@ from vk_provider.offload.names import (
     offloads_path,
 )
 from vk_provider.offload.status import Phase
-from vk_provider.offloadcli import rendering
-from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
+from vk_provider.offloadcli import holds, rendering
+from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
 
 WATCH_SECONDS = 60
 REFRESH_SECONDS = 2.0
@@ -104,30 +102,49 @@ async def checked_patch(api: KubeApi, namespace: str, name: str, build: Check) -
     raise CommandError(EXIT_FAILED, f'offload "{name}" kept changing while being updated; try again')
 
 
-async def follow(
-    api: KubeApi, namespace: str, name: str, first: RawObject
+async def follow_object(
+    api: KubeApi,
+    collection: str,
+    first: RawObject,
+    reread: Callable[[], Awaitable[RawObject]],
+    deleted: str,
 ) -> AsyncGenerator[RawObject, None]:
-    """Each new version of the Offload after `first`, for as long as the caller iterates."""
+    """Each new version of the object `first` in `collection`, for as long as the caller iterates.
+
+    The watch is resumed from the last version seen; when that version is gone (410), the object is
+    read again with `reread`. Its deletion ends the iteration with CommandError(1, `deleted`).
+    """
     resource_version = first["metadata"]["resourceVersion"]
-    query = {"fieldSelector": f"metadata.name={name}"}
+    query = {"fieldSelector": f"metadata.name={first['metadata']['name']}"}
     while True:
         try:
             async for event in api.watch(
-                offloads_path(namespace),
+                collection,
                 query={**query, "resourceVersion": resource_version},
                 timeout_seconds=WATCH_SECONDS,
             ):
                 resource_version = event.object.get("metadata", {}).get("resourceVersion", resource_version)
                 if event.type == "DELETED":
-                    raise CommandError(EXIT_FAILED, f'offload "{name}" was deleted')
+                    raise CommandError(EXIT_FAILED, deleted)
                 if event.type in ("ADDED", "MODIFIED"):
                     yield event.object
         except KubeApiError as error:
             if not error.gone:
                 raise
-            latest = await get_offload(api, namespace, name)
+            latest = await reread()
             resource_version = latest["metadata"]["resourceVersion"]
             yield latest
+
+
+def follow(api: KubeApi, namespace: str, name: str, first: RawObject) -> AsyncGenerator[RawObject, None]:
+    """Each new version of the Offload after `first`, for as long as the caller iterates."""
+    return follow_object(
+        api,
+        offloads_path(namespace),
+        first,
+        lambda: get_offload(api, namespace, name),
+        f'offload "{name}" was deleted',
+    )
 
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -195,9 +212,10 @@ def events_path(namespace: str) -> str:
     return resource_path("v1", "events", namespace=namespace)
 
 
-async def list_events(api: KubeApi, namespace: str, name: str) -> rendering.EventList:
-    """The Events about the Offload `name`; a refusal becomes a note on the page, not a failure."""
-    query = {"fieldSelector": f"involvedObject.kind={KIND},involvedObject.name={name}"}
+async def list_events(api: KubeApi, namespace: str, name: str, kind: str = KIND) -> rendering.EventList:
+    """The Events in `namespace` about the `kind` (an Offload by default) `name`; a refusal becomes a note
+    on the page, not a failure."""
+    query = {"fieldSelector": f"involvedObject.kind={kind},involvedObject.name={name}"}
     try:
         listed = await api.get(events_path(namespace), query=query)
     except KubeApiError as error:
@@ -240,21 +258,67 @@ async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
     return EXIT_OK
 
 
-def _show_document(offload: RawObject, output: str, *, repeat: bool) -> None:
+def show_document(document: RawObject, output: str, *, repeat: bool) -> None:
+    """One object as JSON or YAML; a repeat in YAML is a new document of the stream (`---`)."""
     if output == "yaml" and repeat:
         emit("---")
-    emit(rendering.render_document(offload, output))
+    emit(rendering.render_document(document, output))
 
 
-def _shown_events(offload: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
+def _shown_events(shown_about: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
     """What the page shows of the Events, ages aside: a redraw for a timer tick is news only if it differs."""
     return (
         events.note,
         *(
             ((event.get("metadata") or {}).get("uid"), (event.get("metadata") or {}).get("resourceVersion"))
-            for event in rendering.recent_events(events.items, offload)
+            for event in rendering.recent_events(events.items, shown_about)
         ),
     )
+
+
+EventsOf = Callable[[], Awaitable[rendering.EventList]]
+Page = Callable[[RawObject, rendering.EventList], str]
+
+
+async def show_and_watch(
+    first: RawObject,
+    changes: Callable[[], AsyncGenerator[RawObject, None]],
+    events_of: EventsOf,
+    page: Page,
+    arguments: argparse.Namespace,
+    *,
+    sleep: Sleep,
+    interactive: bool | None,
+) -> int:
+    """Show `first` (as `page` with its Events, or as JSON/YAML); with --watch, again on each change until
+    interrupted (or the object is deleted), as `kubectl get --watch` does.
+
+    As JSON or YAML the object itself is printed, once per change. The page also redraws every
+    REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
+    only if the Events shown changed, so a log of the output holds news rather than a page per tick.
+    """
+    if arguments.output:
+        show_document(first, arguments.output, repeat=False)
+        if arguments.watch:
+            async with contextlib.aclosing(changes()) as versions:
+                async for version in versions:
+                    show_document(version, arguments.output, repeat=True)
+        return EXIT_OK
+    events = await events_of()
+    emit(page(first, events))
+    if not arguments.watch:
+        return EXIT_OK
+    interactive = sys.stdout.isatty() if interactive is None else interactive
+    shown = _shown_events(first, events)
+    async with contextlib.aclosing(refreshes(changes(), first, REFRESH_SECONDS, sleep=sleep)) as pages:
+        async for latest, changed in pages:
+            events = await events_of()
+            news = _shown_events(latest, events)
+            if changed or interactive or news != shown:
+                emit(CLEAR_SCREEN if interactive else "")
+                emit(page(latest, events))
+                shown = news
+    return EXIT_OK
 
 
 async def run_status(
@@ -265,38 +329,19 @@ async def run_status(
     sleep: Sleep = asyncio.sleep,
     interactive: bool | None = None,
 ) -> int:
-    """Show the Offload; with --watch, again on each change until interrupted (or the Offload is deleted),
-    whether a migration runs or not, as `kubectl get --watch` does.
-
-    As JSON or YAML the object itself is printed, once per change. The page also redraws every
-    REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
-    only if the Events shown changed, so a log of the output holds news rather than a page per tick.
-    """
-    offload = await get_offload(api, namespace, arguments.name)
-    watching = bool(arguments.watch)
-    if arguments.output:
-        _show_document(offload, arguments.output, repeat=False)
-        if watching:
-            async with contextlib.aclosing(follow(api, namespace, arguments.name, offload)) as changes:
-                async for version in changes:
-                    _show_document(version, arguments.output, repeat=True)
-        return EXIT_OK
-    events = await list_events(api, namespace, arguments.name)
-    emit(rendering.render_status(offload, events))
-    if not watching:
-        return EXIT_OK
-    interactive = sys.stdout.isatty() if interactive is None else interactive
-    shown = _shown_events(offload, events)
-    pages = refreshes(follow(api, namespace, arguments.name, offload), offload, REFRESH_SECONDS, sleep=sleep)
-    async with contextlib.aclosing(pages):
-        async for latest, changed in pages:
-            events = await list_events(api, namespace, arguments.name)
-            news = _shown_events(latest, events)
-            if changed or interactive or news != shown:
-                emit(CLEAR_SCREEN if interactive else "")
-                emit(rendering.render_status(latest, events))
-                shown = news
-    return EXIT_OK
+    """Show the Offload with its Events; with --watch, again on each change until interrupted, whether a
+    migration runs or not (see `show_and_watch`)."""
+    name = arguments.name
+    offload = await get_offload(api, namespace, name)
+    return await show_and_watch(
+        offload,
+        lambda: follow(api, namespace, name, offload),
+        lambda: list_events(api, namespace, name),
+        rendering.render_status,
+        arguments,
+        sleep=sleep,
+        interactive=interactive,
+    )
 
 
 def is_retry(current: RawObject, placement: str) -> bool:
@@ -311,12 +356,18 @@ def is_retry(current: RawObject, placement: str) -> bool:
 
 
 def flip_patch(
-    current: RawObject, arguments: argparse.Namespace, *, retry: str | None = None
+    current: RawObject,
+    arguments: argparse.Namespace,
+    *,
+    retry: str | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The patch for `flip`, or CommandError(2) when a migration toward the other side is running.
 
-    With `retry` (a fresh value), a flip toward where the last migration failed to go also sets the
-    retry annotation to it.
+    A flip by a person holds the Offload against the OffloadPolicies (`--hold`, else until the next flip
+    by a person) and says so (flipped-by); those annotations travel in the same merge patch as the
+    placement, so the policy never sees the one without the other. With `retry` (a fresh value), a flip
+    toward where the last migration failed to go also sets the retry annotation to it.
     """
     status = rendering.status_of(current)
     target = status.target_placement
@@ -334,9 +385,10 @@ def flip_patch(
         strategy["stepIntervalSeconds"] = arguments.interval
     if strategy:
         spec["strategy"] = strategy
+    annotations: dict[str, Any] = holds.flip_annotations(now or datetime.now(UTC), arguments.hold)
     if retry is not None and is_retry(current, arguments.to):
-        return {"metadata": {"annotations": {RETRY_ANNOTATION: retry}}, "spec": spec}
-    return {"spec": spec}
+        annotations[RETRY_ANNOTATION] = retry
+    return {"metadata": {"annotations": annotations}, "spec": spec}
 
 
 def finished_code(
@@ -405,10 +457,17 @@ async def wait_for_end(
     return EXIT_FAILED if code is None else code
 
 
+def held_text(patched: RawObject, now: datetime) -> str:
+    """What the hold just written means for the policies: `OffloadPolicies leave it alone until ...`."""
+    value = holds.annotations_of(patched).get(HOLD_UNTIL_ANNOTATION)
+    return f"OffloadPolicies leave it alone {holds.describe_hold_value(value, now)}"
+
+
 async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    now = datetime.now(UTC)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     patched = await checked_patch(
-        api, namespace, arguments.name, lambda current: flip_patch(current, arguments, retry=stamp)
+        api, namespace, arguments.name, lambda current: flip_patch(current, arguments, retry=stamp, now=now)
     )
     retrying = (patched["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION) == stamp
     if retrying:
@@ -417,6 +476,7 @@ async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
         )
     else:
         emit(f"offload {arguments.name}: placement set to {arguments.to}")
+    emit(f"offload {arguments.name}: {held_text(patched, now)}")
     if not arguments.wait:
         return EXIT_OK
     return await wait_for_end(api, namespace, patched, arguments.to, retry=stamp if retrying else None)
@@ -431,13 +491,21 @@ def _require_running(current: RawObject, name: str, what: str) -> str:
 
 
 async def run_abort(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    now = datetime.now(UTC)
+
     def build(current: RawObject) -> Mapping[str, Any]:
         target = _require_running(current, arguments.name, "abort")
-        return {"spec": {"placement": opposite(target)}}
+        # A person setting the placement back is a flip by a person: held until the next one, or a policy
+        # would move the Offload straight out again.
+        return {
+            "metadata": {"annotations": holds.flip_annotations(now, None)},
+            "spec": {"placement": opposite(target)},
+        }
 
     patched = await checked_patch(api, namespace, arguments.name, build)
     placement = rendering.spec_of(patched).get("placement")
     emit(f"offload {arguments.name}: aborting; placement set back to {placement}")
+    emit(f"offload {arguments.name}: {held_text(patched, now)}")
     return EXIT_OK
 
 
@@ -465,6 +533,18 @@ async def run_resume(api: KubeApi, arguments: argparse.Namespace, namespace: str
     return EXIT_OK
 
 
+async def run_auto(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    await patch_offload(api, namespace, arguments.name, holds.auto_patch(arguments.state))
+    if arguments.state == holds.AUTO_ON:
+        emit(f"offload {arguments.name}: auto on; an OffloadPolicy that selects it may move it (no hold)")
+    else:
+        emit(
+            f"offload {arguments.name}: auto off; no OffloadPolicy moves it until "
+            f"`kubectl offload auto on {arguments.name} -n {namespace}`"
+        )
+    return EXIT_OK
+
+
 Handler = Callable[[KubeApi, argparse.Namespace, str], Awaitable[int]]
 HANDLERS: dict[str, Handler] = {
     "list": run_list,
@@ -474,33 +554,5 @@ HANDLERS: dict[str, Handler] = {
     "resume": run_resume,
     "abort": run_abort,
     "promote": run_promote,
+    "auto": run_auto,
 }
-
-
-async def _run(arguments: argparse.Namespace, target: Target) -> int:
-    api = await connect(target)
-    try:
-        return await HANDLERS[arguments.migration_command](api, arguments, target.namespace)
-    finally:
-        await api.close()
-
-
-def run(arguments: argparse.Namespace) -> int:
-    """Run the parsed migration command; returns the exit code (errors are printed to stderr)."""
-    try:
-        target = resolve(arguments.kubeconfig, arguments.context, arguments.namespace)
-        return asyncio.run(_run(arguments, target))
-    except ConfigurationError as error:
-        complain(str(error))
-        return EXIT_USAGE
-    except CommandError as error:
-        complain(error.message)
-        return error.code
-    except KubeApiError as error:
-        complain(f"the apiserver answered {error.status} {error.reason}: {error.message}")
-        return EXIT_FAILED
-    except (aiohttp.ClientError, OSError, TimeoutError) as error:
-        complain(f"cannot reach the apiserver: {error}")
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED

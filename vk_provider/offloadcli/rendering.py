@@ -30,6 +30,7 @@ from vk_provider.offload.spec import (
     DEFAULT_MIN_REQUESTS_PER_INTERVAL,
 )
 from vk_provider.offload.status import InvalidStatus, OffloadStatus, Phase
+from vk_provider.offloadcli.holds import hold_lines
 
 RawObject = Mapping[str, Any]
 
@@ -210,7 +211,7 @@ def _placement_line(offload: RawObject) -> str:
     return placement
 
 
-def _condition_lines(conditions: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
+def condition_lines(conditions: Sequence[Mapping[str, Any]], now: datetime) -> list[str]:
     if not conditions:
         return ["  (none)"]
     header = ["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"]
@@ -385,12 +386,13 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"Away weight:  {NONE if weight is None else progress_bar(int(weight))}",
         f"Step:         {step_text(offload)} (toward {target}: {steps})",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
+        *hold_lines(offload, now),
         f"Age:          {_age(offload, now)}",
         f"Message:      {status.message or NONE}",
         *hint_lines(offload),
         *gate_lines(offload, now),
         "Conditions:",
-        *_condition_lines(status.conditions, now),
+        *condition_lines(status.conditions, now),
     ]
     if events is not None:
         lines += event_lines(events, offload, now)

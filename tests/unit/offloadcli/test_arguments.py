@@ -65,7 +65,46 @@ def test_flip_takes_direction_steps_interval_and_wait(parse: Callable[..., argpa
         True,
     )
     plain = parse("flip", "chat", "--to", "away")
-    assert (plain.steps, plain.interval, plain.wait) == (None, None, False)
+    assert (plain.steps, plain.interval, plain.wait, plain.hold) == (None, None, False, None)
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+@pytest.mark.parametrize(("text", "seconds"), [("2h", 7200), ("90m", 5400), ("1h30m", 5400)])
+def test_flip_takes_a_hold(parse: Callable[..., argparse.Namespace], text: str, seconds: int) -> None:
+    assert parse("flip", "chat", "--to", "away", "--hold", text).hold == seconds
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+def test_auto_takes_on_or_off_and_a_name(parse: Callable[..., argparse.Namespace]) -> None:
+    parsed = parse("auto", "off", "chat", "-n", "ml")
+    assert (parsed.migration_command, parsed.state, parsed.name, parsed.namespace) == (
+        "auto",
+        "off",
+        "chat",
+        "ml",
+    )
+    assert parse("auto", "on", "chat").state == "on"
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+def test_policy_list_and_status_take_output_watch_and_no_namespace(
+    parse: Callable[..., argparse.Namespace],
+) -> None:
+    listed = parse("policy", "list", "-o", "json", "--context", "lab")
+    assert (listed.migration_command, listed.output, listed.context, listed.namespace) == (
+        "policy list",
+        "json",
+        "lab",
+        None,
+    )
+    shown = parse("policy", "status", "training-first", "--watch", "--kubeconfig", "/k")
+    assert (shown.migration_command, shown.name, shown.watch, shown.kubeconfig) == (
+        "policy status",
+        "training-first",
+        True,
+        "/k",
+    )
+    assert parse("policy", "status", "training-first").watch is False
 
 
 @pytest.mark.parametrize("parse", PARSERS)
@@ -104,6 +143,15 @@ ENTRIES: list[tuple[Callable[[Sequence[str] | None], int], list[str]]] = [
         (["list", "-o", "table"], "invalid choice: 'table'"),
         (["pause", "chat", "-o", "json"], "unrecognized arguments: -o json"),
         (["teleport", "chat"], "invalid choice: 'teleport'"),
+        (["flip", "chat", "--to", "away", "--hold", "soon"], "'soon' is not a hold duration like 2h, 90m"),
+        (["flip", "chat", "--to", "away", "--hold", "0s"], "is not a hold duration"),
+        (["flip", "chat", "--to", "away", "--hold", "2d"], "is not a hold duration"),
+        (["flip", "chat", "--to", "away", "--hold=-1h"], "is not a hold duration"),
+        (["auto", "maybe", "chat"], "invalid choice: 'maybe'"),
+        (["auto", "off"], "the following arguments are required: NAME"),
+        (["policy"], "the following arguments are required: COMMAND"),
+        (["policy", "status"], "the following arguments are required: NAME"),
+        (["policy", "list", "-n", "ml"], "unrecognized arguments: -n ml"),
     ],
 )
 def test_misuse_exits_2_with_the_reason(
@@ -149,5 +197,5 @@ def test_help_lists_the_migration_commands(
         entry([*prefix, "--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for command in ("list", "status", "flip", "pause", "resume", "abort", "promote"):
+    for command in ("list", "status", "flip", "pause", "resume", "abort", "promote", "auto", "policy"):
         assert command in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.unit.offloadcli.test_status_watch import FakeApi
 from vk_provider.kit.kube import KubeApi
-from vk_provider.offloadcli import commands, connection
+from vk_provider.offloadcli import commands, connection, running
 from vk_provider.offloadcli.arguments import parse_steps
 
 
@@ -24,19 +25,40 @@ def offload(placement: str = "home", generation: int = 2, **status: Any) -> dict
     }
 
 
-def flip(to: str, steps: str | None = None, interval: int | None = None) -> argparse.Namespace:
+def flip(
+    to: str, steps: str | None = None, interval: int | None = None, hold: int | None = None
+) -> argparse.Namespace:
     return argparse.Namespace(
-        name="chat", to=to, steps=parse_steps(steps) if steps else None, interval=interval, wait=False
+        name="chat",
+        to=to,
+        steps=parse_steps(steps) if steps else None,
+        interval=interval,
+        wait=False,
+        hold=hold,
     )
 
 
+NOW = datetime(2026, 12, 3, 16, 0, 0, tzinfo=UTC)
+HELD = {"offload.vk-provider.dev/hold-until": "next-flip", "offload.vk-provider.dev/flipped-by": "person"}
+"""What every flip by a person writes beside the placement, without --hold."""
+
+
+def flip_patch(current: dict[str, Any], arguments: argparse.Namespace, **keywords: Any) -> dict[str, Any]:
+    return commands.flip_patch(current, arguments, now=NOW, **keywords)
+
+
 def test_flip_patch_sets_placement_and_only_the_given_strategy_fields() -> None:
-    assert commands.flip_patch(offload(), flip("away")) == {"spec": {"placement": "away"}}
-    assert commands.flip_patch(offload(), flip("away", "25,50,100", 10)) == {
-        "spec": {"placement": "away", "strategy": {"toAwaySteps": [25, 50, 100], "stepIntervalSeconds": 10}}
+    assert flip_patch(offload(), flip("away")) == {
+        "metadata": {"annotations": HELD},
+        "spec": {"placement": "away"},
     }
-    assert commands.flip_patch(offload("away"), flip("home", "50,100")) == {
-        "spec": {"placement": "home", "strategy": {"toHomeSteps": [50, 100]}}
+    assert flip_patch(offload(), flip("away", "25,50,100", 10)) == {
+        "metadata": {"annotations": HELD},
+        "spec": {"placement": "away", "strategy": {"toAwaySteps": [25, 50, 100], "stepIntervalSeconds": 10}},
+    }
+    assert flip_patch(offload("away"), flip("home", "50,100")) == {
+        "metadata": {"annotations": HELD},
+        "spec": {"placement": "home", "strategy": {"toHomeSteps": [50, 100]}},
     }
 
 
@@ -44,19 +66,17 @@ def test_flip_patch_sets_placement_and_only_the_given_strategy_fields() -> None:
 def test_flip_toward_the_other_side_of_a_running_migration_exits_2(phase: str) -> None:
     running = offload("away", phase=phase, targetPlacement="away", awayWeight=50)
     with pytest.raises(commands.CommandError) as refused:
-        commands.flip_patch(running, flip("home"))
+        flip_patch(running, flip("home"))
     assert refused.value.code == 2
     assert "already migrating to away" in refused.value.message
     # Toward the same side it only updates the strategy.
-    assert commands.flip_patch(running, flip("away", interval=5))["spec"]["strategy"] == {
-        "stepIntervalSeconds": 5
-    }
+    assert flip_patch(running, flip("away", interval=5))["spec"]["strategy"] == {"stepIntervalSeconds": 5}
 
 
 @pytest.mark.parametrize("phase", ["Idle", "Succeeded", "RolledBack", "Failed"])
 def test_flip_after_a_migration_ended_is_allowed(phase: str) -> None:
     ended = offload("away", phase=phase, targetPlacement="away")
-    assert commands.flip_patch(ended, flip("home")) == {"spec": {"placement": "home"}}
+    assert flip_patch(ended, flip("home"))["spec"] == {"placement": "home"}
 
 
 def test_wait_ends_only_on_a_terminal_phase_for_the_new_generation() -> None:
@@ -112,7 +132,7 @@ def test_run_maps_configuration_errors_to_exit_2(tmp_path: Path, capsys: pytest.
     arguments = argparse.Namespace(
         migration_command="list", kubeconfig=str(tmp_path / "missing"), context=None, namespace=None
     )
-    assert commands.run(arguments) == 2
+    assert running.run(arguments) == 2
     assert "cannot read kubeconfig" in capsys.readouterr().err
 
 
@@ -122,14 +142,17 @@ RETRY = "offload.vk-provider.dev/retry"
 @pytest.mark.parametrize("phase", ["RolledBack", "Failed"])
 def test_a_flip_toward_where_the_last_migration_failed_to_go_asks_for_a_retry(phase: str) -> None:
     failed = offload("away", phase=phase, targetPlacement="away", awayWeight=0)
-    assert commands.flip_patch(failed, flip("away"), retry="t1") == {
-        "metadata": {"annotations": {RETRY: "t1"}},
+    assert flip_patch(failed, flip("away"), retry="t1") == {
+        "metadata": {"annotations": {**HELD, RETRY: "t1"}},
         "spec": {"placement": "away"},
     }
     # Toward the other side it is an ordinary flip, as is any flip after a success.
-    assert commands.flip_patch(failed, flip("home"), retry="t1") == {"spec": {"placement": "home"}}
+    assert flip_patch(failed, flip("home"), retry="t1") == {
+        "metadata": {"annotations": HELD},
+        "spec": {"placement": "home"},
+    }
     succeeded = offload("away", phase="Succeeded", targetPlacement="away")
-    assert commands.flip_patch(succeeded, flip("away"), retry="t1") == {"spec": {"placement": "away"}}
+    assert RETRY not in flip_patch(succeeded, flip("away"), retry="t1")["metadata"]["annotations"]
 
 
 def test_waiting_on_a_retry_ignores_the_old_ending_until_the_controller_takes_it_up() -> None:
