@@ -97,10 +97,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how long each component may take to become healthy (default: 180)",
     )
-    with_dir(
+    demo = with_dir(
         dev_commands.add_parser(
-            "demo", help="flip the example service out to the burst node and back under load (after `up`)"
+            "demo",
+            help="under load, a training Job makes the OffloadPolicy move the example service out to the "
+            "burst node and back (after `up`)",
         )
+    )
+    demo.add_argument(
+        "--manual",
+        action="store_true",
+        help="move the service by hand instead (`kubectl offload flip --to away`, then `--to home`)",
     )
     with_dir(
         dev_commands.add_parser(
@@ -172,7 +179,7 @@ def run(arguments: argparse.Namespace) -> int:
         )
         return commands.up(settings)
     if command == "demo":
-        return demorun.run(directory)
+        return demorun.run(directory, manual=arguments.manual)
     if command == "restart":
         return commands.restart(directory, arguments.component, timeout_seconds=arguments.start_timeout)
     if command == "kubectl":

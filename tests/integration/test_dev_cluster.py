@@ -130,6 +130,12 @@ def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Pa
         with urllib.request.urlopen(router, timeout=10) as response:
             routes = json.load(response)["routes"]
         assert [(route["namespace"], route["name"]) for route in routes] == [("default", "tokens")]
+        # By hand: the flips a person makes (the automatic story runs in the RunPod test below).
+        demo = vk_provider("dev", "demo", "--manual", "--dir", str(directory))
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert "kubectl offload flip tokens --to away --wait" in demo.stdout
+        assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
+        assert "training Job" not in demo.stdout
     finally:
         down = vk_provider("dev", "down", "--dir", str(directory))
     for component in ("node/local-gpu", "node/burst-gpu", "router", "controller"):
@@ -156,6 +162,16 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
         assert runpodstandin.is_answering(directory)
         demo = vk_provider("dev", "demo", "--dir", str(directory))
         assert demo.returncode == 0, demo.stdout + demo.stderr
+        # Nobody flips: the training Job makes the policy move the service out and, once done, home.
+        for stage in (
+            "the policy moves the service away",
+            "all 8 training pods are bound",
+            "the Job finished: Complete",
+            "the policy brings the service home",
+            "the service is home again",
+        ):
+            assert stage in demo.stdout, demo.stdout
+        assert "kubectl offload flip" not in demo.stdout
         assert "none failed" in demo.stdout
         assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
         # While away, RunPod pods served: their token servers name themselves <node>/<RunPod pod id>.

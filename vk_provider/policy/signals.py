@@ -1,26 +1,25 @@
-"""The seams to the GPU signals another part of the policy provides: GPU health and native PodGroups.
+"""The GPU signals the policy observes besides pods: node health, and native PodGroups as demand.
 
-`vk_provider.policy.health` and `vk_provider.policy.dcgm` (GPU health from node state and
-dcgm-exporter) and `vk_provider.policy.podgroups` (unschedulable native PodGroups as demand) are
-written beside this controller. They are found at run time, by name: a missing module (or one without
-the expected function) is "no such signal": every node counts as healthy, and demand comes from pods
-alone. The controller is built against the two protocols here, and the tests pass their own.
+The controller is built against the two protocols here (the unit tests pass their own):
+`GpuHealth` judges the pool's nodes from their own state and dcgm-exporter's scrape (`health`,
+`dcgm`); `NativePodGroups` reads unschedulable gangs (`podgroups`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from types import ModuleType
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 
 from vk_provider.kit.kube import KubeApi, RawObject
+from vk_provider.policy.dcgm import ExporterScrape, scrape_exporters
+from vk_provider.policy.health import HealthMemory
 from vk_provider.policy.model import Gang, NodeHealth
+from vk_provider.policy.podgroups import unschedulable_pod_groups
 from vk_provider.policy.spec import PolicySpec
 
 logger = logging.getLogger(__name__)
@@ -54,15 +53,8 @@ class PodGroupSource(Protocol):
     async def demand(self, policy: PolicySpec) -> list[Gang]: ...
 
 
-def optional_module(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
 class NoHealthSignal:
-    """Every node healthy, and long enough: what the policy assumes with no health module."""
+    """Every node healthy, and long enough: for tests that judge nothing but the decision."""
 
     async def judge(self, now: datetime, nodes: Sequence[RawObject], policy: PolicySpec) -> HealthReport:
         return HealthReport()
@@ -76,107 +68,82 @@ class NoPodGroups:
         return []
 
 
-class ModuleHealth:
-    """Health through `vk_provider.policy.health` (`HealthSettings.from_spec`, `HealthMemory.judge`) and
-    `vk_provider.policy.dcgm` (`scrape_exporters`). A module that does not match what is called here is
-    logged once and read as "no signal"; a spec.health it refuses is reported as an exporter error."""
+class GpuHealth:
+    """Health from the nodes themselves and, when the policy names one, dcgm-exporter: each scrape is
+    judged by `health.HealthMemory`, which remembers Xids and how long a node has been healthy."""
 
-    def __init__(self, api: KubeApi, health: ModuleType, dcgm: ModuleType | None) -> None:
+    def __init__(self, api: KubeApi) -> None:
         self._api = api
-        self._health = health
-        self._dcgm = dcgm
-        self._memory: Any = None
+        self._memory: HealthMemory | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._warned = False
 
     async def judge(self, now: datetime, nodes: Sequence[RawObject], policy: PolicySpec) -> HealthReport:
-        try:
-            return await self._judge(now, nodes, policy)
-        except (AttributeError, TypeError) as error:
-            if not self._warned:
-                logger.warning("the GPU health module does not match (%s): no health signal", error)
-                self._warned = True
-            return HealthReport()
-
-    async def _judge(self, now: datetime, nodes: Sequence[RawObject], policy: PolicySpec) -> HealthReport:
-        try:
-            settings = self._health.HealthSettings.from_spec(policy.raw_health, resource=policy.resource)
-        except ValueError as error:
-            return HealthReport(errors={"spec.health": str(error)})
+        settings = policy.health
         if self._memory is None:
-            self._memory = self._health.HealthMemory(settings)
-        self._memory.settings = settings
-        samples: Mapping[str, Any] = {}
-        errors: Mapping[str, str] = {}
-        if self._dcgm is not None and settings.exporter is not None:
+            self._memory = HealthMemory(settings)
+        self._memory.settings = settings  # the policy's spec may have changed; the memory stays
+        scrape = ExporterScrape()
+        if settings.exporter is not None:
             if self._session is None:
                 self._session = aiohttp.ClientSession()
-            scrape = await self._dcgm.scrape_exporters(self._api, settings.exporter, self._session)
-            samples, errors = scrape.samples, scrape.errors
+            scrape = await scrape_exporters(self._api, settings.exporter, self._session)
         judged: dict[str, NodeHealth] = {}
         readings: dict[str, list[GpuReading]] = {}
         for node in nodes:
-            name = node["metadata"]["name"]
-            node_samples = samples.get(name)
-            # A new leader trusts a node it finds under the policy's unhealthy taint only after it
-            # has been healthy for healthyForSeconds again.
+            name = str(node["metadata"]["name"])
+            samples = scrape.samples.get(name)
+            # A new leader knows nothing of the past: a node still carrying our unhealthy taint must
+            # stay healthy for healthyForSeconds again before it counts.
             tainted = any(
-                t.get("key") == settings.taint_key for t in (node.get("spec") or {}).get("taints") or ()
+                taint.get("key") == settings.taint_key
+                for taint in (node.get("spec") or {}).get("taints") or ()
             )
-            state = self._memory.judge(now, node, node_samples, previously_unhealthy=tainted)
+            state = self._memory.judge(now, node, samples, previously_unhealthy=tainted)
             judged[name] = NodeHealth(
-                healthy=bool(state.healthy),
-                counts=bool(state.counts),
+                healthy=state.healthy,
+                counts=state.counts,
                 reason=state.reason,
-                detail=str(state.detail or ""),
+                detail=state.detail,
                 since=state.since,
             )
             readings[name] = [
-                GpuReading(str(s.gpu), s.temperature_celsius, s.tensor_active) for s in node_samples or ()
+                GpuReading(sample.gpu, sample.temperature_celsius, sample.tensor_active)
+                for sample in samples or ()
             ]
         self._memory.retain(judged)
-        return HealthReport(judged, readings, dict(errors))
+        return HealthReport(judged, readings, dict(scrape.errors))
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
 
 
-class ModulePodGroups:
-    """Demand through `vk_provider.policy.podgroups.unschedulable_pod_groups(api, resource)`: each
-    PodGroup the scheduler could not place is a gang whose unplaced GPUs are its demand."""
+class NativePodGroups:
+    """Demand from native PodGroups the scheduler could not place (`podgroups`); a cluster that does
+    not serve them gives none, said once in the log."""
 
-    def __init__(self, api: KubeApi, module: ModuleType) -> None:
+    def __init__(self, api: KubeApi) -> None:
         self._api = api
-        self._module = module
-        self._warned: set[str] = set()
+        self._told: str | None = None
 
     async def demand(self, policy: PolicySpec) -> list[Gang]:
         if not policy.demand.pod_groups:
             return []
-        try:
-            demands = await self._module.unschedulable_pod_groups(self._api, policy.resource)
-        except (AttributeError, TypeError) as error:
-            self._warn_once(f"the PodGroup module does not match ({error}): no PodGroup demand")
-            return []
-        if getattr(demands, "unavailable", None):
-            self._warn_once(f"no PodGroup demand: {demands.unavailable}")
-        return [Gang("PodGroup", d.namespace, d.name, int(d.gpus), int(d.gpus)) for d in demands]
-
-    def _warn_once(self, message: str) -> None:
-        if message not in self._warned:
-            logger.warning("%s", message)
-            self._warned.add(message)
+        demands = await unschedulable_pod_groups(self._api, policy.resource)
+        if demands.unavailable and demands.unavailable != self._told:
+            logger.info("no PodGroup demand: %s", demands.unavailable)
+        self._told = demands.unavailable
+        # A gang places all its members or none, so what it requests is what it still needs.
+        return [
+            Gang("PodGroup", demand.namespace, demand.name, gpus=demand.gpus, unplaced_gpus=demand.gpus)
+            for demand in demands
+            if demand.gpus > 0
+        ]
 
 
 def health_source(api: KubeApi) -> HealthSource:
-    health = optional_module("vk_provider.policy.health")
-    if health is None:
-        logger.info("no GPU health module: every home node counts as healthy")
-        return NoHealthSignal()
-    return ModuleHealth(api, health, optional_module("vk_provider.policy.dcgm"))
+    return GpuHealth(api)
 
 
 def podgroup_source(api: KubeApi) -> PodGroupSource:
-    module = optional_module("vk_provider.policy.podgroups")
-    return NoPodGroups() if module is None else ModulePodGroups(api, module)
+    return NativePodGroups(api)

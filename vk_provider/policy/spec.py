@@ -13,17 +13,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.policy.names import (
-    DEFAULT_GPU_RESOURCE,
-    RESERVED_TAINT_KEY,
-    RESERVED_TAINT_VALUE,
-    UNHEALTHY_TAINT_KEY,
-)
+from vk_provider.policy.health import HealthSettings, HealthSettingsError
+from vk_provider.policy.names import DEFAULT_GPU_RESOURCE, RESERVED_TAINT_KEY, RESERVED_TAINT_VALUE
 from vk_provider.policy.selectors import InvalidSelector, LabelSelector, parse_selector
 
 DEFAULT_MIN_PRIORITY = 100000
-DEFAULT_IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
-"""Application Xids (a program's own fault, not the GPU's): never a reason to call a node unhealthy."""
 GROUP_BY = ("podGroup", "job", "label")
 # A resource name as the API accepts it: an optional DNS prefix and a name (nvidia.com/gpu, amd.com/gpu).
 _RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -38,29 +32,6 @@ class Taint:
     key: str
     value: str
     effect: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ExporterSpec:
-    namespace: str
-    selector: LabelSelector
-    port: int = 9400
-    path: str = "/metrics"
-
-
-@dataclasses.dataclass(frozen=True)
-class HealthSpec:
-    exporter: ExporterSpec | None = None
-    max_temperature_celsius: float = 78.0
-    xid_lookback_seconds: int = 3600
-    ignored_xids: frozenset[int] = frozenset(DEFAULT_IGNORED_XIDS)
-    row_remap_failure: bool = True
-    allocatable_below_capacity: bool = True
-    external_taint_prefixes: tuple[str, ...] = ()
-    external_conditions: tuple[str, ...] = ()
-    healthy_for_seconds: int = 120
-    taint_key: str = UNHEALTHY_TAINT_KEY
-    taint_effect: str = "NoSchedule"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,11 +62,9 @@ class PolicySpec:
     resource: str = DEFAULT_GPU_RESOURCE
     demand: DemandSpec = DemandSpec()
     reservation: Taint = Taint(RESERVED_TAINT_KEY, RESERVED_TAINT_VALUE, "NoSchedule")
-    health: HealthSpec = HealthSpec()
+    health: HealthSettings = dataclasses.field(default_factory=HealthSettings)
     timing: Timing = Timing()
     paused: bool = False
-    raw_health: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """spec.health as written, for the health module's own reader (`HealthSettings.from_spec`)."""
 
 
 def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
@@ -128,10 +97,9 @@ def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
             reservation=_reservation(
                 _object(_object(spec, "reservation"), "taint", where="spec.reservation")
             ),
-            health=_health(_object(spec, "health")),
+            health=_health(_object(spec, "health"), _resource(pool.get("resource", DEFAULT_GPU_RESOURCE))),
             timing=_timing(_object(spec, "timing")),
             paused=_boolean(spec.get("paused", False), "spec.paused"),
-            raw_health=_object(spec, "health"),
         )
     except InvalidSelector as error:
         raise InvalidPolicy(str(error)) from None
@@ -170,14 +138,6 @@ def _boolean(value: Any, field: str) -> bool:
     return value
 
 
-def _strings(value: Any, field: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise InvalidPolicy(f"{field} must be a list of strings")
-    return tuple(value)
-
-
 def _demand(raw: Mapping[str, Any]) -> DemandSpec:
     pods = _object(raw, "pods", where="spec.demand")
     group_by = pods.get("groupBy", "job")
@@ -213,51 +173,11 @@ def _reservation(raw: Mapping[str, Any]) -> Taint:
     return Taint(key, str(raw.get("value", RESERVED_TAINT_VALUE)), effect)
 
 
-def _health(raw: Mapping[str, Any]) -> HealthSpec:
-    exporter = None
-    dcgm = _object(raw, "dcgmExporter", where="spec.health")
-    if dcgm:
-        namespace = dcgm.get("namespace")
-        if not isinstance(namespace, str) or not namespace:
-            raise InvalidPolicy(
-                "spec.health.dcgmExporter.namespace is required (where the exporter pods run)"
-            )
-        port = _integer(dcgm.get("port", 9400), "spec.health.dcgmExporter.port", minimum=1)
-        path = dcgm.get("path", "/metrics")
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise InvalidPolicy("spec.health.dcgmExporter.path must start with /")
-        exporter = ExporterSpec(
-            namespace, parse_selector(dcgm.get("selector"), "spec.health.dcgmExporter.selector"), port, path
-        )
-    temperature = raw.get("maxTemperatureCelsius", 78)
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature <= 0:
-        raise InvalidPolicy(
-            f"spec.health.maxTemperatureCelsius must be a positive number, not {temperature!r}"
-        )
-    xids = raw.get("ignoredXids", list(DEFAULT_IGNORED_XIDS))
-    if not isinstance(xids, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in xids):
-        raise InvalidPolicy("spec.health.ignoredXids must be a list of integers")
-    taint = _object(raw, "taint", where="spec.health")
-    key = taint.get("key", UNHEALTHY_TAINT_KEY)
-    if not isinstance(key, str) or not key:
-        raise InvalidPolicy("spec.health.taint.key must be a taint key")
-    return HealthSpec(
-        exporter=exporter,
-        max_temperature_celsius=float(temperature),
-        xid_lookback_seconds=_integer(raw.get("xidLookbackSeconds", 3600), "spec.health.xidLookbackSeconds"),
-        ignored_xids=frozenset(xids),
-        row_remap_failure=_boolean(raw.get("rowRemapFailure", True), "spec.health.rowRemapFailure"),
-        allocatable_below_capacity=_boolean(
-            raw.get("allocatableBelowCapacity", True), "spec.health.allocatableBelowCapacity"
-        ),
-        external_taint_prefixes=_strings(
-            raw.get("externalTaintPrefixes"), "spec.health.externalTaintPrefixes"
-        ),
-        external_conditions=_strings(raw.get("externalConditions"), "spec.health.externalConditions"),
-        healthy_for_seconds=_integer(raw.get("healthyForSeconds", 120), "spec.health.healthyForSeconds"),
-        taint_key=key,
-        taint_effect=str(taint.get("effect", "NoSchedule")),
-    )
+def _health(raw: Mapping[str, Any], resource: str) -> HealthSettings:
+    try:
+        return HealthSettings.from_spec(raw, resource=resource)
+    except HealthSettingsError as error:
+        raise InvalidPolicy(str(error)) from None
 
 
 def _timing(raw: Mapping[str, Any]) -> Timing:

@@ -678,6 +678,8 @@ def _start_traffic(launch: _Launch, router_port: int, timeout_seconds: float, ou
     """The Offload CRD, the example service, and the router and controller serving it."""
     state = launch.state
     traffic.install(state.bin_dir, state.kubeconfig)
+    gpus = int(localnode.GPU_CAPACITY["nvidia.com/gpu"])
+    traffic.install_gpu_exporter(state.bin_dir, state.kubeconfig, state.directory, localnode.HOME.name, gpus)
     logs = state.directory / "logs"
     router, record = processes.start(
         "router", traffic.router_argv(state.kubeconfig, router_port), log_path=logs / "router.log"

@@ -7,15 +7,26 @@ The manifests are read from the source tree (`make demo` runs from a clone).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vk_devtools.standins.dcgm import exporter_pod
 
 SOURCE_TREE = Path(__file__).resolve().parents[3]
 """The repository: this file is `devtools/vk_devtools/devcluster/traffic.py` in it."""
 MANIFESTS = SOURCE_TREE / "manifests"
 CRD = MANIFESTS / "crds" / "offload.yaml"
 EXAMPLE = MANIFESTS / "examples" / "inference.yaml"
+POLICY_CRD = MANIFESTS / "crds" / "offloadpolicy.yaml"
+TRAINING = MANIFESTS / "examples" / "training.yaml"
+"""The PriorityClass `training` and the OffloadPolicy that moves the example service for it."""
+TRAINING_JOB = MANIFESTS / "examples" / "training-job.yaml"
+"""The demo's training Job: every GPU of the home node."""
 EXAMPLE_NAME = "tokens"
 EXAMPLE_HOST = "tokens.demo"
 LEASE_NAMESPACE = "default"
@@ -29,17 +40,35 @@ def kubectl_apply(bin_dir: Path, kubeconfig: Path, *arguments: str) -> None:
 
 
 def install(bin_dir: Path, kubeconfig: Path) -> None:
-    """The CRD (established before anything uses it), then the example service and its Offload."""
-    kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(CRD))
+    """The CRDs (established before anything uses them), then the example service and its Offload,
+    the training PriorityClass and the OffloadPolicy."""
+    kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(CRD), "-f", str(POLICY_CRD))
     kubectl_apply(
         bin_dir,
         kubeconfig,
         "wait",
         "--for=condition=Established",
         "crd/offloads.offload.vk-provider.dev",
+        "crd/offloadpolicies.offload.vk-provider.dev",
         "--timeout=60s",
     )
-    kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(EXAMPLE))
+    kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(EXAMPLE), "-f", str(TRAINING))
+
+
+def install_gpu_exporter(bin_dir: Path, kubeconfig: Path, directory: Path, node: str, gpus: int) -> None:
+    """The dcgm-exporter stand-in as a pod on the home GPU node, where the OffloadPolicy scrapes its
+    GPUs' health (manifests/examples/training.yaml selects it by its labels)."""
+    manifest = directory / f"dcgm-exporter-{node}.json"
+    manifest.write_text(json.dumps(exporter_pod(f"dcgm-exporter-{node}", node, gpus=gpus)))
+    kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(manifest))
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """The one object of a manifest file, as JSON-like data."""
+    loaded = yaml.safe_load(path.read_text())
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} holds no single object")
+    return loaded
 
 
 def router_argv(kubeconfig: Path, port: int) -> list[str]:

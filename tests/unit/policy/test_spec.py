@@ -51,8 +51,11 @@ def test_defaults_are_the_crd_s() -> None:
         ({"demand": {"pods": {"groupBy": "label"}}}, "needs spec.demand.pods.groupLabel"),
         ({"demand": {"pods": {"groupBy": "queue"}}}, "groupBy must be one of"),
         ({"reservation": {"taint": {"effect": "NoExecute"}}}, "NoSchedule or PreferNoSchedule"),
-        ({"health": {"dcgmExporter": {"port": 9400}}}, "dcgmExporter.namespace is required"),
-        ({"health": {"maxTemperatureCelsius": -3}}, "maxTemperatureCelsius must be a positive number"),
+        (
+            {"health": {"dcgmExporter": {"port": 9400}}},
+            "dcgmExporter.namespace must name the exporter pods. namespace",
+        ),
+        ({"health": {"maxTemperatureCelsius": -3}}, "maxTemperatureCelsius must be a number >= 0"),
         (
             {"offloads": {"selector": {"matchExpressions": [{"key": "k", "operator": "In"}]}}},
             "operator In needs values",
