@@ -19,6 +19,7 @@ answer 500s while the away side stays healthy.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import random
@@ -52,10 +53,17 @@ TOKENS_ENTRYPOINT = [sys.executable, "-m", "vk_devtools.demo.tokens"]
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 
 
+# /24s 2..15 belong to development clusters (see devcluster.localnode). Handed out in a random order
+# (so two test runs at once rarely meet) and each once per run before any comes round again: two nodes
+# of one range would give two pods one address, and the router would reach the wrong one.
+_FREE_RANGES = collections.deque(random.sample(range(16, 256), k=240))
+
+
 def pod_range() -> str:
-    """A /24 of the dev pod network no other node of this run is likely to hold."""
-    # /24s 2..15 belong to development clusters (see devcluster.localnode).
-    return str(podnetwork.subnet(random.randrange(16, 256)))  # noqa: S311 - not a secret
+    """A /24 of the dev pod network no other node of this run holds (240 nodes before one repeats)."""
+    number = _FREE_RANGES.popleft()
+    _FREE_RANGES.append(number)
+    return str(podnetwork.subnet(number))
 
 
 def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[str, Any]:

@@ -157,17 +157,6 @@ class PolicyRig:
         return self.controller.log_tail(40)
 
 
-def distinct_ranges(count: int) -> list[str]:
-    """Pod address ranges for `count` nodes, no two alike (two nodes of one range would give two pods
-    one address, and the router would reach the wrong one)."""
-    ranges: list[str] = []
-    while len(ranges) < count:
-        candidate = pod_range()
-        if candidate not in ranges:
-            ranges.append(candidate)
-    return ranges
-
-
 def local_config(gpus: int, address_range: str) -> dict[str, Any]:
     return {
         "restart_backoff_initial_seconds": 0.5,
@@ -199,7 +188,7 @@ async def policy_rig(
     tag = uuid.uuid4().hex[:6]
     pool_label = {"vk-provider.dev/pool": f"gpu-{tag}"}
     away_label = {"vk-provider.dev/role": f"away-{tag}"}
-    ranges = distinct_ranges(len(pool_gpus) + 1)
+    ranges = [pod_range() for _ in range(len(pool_gpus) + 1)]
     starts = [
         start_node(
             "local",
