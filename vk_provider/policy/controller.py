@@ -37,6 +37,7 @@ from vk_provider.policy.status import (
     conditions_for,
     decision_entry,
     demand_entry,
+    gpu_metrics_condition,
     history_from_status,
     offload_entry,
     pool_entry,
@@ -180,6 +181,11 @@ class PolicyController:
             "pool": pool_entry(observation, policy),
             "exporterErrors": dict(observation.health.errors) or None,
         }
+        if observation.health.errors:  # said once when it starts; the condition says it meanwhile
+            _, reason, message = gpu_metrics_condition(policy, observation.health.errors)
+            self._report_lasting(
+                memory, lasting, policy_object, kind="Warning", reason=reason, message=message
+            )
         if observation.problems:
             problem = observation.problems[0]
             self._report_lasting(
@@ -361,7 +367,13 @@ class PolicyController:
         generation = int(raw["metadata"].get("generation") or 0)
         observed = observation.observed if observation is not None else None
         body["conditions"] = conditions_for(
-            previous, now, generation, problem=problem, observed=observed, policy=policy
+            previous,
+            now,
+            generation,
+            problem=problem,
+            observed=observed,
+            policy=policy,
+            exporter_errors=observation.health.errors if observation is not None else None,
         )
         body["decisions"] = memory.decisions
         if body == memory.written:

@@ -67,6 +67,9 @@ def decision_entry(now: datetime, decision: Decision) -> dict[str, Any]:
     return entry
 
 
+EXPORTER_UNAVAILABLE = "ExporterUnavailable"
+
+
 def conditions_for(
     previous: Sequence[Mapping[str, Any]],
     now: datetime,
@@ -75,6 +78,7 @@ def conditions_for(
     problem: Problem | None,
     observed: Observed | None,
     policy: PolicySpec | None,
+    exporter_errors: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     conditions = [dict(item) for item in previous]
     if problem is not None:
@@ -123,7 +127,19 @@ def conditions_for(
             now=now,
             generation=generation,
         )
-    return conditions
+    metrics = gpu_metrics_condition(policy, exporter_errors or {})
+    return set_condition(conditions, "GpuMetricsAvailable", *metrics, now=now, generation=generation)
+
+
+def gpu_metrics_condition(policy: PolicySpec, errors: Mapping[str, str]) -> tuple[str, str, str]:
+    """Status, reason and message of `GpuMetricsAvailable`: whether dcgm-exporter could be read. A node
+    whose exporter cannot be read is judged on its own signals alone; nothing moves because of it."""
+    if policy.health.exporter is None:
+        return "True", "NotConfigured", "no dcgm-exporter named: health from the nodes' own state only"
+    if errors:
+        listed = "; ".join(f"{where}: {message}" for where, message in sorted(errors.items()))
+        return "False", EXPORTER_UNAVAILABLE, f"judged on node state alone for {listed}"
+    return "True", "Scraped", "every dcgm-exporter pod answered"
 
 
 def _next_eligible(offload: OffloadView, policy: PolicySpec) -> datetime | None:
