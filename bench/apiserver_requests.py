@@ -5,7 +5,9 @@ pod costs, and every pod write is also a watch event for every watcher in the cl
 benchmark counts requests where they land, in kube-apiserver's `apiserver_request_total` (labels
 verb, group, resource, subresource; summed here over code, scope, version and component), and pod
 watch events in `apiserver_watch_events_total`, scraped from GET /metrics with the plane's admin
-kubeconfig just before the first pod is created and just after the last one is seen Running.
+kubeconfig just before the first pod is created and, after the last one is seen Running, once the
+daemon's requests on pods and Events have stopped (`settle`): writes a daemon queued behind its
+client-side limit are part of what the pods cost.
 
 The difference holds three things, and `attribute` separates them:
 
@@ -110,13 +112,13 @@ def pod_traffic(rows: Mapping[Row, float]) -> float:
 
 async def settle(
     api: client.ApiClient, *, quiet_seconds: float, max_seconds: float
-) -> tuple[Snapshot, float]:
+) -> tuple[Snapshot, float, bool]:
     """After the last pod is Running, read the counters until `quiet_seconds` pass with no request on
     pods or Events (the bench's creates are all done by then), at most `max_seconds`. A daemon whose
     writes queue behind a client-side limit (virtual-kubelet's Events at 5 QPS) sends part of each
     pod's cost after the pod is Running; this counts it.
 
-    Returns the last snapshot and the seconds waited.
+    Returns the last snapshot, the seconds waited, and whether the writes stopped within max_seconds.
     """
     started = time.monotonic()
     previous = await scrape(api)
@@ -124,9 +126,9 @@ async def settle(
         await asyncio.sleep(quiet_seconds)  # (noqa: sleep-ok) sampling interval of the counters
         current = await scrape(api)
         if pod_traffic(current.minus(previous)) == 0:
-            return current, time.monotonic() - started
+            return current, time.monotonic() - started, True
         previous = current
-    return previous, time.monotonic() - started
+    return previous, time.monotonic() - started, False
 
 
 async def scrape(api: client.ApiClient) -> Snapshot:

@@ -55,6 +55,7 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             row: dict[str, Any] = {"size": size, "subject": key, "label": subject["label"]}
             row["error"] = result.get("error")
+            row["settled"] = result.get("settled", True)
             for column, _, _ in COLUMNS:
                 row[column] = result.get(column)
             rows.append(row)
@@ -177,15 +178,19 @@ def requests_markdown(report: dict[str, Any]) -> list[str]:
             "",
             "How requests are counted: kube-apiserver's `apiserver_request_total` (GET /metrics, admin "
             "kubeconfig) summed by verb and resource/subresource, read just before the bench's list+watch "
-            "of the run's namespace starts and just after the last pod is seen Running. From each row the "
+            "of the run's namespace starts and, after the last pod is seen Running, once the daemon's "
+            "requests on pods and Events have stopped for 3 s (at most --settle-seconds; a daemon at 5 QPS "
+            "still sends queued Events then; each run's wait is in the JSON, and a run marked * had not "
+            "stopped). From each row the "
             "bench subtracts (1) its own requests, which it counts (the pod creates, retries included, and "
-            "its list of the namespace), and (2) the rest of the plane (controller-manager's and "
+            "its list of the namespace; the LimitRanger admission plugin's LIST of limitranges for the "
+            "new namespace is the bench's too), and (2) the rest of the plane (controller-manager's and "
             "scheduler's leader-election Leases, the apiserver's own Lease) as the row's rate over "
             f"{background['seconds']:.0f} s with no daemon running times the run's window; never below "
             "zero. What is left is the daemon's: its pod status and metadata writes, Events, its Node, "
             "Lease and any reads. WATCH requests are left out: the apiserver counts a watch when it ends, "
             "and a watch's cost is its events. `pod watch events per pod` is what the bench's own watch "
-            "of the namespace received up to the last Running (ADDED and MODIFIED): what every watcher "
+            "of the namespace received over the same window (ADDED and MODIFIED): what every watcher "
             "of those pods receives; `sent to all watchers` is the apiserver's "
             "`apiserver_watch_events_total` for pods over the window, less the background, per pod.",
         ]
@@ -221,6 +226,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             lines.append(f"| {row['size']} | {row['label']} | FAILED: {row['error'].splitlines()[0]} |")
             continue
         cells = [cell(row[column], fmt) for column, _, fmt in COLUMNS]
+        if not row["settled"]:
+            cells[-1] += "*"
         lines.append(f"| {row['size']} | {row['label']} | " + " | ".join(cells) + " |")
     lines += ["", "Targets:", ""]
     for target in targets(report):

@@ -7,7 +7,12 @@ status.phase=Running back to the apiserver. Both sides run an in-memory mock pro
 Running at once, so what is measured is the daemon itself: its watch, queueing, API writes, rate
 limits and memory, not a backend.
 
-For each daemon under test, on the same local control plane (`vk-provider dev up`) and in the same
+Each daemon runs in variants of its client-side rate limit (--variants): at virtual-kubelet's budget
+(QPS 5, burst 10: client-go's defaults, which virtual-kubelet cannot change), as shipped, and
+vk-provider unthrottled (the plane's ceiling on this machine). The budget each run had is derived from
+the flags passed and the defaults the daemon's --help states, never assumed.
+
+For each daemon and variant, on the same local control plane (`vk-provider dev up`) and in the same
 run, and for each size N: start the daemon as a subprocess with its own node name, wait for its Node to
 be Ready, create N pods in a fresh namespace with spec.nodeName already set to that node (creation is
 the moment of binding), at most --concurrency creations in flight, while a list+watch of the namespace
@@ -21,6 +26,10 @@ the watch delivered it with phase Running. The request-start time is also kept (
 and the server-side view, with the apiserver's one-second resolution, is kept as a cross-check: the
 pod's creationTimestamp and the time of the daemon's last status write (its managedFields entry).
 Throughput is N over the span from the first creation request to the last pod seen Running.
+
+Requests per pod come from the apiserver's own counters by verb and resource, less the bench's own
+requests and the plane's background (apiserver_requests.py); pod watch events per pod from the
+bench's watch. The report (pods_report.py) gives the issue's table and targets.
 
 Usage (see bench/README.md):
 
@@ -1006,7 +1015,7 @@ async def measure(
                     flush=True,
                 )
         # The watch stays open: pod writes the daemon still sends are watch events every watcher gets.
-        after, settled_s = await apiserver_requests.settle(
+        after, settled_s, settled = await apiserver_requests.settle(
             api, quiet_seconds=SETTLE_QUIET_SECONDS, max_seconds=settings.settle_seconds
         )
         running.check_alive()
@@ -1016,6 +1025,13 @@ async def measure(
         await asyncio.gather(*tasks, return_exceptions=True)
     summary = summarize(state, started_wall, started_mono)
     summary["settled_after_last_running_s"] = settled_s
+    summary["settled"] = settled
+    if not settled:
+        print(
+            f"  the daemon still wrote pods or Events {settled_s:.0f}s after the last Running; "
+            "later ones are not counted (see --settle-seconds)",
+            flush=True,
+        )
     bench_sent = {
         apiserver_requests.CREATE_PODS: state.creates_sent,
         apiserver_requests.LIST_PODS: state.lists_sent,
@@ -1186,7 +1202,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--settle-seconds",
         type=float,
-        default=120.0,
+        default=180.0,
         help="after the last pod is Running, wait at most this long for the daemon's pod and Event "
         "writes to stop, counting them (%(default)s)",
     )
