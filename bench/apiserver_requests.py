@@ -118,10 +118,13 @@ async def settle(
     writes queue behind a client-side limit (virtual-kubelet's Events at 5 QPS) sends part of each
     pod's cost after the pod is Running; this counts it.
 
-    Returns the last snapshot, the seconds waited, and whether the writes stopped within max_seconds.
+    Returns the last snapshot, the seconds waited, and whether the writes stopped within max_seconds
+    (False at once when max_seconds is 0: no settle).
     """
     started = time.monotonic()
     previous = await scrape(api)
+    if max_seconds <= 0:
+        return previous, 0.0, False
     while time.monotonic() - started < max_seconds:
         await asyncio.sleep(quiet_seconds)  # (noqa: sleep-ok) sampling interval of the counters
         current = await scrape(api)

@@ -233,7 +233,7 @@ def help_default(option: str | None) -> str | None:
     """The "(default: X)" of an option's help, as written."""
     if option is None:
         return None
-    match = re.search(r"\(default:?\s*([^)]*)\)", option)
+    match = re.search(r"\(default:?\s*([^);,]*)", option)
     return match.group(1).strip() if match else None
 
 
@@ -242,7 +242,7 @@ def no_limit_value(option: str | None) -> str | None:
     if option is None:
         return None
     match = re.search(
-        r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:=|:|means|for|to|disables)?\s*"
+        r"(?<![\w.-])(-?\d+(?:\.\d+)?)\s*(?:=|:|means|for|to|disables)?\s*"
         r"(?:no (?:client-side )?limit|unlimited|unthrottled|disables?|off\b)",
         option,
         re.IGNORECASE,
@@ -935,6 +935,7 @@ class Settings:
     automount_token: bool
     stall_seconds: float
     settle_seconds: float
+    detail_max_pods: int
     """At most this long after the last Running, wait for the daemon's pod and Event writes to stop
     (apiserver_requests.settle), so requests queued behind its limit are counted too."""
     """A run in which no pod became Running for this long has stalled: it fails rather than waiting
@@ -1016,7 +1017,9 @@ async def measure(
                 )
         # The watch stays open: pod writes the daemon still sends are watch events every watcher gets.
         after, settled_s, settled = await apiserver_requests.settle(
-            api, quiet_seconds=SETTLE_QUIET_SECONDS, max_seconds=settings.settle_seconds
+            api,
+            quiet_seconds=SETTLE_QUIET_SECONDS,
+            max_seconds=settings.settle_seconds if detailed(n, settings.detail_max_pods) else 0.0,
         )
         running.check_alive()
     finally:
@@ -1168,12 +1171,12 @@ def build_parser() -> argparse.ArgumentParser:
         "as-shipped (each daemon's defaults), unthrottled (vk-provider only); default: all",
     )
     parser.add_argument(
-        "--same-budget-max-pods",
+        "--detail-max-pods",
         type=int,
         default=1000,
-        help="run same-budget only at sizes up to this (0: at every size); default %(default)s, since "
-        "vk-provider at 5 QPS needs minutes per thousand pods. virtual-kubelet as shipped is at that "
-        "budget and runs at every size for as-shipped",
+        help="sizes above this (0: none) are for memory and as-shipped throughput: no same-budget run "
+        "(vk-provider at 5 QPS needs minutes per thousand pods) and no settle, so their requests are "
+        "counted to the last Running only (default %(default)s)",
     )
     parser.add_argument(
         "--unthrottled-args",
@@ -1202,7 +1205,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--settle-seconds",
         type=float,
-        default=180.0,
+        default=240.0,
         help="after the last pod is Running, wait at most this long for the daemon's pod and Event "
         "writes to stop, counting them (%(default)s)",
     )
@@ -1275,9 +1278,14 @@ def select_subjects(
     return subjects, skipped
 
 
-def variants_at(size: int, variants: Sequence[str], same_budget_max_pods: int) -> set[str]:
-    """The variants run at this size: same-budget only up to --same-budget-max-pods (0: always)."""
-    if same_budget_max_pods and size > same_budget_max_pods:
+def detailed(size: int, detail_max_pods: int) -> bool:
+    """Whether this size gets same-budget runs and the settle (--detail-max-pods; 0: every size)."""
+    return not detail_max_pods or size <= detail_max_pods
+
+
+def variants_at(size: int, variants: Sequence[str], detail_max_pods: int) -> set[str]:
+    """The variants run at this size: same-budget only at detailed sizes."""
+    if not detailed(size, detail_max_pods):
         return {variant for variant in variants if variant != "same-budget"}
     return set(variants)
 
@@ -1331,7 +1339,7 @@ async def run_matrix(
     results: dict[str, dict[str, dict[str, Any]]] = {subject.key: {} for subject in subjects}
     # Sizes outermost: all runs of a size meet the plane (etcd size, compaction) in about the same state.
     for size in args.sizes:
-        wanted = variants_at(size, args.variants, args.same_budget_max_pods)
+        wanted = variants_at(size, args.variants, args.detail_max_pods)
         for subject in subjects:
             if not wanted & set(subject.serves):
                 continue
@@ -1371,6 +1379,7 @@ async def run_all(args: argparse.Namespace) -> int:
         automount_token=args.automount_service_account_token,
         stall_seconds=args.stall_seconds,
         settle_seconds=args.settle_seconds,
+        detail_max_pods=args.detail_max_pods,
     )
     started_plane = ensure_plane(settings.plane_dir)
     try:
@@ -1394,7 +1403,7 @@ async def run_all(args: argparse.Namespace) -> int:
         "settings": {
             "sizes": args.sizes,
             "variants": args.variants,
-            "same_budget_max_pods": args.same_budget_max_pods,
+            "detail_max_pods": args.detail_max_pods,
             "concurrency": args.concurrency,
             "timeout_s": {str(size): settings.timeout_for(size) for size in args.sizes},
             "pod_image": POD_IMAGE,
