@@ -7,7 +7,12 @@ status.phase=Running back to the apiserver. Both sides run an in-memory mock pro
 Running at once, so what is measured is the daemon itself: its watch, queueing, API writes, rate
 limits and memory, not a backend.
 
-For each daemon under test, on the same local control plane (`vk-provider dev up`) and in the same
+Each daemon runs in variants of its client-side rate limit (--variants): at virtual-kubelet's budget
+(QPS 5, burst 10: client-go's defaults, which virtual-kubelet cannot change), as shipped, and
+vk-provider unthrottled (the plane's ceiling on this machine). The budget each run had is derived from
+the flags passed and the defaults the daemon's --help states, never assumed.
+
+For each daemon and variant, on the same local control plane (`vk-provider dev up`) and in the same
 run, and for each size N: start the daemon as a subprocess with its own node name, wait for its Node to
 be Ready, create N pods in a fresh namespace with spec.nodeName already set to that node (creation is
 the moment of binding), at most --concurrency creations in flight, while a list+watch of the namespace
@@ -21,6 +26,10 @@ the watch delivered it with phase Running. The request-start time is also kept (
 and the server-side view, with the apiserver's one-second resolution, is kept as a cross-check: the
 pod's creationTimestamp and the time of the daemon's last status write (its managedFields entry).
 Throughput is N over the span from the first creation request to the last pod seen Running.
+
+Requests per pod come from the apiserver's own counters by verb and resource, less the bench's own
+requests and the plane's background (apiserver_requests.py); pod watch events per pod from the
+bench's watch. The report (pods_report.py) gives the issue's table and targets.
 
 Usage (see bench/README.md):
 
@@ -40,6 +49,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -53,6 +63,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import apiserver_requests
+import pods_report
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -63,11 +75,8 @@ from benchkit import (
     BENCH_DIR,
     BenchError,
     add_results_dir_option,
-    cell,
-    describe_machine,
     free_port,
     percentile,
-    ratio,
     report_head,
     run_main,
     run_text,
@@ -77,6 +86,7 @@ from benchkit import (
 from vk_devtools.devcluster.building import cache_root
 from vk_devtools.devcluster.pki import CertificateAuthority, KeyPair
 from vk_provider.kit import procfs
+from vk_provider.node import leadership
 
 DEFAULT_PLANE_DIR = Path(tempfile.gettempdir()) / "bench-plane"
 FIELD_MANAGER = "pods-to-running-bench"
@@ -90,12 +100,20 @@ STOP_GRACE_SECONDS = 20.0
 RSS_SAMPLE_INTERVAL_SECONDS = 0.5
 WATCH_TIMEOUT_SECONDS = 240
 CREATE_ATTEMPTS = 5
+# Quiet means no request on pods or Events for this long (see apiserver_requests.settle).
+SETTLE_QUIET_SECONDS = 3.0
 
-# What each side's client is limited to, as shipped; see README.md ("Fairness").
-VK_NOTES = (
-    "client-go defaults: QPS 5, burst 10, one token bucket shared by every request of the process "
-    "(pod status, events, lease, node status); each workqueue also has a 10 qps / burst 100 bucket; "
-    "10 pod sync workers (--pod-sync-workers); log level info"
+VARIANTS = ("same-budget", "as-shipped", "unthrottled")
+# virtual-kubelet v1.13.0 builds its clientset without setting rest.Config's QPS or Burst, so client-go's
+# defaults apply (rest.DefaultQPS 5, rest.DefaultBurst 10): the budget the same-budget runs give us.
+REFERENCE_QPS, REFERENCE_BURST = "5", "10"
+# Unthrottled, when `vk-provider node --help` names no value meaning "no limit": far above this plane.
+FALLBACK_UNTHROTTLED_ARGS = ("--api-qps", "1000", "--api-burst", "2000")
+# Environment variables that would change vk-provider's client budget behind the flags' back.
+BUDGET_ENV_PREFIX = "VK_PROVIDER_API_"
+VK_WORKQUEUE_NOTE = (
+    "each of its workqueues also has client-go's default controller limiter (10 qps / burst 100 on "
+    "top of per-item backoff); 10 pod sync workers (--pod-sync-workers)"
 )
 
 
@@ -155,6 +173,83 @@ class RunPaths:
         return self.folder / "daemon.log"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientBudget:
+    """The client-side rate limit a run's daemon had, and how the bench knows: never a fixed claim."""
+
+    qps: str
+    burst: str
+    how: str
+
+    def describe(self) -> str:
+        return f"QPS {self.qps}, burst {self.burst}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Subject:
+    """One daemon in one variant: what a run starts, with which extra flags, at which budget."""
+
+    daemon: Daemon
+    variant: str
+    extra_args: tuple[str, ...]
+    budget: ClientBudget
+    serves: tuple[str, ...]
+    """The variants this run stands for: virtual-kubelet as shipped is also at virtual-kubelet's budget."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.daemon.name}/{self.variant}"
+
+    def label(self) -> str:
+        flags = f" (`{' '.join(self.extra_args)}`)" if self.extra_args else ""
+        return f"{self.daemon.name}, {self.variant}{flags}: {self.budget.describe()}"
+
+
+def option_help(help_text: str, flag: str) -> str | None:
+    """The help of one option in argparse's --help output, on one line; None when it is not listed."""
+    lines = help_text.splitlines()
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not re.match(re.escape(flag) + r"(?=[\s,=]|$)", stripped):
+            continue
+        parts = [stripped]
+        for following in lines[index + 1 :]:
+            if not following.strip() or following.strip().startswith("-"):
+                break
+            parts.append(following.strip())
+        text = " ".join(parts)
+        # Drop the flag and its metavar ("--api-qps API_QPS   requests ...").
+        return re.sub(r"^" + re.escape(flag) + r"(?:[ =][A-Z_]+)?\s*", "", text)
+    return None
+
+
+def flag_value(args: Sequence[str], flag: str) -> str:
+    """The value after `flag` in an argument list, "default" when it is not there."""
+    items = list(args)
+    return items[items.index(flag) + 1] if flag in items[:-1] else "default"
+
+
+def help_default(option: str | None) -> str | None:
+    """The "(default: X)" of an option's help, as written."""
+    if option is None:
+        return None
+    match = re.search(r"\(default:?\s*([^);,]*)", option)
+    return match.group(1).strip() if match else None
+
+
+def no_limit_value(option: str | None) -> str | None:
+    """The value an option's help says means no limit ("0 for no limit", "0 = unlimited"), if any."""
+    if option is None:
+        return None
+    match = re.search(
+        r"(?<![\w.-])(-?\d+(?:\.\d+)?)\s*(?:=|:|means|for|to|disables)?\s*"
+        r"(?:no (?:client-side )?limit|unlimited|unthrottled|disables?|off\b)",
+        option,
+        re.IGNORECASE,
+    )
+    return match.group(1) if match else None
+
+
 class Daemon(abc.ABC):
     name: str
 
@@ -166,9 +261,17 @@ class Daemon(abc.ABC):
     def version(self) -> str: ...
 
     @abc.abstractmethod
-    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths) -> Launch: ...
+    def launch(
+        self, node_name: str, kubelet_port: int, paths: RunPaths, extra_args: Sequence[str]
+    ) -> Launch: ...
 
-    notes: str = ""
+    @abc.abstractmethod
+    def subjects(self, variants: Sequence[str]) -> tuple[list[Subject], dict[str, str]]:
+        """The runs for these variants, and each variant it cannot run with the reason (after check())."""
+
+    @abc.abstractmethod
+    def findings(self) -> str:
+        """What its --help says about client-side limits, for the report."""
 
 
 def issue_serving_cert(paths: RunPaths, node_name: str) -> tuple[Path, Path]:
@@ -193,10 +296,10 @@ class VirtualKubelet(Daemon):
     """Upstream cmd/virtual-kubelet with its built-in `mock` provider, built by build_virtual_kubelet.sh."""
 
     name = "virtual-kubelet"
-    notes = VK_NOTES
 
     def __init__(self, binary: Path) -> None:
         self.binary = binary
+        self._help = ""
 
     def check(self) -> None:
         if not os.access(self.binary, os.X_OK):
@@ -204,6 +307,38 @@ class VirtualKubelet(Daemon):
                 f"virtual-kubelet is not built at {self.binary}; run bench/build_virtual_kubelet.sh "
                 "(or pass --vk-binary)."
             )
+        result = run_text([str(self.binary), "--help"])
+        self._help = result.stdout + result.stderr
+
+    def rate_flags(self) -> list[str]:
+        """Lines of its --help about client-side rate limits (none in v1.13.0)."""
+        pattern = re.compile(r"qps|burst|rate.?limit", re.IGNORECASE)
+        return [line.strip() for line in self._help.splitlines() if pattern.search(line)]
+
+    def findings(self) -> str:
+        flags = self.rate_flags()
+        listed = "; ".join(flags) if flags else "none: no flag sets its client's QPS or burst"
+        return (
+            f"`virtual-kubelet --help` options about QPS/burst/rate limits: {listed}. It builds its "
+            "clientset without setting QPS/Burst, so client-go's defaults apply: QPS 5, burst 10, "
+            f"one token bucket shared by every request of the process; {VK_WORKQUEUE_NOTE}"
+        )
+
+    def subjects(self, variants: Sequence[str]) -> tuple[list[Subject], dict[str, str]]:
+        skipped: dict[str, str] = {}
+        flags = self.rate_flags()
+        how = "client-go defaults, no flag passed" + (
+            f" (its --help lists {'; '.join(flags)})" if flags else " (its --help has no flag to change them)"
+        )
+        budget = ClientBudget(REFERENCE_QPS, REFERENCE_BURST, how)
+        serves = tuple(variant for variant in ("as-shipped", "same-budget") if variant in variants)
+        runs = [Subject(self, "as-shipped", (), budget, serves)] if serves else []
+        if "unthrottled" in variants:
+            skipped["unthrottled"] = (
+                "virtual-kubelet cannot run unthrottled without patching its code: no flag or environment "
+                "variable sets its client's QPS or burst"
+            )
+        return runs, skipped
 
     def version(self) -> str:
         # `virtual-kubelet version` prints "Version: v1.13.0, Built: <date>".
@@ -213,7 +348,7 @@ class VirtualKubelet(Daemon):
         built = run_text([go, "version", str(self.binary)]).stdout.strip() if go else ""
         return f"{version} (built with {built.rsplit(' ', 1)[-1]})" if built else version
 
-    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths) -> Launch:
+    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths, extra_args: Sequence[str]) -> Launch:
         cert, key = issue_serving_cert(paths, node_name)
         provider_config = paths.folder / "mock-provider.json"
         # The mock reads the capacity of the entry named after the node (else 20 cpu / 100Gi / 20 pods).
@@ -246,6 +381,7 @@ class VirtualKubelet(Daemon):
             str(provider_config),
             "--startup-timeout",
             "60s",
+            *extra_args,
         ]
         return Launch(argv, env)
 
@@ -254,11 +390,17 @@ class VkProvider(Daemon):
     """Our daemon: `vk-provider node ... --provider mock`."""
 
     name = "vk-provider"
-    notes = "kubernetes_asyncio: no client-side rate limit"
 
-    def __init__(self, executable: Path) -> None:
+    def __init__(
+        self,
+        executable: Path,
+        unthrottled_args: Sequence[str] | None = None,
+        common_args: Sequence[str] = (),
+    ) -> None:
         self.executable = executable
+        self._common_args = tuple(common_args)
         self._help = ""
+        self._unthrottled_args = tuple(unthrottled_args) if unthrottled_args is not None else None
 
     def check(self) -> None:
         if not os.access(self.executable, os.X_OK):
@@ -276,7 +418,63 @@ class VkProvider(Daemon):
         # `vk-provider --version` prints "vk-provider 0.1.0".
         return run_text([str(self.executable), "--version"]).stdout.strip().removeprefix("vk-provider ")
 
-    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths) -> Launch:
+    def findings(self) -> str:
+        qps, burst = option_help(self._help, "--api-qps"), option_help(self._help, "--api-burst")
+        if qps is None:
+            return "`vk-provider node --help` lists no --api-qps: the bench does not know its client budget"
+        return f"`vk-provider node --help`: --api-qps: {qps}; --api-burst: {burst or '(not listed)'}"
+
+    def unthrottled(self) -> tuple[tuple[str, ...], str]:
+        """The flags for an unthrottled run and why: --unthrottled-args, a "no limit" value from --help,
+        or a budget far above what this plane serves."""
+        if self._unthrottled_args is not None:
+            return self._unthrottled_args, "flags passed (--unthrottled-args)"
+        qps, burst = option_help(self._help, "--api-qps"), option_help(self._help, "--api-burst")
+        off = no_limit_value(qps)
+        if off is not None:
+            args: tuple[str, ...] = ("--api-qps", off)
+            burst_off = no_limit_value(burst)
+            if burst_off is not None:
+                args += ("--api-burst", burst_off)
+            return args, "flags passed; --help says this value means no limit"
+        return (
+            FALLBACK_UNTHROTTLED_ARGS,
+            "flags passed; --help names no value for no limit, so a budget far above the plane",
+        )
+
+    def subjects(self, variants: Sequence[str]) -> tuple[list[Subject], dict[str, str]]:
+        runs: list[Subject] = []
+        skipped: dict[str, str] = {}
+        qps, burst = option_help(self._help, "--api-qps"), option_help(self._help, "--api-burst")
+        for variant in VARIANTS:
+            if variant not in variants:
+                continue
+            if variant == "as-shipped":
+                budget = ClientBudget(
+                    help_default(qps) or "?",
+                    help_default(burst) or "?",
+                    "no flag passed; the defaults `vk-provider node --help` states"
+                    if qps is not None
+                    else "no flag passed; `vk-provider node --help` lists no --api-qps",
+                )
+                runs.append(Subject(self, variant, self._common_args, budget, (variant,)))
+                continue
+            if qps is None or burst is None:
+                skipped[variant] = (
+                    "`vk-provider node --help` lists no --api-qps/--api-burst to set the budget with"
+                )
+                continue
+            args: tuple[str, ...]
+            if variant == "same-budget":
+                args = ("--api-qps", REFERENCE_QPS, "--api-burst", REFERENCE_BURST)
+                how = "flags passed: virtual-kubelet's client-go defaults"
+            else:
+                args, how = self.unthrottled()
+            budget = ClientBudget(flag_value(args, "--api-qps"), flag_value(args, "--api-burst"), how)
+            runs.append(Subject(self, variant, (*self._common_args, *args), budget, (variant,)))
+        return runs, skipped
+
+    def launch(self, node_name: str, kubelet_port: int, paths: RunPaths, extra_args: Sequence[str]) -> Launch:
         argv = [
             str(self.executable),
             "node",
@@ -298,7 +496,10 @@ class VkProvider(Daemon):
         if "--kubelet-bind-address" in self._help:
             # Loopback only, and a serving certificate from the plane's signer, as in the dev cluster.
             argv += ["--kubelet-bind-address", "127.0.0.1", "--kubelet-csr-self-approve"]
-        return Launch(argv, dict(os.environ))
+        argv += extra_args
+        # The budget is what the flags say (or their defaults), not whatever this shell exports.
+        env = {name: value for name, value in os.environ.items() if not name.startswith(BUDGET_ENV_PREFIX)}
+        return Launch(argv, env)
 
 
 # --- a running daemon and its memory --------------------------------------------------------------
@@ -452,6 +653,10 @@ class RunState:
         self.running_count = 0
         self.all_running = asyncio.Event()
         self.events_seen = 0
+        # The bench's own requests, subtracted from the apiserver's counts (see apiserver_requests.py).
+        self.creates_sent = 0
+        self.lists_sent = 0
+        self.watches_sent = 0
 
     @staticmethod
     def pod_name(index: int) -> str:
@@ -528,6 +733,7 @@ async def create_pods(
             times = state.pods[index]
             for attempt in range(1, CREATE_ATTEMPTS + 1):
                 times.sent = time.monotonic()
+                state.creates_sent += 1
                 # A plain dict goes out as is: building V1Pod models would take CPU the daemons need.
                 call = api.create_namespaced_pod(
                     namespace,
@@ -557,6 +763,7 @@ async def watch_pods(api: client.CoreV1Api, namespace: str, state: RunState) -> 
     resource_version: str | None = None
     while True:
         if resource_version is None:
+            state.lists_sent += 1
             response = await raw(api.list_namespaced_pod(namespace, _preload_content=False))
             async with response:
                 payload = await response.read()
@@ -567,6 +774,7 @@ async def watch_pods(api: client.CoreV1Api, namespace: str, state: RunState) -> 
             for item in listing["items"]:
                 state.observe(item, now)
             resource_version = listing["metadata"]["resourceVersion"]
+        state.watches_sent += 1
         response = await raw(
             api.list_namespaced_pod(
                 namespace,
@@ -649,6 +857,10 @@ async def cleanup(api: client.ApiClient, namespace: str | None, node_name: str) 
         await core.delete_node(node_name)
     with contextlib.suppress(ApiException):
         await client.CoordinationV1Api(api).delete_namespaced_lease(node_name, "kube-node-lease")
+    with contextlib.suppress(ApiException):  # vk-provider's leader Lease (404 for virtual-kubelet)
+        await client.CoordinationV1Api(api).delete_namespaced_lease(
+            leadership.lease_name(node_name), leadership.FALLBACK_NAMESPACE
+        )
     if namespace is None:
         return
     deadline = time.monotonic() + NAMESPACE_GONE_TIMEOUT_SECONDS
@@ -721,12 +933,20 @@ class Settings:
     timeout_seconds: float | None
     """None: 20 minutes plus 0.2 s per pod (virtual-kubelet needs ~0.2 s per pod, see README.md)."""
     automount_token: bool
+    stall_seconds: float
+    settle_seconds: float
+    detail_max_pods: int
+    """At most this long after the last Running, wait for the daemon's pod and Event writes to stop
+    (apiserver_requests.settle), so requests queued behind its limit are counted too."""
+    """A run in which no pod became Running for this long has stalled: it fails rather than waiting
+    out the whole timeout."""
 
     def timeout_for(self, n: int) -> float:
         return self.timeout_seconds if self.timeout_seconds is not None else 1200.0 + 0.2 * n
 
 
 async def measure(
+    api: client.ApiClient,
     core: client.CoreV1Api,
     running: RunningDaemon,
     namespace: str,
@@ -734,9 +954,15 @@ async def measure(
     node_name: str,
     n: int,
     settings: Settings,
+    background: apiserver_requests.Background,
 ) -> dict[str, Any]:
-    """Create n pods bound to node_name and wait until the watch has seen every one Running."""
+    """Create n pods bound to node_name and wait until the watch has seen every one Running.
+
+    The apiserver's request counters are read just before the watch starts and just after the last
+    pod is seen Running (and the watch is stopped): that window is what `requests` accounts for.
+    """
     state = RunState(n)
+    before = await apiserver_requests.scrape(api)
     watcher = asyncio.create_task(watch_pods(core, namespace, state))
     await asyncio.sleep(0.5)  # let the initial list land before the first pod is created
     started_wall, started_mono = time.time(), time.monotonic()
@@ -756,13 +982,22 @@ async def measure(
     timeout = settings.timeout_for(n)
     deadline = started_mono + timeout
     progress_at = started_mono
+    last_count, last_count_at = 0, started_mono
     try:
         while not all_running.done():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now = time.monotonic()
+            if state.running_count != last_count:
+                last_count, last_count_at = state.running_count, now
+            remaining = deadline - now
+            if remaining <= 0 or now - last_count_at >= settings.stall_seconds:
+                why = (
+                    f"timed out after {timeout:.0f}s (see --timeout)"
+                    if remaining <= 0
+                    else f"stalled: no pod became Running for {settings.stall_seconds:.0f}s "
+                    "(see --stall-seconds)"
+                )
                 raise BenchError(
-                    f"timed out after {timeout:.0f}s (see --timeout): "
-                    f"{state.running_count}/{n} pods Running. "
+                    f"{why}: {state.running_count}/{n} pods Running. "
                     f"The end of {running.daemon.name}'s log ({running.log}):\n{tail(running.log, 10)}"
                 )
             pending = {task for task in tasks if not task.done()}
@@ -780,11 +1015,38 @@ async def measure(
                     f"{state.running_count}/{n} Running, RSS {running.memory.max_rss_kib / 1024:.0f} MiB",
                     flush=True,
                 )
+        # The watch stays open: pod writes the daemon still sends are watch events every watcher gets.
+        after, settled_s, settled = await apiserver_requests.settle(
+            api,
+            quiet_seconds=SETTLE_QUIET_SECONDS,
+            max_seconds=settings.settle_seconds if detailed(n, settings.detail_max_pods) else 0.0,
+        )
+        running.check_alive()
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return summarize(state, started_wall, started_mono)
+    summary = summarize(state, started_wall, started_mono)
+    summary["settled_after_last_running_s"] = settled_s
+    summary["settled"] = settled
+    if not settled:
+        waited = (
+            f"it still wrote pods or Events {settled_s:.0f}s after the last Running (see --settle-seconds)"
+            if settled_s > 0
+            else "no settle at this size (see --detail-max-pods)"
+        )
+        print(f"  requests counted to here only, a lower bound: {waited}", flush=True)
+    bench_sent = {
+        apiserver_requests.CREATE_PODS: state.creates_sent,
+        apiserver_requests.LIST_PODS: state.lists_sent,
+        apiserver_requests.WATCH_PODS: state.watches_sent,
+    }
+    summary["requests"] = apiserver_requests.attribute(
+        before, after, bench_sent=bench_sent, background=background, pods=n
+    )
+    summary["requests_per_pod"] = summary["requests"]["per_pod"]
+    summary["pod_watch_events_per_pod"] = state.events_seen / n
+    return summary
 
 
 def memory_report(memory: MemoryPeak) -> dict[str, Any]:
@@ -797,18 +1059,25 @@ def memory_report(memory: MemoryPeak) -> dict[str, Any]:
     }
 
 
-async def run_once(api: client.ApiClient, daemon: Daemon, n: int, settings: Settings) -> dict[str, Any]:
+async def run_once(
+    api: client.ApiClient,
+    subject: Subject,
+    n: int,
+    settings: Settings,
+    background: apiserver_requests.Background,
+) -> dict[str, Any]:
     """Start the daemon, wait for its Node, create n pods, wait until all are Running; always clean up."""
     core = client.CoreV1Api(api)
+    daemon = subject.daemon
     suffix = uuid.uuid4().hex[:5]
-    node_name = namespace = f"bench-{daemon.name}-{n}-{suffix}"
+    node_name = namespace = f"bench-{daemon.name}-{subject.variant}-{n}-{suffix}"
     paths = RunPaths(
         folder=settings.work_dir / node_name,
         kubeconfig=settings.plane_dir / "kubeconfig",
         plane_dir=settings.plane_dir,
     )
     paths.folder.mkdir(parents=True, exist_ok=True)
-    launch = daemon.launch(node_name, free_port(), paths)
+    launch = daemon.launch(node_name, free_port(), paths, subject.extra_args)
     running = await RunningDaemon.start(daemon, launch, paths.log, paths.folder)
     print(
         f"  started {daemon.name}: pid {running.process.pid}, node {node_name}, log {paths.log}", flush=True
@@ -826,7 +1095,18 @@ async def run_once(api: client.ApiClient, daemon: Daemon, n: int, settings: Sett
         await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
         namespace_created = True
         await wait_default_service_account(core, namespace)
-        result.update(await measure(core, running, namespace, node_name=node_name, n=n, settings=settings))
+        result.update(
+            await measure(
+                api,
+                core,
+                running,
+                namespace,
+                node_name=node_name,
+                n=n,
+                settings=settings,
+                background=background,
+            )
+        )
         return result
     finally:
         await running.stop()  # takes a last VmHWM sample first
@@ -863,101 +1143,6 @@ def stop_plane(plane_dir: Path) -> None:
     subprocess.run([*DEV_COMMAND, "down", "--dir", str(plane_dir)], check=False, timeout=120)
 
 
-# --- results --------------------------------------------------------------------------------------
-
-
-TARGETS = (
-    # result key, label, number format, target for the ratio ours/VK ("" for none)
-    ("throughput_pods_per_s", "throughput (pods/s)", "{:.1f}", ">= 1.0"),
-    ("p50_s", "p50 latency (s)", "{:.3f}", ""),
-    ("p99_s", "p99 latency (s)", "{:.3f}", "<= 1.0"),
-    ("peak_rss_mib", "peak RSS (MiB)", "{:.0f}", "<= 2.0"),
-    ("duration_s", "duration (s)", "{:.1f}", ""),
-)
-
-
-def comparisons(results: dict[str, dict[str, dict[str, Any]]], sizes: Sequence[int]) -> list[dict[str, Any]]:
-    rows = []
-    for size in sizes:
-        vk = results.get("virtual-kubelet", {}).get(str(size), {})
-        ours = results.get("vk-provider", {}).get(str(size), {})
-        for key, label, fmt, target in TARGETS:
-            rows.append(
-                {
-                    "size": size,
-                    "metric": key,
-                    "label": label,
-                    "format": fmt,
-                    "virtual-kubelet": vk.get(key),
-                    "vk-provider": ours.get(key),
-                    "ratio": ratio(ours.get(key), vk.get(key)),
-                    "target": target,
-                }
-            )
-    return rows
-
-
-def verdict(row: dict[str, Any]) -> str:
-    value = row["ratio"]
-    if value is None or not row["target"]:
-        return ""
-    limit = float(row["target"].split()[1])
-    ok = value >= limit if row["target"].startswith(">=") else value <= limit
-    return "met" if ok else "MISSED"
-
-
-def write_markdown(path: Path, report: dict[str, Any]) -> None:
-    lines = [
-        f"# Pods to Running: vk-provider vs virtual-kubelet ({report['started_at']})",
-        "",
-        f"Machine: {describe_machine(report['machine'])}; "
-        f"Kubernetes {report['versions'].get('kubernetes', '?')} "
-        "control plane on the same machine (it shares the CPUs with the daemon under test).",
-        "",
-        f"Daemons: virtual-kubelet {report['versions'].get('virtual-kubelet', '—')} (mock provider); "
-        f"vk-provider {report['versions'].get('vk-provider', '—')} (mock provider).",
-        f"Pods created with at most {report['settings']['concurrency']} requests in flight, "
-        "spec.nodeName set at creation; latency = first watch event with phase Running minus the "
-        "creation's 201 response (client-side clock). Throughput = N / (last Running - first creation).",
-        "",
-        "| N | metric | virtual-kubelet | vk-provider | ours/VK | target |",
-        "|---:|---|---:|---:|---:|---|",
-    ]
-    for row in report["comparison"]:
-        fmt = row["format"]
-        target = f"{row['target']} ({verdict(row)})" if verdict(row) else row["target"]
-        lines.append(
-            f"| {row['size']} | {row['label']} | {cell(row['virtual-kubelet'], fmt)} | "
-            f"{cell(row['vk-provider'], fmt)} | {cell(row['ratio'], '{:.2f}')} | {target} |"
-        )
-    errors = [
-        f"- {name} N={size}: {entry['error'].splitlines()[0]}"
-        for name, by_size in report["results"].items()
-        for size, entry in by_size.items()
-        if entry.get("error")
-    ]
-    errors += [f"- {name}: {reason.splitlines()[0]}" for name, reason in report["unavailable"].items()]
-    if errors:
-        lines += ["", "Not measured / failed:", "", *errors]
-    lines += ["", "Client-side limits as shipped:", ""]
-    lines += [f"- {name}: {notes}" for name, notes in report["notes"].items()]
-    lines += ["", "Raw numbers (creation rate, server-side cross-check, memory detail) are in the JSON file."]
-    path.write_text("\n".join(lines) + "\n")
-
-
-def print_ratios(report: dict[str, Any]) -> None:
-    print("\nratios (vk-provider / virtual-kubelet):")
-    for row in report["comparison"]:
-        if not row["target"]:
-            continue
-        fmt = row["format"]
-        print(
-            f"  N={row['size']:<5} {row['label']:<22} VK {cell(row['virtual-kubelet'], fmt):>8}  "
-            f"ours {cell(row['vk-provider'], fmt):>8}  ratio {cell(row['ratio'], '{:.2f}'):>5}  "
-            f"target {row['target']} {verdict(row)}"
-        )
-
-
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -979,12 +1164,56 @@ def build_parser() -> argparse.ArgumentParser:
         "--plane-dir", type=Path, default=DEFAULT_PLANE_DIR, help="control-plane folder (%(default)s)"
     )
     parser.add_argument("--sizes", type=parse_sizes, default=[1000, 5000], help="pod counts, e.g. 1000,5000")
+    parser.add_argument(
+        "--variants",
+        type=parse_variants,
+        default=list(VARIANTS),
+        help="client budgets to run: same-budget (vk-provider at virtual-kubelet's QPS 5 / burst 10), "
+        "as-shipped (each daemon's defaults), unthrottled (vk-provider only); default: all",
+    )
+    parser.add_argument(
+        "--detail-max-pods",
+        type=int,
+        default=1000,
+        help="sizes above this (0: none) are for memory and as-shipped throughput: no same-budget run "
+        "(vk-provider at 5 QPS needs minutes per thousand pods) and no settle, so their requests are "
+        "counted to the last Running only (default %(default)s)",
+    )
+    parser.add_argument(
+        "--unthrottled-args",
+        help="vk-provider flags for the unthrottled run, e.g. '--api-qps 1000 --api-burst 2000' "
+        "(default: the value `vk-provider node --help` says means no limit, else those)",
+    )
+    parser.add_argument(
+        "--background-seconds",
+        type=float,
+        default=30.0,
+        help="window with no daemon running to measure the plane's own requests in (%(default)s)",
+    )
     parser.add_argument("--only", choices=DAEMON_NAMES, help="run one side only")
     parser.add_argument("--concurrency", type=int, default=50, help="pod creations in flight (%(default)s)")
     parser.add_argument(
         "--timeout",
         type=float,
         help="seconds per run for all pods to be Running (default: 1200 + 0.2 per pod)",
+    )
+    parser.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=120.0,
+        help="fail a run in which no pod became Running for this long (%(default)s)",
+    )
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=240.0,
+        help="after the last pod is Running, wait at most this long for the daemon's pod and Event "
+        "writes to stop, counting them (%(default)s)",
+    )
+    parser.add_argument(
+        "--vk-provider-args",
+        default="",
+        help="extra flags for every vk-provider run, e.g. '--leader-elect false' (shown in the report)",
     )
     parser.add_argument("--vk-binary", type=Path, default=default_vk_binary(), help="virtual-kubelet binary")
     parser.add_argument(
@@ -1007,13 +1236,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_variants(text: str) -> list[str]:
+    variants = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [variant for variant in variants if variant not in VARIANTS]
+    if not variants or unknown:
+        raise argparse.ArgumentTypeError(f"variants are a comma-separated subset of {','.join(VARIANTS)}")
+    return variants
+
+
 def select_daemons(args: argparse.Namespace) -> tuple[list[Daemon], dict[str, str], dict[str, str]]:
     """The daemons that can run, the reason each other one cannot, and the versions of the former."""
     wanted: list[Daemon] = []
     if args.only in (None, "virtual-kubelet"):
         wanted.append(VirtualKubelet(args.vk_binary))
     if args.only in (None, "vk-provider"):
-        wanted.append(VkProvider(args.vk_provider))
+        unthrottled = shlex.split(args.unthrottled_args) if args.unthrottled_args is not None else None
+        wanted.append(VkProvider(args.vk_provider, unthrottled, shlex.split(args.vk_provider_args)))
     available: list[Daemon] = []
     unavailable: dict[str, str] = {}
     versions: dict[str, str] = {}
@@ -1029,16 +1267,86 @@ def select_daemons(args: argparse.Namespace) -> tuple[list[Daemon], dict[str, st
     return available, unavailable, versions
 
 
+def select_subjects(
+    daemons: Sequence[Daemon], variants: Sequence[str]
+) -> tuple[list[Subject], dict[str, str]]:
+    subjects: list[Subject] = []
+    skipped: dict[str, str] = {}
+    for daemon in daemons:
+        runs, cannot = daemon.subjects(variants)
+        subjects += runs
+        skipped.update({f"{daemon.name}/{variant}": reason for variant, reason in cannot.items()})
+    return subjects, skipped
+
+
+def detailed(size: int, detail_max_pods: int) -> bool:
+    """Whether this size gets same-budget runs and the settle (--detail-max-pods; 0: every size)."""
+    return not detail_max_pods or size <= detail_max_pods
+
+
+def variants_at(size: int, variants: Sequence[str], detail_max_pods: int) -> set[str]:
+    """The variants run at this size: same-budget only at detailed sizes."""
+    if not detailed(size, detail_max_pods):
+        return {variant for variant in variants if variant != "same-budget"}
+    return set(variants)
+
+
+def subject_json(subject: Subject) -> dict[str, Any]:
+    short = "VK" if subject.daemon.name == "virtual-kubelet" else "ours"
+    return {
+        "daemon": subject.daemon.name,
+        "variant": subject.variant,
+        "serves": list(subject.serves),
+        "extra_args": list(subject.extra_args),
+        "budget": dataclasses.asdict(subject.budget),
+        "label": subject.label(),
+        "short": f"{short} {subject.variant} ({subject.budget.describe()})",
+    }
+
+
+async def ensure_leader_namespace(api: client.ApiClient) -> None:
+    """vk-provider, as shipped, elects a leader through a Lease in vk-provider-system (outside a pod),
+    which its manifests create; on the bare dev plane the bench creates it."""
+    core = client.CoreV1Api(api)
+    try:
+        await core.read_namespace(leadership.FALLBACK_NAMESPACE)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=leadership.FALLBACK_NAMESPACE))
+        await core.create_namespace(body)
+
+
+async def measure_background(api: client.ApiClient, seconds: float) -> apiserver_requests.Background:
+    """The plane's own request rates with no daemon running, to subtract from every run's window."""
+    if seconds <= 0:
+        return apiserver_requests.Background.none()
+    print(f"measuring the plane's background requests for {seconds:.0f}s (no daemon running)...", flush=True)
+    before = await apiserver_requests.scrape(api)
+    await asyncio.sleep(seconds)  # (noqa: sleep-ok) a deliberate sampling window of the plane's idle traffic
+    background = apiserver_requests.Background.between(before, await apiserver_requests.scrape(api))
+    total = sum(rate for (verb, _), rate in background.rates.items() if verb != "WATCH")
+    print(f"  background: {total:.2f} requests/s", flush=True)
+    return background
+
+
 async def run_matrix(
-    api: client.ApiClient, daemons: Sequence[Daemon], sizes: Sequence[int], settings: Settings
+    api: client.ApiClient,
+    subjects: Sequence[Subject],
+    args: argparse.Namespace,
+    settings: Settings,
+    background: apiserver_requests.Background,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    results: dict[str, dict[str, dict[str, Any]]] = {daemon.name: {} for daemon in daemons}
-    # Sizes outermost: both daemons meet the plane (etcd size, compaction) in about the same state.
-    for size in sizes:
-        for daemon in daemons:
-            print(f"\n== {daemon.name}: {size} pods ==", flush=True)
+    results: dict[str, dict[str, dict[str, Any]]] = {subject.key: {} for subject in subjects}
+    # Sizes outermost: all runs of a size meet the plane (etcd size, compaction) in about the same state.
+    for size in args.sizes:
+        wanted = variants_at(size, args.variants, args.detail_max_pods)
+        for subject in subjects:
+            if not wanted & set(subject.serves):
+                continue
+            print(f"\n== {subject.label()}: {size} pods ==", flush=True)
             try:
-                entry = await run_once(api, daemon, size, settings)
+                entry = await run_once(api, subject, size, settings, background)
             except BenchError as error:
                 print(f"  FAILED: {error}", file=sys.stderr, flush=True)
                 entry = {"n": size, "error": str(error)}
@@ -1046,11 +1354,13 @@ async def run_matrix(
                 print(
                     f"  {size} pods Running in {entry['duration_s']:.1f}s: "
                     f"{entry['throughput_pods_per_s']:.1f} pods/s, p50 {entry['p50_s']:.3f}s, "
-                    f"p99 {entry['p99_s']:.3f}s, peak RSS {entry['peak_rss_mib']:.0f} MiB "
+                    f"p99 {entry['p99_s']:.3f}s, peak RSS {entry['peak_rss_mib']:.0f} MiB, "
+                    f"{entry['requests_per_pod']:.2f} requests and "
+                    f"{entry['pod_watch_events_per_pod']:.2f} watch events per pod "
                     f"(creation ran at {entry['creation']['rate_pods_per_s']:.0f} pods/s)",
                     flush=True,
                 )
-            results[daemon.name][str(size)] = entry
+            results[subject.key][str(size)] = entry
     return results
 
 
@@ -1058,6 +1368,9 @@ async def run_all(args: argparse.Namespace) -> int:
     available, unavailable, versions = select_daemons(args)
     if not available:
         return 2
+    subjects, skipped = select_subjects(available, args.variants)
+    for key, reason in skipped.items():
+        print(f"not running {key}: {reason}", flush=True)
     started_at = datetime.now(UTC)
     settings = Settings(
         plane_dir=args.plane_dir.resolve(),
@@ -1065,6 +1378,9 @@ async def run_all(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         timeout_seconds=args.timeout,
         automount_token=args.automount_service_account_token,
+        stall_seconds=args.stall_seconds,
+        settle_seconds=args.settle_seconds,
+        detail_max_pods=args.detail_max_pods,
     )
     started_plane = ensure_plane(settings.plane_dir)
     try:
@@ -1075,18 +1391,20 @@ async def run_all(args: argparse.Namespace) -> int:
         configuration.connection_pool_maxsize = args.concurrency + 10
         async with client.ApiClient(configuration) as api:
             versions["kubernetes"] = (await client.VersionApi(api).get_code()).git_version
-            results = await run_matrix(api, available, args.sizes, settings)
+            await ensure_leader_namespace(api)
+            background = await measure_background(api, args.background_seconds)
+            results = await run_matrix(api, subjects, args, settings, background)
     finally:
         if started_plane and not args.keep_plane:
             stop_plane(settings.plane_dir)
-    for name in unavailable:
-        results[name] = {}
 
     report: dict[str, Any] = {
         **report_head("pods_to_running", started_at),
         "versions": versions,
         "settings": {
             "sizes": args.sizes,
+            "variants": args.variants,
+            "detail_max_pods": args.detail_max_pods,
             "concurrency": args.concurrency,
             "timeout_s": {str(size): settings.timeout_for(size) for size in args.sizes},
             "pod_image": POD_IMAGE,
@@ -1094,13 +1412,23 @@ async def run_all(args: argparse.Namespace) -> int:
             "automount_service_account_token": settings.automount_token,
             "latency": "client-side: first watch event with phase Running minus the 201 of the pod's create",
         },
-        "notes": {daemon.name: daemon.notes for daemon in available},
+        "subjects": {subject.key: subject_json(subject) for subject in subjects},
+        "findings": {daemon.name: daemon.findings() for daemon in available},
+        "skipped": skipped,
         "unavailable": unavailable,
+        "background": {
+            "seconds": background.seconds,
+            "requests_per_s": {
+                f"{verb} {resource}": rate for (verb, resource), rate in background.rates.items()
+            },
+            "pod_watch_events_per_s": background.pod_watch_events_per_s,
+        },
         "results": results,
-        "comparison": comparisons(results, args.sizes),
     }
-    json_path, markdown_path = write_report(args.results_dir, report, write_markdown)
-    print_ratios(report)
+    report["table"] = pods_report.table_rows(report)
+    report["targets"] = pods_report.targets(report)
+    json_path, markdown_path = write_report(args.results_dir, report, pods_report.write_markdown)
+    pods_report.print_summary(report)
     for name, reason in unavailable.items():
         print(f"\n{name} was NOT measured: {reason}", file=sys.stderr)
     print(f"\nwrote {json_path}\nwrote {markdown_path}")
