@@ -243,7 +243,7 @@ def no_limit_value(option: str | None) -> str | None:
         return None
     match = re.search(
         r"(?<![\w.-])(-?\d+(?:\.\d+)?)\s*(?:=|:|means|for|to|disables)?\s*"
-        r"(?:no (?:client-side )?limit|unlimited|unthrottled|disables?|off\b)",
+        r"(?:no (?:client-side )?(?:limit|ceiling)|unlimited|unthrottled|disables?|off\b)",
         option,
         re.IGNORECASE,
     )
