@@ -167,6 +167,11 @@ def local_config(gpus: int, address_range: str) -> dict[str, Any]:
     }
 
 
+async def node_events(rig: PolicyRig, reason: str, node: str) -> list[RawObject]:
+    """The Events of `reason` about the node `node` (posted a moment after the change they report)."""
+    return [event for event in await rig.events(reason, "Node") if event["involvedObject"]["name"] == node]
+
+
 def host_of(name: str) -> str:
     return f"{name}.test"
 
@@ -715,7 +720,9 @@ async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_come
             tainted_unhealthy, timeout_seconds=60, what=f"the unhealthy taint:\n{rig.log()}"
         )
         assert taint["value"] == "ExternalTaint"
-        assert [e for e in await rig.events("NodeUnhealthy", "Node") if e["involvedObject"]["name"] == sick]
+        await wait_for(
+            lambda: node_events(rig, "NodeUnhealthy", sick), timeout_seconds=30, what="NodeUnhealthy"
+        )
         await wait_for_placement(rig, "chat", "home")
         pods = (
             await rig.api.get(f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": "app=chat"})
@@ -733,4 +740,4 @@ async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_come
             return await tainted_unhealthy() is None
 
         await wait_for(untainted, timeout_seconds=60, what=f"the unhealthy taint lifted:\n{rig.log()}")
-        assert [e for e in await rig.events("NodeHealthy", "Node") if e["involvedObject"]["name"] == sick]
+        await wait_for(lambda: node_events(rig, "NodeHealthy", sick), timeout_seconds=30, what="NodeHealthy")
