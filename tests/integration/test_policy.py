@@ -461,8 +461,10 @@ async def test_a_training_job_moves_the_service_out_and_it_comes_home_when_the_j
             node = await rig.node(daemon.node_name)
             assert any(t["key"] == RESERVED_TAINT_KEY for t in node["spec"].get("taints") or ()), node["spec"]
             assert RESERVED_TAINT_KEY in node["metadata"]["annotations"][POLICY_TAINTS_ANNOTATION]
-        assert await rig.events("FlipOutStarted", "OffloadPolicy")
-        assert await rig.events("NodesReserved", "Node")
+        await wait_for(
+            lambda: rig.events("FlipOutStarted", "OffloadPolicy"), timeout_seconds=30, what="FlipOutStarted"
+        )
+        await wait_for(lambda: rig.events("NodesReserved", "Node"), timeout_seconds=30, what="NodesReserved")
         status = (await rig.policy())["status"]
         assert status["demand"]["gpus"] == 6, status["demand"]
 
@@ -477,7 +479,9 @@ async def test_a_training_job_moves_the_service_out_and_it_comes_home_when_the_j
         for daemon in rig.pool:
             node = await rig.node(daemon.node_name)
             assert not any(t["key"] == RESERVED_TAINT_KEY for t in node["spec"].get("taints") or ())
-        assert await rig.events("FlipBackStarted", "OffloadPolicy")
+        await wait_for(
+            lambda: rig.events("FlipBackStarted", "OffloadPolicy"), timeout_seconds=30, what="FlipBackStarted"
+        )
         await generator.stop()
         failed = failures(generator.outcomes)
         assert not failed, [(o.kind, o.status, o.failure) for o in failed[:10]]
@@ -573,7 +577,9 @@ async def test_bad_input_gets_a_condition_and_an_event_and_moves_nothing(rig_arg
             lambda: ready_false("NoHomeGpus"), timeout_seconds=60, what=f"NoHomeGpus:\n{rig.log()}"
         )
         assert "has no nvidia.com/gpu" in condition["message"]
-        assert await rig.events("NoHomeGpus", "OffloadPolicy")
+        await wait_for(
+            lambda: rig.events("NoHomeGpus", "OffloadPolicy"), timeout_seconds=30, what="NoHomeGpus"
+        )
         await rig.api.patch(
             policies_path(rig.policy_name),
             {"spec": {"homePool": {"resource": "example.com/tpu"}}},
@@ -606,7 +612,11 @@ async def test_bad_input_gets_a_condition_and_an_event_and_moves_nothing(rig_arg
             lambda: ready_false("NoOffloadsSelected"), timeout_seconds=60, what="NoOffloadsSelected"
         )
         assert "selects no Offload (policy-test=nothing)" in condition["message"]
-        assert await rig.events("NoOffloadsSelected", "OffloadPolicy")
+        await wait_for(
+            lambda: rig.events("NoOffloadsSelected", "OffloadPolicy"),
+            timeout_seconds=30,
+            what="NoOffloadsSelected",
+        )
         status = (await rig.policy()).get("status") or {}
         assert not [d for d in status.get("decisions") or () if d["action"] in ("FlipOut", "Reserve")]
         assert not await rig.events("FlipOutStarted", "OffloadPolicy")
