@@ -24,6 +24,7 @@ from tests.integration.migration_rig import RigFor, StartNode, rig_factory
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.building import BinaryCache
+from vk_provider.kit.kube import KubeApi
 
 REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
 CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"
@@ -68,6 +69,16 @@ async def kube_api(control_plane: cluster.ClusterState) -> AsyncIterator[client.
     api = await config.new_client_from_config(config_file=str(control_plane.kubeconfig))
     async with api:
         yield api
+
+
+@pytest.fixture
+async def api(control_plane: cluster.ClusterState) -> AsyncIterator[KubeApi]:
+    """The plane as admin through vk-provider's own raw-JSON client."""
+    kube = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
+    try:
+        yield kube
+    finally:
+        await kube.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ started with a long status interval so it does not write its full allocatable ba
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import aiohttp
@@ -17,7 +16,7 @@ import pytest
 
 from tests.integration.migration_rig import StartNode, pod_range
 from tests.integration.waiting import wait_for
-from vk_devtools.devcluster import cluster, podnetwork
+from vk_devtools.devcluster import podnetwork
 from vk_devtools.standins import dcgm as standin
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject, resource_path
 from vk_provider.policy import health
@@ -27,15 +26,6 @@ from vk_provider.policy.health import HealthMemory, HealthSettings
 pytestmark = pytest.mark.integration
 
 GPU = "nvidia.com/gpu"
-
-
-@pytest.fixture
-async def api(control_plane: cluster.ClusterState) -> AsyncIterator[KubeApi]:
-    kube = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def test_the_stand_in_pod_makes_its_node_hot_failed_and_short_of_gpus(

@@ -9,14 +9,13 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from tests.integration.migration_rig import StartNode, pod_range
 from tests.integration.waiting import wait_for
-from vk_devtools.devcluster import cluster, podnetwork
+from vk_devtools.devcluster import podnetwork
 from vk_provider.kit.kube import KubeApi, RawObject, resource_path
 from vk_provider.policy.podgroups import API_VERSION, PodGroupDemands, unschedulable_pod_groups
 
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.integration
 
 GPU = "nvidia.com/gpu"
 GANG = "train"
-
-
-@pytest.fixture
-async def api(control_plane: cluster.ClusterState) -> AsyncIterator[KubeApi]:
-    kube = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def start_gpu_node(start_node: StartNode, name: str, labels: dict[str, str]) -> str:

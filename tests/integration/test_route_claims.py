@@ -86,6 +86,24 @@ async def _start_rival(rig: Rig, namespace: str, replicas: int = 1) -> None:
     )
 
 
+async def _create_rival_offload(api: KubeApi, namespace: str, *, placement: str) -> None:
+    """The second namespace's Offload of the same host, its away side on no node."""
+    await api.create(
+        f"{API}/namespaces/{namespace}/offloads",
+        {
+            "apiVersion": "offload.vk-provider.dev/v1alpha1",
+            "kind": "Offload",
+            "metadata": {"name": NAME},
+            "spec": {
+                "home": {"deployment": RIVAL, "service": RIVAL},
+                "placement": placement,
+                "route": {"hosts": [HOST]},
+                "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
+            },
+        },
+    )
+
+
 def _ready_condition(offload: RawObject) -> dict[str, Any]:
     conditions = (offload.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == "Ready"), {})
@@ -146,22 +164,9 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         await _start_rival(rig, second_namespace)
         first = await rig.offload()
         rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
-        await api.create(
-            f"{API}/namespaces/{second_namespace}/offloads",
-            {
-                "apiVersion": "offload.vk-provider.dev/v1alpha1",
-                "kind": "Offload",
-                "metadata": {"name": NAME},
-                "spec": {
-                    "home": {"deployment": RIVAL, "service": RIVAL},
-                    # It asks to move away: while it loses the route, nothing may start. Its away pods
-                    # could land nowhere, so once it wins, its migration starts and stays Preparing.
-                    "placement": "away",
-                    "route": {"hosts": [HOST]},
-                    "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
-                },
-            },
-        )
+        # It asks to move away: while it loses the route, nothing may start. Its away pods could land
+        # nowhere, so once it wins, its migration starts and stays Preparing.
+        await _create_rival_offload(api, second_namespace, placement="away")
         second = await api.get(rival_path)
         # The rig took far more than a second to start: the first claim is strictly older.
         assert second["metadata"]["creationTimestamp"] > first["metadata"]["creationTimestamp"]
@@ -242,20 +247,7 @@ async def test_an_offload_that_starts_behind_a_conflict_serves_home_untouched_on
     async with _second_namespace_parts(rig, second_namespace, tmp_path) as (controller, _, _):
         await _start_rival(rig, second_namespace, replicas=2)
         rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
-        await api.create(
-            f"{API}/namespaces/{second_namespace}/offloads",
-            {
-                "apiVersion": "offload.vk-provider.dev/v1alpha1",
-                "kind": "Offload",
-                "metadata": {"name": NAME},
-                "spec": {
-                    "home": {"deployment": RIVAL, "service": RIVAL},
-                    "placement": "home",
-                    "route": {"hosts": [HOST]},
-                    "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
-                },
-            },
-        )
+        await _create_rival_offload(api, second_namespace, placement="home")
 
         async def reason_is(wanted: str) -> bool:
             return _ready_condition(await api.get(rival_path)).get("reason") == wanted

@@ -85,6 +85,10 @@ class Pass:
     now: datetime
     lasting: set[str]
 
+    def unpacked(self) -> tuple[PolicySpec, InvolvedObject, Observation, Memory, datetime]:
+        """What carrying out one decision reads, in one line."""
+        return self.policy, self.involved, self.observation, self.memory, self.now
+
 
 class PolicyController:
     def __init__(
@@ -247,13 +251,7 @@ class PolicyController:
         return True
 
     async def _carry_out(self, run: Pass, decision: Decision) -> None:
-        policy, policy_object, observation, memory, now = (
-            run.policy,
-            run.involved,
-            run.observation,
-            run.memory,
-            run.now,
-        )
+        policy, policy_object, observation, memory, now = run.unpacked()
         reason = EVENT_REASONS[decision.action]
         text = f"{decision.reason}: {decision.message}" if decision.message else str(decision.reason)
         if decision.action in (Action.SKIP, Action.DEFER):
@@ -277,13 +275,7 @@ class PolicyController:
         await self._taint(run, decision)
 
     async def _flip(self, run: Pass, decision: Decision) -> None:
-        policy, policy_object, observation, memory, now = (
-            run.policy,
-            run.involved,
-            run.observation,
-            run.memory,
-            run.now,
-        )
+        policy, policy_object, observation, memory, now = run.unpacked()
         out = decision.action is Action.FLIP_OUT
         placement, expect = ("away", "home") if out else ("home", "away")
         reason = EVENT_REASONS[decision.action]
@@ -312,13 +304,7 @@ class PolicyController:
             self._record(memory, now, dataclasses.replace(decision, offloads=tuple(done)))
 
     async def _taint(self, run: Pass, decision: Decision) -> None:
-        policy, policy_object, observation, memory, now = (
-            run.policy,
-            run.involved,
-            run.observation,
-            run.memory,
-            run.now,
-        )
+        policy, policy_object, observation, memory, now = run.unpacked()
         reason = EVENT_REASONS[decision.action]
         kind: EventType = "Warning" if decision.action is Action.TAINT_UNHEALTHY else "Normal"
         done = []
