@@ -306,6 +306,7 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
         )
         await pod_ip_when_ready(rig, silent, ready=False)
         await rig.create_policy(health=exporter_health(rig, healthyForSeconds=5))
+        created = time.monotonic()
 
         async def metrics_condition(status: str, reason: str) -> dict[str, Any] | None:
             condition = await rig.condition("GpuMetricsAvailable")
@@ -325,6 +326,7 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
             both_named, timeout_seconds=60, what=f"GpuMetricsAvailable False naming both:\n{rig.log()}"
         )
         assert condition is not None
+        said_after = time.monotonic() - created
         assert "malformed metrics" in condition["message"], condition
         assert "unreachable" in condition["message"], condition
         events = await wait_for(
@@ -344,6 +346,7 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
         assert rig.controller.alive()
         assert "Traceback" not in rig.controller.log_tail(400)
 
+        repaired = time.monotonic()
         await standin.serve_malformed(urls[malformed_node], False)
         await rig.api.delete(f"{resource_path('v1', 'pods', namespace=rig.namespace)}/{silent}")
         await wait_for(
@@ -351,5 +354,11 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
             timeout_seconds=60,
             what=f"GpuMetricsAvailable True/Scraped again:\n{rig.log()}",
         )
+        scraped_after = time.monotonic() - repaired
         assert (await pool_node_status(rig, malformed_node))["temperatureCelsius"] == 45
         assert "Traceback" not in rig.controller.log_tail(400)
+        print(
+            f"policy created -> GpuMetricsAvailable False naming both exporters {said_after:.1f} s; "
+            f"stand-in repaired, silent pod deleted -> True/Scraped {scraped_after:.1f} s; "
+            f"condition was: {condition['message']}"
+        )
