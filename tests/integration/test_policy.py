@@ -41,6 +41,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
 from vk_devtools.devcluster import cluster, podnetwork
 from vk_devtools.devcluster.ports import PortPicker
+from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
 from vk_provider.policy.names import (
@@ -162,7 +163,11 @@ def local_config(gpus: int, address_range: str) -> dict[str, Any]:
         "restart_backoff_initial_seconds": 0.5,
         "restart_backoff_max_seconds": 2,
         "address_range": address_range,
-        "image_entrypoints": {TOKENS_IMAGE: TOKENS_ENTRYPOINT},
+        # The dcgm-exporter stand-in too, so a test can run one on a pool node (test_policy_signals).
+        "image_entrypoints": {
+            TOKENS_IMAGE: TOKENS_ENTRYPOINT,
+            DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
+        },
         "capacity": {GPU: str(gpus)},
     }
 
@@ -187,13 +192,22 @@ async def policy_rig(
     services: dict[str, int],
     pool_gpus: tuple[int, ...] = (4, 4),
     away: bool = True,
+    node_status_interval_seconds: float | None = None,
 ) -> AsyncIterator[PolicyRig]:
-    """Nodes, services (name -> home replicas of 1 GPU each) with their Offloads, router and controller."""
+    """Nodes, services (name -> home replicas of 1 GPU each) with their Offloads, router and controller.
+
+    `node_status_interval_seconds` for the pool's node daemons: long, so a test can lower a node's
+    allocatable by PATCHing its status without the daemon writing it back meanwhile."""
     podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
     pool_label = {"vk-provider.dev/pool": f"gpu-{tag}"}
     away_label = {"vk-provider.dev/role": f"away-{tag}"}
     ranges = [pod_range() for _ in range(len(pool_gpus) + 1)]
+    status_interval = (
+        {}
+        if node_status_interval_seconds is None
+        else {"node_status_interval_seconds": node_status_interval_seconds}
+    )
     starts = [
         start_node(
             "local",
@@ -201,6 +215,7 @@ async def policy_rig(
             no_taint=True,
             labels=pool_label,
             provider_config=local_config(g, ranges[i]),
+            **status_interval,
         )
         for i, g in enumerate(pool_gpus)
     ]
