@@ -59,6 +59,8 @@ class LeaderElector:
         self._monotonic = monotonic
         self._observed: tuple[Any, Any] | None = None
         self._observed_at = 0.0
+        self._held: RawObject | None = None
+        """The Lease as this replica last wrote it while holding it: what the fast path renews."""
         self.leading = asyncio.Event()
 
     def _spec(self, previous: RawObject | None) -> dict[str, Any]:
@@ -77,6 +79,19 @@ class LeaderElector:
         }
 
     async def _try_acquire_or_renew(self) -> bool:
+        if self._held is not None:
+            # As client-go's fast path: the leader renews the Lease it last wrote, one PUT and no GET
+            # (the resourceVersion makes it fail if anyone else wrote since); on any refusal, the
+            # slow path below reads the Lease again.
+            try:
+                self._held = await self._api.request(
+                    "PUT", self._path, body={**self._held, "spec": self._spec(self._held)}
+                )
+                return True
+            except KubeApiError as error:
+                self._held = None
+                if not (error.conflict or error.not_found):
+                    raise
         try:
             current = await self._api.get(self._path)
         except KubeApiError as error:
@@ -88,7 +103,7 @@ class LeaderElector:
                 "metadata": {"name": self._name, "namespace": self._namespace},
                 "spec": self._spec(None),
             }
-            await self._api.create(self._collection, body)
+            self._held = await self._api.create(self._collection, body)
             return True
         spec = current.get("spec") or {}
         record = (spec.get("holderIdentity"), spec.get("renewTime"))
@@ -100,7 +115,7 @@ class LeaderElector:
         if holder and holder != self.identity and not expired:
             return False
         updated = {**current, "spec": self._spec(current)}
-        await self._api.request("PUT", self._path, body=updated)
+        self._held = await self._api.request("PUT", self._path, body=updated)
         return True
 
     async def _attempt(self) -> bool:
@@ -141,6 +156,7 @@ class LeaderElector:
                 await self._keep_renewing(leading)
             finally:
                 self.leading.clear()
+                self._held = None
                 await self._stop(leading)
             logger.warning("leader election: %s lost the lease; stopped leading", self.identity)
 
@@ -187,6 +203,7 @@ class LeaderElector:
             current = await self._api.get(self._path)
             if (current.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
+            self._held = None
             spec = {**current["spec"], "holderIdentity": None, "leaseDurationSeconds": 1}
             await self._api.request("PUT", self._path, body={**current, "spec": spec})
             logger.info("leader election: released %s/%s", self._namespace, self._name)

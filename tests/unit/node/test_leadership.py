@@ -172,6 +172,34 @@ async def test_a_missing_lease_namespace_is_said_plainly(caplog: pytest.LogCaptu
     assert "--leader-election-namespace" in caplog.text
 
 
+async def test_a_leader_renews_with_one_put_and_reads_again_only_when_refused() -> None:
+    class Counting(LeaseStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gets = 0
+
+        async def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
+            self.gets += 1
+            return await super().get(path, **kwargs)
+
+    store, clock = Counting(), Clock()
+    leader = elector(store, clock, "a")
+    assert await leader._attempt()  # acquired: one GET (none there), one create
+    gets = store.gets
+    for _ in range(5):
+        assert await leader._attempt()
+    assert store.gets == gets  # renewals: a PUT each, no GET
+    assert store.lease is not None
+    assert store.lease["metadata"]["resourceVersion"] == "6"
+    # Someone else wrote the Lease meanwhile (a takeover after a stall): the PUT is refused, the
+    # Lease read again, and its new holder respected.
+    assert store.lease is not None
+    store._store({**store.lease, "spec": {**store.lease["spec"], "holderIdentity": "b"}})
+    assert not await leader._attempt()
+    assert store.gets == gets + 1
+    assert store.holder == "b"
+
+
 async def test_a_leader_that_cannot_renew_stops_leading_by_its_renew_deadline() -> None:
     store, clock = LeaseStore(), Clock()
     leader = elector(store, clock, "a")
