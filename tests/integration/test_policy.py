@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
@@ -301,6 +302,7 @@ async def policy_rig(
         controller.start()
         for name, replicas in services.items():
             await wait_for_serving_home(rig, name, replicas)
+            await wait_for_router(rig, name, replicas)
         yield rig
     finally:
         for process in (controller, router):
@@ -363,6 +365,21 @@ async def wait_for_serving_home(rig: PolicyRig, name: str, replicas: int) -> Non
     await wait_for(
         ready, timeout_seconds=120, what=f"{name} serving at home with {replicas} replicas:\n{rig.log()}"
     )
+
+
+async def wait_for_router(rig: PolicyRig, name: str, replicas: int) -> None:
+    """Until the router listens and sees the service's home endpoints: load may start then."""
+
+    async def usable() -> bool:
+        assert rig.router is not None
+        if not rig.router.alive():
+            raise AssertionError(f"the router exited:\n{rig.router.log_tail()}")
+        async with aiohttp.ClientSession() as session, session.get(f"{rig.router_url}/-/status") as answer:
+            document = await answer.json()
+        route = next((route for route in document["routes"] if route["name"] == name), None)
+        return route is not None and route["endpoints"]["home"]["usable"] >= replicas
+
+    await wait_for(usable, timeout_seconds=120, what=f"the router to see {replicas} home endpoints of {name}")
 
 
 async def delete_workloads(api: KubeApi, namespace: str) -> None:
