@@ -6,17 +6,16 @@ kube-scheduler places the PodGroup's pods all together or not at all.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from typing import Any
 
 import pytest
 
+from tests.integration.gangs import gang_member, scheduled_condition
 from tests.integration.migration_rig import StartNode, pod_range
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import podnetwork
-from vk_provider.kit.kube import KubeApi, RawObject, resource_path
+from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.policy.podgroups import API_VERSION, PodGroupDemands, unschedulable_pod_groups
 
 pytestmark = pytest.mark.integration
@@ -36,32 +35,6 @@ async def start_gpu_node(start_node: StartNode, name: str, labels: dict[str, str
     return str(daemon.node_name)
 
 
-def member(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"gang": GANG}},
-        "spec": {
-            "schedulingGroup": {"podGroupName": GANG},
-            "nodeSelector": labels,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "rank",
-                    "image": "local",
-                    "command": [sys.executable, "-c", "import time; time.sleep(600)"],
-                    "resources": {"limits": {GPU: "1"}},
-                }
-            ],
-        },
-    }
-
-
-def condition(group: RawObject) -> dict[str, Any]:
-    for item in (group.get("status") or {}).get("conditions") or ():
-        if item.get("type") == "PodGroupInitiallyScheduled":
-            return dict(item)
-    return {}
-
-
 async def test_an_unschedulable_gang_is_demand_until_its_gpus_exist(
     start_node: StartNode, api: KubeApi, namespace: str
 ) -> None:
@@ -75,7 +48,9 @@ async def test_an_unschedulable_gang_is_demand_until_its_gpus_exist(
         {"metadata": {"name": GANG}, "spec": {"schedulingPolicy": {"gang": {"minCount": 6}}}},
     )
     for rank in range(6):
-        await api.create(resource_path("v1", "pods", namespace=namespace), member(f"rank-{rank}", pool))
+        await api.create(
+            resource_path("v1", "pods", namespace=namespace), gang_member(f"rank-{rank}", GANG, pool)
+        )
 
     async def demand() -> PodGroupDemands:  # empty, so falsy, until the scheduler gave up on the gang
         demands = await unschedulable_pod_groups(api, GPU, namespace=namespace)
@@ -84,8 +59,8 @@ async def test_an_unschedulable_gang_is_demand_until_its_gpus_exist(
 
     [gang] = await wait_for(demand, timeout_seconds=60, what="the gang to be reported unschedulable")
     group = await api.get(f"{groups}/{GANG}")
-    assert condition(group)["reason"] == "Unschedulable"
-    assert "minCount (6) cannot be satisfied" in condition(group)["message"]
+    assert scheduled_condition(group)["reason"] == "Unschedulable"
+    assert "minCount (6) cannot be satisfied" in scheduled_condition(group)["message"]
     assert (gang.namespace, gang.name, gang.min_count) == (namespace, GANG, 6)
     assert (gang.gpus, gang.pods, gang.unplaced) == (6, 6, 6)
     assert gang.since is not None
@@ -104,7 +79,10 @@ async def test_an_unschedulable_gang_is_demand_until_its_gpus_exist(
     await wait_for(all_bound, timeout_seconds=90, what="all 6 pods of the gang to be bound")
     print(f"gang bound {time.monotonic() - gpus_arrived:.1f} s after the second GPU node was Ready")
     group = await api.get(f"{groups}/{GANG}")
-    assert (condition(group)["status"], condition(group)["reason"]) == ("True", "Scheduled")
+    assert (scheduled_condition(group)["status"], scheduled_condition(group)["reason"]) == (
+        "True",
+        "Scheduled",
+    )
     demands = await unschedulable_pod_groups(api, GPU, namespace=namespace)
     assert demands == []
     assert demands.unavailable is None

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import sys
 import tempfile
 import time
 import uuid
@@ -28,6 +27,7 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
 from tests.integration.daemons import ManagedProcess, NodeDaemon
+from tests.integration.gangs import working_for
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.migration_rig import (
     API,
@@ -418,7 +418,7 @@ def training_job(rig: PolicyRig, name: str, pods: int, seconds: int) -> dict[str
                         {
                             "name": "train",
                             "image": "local",
-                            "command": [sys.executable, "-c", f"import time; time.sleep({seconds})"],
+                            "command": working_for(seconds),
                             "resources": {"limits": {GPU: "1"}},
                         }
                     ],

@@ -10,12 +10,12 @@ so they do not write their full allocatable back meanwhile.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any
 
 import pytest
 
+from tests.integration.gangs import gang_member, scheduled_condition, working_for
 from tests.integration.test_policy import (  # noqa: F401 (policy_crd, rig_args: pytest fixtures, used by name)
     GPU,
     PolicyRig,
@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policy_crd")]
 
 UNHEALTHY_TAINT_KEY = "gpu.vk-provider.dev/unhealthy"
 GANG = "pretrain"
+RESERVATION_TOLERATION = {"key": RESERVED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 
 
 def exporter_selector(rig: PolicyRig) -> dict[str, Any]:
@@ -192,34 +193,6 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         )
 
 
-def gang_member(rig: PolicyRig, name: str) -> dict[str, Any]:
-    """A member of the native PodGroup: no training priority, so only the PodGroup makes it demand."""
-    return {
-        "metadata": {"name": name, "labels": {"gang": GANG}},
-        "spec": {
-            "schedulingGroup": {"podGroupName": GANG},
-            "nodeSelector": rig.pool_label,
-            "tolerations": [{"key": RESERVED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "rank",
-                    "image": "local",
-                    "command": [sys.executable, "-c", "import time; time.sleep(600)"],
-                    "resources": {"limits": {GPU: "1"}},
-                }
-            ],
-        },
-    }
-
-
-def scheduled_condition(group: RawObject) -> dict[str, Any]:
-    for item in (group.get("status") or {}).get("conditions") or ():
-        if item.get("type") == "PodGroupInitiallyScheduled":
-            return dict(item)
-    return {}
-
-
 async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_then_scheduled(
     rig_args: dict[str, Any],  # noqa: F811
 ) -> None:
@@ -233,7 +206,9 @@ async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_th
             groups, {"metadata": {"name": GANG}, "spec": {"schedulingPolicy": {"gang": {"minCount": 6}}}}
         )
         for rank in range(6):
-            await rig.api.create(pods, gang_member(rig, f"rank-{rank}"))
+            await rig.api.create(
+                pods, gang_member(f"rank-{rank}", GANG, rig.pool_label, [RESERVATION_TOLERATION])
+            )
 
         async def flipped() -> bool:
             return str((await rig.offload("chat"))["spec"]["placement"]) == "away"
@@ -298,7 +273,7 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
                         {  # has the exporter's labels, listens on nothing
                             "name": "exporter",
                             "image": "local",
-                            "command": [sys.executable, "-c", "import time; time.sleep(600)"],
+                            "command": working_for(600),
                         }
                     ],
                 },
