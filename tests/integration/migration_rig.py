@@ -299,29 +299,14 @@ async def _start_rig(
         )
         for part in ("router", "controller")
     ]
-    port = PortPicker().pick()
-    router = ManagedProcess(
-        folder=folder / "router",
-        arguments=[
-            "router",
-            "--kubeconfig",
-            str(router_kubeconfig),
-            "--namespace",
-            namespace,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "DEBUG",
-        ],
-    )
-    router.start()
+    router, router_url = start_router(folder / "router", router_kubeconfig, namespace=namespace)
     rig = Rig(
         namespace=namespace,
         api=api,
         home=home,
         away=away,
         router=router,
-        router_url=f"http://127.0.0.1:{port}",
+        router_url=router_url,
         controller=ManagedProcess(folder=folder / "controller", arguments=[]),
         fail_dir=fail_dir,
     )
@@ -335,6 +320,29 @@ async def _start_rig(
             process.close()
         raise
     return rig
+
+
+def start_router(
+    folder: Path, kubeconfig: Path, *, namespace: str | None = None
+) -> tuple[ManagedProcess, str]:
+    """A started router on a free loopback port (of `namespace`, or the whole cluster); it and its URL."""
+    port = PortPicker().pick()
+    scope = ["--namespace", namespace] if namespace else []
+    router = ManagedProcess(
+        folder=folder,
+        arguments=[
+            "router",
+            "--kubeconfig",
+            str(kubeconfig),
+            *scope,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "DEBUG",
+        ],
+    )
+    router.start()
+    return router, f"http://127.0.0.1:{port}"
 
 
 async def router_route(rig: Rig) -> dict[str, Any] | None:

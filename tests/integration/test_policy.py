@@ -36,12 +36,12 @@ from tests.integration.migration_rig import (
     TOKENS_IMAGE,
     StartNode,
     pod_range,
+    start_router,
     token_server_template,
 )
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
 from vk_devtools.devcluster import cluster, podnetwork
-from vk_devtools.devcluster.ports import PortPicker
 from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
@@ -242,23 +242,7 @@ async def policy_rig(
     router = None
     router_url = "http://127.0.0.1:1"
     if services:
-        port = PortPicker().pick()
-        router_url = f"http://127.0.0.1:{port}"
-        router = ManagedProcess(
-            folder=folder / "router",
-            arguments=[
-                "router",
-                "--kubeconfig",
-                str(kubeconfigs["router"]),
-                "--namespace",
-                namespace,
-                "--listen",
-                f"127.0.0.1:{port}",
-                "--log-level",
-                "DEBUG",
-            ],
-        )
-        router.start()
+        router, router_url = start_router(folder / "router", kubeconfigs["router"], namespace=namespace)
     controller = ManagedProcess(
         folder=folder / "controller",
         arguments=[

@@ -22,10 +22,9 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import release_offloads
 from tests.integration.daemons import ManagedProcess
-from tests.integration.migration_rig import API, HOST, NAME, Rig, RigFor
+from tests.integration.migration_rig import API, HOST, NAME, Rig, RigFor, start_router
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, share_by
-from vk_devtools.devcluster.ports import PortPicker
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
@@ -124,26 +123,12 @@ async def _second_namespace_parts(
 ) -> AsyncIterator[tuple[ManagedProcess, ManagedProcess, str]]:
     """A router for the whole cluster (the rig's own is scoped to the first namespace) and the second
     namespace's own controller, as its ServiceAccount; yields both and the router's URL."""
-    port = PortPicker().pick()
-    router = ManagedProcess(
-        folder=tmp_path / "cluster-router",
-        arguments=[
-            "router",
-            "--kubeconfig",
-            str(tmp_path / "router.kubeconfig"),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "DEBUG",
-        ],
-    )
-    router_url = f"http://127.0.0.1:{port}"
+    router, router_url = start_router(tmp_path / "cluster-router", tmp_path / "router.kubeconfig")
     arguments = list(rig.controller.arguments)
     arguments[arguments.index("--namespace") + 1] = second_namespace
     arguments[arguments.index("--lease-name") + 1] = f"controller-{second_namespace}"[:63]
     arguments[arguments.index("--router-url") + 1] = router_url
     controller = ManagedProcess(folder=tmp_path / "rival-controller", arguments=arguments)
-    router.start()
     controller.start()
     try:
         yield controller, router, router_url
