@@ -94,6 +94,12 @@ async def pool_node_status(rig: PolicyRig, node: str) -> dict[str, Any]:
     return next(n for n in (status.get("pool") or {}).get("nodes") or () if n["name"] == node)
 
 
+async def pool_node_reason(rig: PolicyRig, node: str, reason: str) -> dict[str, Any] | None:
+    """The node's entry in the policy's status once it gives `reason`, else None."""
+    entry = await pool_node_status(rig, node)
+    return entry if entry.get("reason") == reason else None
+
+
 async def set_allocatable(rig: PolicyRig, node: str, gpus: int) -> None:
     await rig.api.patch(
         f"/api/v1/nodes/{node}/status",
@@ -133,12 +139,11 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
             lambda: node_events(rig, "NodeUnhealthy", sick), timeout_seconds=30, what="a NodeUnhealthy Event"
         )
         hot_event = time.monotonic() - changed
-        entry = await pool_node_status(rig, sick)
-        assert (entry["reason"], entry["temperatureCelsius"], entry["healthy"]) == (
-            "Temperature",
-            85,
-            False,
-        ), entry
+        # The taint and the Event come before the pass writes the policy's status: wait for it too.
+        entry = await wait_for(
+            lambda: pool_node_reason(rig, sick, "Temperature"), timeout_seconds=30, what="status reason"
+        )
+        assert (entry["temperatureCelsius"], entry["healthy"]) == (85, False), entry
         assert "reason" not in await pool_node_status(rig, healthy)
         assert await unhealthy_taint(rig, healthy) is None
 
@@ -147,7 +152,9 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         await standin.set_gpu(urls[sick], 1, xid=79)  # fell off the bus
         await wait_for(lambda: taint_valued("Xid"), timeout_seconds=30, what=f"the Xid taint:\n{rig.log()}")
         xid_tainted = time.monotonic() - changed
-        assert (await pool_node_status(rig, sick))["reason"] == "Xid"
+        await wait_for(
+            lambda: pool_node_reason(rig, sick, "Xid"), timeout_seconds=30, what="status reason Xid"
+        )
 
         # The exporter reports no Xid any more, the device plugin reports a GPU gone: once the Xid is
         # older than xidLookbackSeconds (15 s), allocatable below capacity is the reason.
