@@ -13,6 +13,14 @@ provider and its metrics: nothing here knows the node.
   at once;
 - `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics.
 
+A trailing slash is treated as the kubelet treats it (measured against the routes of
+pkg/kubelet/server/server.go: a go-restful WebService inside Go's ServeMux): `/pods`, `/stats/summary`
+and `/containerLogs/...` answer with and without one, as go-restful does; `/runningpods` is redirected
+(307, the query kept) to `/runningpods/`, as ServeMux does for a pattern ending in a slash; `/healthz`
+and `/metrics` answer only without one. `/metrics/resource/` is the one extra: the kubelet's ServeMux
+answers it 404, but virtual-kubelet serves it (gorilla/mux StrictSlash) and so clients written against
+virtual nodes may ask for it.
+
 A capability the backend lacks (no logs, no usage, no metrics) answers 501 Not Implemented.
 
 Errors: typed provider errors map to statuses (NotFoundError 404, CapabilityMissingError 501, any other
@@ -57,6 +65,13 @@ DISCONNECT_CHECK_SECONDS = 1.0
 
 METRICS_CONTENT_TYPE = RESOURCE_METRICS_CONTENT_TYPE
 """`/metrics` serves the classic Prometheus text format, as `/metrics/resource`: every agent reads it."""
+
+ALSO_WITH_TRAILING_SLASH = frozenset(
+    {"/pods", "/stats/summary", "/metrics/resource", "/containerLogs/{namespace}/{pod}/{container}"}
+)
+"""Paths served with a trailing slash too (see the module's docstring)."""
+REDIRECTED = {"/runningpods": "/runningpods/"}
+"""Paths the kubelet redirects, and where to."""
 
 _T = TypeVar("_T")
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -108,7 +123,19 @@ def build_app(backend: KubeletBackend) -> web.Application:
     ]
     for path, handler in routes:
         app.router.add_get(path, handler, allow_head=False)  # the kubelet serves GET only
+        if path in ALSO_WITH_TRAILING_SLASH:
+            app.router.add_get(f"{path}/", handler, allow_head=False)
+    for path, target in REDIRECTED.items():
+        app.router.add_get(path, _redirect_to(target), allow_head=False)
     return app
+
+
+def _redirect_to(target: str) -> _Handler:
+    async def redirect(request: web.Request) -> web.StreamResponse:
+        query = f"?{request.query_string}" if request.query_string else ""
+        raise web.HTTPTemporaryRedirect(location=f"{target}{query}")
+
+    return redirect
 
 
 @web.middleware

@@ -139,8 +139,6 @@ async def test_metrics_is_a_501_when_the_node_serves_none() -> None:
     "path",
     [
         "/",
-        "/pods/",
-        "/runningpods",
         "/stats",
         "/containerLogs/default/web",
         "/metrics/cadvisor",
