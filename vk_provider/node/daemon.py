@@ -1,6 +1,8 @@
 """The node daemon's composition root: build the parts, start them in order, stop them cleanly.
 
-Start-up order matters: the Node is registered NotReady first (a takeover of a Ready node keeps it
+Start-up order matters: the kubelet port is bound before anything else, so a port already taken
+stops the daemon at once, before it creates a certificate request or a Node; the Node is registered
+NotReady next (a takeover of a Ready node keeps it
 Ready: see `NodeKeeper.register`); the pod watch must have listed everything bound to this node before
 the provider's workloads are adopted and before any orphan is considered; only then do the workers
 start and the node turn Ready. Every long-running duty is a named task in one TaskGroup, so a crashed
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -33,7 +36,7 @@ from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
-from vk_provider.kubelet.server import serve_kubelet_api
+from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.node import leadership, nodeobject
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
@@ -68,6 +71,8 @@ class NodeDaemon:
     kubelet: KubeletBackend
     certificate: ServingCertificate
     auth: WebhookAuth | None
+    listener: socket.socket | None = None
+    """The kubelet port, bound at start-up (`bind_kubelet_port`); None binds it when serving."""
 
 
 async def _status_flow(daemon: NodeDaemon) -> None:
@@ -124,6 +129,8 @@ async def assemble(
     provider: PodLifecycle,
     metrics: DaemonMetrics | None = None,
     certificate: ServingCertificate | None = None,
+    *,
+    listener: socket.socket | None = None,
 ) -> NodeDaemon:
     """Every part of the node; `certificate` (kept up to date by its owner) is requested here if None."""
     events = EventRecorder(api, host=settings.node_name)
@@ -176,6 +183,7 @@ async def assemble(
         auth=None
         if settings.insecure_kubelet_api_allow_all
         else WebhookAuth(api, node_name=settings.node_name),
+        listener=listener,
     )
 
 
@@ -189,6 +197,7 @@ async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asynci
             auth=daemon.auth,
             host=settings.kubelet_bind_address,
             port=settings.kubelet_port,
+            listener=daemon.listener,
         ),
         name="kubelet API",
     )
@@ -253,6 +262,8 @@ async def _run_the_node(
     metrics: DaemonMetrics,
     certificate: ServingCertificate,
     ready: asyncio.Event | None,
+    *,
+    listener: socket.socket,
 ) -> None:
     """Build the provider and the parts, register the Node, and run it until cancelled.
 
@@ -268,7 +279,7 @@ async def _run_the_node(
     context.state_dir.mkdir(parents=True, exist_ok=True)
     provider = plugins.build_for_node(settings.provider, context)
     try:
-        daemon = await assemble(settings, api, provider, metrics, certificate)
+        daemon = await assemble(settings, api, provider, metrics, certificate, listener=listener)
         await daemon.keeper.register()
         await _run_parts_forever(daemon, ready)
     finally:
@@ -281,6 +292,8 @@ async def _lead(
     metrics: DaemonMetrics,
     certificate: ServingCertificate,
     ready: asyncio.Event | None,
+    *,
+    listener: socket.socket,
 ) -> None:
     """Run the node while holding the leader Lease; the elector cancels this when the Lease is lost."""
     acquired = time.monotonic()
@@ -298,7 +311,7 @@ async def _lead(
 
     reporting = asyncio.create_task(report_takeover(), name="takeover report")
     try:
-        await _run_the_node(settings, api, metrics, certificate, led)
+        await _run_the_node(settings, api, metrics, certificate, led, listener=listener)
     finally:
         reporting.cancel()
         metrics.set_leader(False)
@@ -343,6 +356,22 @@ async def run_node(
         raise plugins.UnknownProviderError(
             f"no provider named {settings.provider!r}; installed: {', '.join(plugins.available()) or 'none'}"
         )
+    # Before anything touches the cluster: a taken port must leave no Node and no certificate request.
+    # Every replica binds its own port at once, so a standby can serve the moment it takes over.
+    listener = bind_kubelet_port(settings.kubelet_bind_address, settings.kubelet_port)
+    try:
+        await _run_node_on(settings, listener, stop=stop, ready=ready)
+    finally:
+        listener.close()
+
+
+async def _run_node_on(
+    settings: NodeSettings,
+    listener: socket.socket,
+    *,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+) -> None:
     api = await KubeApi.from_kubeconfig(
         settings.kubeconfig, budget=ApiBudget(qps=settings.api_qps, burst=settings.api_burst)
     )
@@ -352,7 +381,7 @@ async def run_node(
         # life: a standby gets it while it waits, so a takeover serves the kubelet API at once.
         certificate = serving_certificate(settings, api)
         if not settings.leader_elect:
-            node = _run_the_node(settings, api, metrics, certificate, ready)
+            node = _run_the_node(settings, api, metrics, certificate, ready, listener=listener)
             await _until_stopped(stop, _beside(certificate.run(), node))
         else:
             elector = leadership.elector(settings, api)
@@ -363,7 +392,9 @@ async def run_node(
                 leadership.lease_name(settings.node_name),
             )
             try:
-                candidate = elector.run(lambda: _lead(settings, api, metrics, certificate, ready))
+                candidate = elector.run(
+                    lambda: _lead(settings, api, metrics, certificate, ready, listener=listener)
+                )
                 await _until_stopped(stop, _beside(certificate.run(), candidate))
             finally:
                 await elector.release()
