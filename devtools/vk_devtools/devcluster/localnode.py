@@ -9,7 +9,9 @@ There are no real kubelets in the development cluster, so without these nodes no
   `local` node too; with `--burst-provider runpod-standin` a `runpod` node (see `runpodstandin`).
 
 A `local` node runs container commands as real processes, each pod on an address of its own from a /24
-of the dev pod network (see `podnetwork`), so Services get real endpoints. Containers that set no
+of the dev pod network (see `podnetwork`), so Services get real endpoints. The node itself (its
+InternalIP, and where its kubelet API listens) has an address of that network too, not loopback, so
+the apiserver's node proxy and metrics-server reach it. Containers that set no
 `command` (as RunPod requires) run their image's entrypoint, which `IMAGE_ENTRYPOINTS` stands in for.
 """
 
@@ -19,7 +21,6 @@ import dataclasses
 import json
 import os
 import sys
-import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ vk-provider is importable, as in the image. The dcgm-exporter stand-in's lets th
 home node's (pretend) GPUs from a pod on it."""
 
 
-DEV_SUBNET_PAIRS = 7
+DEV_SUBNET_PAIRS = podnetwork.FOLDER_GROUPS
 """Development clusters take /24s 2..15 of the pod network, a pair per cluster folder (tests take
 16 and up), so two clusters in different folders rarely share an address."""
 
@@ -53,18 +54,24 @@ class DevNode:
     role: str
     tainted: bool
     pair_offset: int
+    host_slot: int
+    """Which of the cluster's host addresses is the node's (`podnetwork.host_address`)."""
 
     @property
     def labels(self) -> dict[str, str]:
         return {"vk-provider.dev/role": self.role}
 
     def subnet(self, directory: Path) -> str:
-        pair = zlib.crc32(str(directory.resolve()).encode()) % DEV_SUBNET_PAIRS
+        pair = podnetwork.folder_group(directory)
         return str(podnetwork.subnet(2 + 2 * pair + self.pair_offset))
 
+    def address(self, directory: Path) -> str:
+        """The node's InternalIP, where its kubelet API listens."""
+        return podnetwork.host_address(directory, self.host_slot)
 
-HOME = DevNode(name="local-gpu", role="home-gpu", tainted=False, pair_offset=0)
-AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, pair_offset=1)
+
+HOME = DevNode(name="local-gpu", role="home-gpu", tainted=False, pair_offset=0, host_slot=1)
+AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, pair_offset=1, host_slot=2)
 NODE_NAME = HOME.name
 
 
@@ -95,7 +102,11 @@ def write_config(
         "labels": node.labels,
         "capacity": CAPACITY,
         "kubelet_port": kubelet_port,
-        "kubelet_bind_address": "127.0.0.1",
+        # Not loopback: the apiserver's node proxy (`kubectl get --raw /api/v1/nodes/<node>/proxy/...`)
+        # and metrics-server refuse or cannot use a loopback node address. The serving certificate
+        # names this address (the CSR's IP SAN), so the apiserver can verify it.
+        "addresses": [node.address(directory)],
+        "kubelet_bind_address": node.address(directory),
         # The development cluster approves its nodes' serving certificates itself.
         "kubelet_csr_self_approve": True,
         "state_dir": str(directory / "nodes" / node.name),

@@ -7,6 +7,12 @@ Service in front of local pods would never get endpoints. A range routed to the 
 and connecting, and is a valid endpoint address. 198.19.0.0/16 is half of the benchmarking block
 (RFC 2544): never routed on the internet, and clear of the 198.18.x addresses the kubelet API tests
 give their network namespaces.
+
+The same range gives the development cluster's own host processes addresses the apiserver accepts:
+its virtual nodes (the apiserver's node proxy refuses a loopback node address, so `kubectl get --raw
+/api/v1/nodes/<node>/proxy/...` and metrics-server could not reach them) and metrics-server (the
+endpoint of the aggregated `metrics.k8s.io` API). They come from /24 number 1 (`HOST_SUBNET`), which
+no node hands out to pods: 16 addresses per cluster folder, one slot per process.
 """
 
 from __future__ import annotations
@@ -16,12 +22,20 @@ import logging
 import os
 import shutil
 import subprocess
+import zlib
+from pathlib import Path
 
 from vk_providers.local.config import is_local_range
 
 logger = logging.getLogger(__name__)
 
 POD_NETWORK = ipaddress.IPv4Network("198.19.0.0/16")
+HOST_SUBNET_INDEX = 1
+"""The /24 of `POD_NETWORK` that host processes of development clusters take their addresses from."""
+HOST_SLOTS_PER_CLUSTER = 16
+FOLDER_GROUPS = 7
+"""Development cluster folders fall in this many groups (by a hash of the path): each group has its
+pod /24s (see `localnode`) and its block of host addresses, so two clusters rarely share any."""
 
 
 class PodNetworkError(RuntimeError):
@@ -49,3 +63,18 @@ def subnet(index: int, network: ipaddress.IPv4Network = POD_NETWORK) -> ipaddres
     """The index-th /24 of the pod network: one per local node, so nodes never share an address."""
     subnets = list(network.subnets(new_prefix=24))
     return subnets[index % len(subnets)]
+
+
+def folder_group(directory: Path) -> int:
+    """Which of the `FOLDER_GROUPS` a development cluster's folder falls in (stable for a path)."""
+    return zlib.crc32(str(directory.resolve()).encode()) % FOLDER_GROUPS
+
+
+def host_address(directory: Path, slot: int) -> str:
+    """The address of host process `slot` (1..15) of the development cluster in `directory`.
+
+    Slots: 1 the home node, 2 the burst node, 3 metrics-server; the rest are free."""
+    if not 1 <= slot < HOST_SLOTS_PER_CLUSTER:
+        raise ValueError(f"host address slot {slot} is not in 1..{HOST_SLOTS_PER_CLUSTER - 1}")
+    block = subnet(HOST_SUBNET_INDEX)
+    return str(block[folder_group(directory) * HOST_SLOTS_PER_CLUSTER + slot])
