@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import localnode, podnetwork, processes, runpodstandin, traffic
+from vk_devtools.devcluster import localnode, metricsserver, podnetwork, processes, runpodstandin, traffic
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
 from vk_devtools.devcluster.pki import (
     CertificateAuthority,
@@ -55,6 +55,7 @@ PREFERRED_PORTS = {
     "local-node-kubelet": 10250,
     "burst-node-kubelet": 10251,
     "router": 8080,
+    metricsserver.COMPONENT: 4443,
 }
 
 ADMIN = ClientIdentity("admin", "vk-provider-admin", ("system:masters",))
@@ -323,6 +324,7 @@ def _prepare_pki(directory: Path) -> dict[str, KeyPair]:
     front_proxy_ca = CertificateAuthority.create(pki / "front-proxy", common_name="front-proxy-ca")
     pairs["front-proxy-ca"] = front_proxy_ca.paths
     pairs["front-proxy-client"] = front_proxy_ca.issue_client(pki / "front-proxy", FRONT_PROXY_CLIENT)
+    pairs.update(metricsserver.issue_certificates(ca, directory))
     return pairs
 
 
@@ -380,6 +382,9 @@ def _apiserver_argv(
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         f"--proxy-client-cert-file={pki['front-proxy-client'].cert}",
         f"--proxy-client-key-file={pki['front-proxy-client'].key}",
+        # Aggregated APIs (metrics-server) are host processes behind selector-less Services: dial the
+        # Service's endpoint, as nothing here routes cluster IPs.
+        "--enable-aggregator-routing=true",
         "--allow-privileged=true",
         f"--feature-gates={FEATURE_GATES}",
         f"--runtime-config={RUNTIME_CONFIG}",
@@ -463,6 +468,9 @@ def health_check(
             f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz", _insecure_ssl_context()
         ),
         runpodstandin.COMPONENT: lambda: runpodstandin.is_answering(state.directory),
+        metricsserver.COMPONENT: lambda: metricsserver.is_available(
+            apiserver_request(state, metricsserver.APISERVICE_PATH)
+        ),
         "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router']}/-/healthz"),
     }
     return checks.get(name)
@@ -501,8 +509,12 @@ def up(
     bin_dir: Path,
     kubernetes_version: str,
     out: TextIO,
+    metrics_server_bin_dir: Path | None = None,
 ) -> UpResult:
     """Start the control plane in `settings.directory`, or report the one already running there.
+
+    With the local node and `metrics_server_bin_dir` (where metrics-server's build is), metrics-server
+    too, registered as the `metrics.k8s.io` API (`metricsserver`).
 
     Raises PlaneStillRunningError rather than touch the folder of a plane with any component alive;
     the folder of a plane that died without `down` is moved to `previous_folder` first.
@@ -590,6 +602,15 @@ def up(
             _start_node(
                 launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
             )
+            if metrics_server_bin_dir is not None:
+                _start_metrics_server(
+                    launch,
+                    pki,
+                    metrics_server_bin_dir,
+                    port=ports[metricsserver.COMPONENT],
+                    timeout_seconds=settings.start_timeout_seconds,
+                    out=out,
+                )
         if settings.local_node and settings.demo:
             on_standin = settings.burst_provider == runpodstandin.PROVIDER_CHOICE
             if on_standin:
@@ -648,6 +669,59 @@ def _start_node(
     print(
         f"virtual node {node.name} ({provider} provider, {node.role}) is Ready "
         f"({time.monotonic() - started:.1f}s)",
+        file=out,
+    )
+
+
+def _start_metrics_server(
+    launch: _Launch,
+    pki: Mapping[str, KeyPair],
+    bin_dir: Path,
+    *,
+    port: int,
+    timeout_seconds: float,
+    out: TextIO,
+) -> None:
+    """metrics-server, its RBAC, Service, EndpointSlice and APIService; ready once the API is Available."""
+    state = launch.state
+    directory = state.directory
+    listen_address = metricsserver.address(directory)
+    kubeconfig = write_kubeconfig(
+        directory / "kubeconfigs" / "metrics-server.kubeconfig",
+        server=state.server,
+        ca_cert=pki["ca"].cert,
+        client=pki[metricsserver.IDENTITY.file_stem],
+        user=metricsserver.IDENTITY.user,
+    )
+    objects = metricsserver.manifests(
+        ca_pem=pki["ca"].cert.read_bytes(), listen_address=listen_address, port=port
+    )
+    traffic.kubectl_apply(
+        state.bin_dir, state.kubeconfig, "apply", "-f", str(metricsserver.write_manifests(directory, objects))
+    )
+    name = metricsserver.COMPONENT
+    log_path = directory / "logs" / f"{name}.log"
+    started = time.monotonic()
+    argv = metricsserver.argv(
+        bin_dir / "metrics-server",
+        kubeconfig=kubeconfig,
+        pki=pki,
+        ca_cert=pki["ca"].cert,
+        listen_address=listen_address,
+        port=port,
+    )
+    process, record = processes.start(name, argv, log_path=log_path)
+    launch.add(record)
+    processes.wait_until(
+        name,
+        _required_health_check(launch.state, name),
+        process=process,
+        log_path=log_path,
+        timeout_seconds=timeout_seconds,
+    )
+    print(
+        f"metrics-server serves {metricsserver.APISERVICE} from https://{listen_address}:{port} "
+        f"(`kubectl top pods`; {time.monotonic() - started:.1f}s)",
         file=out,
     )
 

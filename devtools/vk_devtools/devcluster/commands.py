@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import cluster, hints, runpodstandin, traffic
+from vk_devtools.devcluster import cluster, hints, metricsserver, runpodstandin, traffic
 from vk_devtools.devcluster import restart as restarting
 from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
 from vk_devtools.devcluster.processes import ComponentFailedError
@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
 
 
-BUILDS: list[GoBuild] = [CONTROL_PLANE]
+BUILDS: list[GoBuild] = [CONTROL_PLANE, metricsserver.METRICS_SERVER]
 """What `dev build` builds: everything `dev up` can start (each component adds its GoBuild here)."""
 
 
@@ -73,8 +73,18 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
     cache = BinaryCache.default()
     try:
         bin_dir = cache.ensure(wait=True, out=err)
+        # metrics-server reads the nodes' usage: with no node there is nothing for `kubectl top`.
+        metrics_server_bin_dir = (
+            BinaryCache.for_build(metricsserver.METRICS_SERVER).ensure(wait=True, out=err)
+            if settings.local_node
+            else None
+        )
         result = cluster.up(
-            settings, bin_dir=bin_dir, kubernetes_version=cache.pins.kubernetes_version, out=err
+            settings,
+            bin_dir=bin_dir,
+            kubernetes_version=cache.pins.kubernetes_version,
+            out=err,
+            metrics_server_bin_dir=metrics_server_bin_dir,
         )
     except cluster.PlaneStillRunningError as refusal:
         print(refusal_advice(refusal), file=err)
