@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import top
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, processes, runpodstandin, traffic
 from vk_devtools.devcluster.building import BinaryCache
@@ -109,9 +110,15 @@ def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Pa
         assert "virtual node local-gpu (local provider, home-gpu) is Ready" in up.stderr
         assert "virtual node burst-gpu (local provider, burst-gpu) is Ready" in up.stderr
         assert "the migration controller are running" in up.stderr
+        assert "metrics-server serves v1beta1.metrics.k8s.io" in up.stderr
         assert "kubectl offload flip tokens --to away --wait" in up.stdout
         state = cluster.ClusterState.load(directory)
         assert state is not None
+        # `kubectl top` through metrics-server, which scrapes the nodes' /metrics/resource.
+        pods, took = asyncio.run(top.wait_for_top_pods(state, namespace="default", timeout_seconds=60))
+        print(f"`kubectl top pods` had figures for every demo pod {took:.1f}s after `dev up`")
+        assert len([name for name in pods if name.startswith(f"{traffic.EXAMPLE_NAME}-")]) == 2, pods
+        assert top.has_figures(*top.top(state, "nodes")["local-gpu"])
         nodes = subprocess.run(
             [
                 str(state.bin_dir / "kubectl"),
@@ -138,7 +145,7 @@ def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Pa
         assert "training Job" not in demo.stdout
     finally:
         down = vk_provider("dev", "down", "--dir", str(directory))
-    for component in ("node/local-gpu", "node/burst-gpu", "router", "controller"):
+    for component in ("node/local-gpu", "node/burst-gpu", "metrics-server", "router", "controller"):
         assert component in down.stdout
     assert not any(processes.is_running(record) for record in state.processes)
     # The example service's workloads went with the nodes.
