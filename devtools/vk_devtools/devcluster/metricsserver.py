@@ -68,8 +68,7 @@ METRICS_SERVER = GoBuild(
         Component("metrics-server", f"{MODULE}/cmd/metrics-server", VersionStamp(MODULE, _version_variables)),
     ),
     folder_modules=(("metrics-server", MODULE),),
-    cold_build_note="A cold build takes about 4 minutes on 2 cores (less when the control plane's "
-    "build has filled Go's build cache).",
+    cold_build_note="A cold build takes 5 to 9 minutes on 2 cores (about 5 minutes of CPU).",
 )
 
 
