@@ -537,11 +537,7 @@ def up(
             )
     _reset_directory(directory)
 
-    picker = PortPicker()
-    ports = {
-        name: picker.pick(preferred if settings.use_preferred_ports else None)
-        for name, preferred in PREFERRED_PORTS.items()
-    }
+    ports = _pick_ports(settings)
     pki = _prepare_pki(directory)
     server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
     write_kubeconfig(
@@ -598,7 +594,6 @@ def up(
         ):
             raise RuntimeError("could not bind system:kubelet-api-admin to the apiserver's kubelet client")
         if settings.local_node:
-            podnetwork.ensure_local_route()
             _start_node(
                 launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
             )
@@ -629,6 +624,24 @@ def up(
         launch.stop_all()
         raise
     return UpResult(launch.state, already_running=False, seconds=time.monotonic() - started_at)
+
+
+def _pick_ports(settings: ClusterSettings) -> dict[str, int]:
+    """A port per component. The nodes and metrics-server listen on their own addresses of the pod
+    network, so their ports are probed there (another cluster may hold that address, not loopback),
+    once the network is local."""
+    loopback = PortPicker()
+    pickers: dict[str, PortPicker] = {}
+    if settings.local_node:
+        podnetwork.ensure_local_route()
+        directory = settings.directory
+        pickers["local-node-kubelet"] = PortPicker(localnode.HOME.address(directory))
+        pickers["burst-node-kubelet"] = PortPicker(localnode.AWAY.address(directory))
+        pickers[metricsserver.COMPONENT] = PortPicker(metricsserver.address(directory))
+    return {
+        name: pickers.get(name, loopback).pick(preferred if settings.use_preferred_ports else None)
+        for name, preferred in PREFERRED_PORTS.items()
+    }
 
 
 def _start_node(
