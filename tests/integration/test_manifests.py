@@ -28,7 +28,6 @@ NEEDED = [
     ("patch", "nodes/status", None),
     ("list", "pods", None),
     ("watch", "pods", None),
-    ("patch", "pods", "default"),
     ("delete", "pods", "default"),
     ("patch", "pods/status", "default"),
     ("get", "configmaps", "default"),
@@ -51,6 +50,7 @@ NEEDED = [
 FORBIDDEN = [
     ("delete", "nodes", None),
     ("create", "pods", "default"),
+    ("patch", "pods", "default"),  # metadata: the node writes only pods/status
     ("update", "pods", "default"),
     ("list", "secrets", "default"),
     ("watch", "secrets", None),
