@@ -189,7 +189,10 @@ async def release_offloads(api: client.ApiClient, namespace: str) -> None:
 @pytest.fixture(scope="session")
 def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
     """Run the plane's own kubectl as admin; returns the completed process (text)."""
+    return kubectl_for(control_plane)
 
+
+def kubectl_for(control_plane: cluster.ClusterState) -> Kubectl:
     def run(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         command = [str(control_plane.bin_dir / "kubectl"), f"--kubeconfig={control_plane.kubeconfig}"]
         completed = subprocess.run(

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
@@ -36,13 +37,43 @@ MIN_REQUESTS_PER_STEP = 500
 
 
 class WeightLog:
-    """Every away weight the Offload's status showed, with the monotonic time it was first seen."""
+    """Every away weight the Offload's status showed, with the monotonic time it was first seen, and
+    when the router first applied it (the status is written first; on a busy machine the router may
+    apply it seconds later, and traffic follows the router)."""
 
-    def __init__(self, api: KubeApi, namespace: str) -> None:
+    def __init__(self, api: KubeApi, namespace: str, router_url: str | None = None) -> None:
         self._api = api
         self._namespace = namespace
+        self._router_url = router_url
         self.changes: list[tuple[float, int]] = []
+        self.applied: list[tuple[float, int]] = []
+        """(monotonic time, weight) each time the router's applied weight changed."""
         self.phases: list[str] = []
+
+    async def follow_router(self) -> None:
+        """Poll the router's /-/status for the route's applied weight (a deliberate sampling loop)."""
+        if self._router_url is None:
+            return
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                    async with session.get(f"{self._router_url}/-/status") as response:
+                        document = await response.json()
+                    weights = [
+                        route["away_weight"]
+                        for route in document.get("routes") or ()
+                        if route["namespace"] == self._namespace and route["name"] == NAME
+                    ]
+                    if weights and (not self.applied or self.applied[-1][1] != weights[0]):
+                        self.applied.append((time.monotonic(), weights[0]))
+                await asyncio.sleep(0.05)  # sampling the router's weight (noqa: sleep-ok)
+
+    def _applied_since(self, weight: int, seen: float) -> float:
+        """When the router applied `weight`, at or after the status showed it (else the status time)."""
+        for at, applied in self.applied:
+            if applied == weight and at >= seen - 1.0:
+                return max(at, seen)
+        return seen
 
     async def follow(self) -> None:
         path = f"/apis/offload.vk-provider.dev/v1alpha1/namespaces/{self._namespace}/offloads"
@@ -68,25 +99,26 @@ class WeightLog:
             self.phases.append(phase)
 
     def steps(self, until: float) -> list[tuple[int, float, float]]:
-        """(weight, start, end) for each weight seen, its window shortened by the propagation margin."""
+        """(weight, start, end) for each weight seen: from when the router applied it (or the status
+        showed it) plus the propagation margin, to when the status showed the next one."""
         bounds = [*self.changes, (until, -1)]
         return [
-            (weight, start + PROPAGATION_MARGIN_SECONDS, end)
+            (weight, self._applied_since(weight, start) + PROPAGATION_MARGIN_SECONDS, end)
             for (start, weight), (end, _) in itertools.pairwise(bounds)
         ]
 
 
 @contextlib.asynccontextmanager
 async def following(rig: Rig) -> AsyncIterator[WeightLog]:
-    log = WeightLog(rig.api, rig.namespace)
+    log = WeightLog(rig.api, rig.namespace, rig.router_url)
     log.record(await rig.offload())
-    task = asyncio.create_task(log.follow())
+    tasks = [asyncio.create_task(log.follow()), asyncio.create_task(log.follow_router())]
     try:
         yield log
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def load(rig: Rig, rate: float) -> LoadGenerator:

@@ -3,8 +3,9 @@ pod once (one status write, no metadata write), as the kubelet does, and posts n
 than the kubelet would.
 
 Counted from the apiserver's own `apiserver_request_total` (by verb, resource and subresource), read
-before the pods are created and after the node has gone quiet; the test namespace holds only these
-pods, created bound (spec.nodeName), so no scheduler and no controller writes them.
+before the pods are created and after the node has gone quiet, on a plane of this module's own (the
+counters are plane-wide); the test namespace holds only these pods, created bound (spec.nodeName), so
+no scheduler and no controller writes them.
 
 The kubelet, for the same transition of a one-container pod, posts Pulling, Pulled, Created and Started
 (Pulled alone, "already present", when it has the image), and the scheduler posts Scheduled: 4 Events of
@@ -18,22 +19,41 @@ import contextlib
 import re
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client, watch
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import Kubectl, kubectl_for, start_test_plane
 from tests.integration.daemons import NodeDaemon
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.runpod_fleet import gpu_pod, runpod_config
 from tests.integration.waiting import wait_for
+from vk_devtools.devcluster import cluster
 from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.placement import CHOSEN_CONDITION, GPU_TYPES_ANNOTATION
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterState]:
+    """A plane of this module's own, in place of the run's shared one: these tests count every pod
+    and event write the apiserver serves, which on a shared plane includes other workers' tests."""
+    directory = tmp_path_factory.mktemp("quiet-plane")
+    state = start_test_plane(directory)
+    try:
+        yield state
+    finally:
+        cluster.down(directory)
+
+
+@pytest.fixture(scope="module")
+def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
+    return kubectl_for(control_plane)
+
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 PODS = 40

@@ -367,7 +367,9 @@ async def wait_for_router(rig: PolicyRig, name: str, replicas: int) -> None:
 
 
 async def delete_workloads(api: KubeApi, namespace: str) -> None:
-    """Jobs and Deployments first, so nothing recreates the pods the nodes' teardown removes."""
+    """Jobs and Deployments first, so nothing recreates the pods the nodes' teardown removes; then the
+    pods no node holds, and wait until they are gone: policies see demand in every namespace, so a
+    pending training pod left to the namespace's slow deletion would be the next policy test's demand."""
     for path in (
         f"/apis/batch/v1/namespaces/{namespace}/jobs",
         f"/apis/apps/v1/namespaces/{namespace}/deployments",
@@ -378,6 +380,20 @@ async def delete_workloads(api: KubeApi, namespace: str) -> None:
                     await api.delete(
                         f"{path}/{item['metadata']['name']}", {"propagationPolicy": "Background"}
                     )
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def unbound_pods_gone() -> bool:
+        unbound = [
+            pod["metadata"]["name"]
+            for pod in (await api.get(pods)).get("items") or ()
+            if not pod["spec"].get("nodeName")
+        ]
+        for name in unbound:
+            with contextlib.suppress(KubeApiError):
+                await api.delete(f"{pods}/{name}", {"gracePeriodSeconds": 0})
+        return not unbound
+
+    await wait_for(unbound_pods_gone, timeout_seconds=60, what=f"the unscheduled pods of {namespace} gone")
 
 
 def training_job(rig: PolicyRig, name: str, pods: int, seconds: int) -> dict[str, Any]:

@@ -83,7 +83,7 @@ async def eventually(
     probe: Callable[[], Awaitable[T]],
     accept: Callable[[T], bool],
     *,
-    timeout_seconds: float = 10.0,
+    timeout_seconds: float = 30.0,
     what: str = "",
 ) -> T:
     """Poll `probe` until `accept` holds; fail with the last value on timeout."""

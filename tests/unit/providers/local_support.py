@@ -92,7 +92,7 @@ def reap(pids: Iterable[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
-async def wait_until(condition: Callable[[], bool], *, timeout_seconds: float = 10.0, what: str = "") -> None:
+async def wait_until(condition: Callable[[], bool], *, timeout_seconds: float = 30.0, what: str = "") -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_seconds
     while not condition():
@@ -106,7 +106,7 @@ async def wait_for_pod(
     ref: PodRef,
     predicate: Callable[[PodState], bool],
     *,
-    timeout_seconds: float = 10.0,
+    timeout_seconds: float = 30.0,
 ) -> PodState:
     """Poll the pod's state until the predicate holds; on timeout, fail showing the last state."""
     loop = asyncio.get_running_loop()
@@ -120,7 +120,7 @@ async def wait_for_pod(
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def eventually(check: Callable[[], Awaitable[T | None]], *, timeout_seconds: float = 10.0) -> T:
+async def eventually(check: Callable[[], Awaitable[T | None]], *, timeout_seconds: float = 30.0) -> T:
     """Call `check` until it returns something other than None."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_seconds
