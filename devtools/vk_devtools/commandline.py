@@ -91,6 +91,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "offline RunPod stand-in, started as one more component (no account needed)",
     )
     up.add_argument(
+        "--with-kueue",
+        action="store_true",
+        help="also run Kueue (built from the pinned module, cached) with its CRDs, RBAC and webhooks; "
+        "it acts only in namespaces labelled kueue.vk-provider.dev/managed=true",
+    )
+    up.add_argument(
         "--start-timeout",
         type=_positive_int,
         default=180,
@@ -177,7 +183,7 @@ def run(arguments: argparse.Namespace) -> int:
             demo=not arguments.no_demo,
             burst_provider=arguments.burst_provider,
         )
-        return commands.up(settings)
+        return commands.up(settings, with_kueue=arguments.with_kueue)
     if command == "demo":
         return demorun.run(directory, manual=arguments.manual)
     if command == "restart":
