@@ -111,6 +111,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
     )
     demo.add_argument(
+        "--kueue",
+        action="store_true",
+        help="queue the training Job through Kueue: our AdmissionCheck holds it until the service has "
+        "moved out (starts Kueue if `up` did not)",
+    )
+    demo.add_argument(
         "--manual",
         action="store_true",
         help="move the service by hand instead (`kubectl offload flip --to away`, then `--to home`)",
@@ -185,7 +191,7 @@ def run(arguments: argparse.Namespace) -> int:
         )
         return commands.up(settings, with_kueue=arguments.with_kueue)
     if command == "demo":
-        return demorun.run(directory, manual=arguments.manual)
+        return demorun.run(directory, manual=arguments.manual, kueue=arguments.kueue)
     if command == "restart":
         return commands.restart(directory, arguments.component, timeout_seconds=arguments.start_timeout)
     if command == "kubectl":
