@@ -464,6 +464,7 @@ def health_check(
         ),
         runpodstandin.COMPONENT: lambda: runpodstandin.is_answering(state.directory),
         "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router']}/-/healthz"),
+        "kueue": lambda: _http_ok(f"http://{LOOPBACK}:{ports['kueue-health']}/readyz"),  # dev up --with-kueue
     }
     return checks.get(name)
 

@@ -78,6 +78,8 @@ KEPT_GROUPS = {"batch", "kueue.x-k8s.io"}
 """Webhooks kept: Kueue's own objects and batch Jobs (the only integration enabled)."""
 CLUSTER_SCOPED = {"clusterqueues", "cohorts", "resourceflavors", "topologies", "admissionchecks"}
 READY_TIMEOUT_SECONDS = 120.0
+WEBHOOK_PORT = "kueue-webhook"
+HEALTH_PORT = "kueue-health"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +237,8 @@ class Started:
     record: processes.ProcessRecord
     webhook_url: str
     health_url: str
+    ports: dict[str, int]
+    """Recorded in the plane's state: `dev restart kueue` waits on HEALTH_PORT's /readyz."""
 
 
 def install_and_start(
@@ -295,7 +299,7 @@ def install_and_start(
         timeout_seconds=READY_TIMEOUT_SECONDS,
     )
     print(f"Kueue {cache.pins.version(MODULE)} is running (webhooks at {url}, log {files.log})", file=out)
-    return Started(process, record, url, health)
+    return Started(process, record, url, health, {WEBHOOK_PORT: webhook_port, HEALTH_PORT: health_port})
 
 
 def http_ok(url: str) -> bool:
@@ -335,6 +339,8 @@ def add_to_plane(state: ClusterState, *, out: TextIO) -> ClusterState:
         out=out,
     )
     others = tuple(record for record in state.processes if record.name != COMPONENT)
-    updated = dataclasses.replace(state, processes=(*others, started.record), stopped=False)
+    updated = dataclasses.replace(
+        state, ports={**state.ports, **started.ports}, processes=(*others, started.record), stopped=False
+    )
     updated.save()
     return updated
