@@ -4,9 +4,10 @@ policy has moved inference out of the home GPUs, then lets the whole gang start 
 Kueue runs once for this module (fixture `kueue`), as a process against the shared plane, with its
 webhooks scoped to namespaces labelled `kueue.vk-provider.dev/managed=true`: only this module's
 namespaces carry the label, so other tests' Jobs never reach Kueue's webhooks, even while Kueue is
-restarting. Every test here is in the xdist group "kueue" (one worker runs them, one after the other):
-they share the Kueue process, and one of them restarts it. Everything cluster-scoped a test creates
-(ResourceFlavor, ClusterQueue, AdmissionCheck, OffloadPolicy, nodes) is named after the test's tag.
+restarting. Every test here is in the policy tests' xdist group (one worker runs them, one after the
+other): they run policy controllers, share the Kueue process, and one of them restarts it.
+Everything cluster-scoped a test creates (ResourceFlavor, ClusterQueue, AdmissionCheck, OffloadPolicy,
+nodes) is named after the test's tag.
 
 The rig is the policy tests' (`test_policy.policy_rig`): two `local` home nodes of 4 GPUs, an away node,
 token-server services at 1 GPU per home replica, their Offloads, the router, the controller.
@@ -26,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.conftest import POLICY_GROUP
 from tests.integration.gangs import working_for
 from tests.integration.test_policy import (  # noqa: F401 (policy_crd, rig_args: pytest fixtures, used by name)
     FAST_TIMING,
@@ -49,10 +51,13 @@ from vk_provider.policy.admission.names import CONTROLLER_NAME, admission_checks
 from vk_provider.policy.names import RESERVED_TAINT_KEY, RESERVED_TAINT_VALUE
 
 pytestmark = [
+    # The policy tests' serial group, not a group of its own: every test here runs a policy controller,
+    # and a policy controller acts on every OffloadPolicy, so these must not run beside the policy
+    # tests. One worker runs them all, which is also what the one Kueue process (restarted by one test)
+    # needs.
+    POLICY_GROUP,
     pytest.mark.integration,
     pytest.mark.usefixtures("policy_crd"),
-    # One Kueue process serves this module and one test restarts it: one worker runs them all.
-    pytest.mark.xdist_group("kueue"),
 ]
 
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
@@ -84,7 +89,13 @@ def kueue_process(
     control_plane: cluster.ClusterState,
     policy_crd: None,  # noqa: F811
 ) -> Iterator[KueueProcess]:
-    """Kueue built (cached) and running against the plane for this module's tests."""
+    """Kueue built (cached) and running against the plane for this module's tests; the one a reused
+    plane runs (`dev up --with-kueue`, VK_PROVIDER_TEST_CLUSTER) is used as it is."""
+    existing = control_plane.record(kueue.COMPONENT)
+    if existing is not None and processes.is_running(existing):
+        health = f"http://127.0.0.1:{control_plane.ports[kueue.HEALTH_PORT]}/readyz"
+        yield KueueProcess(existing, health)
+        return
     cache = BinaryCache.for_build(kueue.KUEUE)
     cache.ensure(wait=True, out=sys.stderr)
     started = time.monotonic()

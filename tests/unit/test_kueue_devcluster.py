@@ -49,14 +49,20 @@ def source(tmp_path: Path) -> Path:
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     ]
     (components / "webhook" / "manifests.yaml").write_text(yaml.safe_dump_all(documents))
-    for name, versions in (("workloads", ["v1beta1", "v1beta2"]), ("topologies", ["v1beta2"])):
+    for name, versions in (
+        ("workloads", ["v1beta1", "v1beta2"]),
+        ("admissionchecks", ["v1beta1", "v1beta2"]),
+    ):
         crd = {
             "metadata": {"name": f"{name}.kueue.x-k8s.io"},
-            "spec": {"versions": [{"name": v} for v in versions]},
+            "spec": {"names": {"plural": name}, "versions": [{"name": v} for v in versions]},
         }
         (components / "crd" / "bases" / f"{name}.yaml").write_text(yaml.safe_dump(crd))
     (components / "rbac" / "role.yaml").write_text(
         yaml.safe_dump({"kind": "ClusterRole", "metadata": {"name": "manager-role"}, "rules": []})
+    )
+    (components / "rbac" / "manager_secrets_role.yaml").write_text(
+        yaml.safe_dump({"kind": "Role", "metadata": {"name": "manager-secrets-role", "namespace": "system"}})
     )
     return tmp_path
 
@@ -73,15 +79,17 @@ def test_only_job_and_kueue_webhooks_are_kept_called_by_url_and_namespaced_ones_
     assert "namespaceSelector" not in kept["clusterqueue"]  # cluster-scoped: a selector would not apply
 
 
-def test_crds_with_two_versions_convert_through_the_webhook_by_url(source: Path) -> None:
+def test_the_crds_upstream_converts_convert_through_the_webhook_by_url(source: Path) -> None:
     by_name = {crd["metadata"]["name"]: crd for crd in kueue.crds(source, url=URL, ca_bundle="Q0E=")}
     conversion = by_name["workloads.kueue.x-k8s.io"]["spec"]["conversion"]
     assert conversion["webhook"]["clientConfig"] == {"url": f"{URL}/convert", "caBundle": "Q0E="}
-    assert "conversion" not in by_name["topologies.kueue.x-k8s.io"]["spec"]
+    assert "conversion" not in by_name["admissionchecks.kueue.x-k8s.io"]["spec"]  # Kueue cannot convert it
 
 
 def test_kueue_runs_with_its_own_rights_and_only_in_managed_namespaces(source: Path, tmp_path: Path) -> None:
-    role, binding = kueue.rbac(source)
+    role, binding, secrets, secrets_binding = kueue.rbac(source)
+    assert secrets["metadata"] == {"name": kueue.CLUSTER_ROLE, "namespace": kueue.NAMESPACE}
+    assert secrets_binding["subjects"] == binding["subjects"]
     assert role["metadata"]["name"] == binding["roleRef"]["name"] == kueue.CLUSTER_ROLE
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": kueue.USER}

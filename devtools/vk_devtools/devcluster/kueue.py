@@ -18,7 +18,10 @@ installs what Kueue needs on the plane and runs it:
   webhooks fail closed). `managedJobsNamespaceSelector` says the same to Kueue's Job controller.
 
 Kueue's leader election is off (one process), and so are its metrics endpoint and its visibility API
-server (an aggregated API we do not register).
+server (an aggregated API we do not register). With its internal cert manager off, Kueue v0.17 insists
+on reading a metrics certificate at the fixed path `/etc/kueue/metrics/certs` (where its Deployment
+mounts a Secret) even when metrics are off: `start` puts one there when none is (root needed, as on CI
+and the development machine), never replacing one that exists.
 """
 
 from __future__ import annotations
@@ -76,8 +79,11 @@ WEBHOOK_CONFIGURATIONS = {
 }
 KEPT_GROUPS = {"batch", "kueue.x-k8s.io"}
 """Webhooks kept: Kueue's own objects and batch Jobs (the only integration enabled)."""
+CONVERTED = {"localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters"}
+"""The CRDs upstream's kustomization patches to the conversion webhook (config/components/crd)."""
 CLUSTER_SCOPED = {"clusterqueues", "cohorts", "resourceflavors", "topologies", "admissionchecks"}
 READY_TIMEOUT_SECONDS = 120.0
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 WEBHOOK_PORT = "kueue-webhook"
 HEALTH_PORT = "kueue-health"
 
@@ -143,12 +149,12 @@ def _ca_bundle(ca: CertificateAuthority) -> str:
 
 
 def crds(source: Path, *, url: str, ca_bundle: str) -> list[dict[str, Any]]:
-    """Kueue's CRDs, each served version's conversion through its webhook at `url` (when it has more
-    than one version: those are the ones upstream patches to the conversion webhook)."""
+    """Kueue's CRDs; those upstream converts through its webhook (`CONVERTED`) call it at `url`. The
+    others keep the default (no conversion): Kueue cannot convert them, and says so if asked."""
     documents = []
     for path in sorted((source / "config" / "components" / "crd" / "bases").glob("*.yaml")):
         for crd in _documents(path):
-            if len(crd["spec"]["versions"]) > 1:
+            if crd["spec"].get("names", {}).get("plural") in CONVERTED:
                 crd["spec"]["conversion"] = {
                     "strategy": "Webhook",
                     "webhook": {
@@ -190,16 +196,28 @@ def webhook_configurations(source: Path, *, url: str, ca_bundle: str) -> list[di
 
 
 def rbac(source: Path) -> list[dict[str, Any]]:
-    [role] = _documents(source / "config" / "components" / "rbac" / "role.yaml")
+    """Upstream's manager ClusterRole and its Secrets Role in Kueue's namespace, bound to our user."""
+    folder = source / "config" / "components" / "rbac"
+    [role] = _documents(folder / "role.yaml")
     role["metadata"] = {"name": CLUSTER_ROLE}
+    [secrets] = _documents(folder / "manager_secrets_role.yaml")
+    secrets["metadata"] = {"name": CLUSTER_ROLE, "namespace": NAMESPACE}
+    subjects = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": CLUSTER_ROLE},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
+        "subjects": subjects,
     }
-    return [role, binding]
+    secrets_binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": CLUSTER_ROLE, "namespace": NAMESPACE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CLUSTER_ROLE},
+        "subjects": subjects,
+    }
+    return [role, binding, secrets, secrets_binding]
 
 
 def configuration(files: KueueFiles, *, webhook_port: int, health_port: int) -> dict[str, Any]:
@@ -216,6 +234,20 @@ def configuration(files: KueueFiles, *, webhook_port: int, health_port: int) -> 
         "integrations": {"frameworks": ["batch/job"]},
         "clientConnection": {"qps": 50, "burst": 100},
     }
+
+
+def ensure_metrics_certificate(ca: CertificateAuthority, folder: Path = METRICS_CERT_DIR) -> None:
+    """A certificate where Kueue looks for its metrics one (see the module's docstring)."""
+    if (folder / "tls.crt").is_file() and (folder / "tls.key").is_file():
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        ca.issue_serving(folder, "tls", common_name="kueue-metrics", dns_names=("localhost",))
+    except OSError as error:
+        raise RuntimeError(
+            f"Kueue v0.17 reads a metrics certificate from {folder} and it cannot be written there "
+            f"({error}); create tls.crt and tls.key there (any serving certificate) and try again"
+        ) from None
 
 
 def _load_ca(pki: Path) -> CertificateAuthority:
@@ -259,6 +291,7 @@ def install_and_start(
         files.certs, "tls", common_name="kueue-webhook", dns_names=("localhost",),
         ip_addresses=(ipaddress.ip_address(LOOPBACK),),
     )  # fmt: skip
+    ensure_metrics_certificate(webhook_ca)
     identity = ClientIdentity("kueue-client", USER)
     client = _load_ca(directory / "pki").issue_client(files.folder, identity)
     write_kubeconfig(
