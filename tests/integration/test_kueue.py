@@ -43,7 +43,7 @@ from tests.integration.test_policy import (  # noqa: F401 (policy_crd, rig_args:
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import failures
 from vk_devtools.devcluster import cluster, kueue, processes
-from vk_devtools.devcluster.building import BinaryCache
+from vk_devtools.devcluster import restart as restarting
 from vk_provider.kit.kube import MERGE_PATCH, KubeApiError, RawObject
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
@@ -66,22 +66,24 @@ QUEUE = "training"
 
 @dataclasses.dataclass
 class KueueProcess:
-    record: processes.ProcessRecord
-    health_url: str
+    """Kueue as the plane's state records it (a component `dev status` lists)."""
+
+    directory: Path
+
+    def record(self) -> processes.ProcessRecord:
+        state = cluster.ClusterState.load(self.directory)
+        record = state.record(kueue.COMPONENT) if state is not None else None
+        assert record is not None, f"no Kueue recorded in {self.directory}"
+        return record
 
     def restart(self) -> None:
-        """Stop Kueue and start it again as it was started; wait until it is ready."""
-        process, self.record = processes.restart(self.record)
-        processes.wait_until(
-            kueue.COMPONENT,
-            lambda: kueue.http_ok(self.health_url),
-            process=process,
-            log_path=Path(self.record.log),
-            timeout_seconds=kueue.READY_TIMEOUT_SECONDS,
-        )
+        """Stop Kueue and start it again as it was started, as `dev restart kueue` does; until ready."""
+        state = cluster.ClusterState.load(self.directory)
+        assert state is not None
+        restarting.restart(state, kueue.COMPONENT, timeout_seconds=kueue.READY_TIMEOUT_SECONDS)
 
     def log_tail(self) -> str:
-        return processes.tail_of_file(Path(self.record.log), lines=30)
+        return processes.tail_of_file(Path(self.record().log), lines=30)
 
 
 @pytest.fixture(scope="module")
@@ -89,32 +91,21 @@ def kueue_process(
     control_plane: cluster.ClusterState,
     policy_crd: None,  # noqa: F811
 ) -> Iterator[KueueProcess]:
-    """Kueue built (cached) and running against the plane for this module's tests; the one a reused
-    plane runs (`dev up --with-kueue`, VK_PROVIDER_TEST_CLUSTER) is used as it is."""
+    """Kueue built (cached) and running against the plane for this module's tests, recorded in the
+    plane's state; one a reused plane already runs (`dev up --with-kueue`) is used and left running."""
     existing = control_plane.record(kueue.COMPONENT)
-    if existing is not None and processes.is_running(existing):
-        health = f"http://127.0.0.1:{control_plane.ports[kueue.HEALTH_PORT]}/readyz"
-        yield KueueProcess(existing, health)
-        return
-    cache = BinaryCache.for_build(kueue.KUEUE)
-    cache.ensure(wait=True, out=sys.stderr)
+    ours = existing is None or not processes.is_running(existing)
     started = time.monotonic()
-    running = kueue.install_and_start(
-        directory=control_plane.directory,
-        bin_dir=control_plane.bin_dir,
-        server=control_plane.server,
-        admin_kubeconfig=control_plane.kubeconfig,
-        cache=cache,
-        out=sys.stderr,
-    )
-    print(f"Kueue installed and ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    handle = KueueProcess(running.record, running.health_url)
+    kueue.add_to_plane(control_plane, out=sys.stderr)
+    print(f"Kueue built, installed and ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    handle = KueueProcess(control_plane.directory)
     try:
         yield handle
     finally:
-        processes.stop(handle.record)
-        # A stopped Kueue's webhooks would refuse Kueue objects; the scoped ones touch nobody else.
-        kueue.uninstall_webhooks(control_plane.bin_dir, control_plane.kubeconfig)
+        if ours:
+            processes.stop(handle.record())
+            # A stopped Kueue's webhooks would refuse Kueue objects; the scoped ones touch nobody else.
+            kueue.uninstall_webhooks(control_plane.bin_dir, control_plane.kubeconfig)
 
 
 @dataclasses.dataclass
