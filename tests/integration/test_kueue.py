@@ -469,6 +469,19 @@ async def test_kueue_restarted_and_controller_killed_mid_way_end_ready_without_a
         await wait_for(moving, timeout_seconds=90, what=f"chat flipped away:\n{rig.log()}")
         # Mid-way: the flip is written, the check still Pending. Both controllers go down.
         rig.controller.kill()
+        processes.stop(kueue_process.record())
+        # Kueue is down: its webhooks fail closed in its own namespaces and never touch another's Jobs.
+        probe = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "probe-"}, "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "local"}]}}
+        }}  # fmt: skip
+        await rig.api.request(
+            "POST", "/apis/batch/v1/namespaces/default/jobs", query={"dryRun": "All"}, body=probe
+        )
+        with pytest.raises(KubeApiError) as refused:
+            await rig.api.request(
+                "POST", f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", query={"dryRun": "All"}, body=probe
+            )
+        assert "webhook" in refused.value.message, refused.value.message
         await asyncio.to_thread(kueue_process.restart)
         rig.controller.start()
         await queue.wait_for_check("pretrain", "Ready", timeout_seconds=180)
