@@ -64,7 +64,7 @@ KUEUE = GoBuild(
         ),
     ),
     folder_modules=(("kueue", MODULE),),
-    cold_build_note="A cold build of Kueue takes about 12 minutes on 2 busy cores (6 alone).",
+    cold_build_note="A cold build of Kueue takes about 12 minutes on 2 shared cores (6 minutes of CPU).",
 )
 
 COMPONENT = "kueue"
