@@ -205,6 +205,33 @@ def test_free_gpus_go_to_the_oldest_waiting_workload_first_and_are_not_given_twi
     assert [(v.workload.name, v.state) for v in verdicts] == [("old", "Ready")]
 
 
+def test_gpus_promised_to_a_workload_let_through_earlier_are_not_given_again() -> None:
+    pool = observed(node("gpu-a", 4), node("gpu-b", 4))
+    assert judge(NOW, policy(), [CHECK], [view()], pool, promised=7) == []
+    [verdict] = judge(NOW, policy(), [CHECK], [view()], pool, promised=6)
+    assert verdict.state == "Ready"
+
+
+async def test_the_controller_counts_what_a_ready_job_s_unplaced_pods_will_take() -> None:
+    ready = workload("job-first", state="Ready", pod_sets=[pod_set(count=6)])
+    ready["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "first"}]
+    waiting = workload("job-second", pod_sets=[pod_set(count=3)])
+    pods_path = "/api/v1/namespaces/train/pods"
+    bound = {"spec": {"nodeName": "gpu-a", "containers": [{"resources": {"limits": {GPU: "1"}}}]}}
+    unbound = {"spec": {"containers": [{"resources": {"limits": {GPU: "1"}}}]}}
+    api = recorder([check_object()], [ready, waiting])
+    api.answers[pods_path] = {"items": [bound, bound, unbound, unbound, unbound, unbound]}
+    checks = AdmissionChecks(api, EventRecorder(api, host="n"))  # type: ignore[arg-type]
+    raw = policy_object("training-first", [CHECK])
+    await checks.refresh([raw], NOW)
+    api.patches.clear()
+    # 8 free as the scheduler sees it, 4 of them about to go to job-first's 4 unplaced pods.
+    verdicts = await checks.settle(parse_policy(raw), observed(node("gpu-a", 4), node("gpu-b", 4)), NOW)
+    assert [v.state for v in verdicts] == ["Ready"]  # 8 - 4 promised = 4 >= 3
+    api.answers[pods_path] = {"items": [unbound] * 6}
+    assert await checks.settle(parse_policy(raw), observed(node("gpu-a", 4), node("gpu-b", 4)), NOW) == []
+
+
 def test_no_gpus_needed_is_ready_at_once_without_updates() -> None:
     [verdict] = judge(
         NOW, policy(), [CHECK], [view(pod_sets=[pod_set(gpus=None)])], observed(node("a", 4, used=4))

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload.status import set_condition
 from vk_provider.policy.admission.names import (
@@ -41,6 +41,7 @@ from vk_provider.policy.admission.names import (
 from vk_provider.policy.admission.verdict import Verdict, demand_gangs, judge
 from vk_provider.policy.admission.workload import WorkloadView, read_workload
 from vk_provider.policy.model import Gang, Observed
+from vk_provider.policy.pods import pod_gpus
 from vk_provider.policy.signals import PodGroupSource
 from vk_provider.policy.spec import InvalidPolicy, PolicySpec, parse_policy
 
@@ -179,10 +180,35 @@ class AdmissionChecks:
         checks = self.checks_of(policy)
         if not checks:
             return []
-        verdicts = judge(now, policy, checks, self._views(policy), observed)
+        views = self._views(policy)
+        promised = await self._promised(policy, checks, views)
+        verdicts = judge(now, policy, checks, views, observed, promised=promised)
         for verdict in verdicts:
             await self._write(verdict, now)
         return verdicts
+
+    async def _promised(self, policy: PolicySpec, checks: list[str], views: list[WorkloadView]) -> int:
+        """GPUs of Workloads we let through whose pods do not hold them yet: between our Ready and the
+        scheduler placing the pods, the free GPUs are already theirs. Counted for Workloads of batch
+        Jobs (their pods are found by the Job's name); others are trusted to start at once."""
+        promised = 0
+        for view in views:
+            if view.finished or view.job is None or view.gpus <= 0:
+                continue
+            if not any(view.state_of(check) == READY for check in checks):
+                continue
+            listing = await self._api.get(
+                resource_path("v1", "pods", namespace=view.namespace),
+                query={"labelSelector": f"batch.kubernetes.io/job-name={view.job}"},
+            )
+            held = sum(
+                pod_gpus(pod, policy.resource)
+                for pod in listing.get("items") or ()
+                if (pod.get("spec") or {}).get("nodeName")
+                or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            )
+            promised += max(0, view.gpus - held)
+        return promised
 
     async def _write(self, verdict: Verdict, now: datetime) -> None:
         workload = verdict.workload

@@ -8,7 +8,8 @@ For a policy and the checks it serves:
   nothing unplaced, until it finishes: the reservation holds and inference does not come back while
   training runs.
 - Verdicts (`judge`). `Ready` once the free GPUs of the usable home pool cover the Workload (oldest
-  check first; each Ready takes its GPUs off what the next may have), with `podSetUpdates` adding the
+  check first; each Ready takes its GPUs off what the next may have, and so do Workloads let through
+  earlier whose pods are not all placed yet: `promised`), with `podSetUpdates` adding the
   reservation taint's toleration, and the pool's node selector when the pool is named by labels
   alone. A Workload that needs no GPU is `Ready` at once, with no update. `Retry` (Kueue releases the
   quota and requeues after `requeueAfterSeconds`) when even the whole usable pool is too small, or when
@@ -89,10 +90,13 @@ def judge(
     checks: Sequence[str],
     workloads: Iterable[WorkloadView],
     observed: Observed,
+    *,
+    promised: int = 0,
 ) -> list[Verdict]:
-    """The checks to change now (a Workload left Pending is not listed)."""
+    """The checks to change now (a Workload left Pending is not listed). `promised`: GPUs of Workloads
+    already let through that their pods do not hold yet (they are about to take them)."""
     resource = policy.resource
-    available = free_gpus(observed, policy)
+    available = max(0, free_gpus(observed, policy) - promised)
     capacity = sum(node.allocatable for node in observed.nodes if usable(node, policy))
     retry_after = policy.timing.admission_retry_after_seconds
     waiting = []

@@ -46,6 +46,8 @@ class WorkloadView:
     problem: str | None = None
     """Why its pod sets cannot be read (then it is no demand, and its checks are rejected)."""
     created: datetime | None = None
+    job: str | None = None
+    """The batch Job that owns it, if one does (its pods carry the Job's name as a label)."""
 
     @property
     def key(self) -> str:
@@ -154,4 +156,12 @@ def read_workload(raw: RawObject, resource: str) -> WorkloadView:
         checks=_checks(status),
         problem=problem,
         created=parse_timestamp(metadata.get("creationTimestamp")),
+        job=next(
+            (
+                str(owner.get("name"))
+                for owner in metadata.get("ownerReferences") or ()
+                if isinstance(owner, Mapping) and owner.get("kind") == "Job"
+            ),
+            None,
+        ),
     )
