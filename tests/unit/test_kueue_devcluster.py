@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from vk_devtools.devcluster import kueue
+from vk_devtools.devcluster import commands, kueue
 from vk_devtools.devcluster.building import read_pins
+from vk_provider.cli import main
 
 pytestmark = pytest.mark.unit
 
@@ -103,3 +104,15 @@ def test_kueue_runs_with_its_own_rights_and_only_in_managed_namespaces(source: P
 def test_the_pinned_module_is_kueue_v0_17_0() -> None:
     assert read_pins(kueue.KUEUE).version(kueue.MODULE) == "v0.17.0"
     assert sorted(path.name for path in kueue.GOMOD_DIR.iterdir()) == ["go.mod", "go.sum"]
+
+
+@pytest.mark.parametrize("command", [["dev", "up", "--help"], ["dev", "demo", "--help"]])
+def test_the_dev_commands_offer_kueue(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(command)
+    assert exited.value.code == 0
+    assert ("--with-kueue" if command[1] == "up" else "--kueue") in capsys.readouterr().out
+
+
+def test_dev_build_builds_kueue_too() -> None:
+    assert kueue.KUEUE in commands.BUILDS
