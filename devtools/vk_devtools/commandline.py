@@ -91,6 +91,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "offline RunPod stand-in, started as one more component (no account needed)",
     )
     up.add_argument(
+        "--with-kueue",
+        action="store_true",
+        help="also run Kueue (built from the pinned module, cached) with its CRDs, RBAC and webhooks; "
+        "it acts only in namespaces labelled kueue.vk-provider.dev/managed=true",
+    )
+    up.add_argument(
         "--start-timeout",
         type=_positive_int,
         default=180,
@@ -103,6 +109,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help="under load, a training Job makes the OffloadPolicy move the example service out to the "
             "burst node and back (after `up`)",
         )
+    )
+    demo.add_argument(
+        "--kueue",
+        action="store_true",
+        help="queue the training Job through Kueue: our AdmissionCheck holds it until the service has "
+        "moved out (starts Kueue if `up` did not)",
     )
     demo.add_argument(
         "--manual",
@@ -177,9 +189,9 @@ def run(arguments: argparse.Namespace) -> int:
             demo=not arguments.no_demo,
             burst_provider=arguments.burst_provider,
         )
-        return commands.up(settings)
+        return commands.up(settings, with_kueue=arguments.with_kueue)
     if command == "demo":
-        return demorun.run(directory, manual=arguments.manual)
+        return demorun.run(directory, manual=arguments.manual, kueue=arguments.kueue)
     if command == "restart":
         return commands.restart(directory, arguments.component, timeout_seconds=arguments.start_timeout)
     if command == "kubectl":

@@ -25,6 +25,7 @@ from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.offload.names import API_VERSION, KIND
 from vk_provider.policy import actuate
+from vk_provider.policy.admission.checks import AdmissionChecks, WithWorkloads
 from vk_provider.policy.decide import Action, Decision, Reason, decide
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import History
@@ -100,6 +101,7 @@ class PolicyController:
         interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
         health: HealthSource | None = None,
         podgroups: PodGroupSource | None = None,
+        admission: AdmissionChecks | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._api = api
@@ -107,7 +109,9 @@ class PolicyController:
         self._metrics = metrics
         self._interval = interval_seconds
         self._health = health or health_source(api)
-        self._podgroups = podgroups or podgroup_source(api)
+        self._admission = admission or AdmissionChecks(api, events)
+        # Kueue Workloads waiting on our AdmissionChecks are gangs like unschedulable PodGroups.
+        self._podgroups: PodGroupSource = WithWorkloads(podgroups or podgroup_source(api), self._admission)
         self._clock = clock
         self._memory: dict[str, Memory] = {}
         self._missing_crd_reported = False
@@ -135,6 +139,11 @@ class PolicyController:
             return
         self._missing_crd_reported = False
         items: list[RawObject] = listing.get("items") or []
+        try:
+            await self._admission.refresh(items, self._clock())
+        except EXPECTED_ERRORS as error:
+            # The policies still run (on PodGroup and pod demand); the checks wait for the next pass.
+            logger.warning("could not read Kueue's AdmissionChecks and Workloads: %s", error)
         for uid in set(self._memory) - {item["metadata"]["uid"] for item in items}:
             del self._memory[uid]  # a deleted policy
         for raw in items:
@@ -196,6 +205,8 @@ class PolicyController:
                 memory, lasting, policy_object, kind="Warning", reason=problem.reason, message=problem.message
             )
             memory.reported = lasting
+            # Free GPUs may still cover a waiting Workload (or the pool be too small for it).
+            await self._admission.settle(policy, observation.observed, now)
             body["demand"] = demand_entry(observation.observed, memory.history)
             await self._write_status(
                 raw, memory, body, problem=problem, observation=observation, policy=policy, now=now
@@ -212,6 +223,8 @@ class PolicyController:
         for decision in outcome.decisions:
             await self._carry_out(run, decision)
         memory.reported = lasting
+        # After the flips: a Workload turns Ready only on GPUs already free (a pass later than the flip).
+        await self._admission.settle(policy, observation.observed, now)
         body["demand"] = demand_entry(observation.observed, memory.history)
         body["offloads"] = [
             offload_entry(view, observation.offloads[view.key], policy)

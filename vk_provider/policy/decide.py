@@ -7,7 +7,8 @@ Flip out. A gang's shortfall is the GPUs its unplaced members request minus the 
 usable home pool (healthy long enough, not blocked by others) minus the GPUs that Offloads already on
 their way out still hold (they are about to be freed: counting them is what keeps a new leader, or
 the next pass, from flipping a second Offload for the same gang). Once a gang's shortfall has lasted
-`flipOutAfterSeconds`, the policy flips the fewest candidate Offloads whose home GPUs cover the
+`flipOutAfterSeconds` (at once for a gang whose demand is explicit: a Kueue Workload waiting on our
+AdmissionCheck), the policy flips the fewest candidate Offloads whose home GPUs cover the
 largest such shortfall (among as few, the set moving the fewest GPUs beyond it, then the first in
 flip order, then namespace/name). A candidate is placed home
 (and not migrating), selected, automatic, not held by a person, not within `minHomeSeconds` of its
@@ -238,7 +239,7 @@ def _flip_out(
     due = [
         gang
         for gang in observed.gangs
-        if short[gang.key] > 0 and now - history.shortfall_since[gang.key] >= after
+        if short[gang.key] > 0 and (gang.immediate or now - history.shortfall_since[gang.key] >= after)
     ]
     if not due:
         return []

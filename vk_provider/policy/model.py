@@ -20,13 +20,16 @@ class Gang:
     """Training that needs the pool: a PodGroup, a Job's pods, or the pods sharing a label value."""
 
     kind: str
-    """`Pods` (grouped pods) or `PodGroup` (a native scheduling.k8s.io PodGroup)."""
+    """`Pods` (grouped pods), `PodGroup` (a native scheduling.k8s.io PodGroup) or `Workload` (Kueue)."""
     namespace: str
     name: str
     gpus: int
     """GPUs all its members request, placed or not."""
     unplaced_gpus: int
     """GPUs its members that the scheduler could not place request."""
+    immediate: bool = False
+    """Its demand is explicit (a Kueue Workload waiting on our AdmissionCheck): flipOutAfterSeconds
+    does not apply, there is no noise to wait out."""
 
     @property
     def key(self) -> str:

@@ -41,6 +41,8 @@ class Timing:
     min_away_seconds: int = 300
     min_home_seconds: int = 300
     max_flips_per_hour: int = 4
+    admission_retry_after_seconds: int = 300
+    """How long a Kueue Workload waits on our AdmissionCheck for GPUs before it gets `Retry`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +67,8 @@ class PolicySpec:
     health: HealthSettings = dataclasses.field(default_factory=HealthSettings)
     timing: Timing = Timing()
     paused: bool = False
+    admission_checks: tuple[str, ...] = ()
+    """Kueue AdmissionChecks this policy serves (`vk_provider.policy.admission`)."""
 
 
 def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
@@ -100,6 +104,7 @@ def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
             health=_health(_object(spec, "health"), _resource(pool.get("resource", DEFAULT_GPU_RESOURCE))),
             timing=_timing(_object(spec, "timing")),
             paused=_boolean(spec.get("paused", False), "spec.paused"),
+            admission_checks=_names(spec.get("admissionChecks"), "spec.admissionChecks"),
         )
     except InvalidSelector as error:
         raise InvalidPolicy(str(error)) from None
@@ -197,6 +202,14 @@ def _timing(raw: Mapping[str, Any]) -> Timing:
             f"({timing.flip_back_after_seconds} < {timing.flip_out_after_seconds}): the policy would flap"
         )
     return timing
+
+
+def _names(value: Any, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise InvalidPolicy(f"{field} must be a list of AdmissionCheck names, not {value!r}")
+    return tuple(dict.fromkeys(value))
 
 
 def _camel(name: str) -> str:

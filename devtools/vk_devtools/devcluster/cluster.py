@@ -472,6 +472,7 @@ def health_check(
             apiserver_request(state, metricsserver.APISERVICE_PATH)
         ),
         "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router']}/-/healthz"),
+        "kueue": lambda: _http_ok(f"http://{LOOPBACK}:{ports['kueue-health']}/readyz"),  # dev up --with-kueue
     }
     return checks.get(name)
 

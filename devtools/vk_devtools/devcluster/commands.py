@@ -10,13 +10,14 @@ Every piece of advice printed is a command to paste, with `--dir` when the folde
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import cluster, hints, metricsserver, runpodstandin, traffic
+from vk_devtools.devcluster import cluster, hints, kueue, metricsserver, runpodstandin, traffic
 from vk_devtools.devcluster import restart as restarting
 from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
 from vk_devtools.devcluster.processes import ComponentFailedError
@@ -27,8 +28,8 @@ EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
 
 
-BUILDS: list[GoBuild] = [CONTROL_PLANE, metricsserver.METRICS_SERVER]
-"""What `dev build` builds: everything `dev up` can start (each component adds its GoBuild here)."""
+BUILDS: list[GoBuild] = [CONTROL_PLANE, metricsserver.METRICS_SERVER, kueue.KUEUE]
+"""What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`)."""
 
 
 def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -60,7 +61,13 @@ def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO
     return EXIT_OK
 
 
-def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def up(
+    settings: cluster.ClusterSettings,
+    *,
+    with_kueue: bool = False,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
     directory = settings.directory
     existing = cluster.ClusterState.load(directory)
     if existing is not None and not existing.is_fully_running():
@@ -86,6 +93,8 @@ def up(settings: cluster.ClusterSettings, *, out: TextIO = sys.stdout, err: Text
             out=err,
             metrics_server_bin_dir=metrics_server_bin_dir,
         )
+        if with_kueue:
+            result = dataclasses.replace(result, state=kueue.add_to_plane(result.state, out=err))
     except cluster.PlaneStillRunningError as refusal:
         print(refusal_advice(refusal), file=err)
         return EXIT_FAILED

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import TextIO
 
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, final_summary
-from vk_devtools.devcluster import cluster, hints, policydemo, traffic
+from vk_devtools.devcluster import cluster, hints, kueuedemo, policydemo, traffic
+from vk_devtools.devcluster.building import BuildError
 from vk_devtools.devcluster.ports import LOOPBACK
+from vk_devtools.devcluster.processes import ComponentFailedError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -51,7 +53,9 @@ async def _offload(state: cluster.ClusterState, *arguments: str) -> int:
     return await process.wait()
 
 
-async def _moves(state: cluster.ClusterState, router_url: str, out: TextIO, *, manual: bool) -> int:
+async def _moves(
+    state: cluster.ClusterState, router_url: str, out: TextIO, *, manual: bool, kueue: bool = False
+) -> int:
     settings = LoadSettings(url=router_url, host_header=traffic.EXAMPLE_HOST, rate=RATE, stream_share=0.3)
     if not manual:
         # A person's flip in an earlier (manual) run holds the service against the policy: let go.
@@ -68,7 +72,7 @@ async def _moves(state: cluster.ClusterState, router_url: str, out: TextIO, *, m
         if manual:
             codes = await _flip_out_and_back(state, out)
         else:
-            codes = [await _training_story(state, out)]
+            codes = [await _training_story(state, out, kueue=kueue)]
         sending = time.monotonic() - began
     print(f"\n$ kubectl offload status {traffic.EXAMPLE_NAME}", file=out, flush=True)
     await _offload(state, "status", traffic.EXAMPLE_NAME)
@@ -95,9 +99,10 @@ async def _flip_out_and_back(state: cluster.ClusterState, out: TextIO) -> list[i
     return codes
 
 
-async def _training_story(state: cluster.ClusterState, out: TextIO) -> int:
+async def _training_story(state: cluster.ClusterState, out: TextIO, *, kueue: bool = False) -> int:
     try:
-        timeline = await policydemo.training_story(state, out)
+        story = kueuedemo.kueue_story if kueue else policydemo.training_story
+        timeline = await story(state, out)
     except policydemo.StageTimeout as error:
         print(f"error: {error}", file=out)
         await _offload(state, "policy", "status", policydemo.POLICY_NAME)
@@ -113,7 +118,7 @@ async def _training_story(state: cluster.ClusterState, out: TextIO) -> int:
     return EXIT_OK
 
 
-def run(directory: Path, *, manual: bool = False, out: TextIO = sys.stdout) -> int:
+def run(directory: Path, *, manual: bool = False, kueue: bool = False, out: TextIO = sys.stdout) -> int:
     state = cluster.ClusterState.load(directory)
     if state is None or state.stopped or state.record("router") is None:
         print(
@@ -136,5 +141,11 @@ def run(directory: Path, *, manual: bool = False, out: TextIO = sys.stdout) -> i
     if rollout.returncode != 0:
         print(f"error: the example service did not become ready: {rollout.stderr.strip()}", file=out)
         return EXIT_FAILED
+    if kueue:
+        try:
+            state = kueuedemo.ensure_kueue(state, out)
+        except (BuildError, ComponentFailedError, RuntimeError) as error:
+            print(f"error: Kueue could not be started: {error}", file=out)
+            return EXIT_FAILED
     router_url = f"http://{LOOPBACK}:{state.ports['router']}"
-    return asyncio.run(_moves(state, router_url, out, manual=manual))
+    return asyncio.run(_moves(state, router_url, out, manual=manual, kueue=kueue))
