@@ -11,7 +11,8 @@ provider and its metrics: nothing here knows the node.
 - `GET /pods`: the pods bound to this node, from the daemon's watch cache;
 - `GET /runningpods/`: what the provider runs right now, asked on every request so a deletion shows
   at once;
-- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics.
+- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics;
+- `/exec/...`, `/attach/...`, `/portForward/...` (GET or POST, upgraded to SPDY): `streaming`.
 
 A capability the backend lacks (no logs, no usage, no metrics) answers 501 Not Implemented.
 
@@ -40,6 +41,7 @@ from aiohttp import web
 
 from vk_provider.errors import CapabilityMissingError, NotFoundError, ProviderError
 from vk_provider.kubelet.logoptions import LogOptionsError, parse_log_options
+from vk_provider.kubelet.streaming import StreamingBackend, add_streaming_routes
 from vk_provider.kubelet.stats import (
     RESOURCE_METRICS_CONTENT_TYPE,
     CpuRateCache,
@@ -89,6 +91,8 @@ class KubeletBackend:
     """The previous CPU sample of each container, for the Summary's usageNanoCores."""
     clock: Callable[[], datetime] = _utc_now
     """The current time (UTC); tests replace it."""
+    streaming: StreamingBackend | None = None
+    """Exec, attach and port-forward; None: every one of them answers 501."""
 
 
 BACKEND = web.AppKey("kubelet_backend", KubeletBackend)
@@ -108,6 +112,8 @@ def build_app(backend: KubeletBackend) -> web.Application:
     ]
     for path, handler in routes:
         app.router.add_get(path, handler, allow_head=False)  # the kubelet serves GET only
+    streaming = backend.streaming or StreamingBackend(provider_name="of this node")
+    add_streaming_routes(app, streaming, functools.partial(_find_bound_pod, backend))
     return app
 
 
