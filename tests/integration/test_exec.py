@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import random
 import re
 import select
 import subprocess
@@ -51,8 +52,14 @@ def box_pod(node: str) -> dict[str, Any]:
     }
 
 
+def own_address_range() -> str:
+    """A loopback /24 of this test's own: local nodes of concurrent tests (other workers, other checkouts)
+    would otherwise hand out the same first addresses, and the box's port 8000 would be taken."""
+    return f"127.{random.randint(2, 254)}.{random.randint(0, 255)}.0/24"
+
+
 async def start_box(start_node: StartNode, kube_api: client.ApiClient, namespace: str) -> NodeDaemon:
-    daemon = await start_node("local")
+    daemon = await start_node("local", provider_config={"address_range": own_address_range()})
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod(namespace, box_pod(daemon.node_name))
 
