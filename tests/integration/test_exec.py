@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import random
 import re
 import select
+import ssl
 import subprocess
 import termios
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,11 @@ from kubernetes_asyncio import client
 
 from tests.integration.daemons import NodeDaemon
 from tests.integration.nodes import TOLERATE_ALL
+from tests.integration.runpod_fleet import gpu_pod, runpod_config
 from tests.integration.waiting import wait_for
+from tests.unit.spdy.peer import SpdyPeer
 from vk_devtools.devcluster import cluster
+from vk_devtools.standins.runpod.standin import FakeRunPod
 
 pytestmark = pytest.mark.integration
 
@@ -206,3 +211,75 @@ async def test_kubectl_cp_copies_20_mib_in_and_out(
     copied_out = kubectl_bytes(control_plane, "cp", f"{namespace}/box:{inside}/copy.bin", str(back))
     assert copied_out.returncode == 0, copied_out.stderr
     assert hashlib.sha256(back.read_bytes()).hexdigest() == digest
+
+
+@pytest.fixture
+async def runpod_fake() -> AsyncIterator[FakeRunPod]:
+    async with FakeRunPod(provisioning_seconds=0.3, starting_seconds=0.3) as fake:
+        yield fake
+
+
+async def test_exec_on_a_runpod_node_shows_the_providers_refusal(
+    runpod_fake: FakeRunPod,
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    control_plane: cluster.ClusterState,
+    tmp_path: Path,
+) -> None:
+    daemon = await start_node("runpod", provider_config=runpod_config(runpod_fake, tmp_path / "runpod"))
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespaced_pod(namespace, gpu_pod("gpu", daemon.node_name))
+
+    async def running() -> bool:
+        return (await core.read_namespaced_pod("gpu", namespace)).status.phase == "Running"
+
+    await wait_for(running, timeout_seconds=60, what="the RunPod pod Running")
+    done = kubectl_bytes(control_plane, "exec", "-n", namespace, "gpu", "--", "nvidia-smi")
+    assert done.returncode != 0
+    assert b"exec is not supported by provider runpod" in done.stderr, done.stderr
+
+
+async def test_streaming_at_the_kubelet_port_needs_authentication_and_nodes_proxy(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    daemon = await start_node("mock")
+    core = client.CoreV1Api(kube_api)
+    pod = {"metadata": {"name": "m"}, "spec": {"nodeName": daemon.node_name, "tolerations": TOLERATE_ALL,
+           "containers": [{"name": "main", "image": "mock"}]}}
+    await core.create_namespaced_pod(namespace, pod)
+
+    async def running() -> bool:
+        return (await core.read_namespaced_pod("m", namespace)).status.phase == "Running"
+
+    await wait_for(running, timeout_seconds=60, what="the mock pod Running")
+    port = daemon.kubelet_port
+    path = f"/exec/{namespace}/m/main?command=echo&command=hi&output=1"
+    trusting = ssl.create_default_context(cafile=str(control_plane.ca_cert))
+    trusting.check_hostname = False  # the serving certificate names the node's addresses, not 127.0.0.1
+
+    async def upgrade(context: ssl.SSLContext, headers: dict[str, str] | None = None) -> tuple[int, bytes, SpdyPeer | None]:
+        status, _, body, peer = await SpdyPeer.upgrade(
+            "127.0.0.1", port, path, protocols=("v4.channel.k8s.io",), headers=headers, ssl_context=context
+        )
+        return status, body, peer
+
+    status, _, _ = await upgrade(trusting)
+    assert status == 401
+    await core.create_namespaced_service_account(namespace, {"metadata": {"name": "stranger"}})
+    token = (await core.create_namespaced_service_account_token("stranger", namespace, {"spec": {}})).status.token
+    status, body, _ = await upgrade(trusting, {"Authorization": f"Bearer {token}"})
+    assert status == 403 and b"subresource=proxy" in body, body
+    # The apiserver's kubelet client (nodes/proxy through system:masters here) gets the stream.
+    admin = ssl.create_default_context(cafile=str(control_plane.ca_cert))
+    admin.check_hostname = False
+    admin.load_cert_chain(control_plane.directory / "pki" / "admin.crt", control_plane.directory / "pki" / "admin.key")
+    status, _, peer = await upgrade(admin)
+    assert status == 101 and peer is not None
+    error = peer.open({"streamType": "error"}, fin=True)
+    stdout = peer.open({"streamType": "stdout"}, fin=True)
+    await peer.wait(stdout)
+    await peer.wait(error)
+    assert bytes(stdout.data) == b"hi\n"
+    assert json.loads(error.data)["status"] == "Success"
+    await peer.close()
