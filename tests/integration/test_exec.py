@@ -283,3 +283,49 @@ async def test_streaming_at_the_kubelet_port_needs_authentication_and_nodes_prox
     assert bytes(stdout.data) == b"hi\n"
     assert json.loads(error.data)["status"] == "Success"
     await peer.close()
+
+
+async def test_attach_writes_to_a_process_reading_stdin_and_shows_its_output(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    daemon = await start_node("local", provider_config={"address_range": own_address_range()})
+    core = client.CoreV1Api(kube_api)
+    echo = 'echo ready; while read -r line; do echo "got $line"; done'
+    pod = {
+        "metadata": {"name": "reader"},
+        "spec": {
+            "nodeName": daemon.node_name,
+            "tolerations": TOLERATE_ALL,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{"name": "main", "image": "local", "command": ["sh", "-c", echo], "stdin": True}],
+        },
+    }
+    await core.create_namespaced_pod(namespace, pod)
+
+    async def started() -> bool:
+        return "ready" in await core.read_namespaced_pod_log("reader", namespace)
+
+    await wait_for(started, timeout_seconds=60, what="the reader started")
+    attach = kubectl_process(
+        control_plane, "attach", "-i", "-n", namespace, "reader", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert attach.stdin is not None and attach.stdout is not None
+        received = b""
+        deadline = time.monotonic() + 30
+        # kubectl opens the streams only after it has connected: until the answer comes, ask again.
+        while b"got hello" not in received:
+            assert attach.poll() is None and time.monotonic() < deadline, received
+            attach.stdin.write(b"hello\n")
+            attach.stdin.flush()
+            readable, _, _ = select.select([attach.stdout], [], [], 1.0)
+            if readable:
+                received += os.read(attach.stdout.fileno(), 65536)
+    finally:
+        attach.terminate()
+        attach.wait(10)
+        for pipe in (attach.stdin, attach.stdout):
+            if pipe is not None:
+                pipe.close()
+    assert "got hello" in await core.read_namespaced_pod_log("reader", namespace)

@@ -56,7 +56,7 @@ from vk_providers.local.config import parse_settings
 from vk_providers.local.logs import read_log
 from vk_providers.local.pods import RECORD_NAME, PodRuntime
 from vk_providers.local.records import read_json
-from vk_providers.local.streams import exec_process, forward_port
+from vk_providers.local.streams import attach_process, exec_process, forward_port
 from vk_providers.local.usage import process_group_usage
 
 logger = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ class LocalProvider:
             raise NotFoundError(str(error)) from None
         return read_log(path, options, run_has_ended if options.follow else None)
 
-    # SupportsExec, SupportsPortForward
+    # SupportsExec, SupportsAttach, SupportsPortForward
 
     async def exec_in_container(
         self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
@@ -269,6 +269,21 @@ class LocalProvider:
             raise ProviderError(f"container {container!r} of pod {ref} is not running")
         launch = found.launch
         return await exec_process(command, streams, env=launch.env, working_dir=launch.working_dir)
+
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        runtime = self._pod(ref)
+        found = runtime.container_named(container)
+        if found is None:
+            raise NotFoundError(f"pod {ref} has no container {container!r}")
+        run = found.run
+        if found.running_status() is None or run is None:
+            raise ProviderError(f"container {container!r} of pod {ref} is not running")
+        stdin = run.stdin_path if found.launch.stdin else None
+        output = read_log(run.log_path, LogOptions(follow=True, tail_lines=0), lambda: not run.monitor_alive())
+        try:
+            await attach_process(stdin, output, streams)
+        finally:
+            await output.aclose()  # type: ignore[attr-defined]
 
     async def port_forward(self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink) -> None:
         runtime = self._pod(ref)

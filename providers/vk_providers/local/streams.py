@@ -4,7 +4,9 @@ Exec runs the command as the container's own process runs (its resolved environm
 folder), in a session of its own so that a client that vanishes takes the whole command down with it
 (SIGKILL to the session's group). With a tty it gets a pseudo-terminal as its controlling terminal
 (TERM=xterm unless the pod sets TERM, as container runtimes do), sized by the client's resize messages.
-Port-forward connects to the pod's address, where the pod's processes listen.
+Attach writes to the FIFO a container with `stdin: true` reads (see `monitor`) and follows its log
+from now on (stdout and stderr together, as the log has them). Port-forward connects to the pod's
+address, where the pod's processes listen.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import struct
 import subprocess
 import termios
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 
 from vk_provider.errors import ProviderError
 from vk_provider.provider import ByteSink, ContainerStreams, TerminalSize
@@ -161,7 +164,7 @@ async def _exec_with_tty(
         terminal.close()
 
 
-class _Terminal:
+class _Terminal:  # also any other non-blocking descriptor (the attach FIFO)
     """The controller side of a pseudo-terminal, read and written without blocking the event loop."""
 
     def __init__(self, fd: int) -> None:
@@ -219,6 +222,33 @@ async def _follow_sizes(sizes: AsyncIterator[TerminalSize] | None, fd: int) -> N
     with contextlib.suppress(OSError):
         async for size in sizes:
             set_terminal_size(fd, size)
+
+
+async def attach_process(
+    stdin_fifo: Path | None, output: AsyncIterator[bytes], streams: ContainerStreams
+) -> None:
+    """Feed `streams.stdin` to the FIFO (None: the container has no stdin) and `output` to stdout
+    until the output ends (the run has ended) or this is cancelled (the client left)."""
+    feeder: asyncio.Future[None] | None = None
+    fifo: _Terminal | None = None
+    if stdin_fifo is not None and streams.stdin is not None:
+        try:
+            # Non-blocking: the process holds the FIFO open for reading, so this cannot wait for one.
+            fifo = _Terminal(os.open(stdin_fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as error:
+            raise ProviderError(f"cannot attach to the container's stdin: {error.strerror}") from None
+        feeder = asyncio.ensure_future(_feed_terminal(streams.stdin, fifo))
+    sink = streams.stdout or streams.stderr
+    try:
+        async for chunk in output:
+            if sink is not None:
+                await sink(chunk)
+    finally:
+        if feeder is not None:
+            feeder.cancel()
+            await asyncio.wait([feeder])
+        if fifo is not None:
+            fifo.close()
 
 
 async def forward_port(address: str, port: int, incoming: AsyncIterator[bytes], send: ByteSink) -> None:
