@@ -433,7 +433,9 @@ class SupportsAttach(Protocol):
 
 @runtime_checkable
 class SupportsPortForward(Protocol):
-    async def port_forward(self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink) -> None:
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
         """Connect to `port` of the pod and copy both ways: `incoming` to the port (its end closes our
         side for writing), what the port answers to `send`; return when both directions are done.
         ProviderError (with a message for people) if the port cannot be reached."""

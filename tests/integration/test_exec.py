@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import json
@@ -37,7 +38,9 @@ BIG_FILE_BYTES = 50 * 1024 * 1024
 
 def box_pod(node: str) -> dict[str, Any]:
     """A local pod that writes 50 MiB of noise to big.bin and serves its working folder over HTTP."""
-    script = f'head -c {BIG_FILE_BYTES} /dev/urandom > big.bin && exec python3 -m http.server --bind "$MY_IP" 8000'
+    script = (
+        f'head -c {BIG_FILE_BYTES} /dev/urandom > big.bin && exec python3 -m http.server --bind "$MY_IP" 8000'
+    )
     return {
         "metadata": {"name": "box"},
         "spec": {
@@ -60,7 +63,7 @@ def box_pod(node: str) -> dict[str, Any]:
 def own_address_range() -> str:
     """A loopback /24 of this test's own: local nodes of concurrent tests (other workers, other checkouts)
     would otherwise hand out the same first addresses, and the box's port 8000 would be taken."""
-    return f"127.{random.randint(2, 254)}.{random.randint(0, 255)}.0/24"
+    return f"127.{random.randint(2, 254)}.{random.randint(0, 255)}.0/24"  # noqa: S311 (not a secret)
 
 
 async def start_box(start_node: StartNode, kube_api: client.ApiClient, namespace: str) -> NodeDaemon:
@@ -98,18 +101,25 @@ async def test_exec_separates_outputs_returns_the_exit_code_and_pipes_stdin(
     start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
 ) -> None:
     await start_box(start_node, kube_api, namespace)
-    done = kubectl_bytes(control_plane, "exec", "-n", namespace, "box", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    done = kubectl_bytes(
+        control_plane, "exec", "-n", namespace, "box", "--", "sh", "-c", "echo out; echo err >&2; exit 3"
+    )
     assert (done.returncode, done.stdout) == (3, b"out\n")
     assert done.stderr == b"err\ncommand terminated with exit code 3\n"  # kubectl's own last line
 
     payload = os.urandom(10 * 1024 * 1024)
-    piped = kubectl_bytes(control_plane, "exec", "-i", "-n", namespace, "box", "--", "sha256sum", stdin=payload)
+    piped = kubectl_bytes(
+        control_plane, "exec", "-i", "-n", namespace, "box", "--", "sha256sum", stdin=payload
+    )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.split()[0].decode() == hashlib.sha256(payload).hexdigest()
 
     # The command runs in the container's environment and working folder.
-    where = kubectl_bytes(control_plane, "exec", "-n", namespace, "box", "--", "sh", "-c", 'echo "$MY_IP"; ls')
-    assert where.returncode == 0 and re.match(rb"127\.\d+\.\d+\.\d+\n", where.stdout)
+    where = kubectl_bytes(
+        control_plane, "exec", "-n", namespace, "box", "--", "sh", "-c", 'echo "$MY_IP"; ls'
+    )
+    assert where.returncode == 0
+    assert re.match(rb"127\.\d+\.\d+\.\d+\n", where.stdout)
     assert b"big.bin" in where.stdout
 
 
@@ -120,8 +130,13 @@ class Terminal:
         self.controller, replica = os.openpty()
         self.resize(rows, columns)
         self.process = kubectl_process(
-            plane, *arguments, stdin=replica, stdout=replica, stderr=replica, start_new_session=True,
-            preexec_fn=_controlling_terminal,  # noqa: PLW1509 (an ioctl only)
+            plane,
+            *arguments,
+            stdin=replica,
+            stdout=replica,
+            stderr=replica,
+            start_new_session=True,
+            preexec_fn=_controlling_terminal,  # an ioctl only: no lock is taken
         )
         os.close(replica)
         self.output = b""
@@ -145,7 +160,9 @@ class Terminal:
                 try:
                     self.output += os.read(self.controller, 65536)
                 except OSError:
-                    raise AssertionError(f"the terminal closed before {pattern!r}: {self.output[-500:]!r}") from None
+                    raise AssertionError(
+                        f"the terminal closed before {pattern!r}: {self.output[-500:]!r}"
+                    ) from None
         return match
 
     def wait(self, timeout: float = 20) -> int:
@@ -189,14 +206,18 @@ async def test_exec_with_a_terminal_runs_an_interactive_shell_that_sees_resizes(
         seen = terminal.expect(rb"(\d+) (\d+)\r?\n", since=seen.end())
         if seen.groups() == (b"50", b"132"):
             break
-        time.sleep(0.2)  # noqa: sleep-ok (gives the resize time to arrive before asking again)
+        await asyncio.sleep(0.2)  # gives the resize time to arrive before asking again (noqa: sleep-ok)
     assert seen.groups() == (b"50", b"132"), terminal.output[-500:]
     terminal.type("exit 7\n")
     assert terminal.wait() == 7
 
 
 async def test_kubectl_cp_copies_20_mib_in_and_out(
-    start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState, tmp_path: Path
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    control_plane: cluster.ClusterState,
+    tmp_path: Path,
 ) -> None:
     await start_box(start_node, kube_api, namespace)
     original = tmp_path / "original.bin"
@@ -219,7 +240,7 @@ async def runpod_fake() -> AsyncIterator[FakeRunPod]:
         yield fake
 
 
-async def test_exec_on_a_runpod_node_shows_the_providers_refusal(
+async def test_exec_on_a_runpod_node_shows_the_providers_refusal(  # noqa: PLR0917 (fixtures)
     runpod_fake: FakeRunPod,
     start_node: StartNode,
     kube_api: client.ApiClient,
@@ -245,8 +266,14 @@ async def test_streaming_at_the_kubelet_port_needs_authentication_and_nodes_prox
 ) -> None:
     daemon = await start_node("mock")
     core = client.CoreV1Api(kube_api)
-    pod = {"metadata": {"name": "m"}, "spec": {"nodeName": daemon.node_name, "tolerations": TOLERATE_ALL,
-           "containers": [{"name": "main", "image": "mock"}]}}
+    pod = {
+        "metadata": {"name": "m"},
+        "spec": {
+            "nodeName": daemon.node_name,
+            "tolerations": TOLERATE_ALL,
+            "containers": [{"name": "main", "image": "mock"}],
+        },
+    }
     await core.create_namespaced_pod(namespace, pod)
 
     async def running() -> bool:
@@ -258,7 +285,9 @@ async def test_streaming_at_the_kubelet_port_needs_authentication_and_nodes_prox
     trusting = ssl.create_default_context(cafile=str(control_plane.ca_cert))
     trusting.check_hostname = False  # the serving certificate names the node's addresses, not 127.0.0.1
 
-    async def upgrade(context: ssl.SSLContext, headers: dict[str, str] | None = None) -> tuple[int, bytes, SpdyPeer | None]:
+    async def upgrade(
+        context: ssl.SSLContext, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes, SpdyPeer | None]:
         status, _, body, peer = await SpdyPeer.upgrade(
             "127.0.0.1", port, path, protocols=("v4.channel.k8s.io",), headers=headers, ssl_context=context
         )
@@ -267,15 +296,21 @@ async def test_streaming_at_the_kubelet_port_needs_authentication_and_nodes_prox
     status, _, _ = await upgrade(trusting)
     assert status == 401
     await core.create_namespaced_service_account(namespace, {"metadata": {"name": "stranger"}})
-    token = (await core.create_namespaced_service_account_token("stranger", namespace, {"spec": {}})).status.token
+    token = (
+        await core.create_namespaced_service_account_token("stranger", namespace, {"spec": {}})
+    ).status.token
     status, body, _ = await upgrade(trusting, {"Authorization": f"Bearer {token}"})
-    assert status == 403 and b"subresource=proxy" in body, body
+    assert status == 403
+    assert b"subresource=proxy" in body, body
     # The apiserver's kubelet client (nodes/proxy through system:masters here) gets the stream.
     admin = ssl.create_default_context(cafile=str(control_plane.ca_cert))
     admin.check_hostname = False
-    admin.load_cert_chain(control_plane.directory / "pki" / "admin.crt", control_plane.directory / "pki" / "admin.key")
+    admin.load_cert_chain(
+        control_plane.directory / "pki" / "admin.crt", control_plane.directory / "pki" / "admin.key"
+    )
     status, _, peer = await upgrade(admin)
-    assert status == 101 and peer is not None
+    assert status == 101
+    assert peer is not None
     error = peer.open({"streamType": "error"}, fin=True)
     stdout = peer.open({"streamType": "stdout"}, fin=True)
     await peer.wait(stdout)
@@ -307,16 +342,25 @@ async def test_attach_writes_to_a_process_reading_stdin_and_shows_its_output(
 
     await wait_for(started, timeout_seconds=60, what="the reader started")
     attach = kubectl_process(
-        control_plane, "attach", "-i", "-n", namespace, "reader", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        control_plane,
+        "attach",
+        "-i",
+        "-n",
+        namespace,
+        "reader",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert attach.stdin is not None and attach.stdout is not None
+        assert attach.stdin is not None
+        assert attach.stdout is not None
         received = b""
         deadline = time.monotonic() + 30
         # kubectl opens the streams only after it has connected: until the answer comes, ask again.
         while b"got hello" not in received:
-            assert attach.poll() is None and time.monotonic() < deadline, received
+            assert attach.poll() is None, received
+            assert time.monotonic() < deadline, received
             attach.stdin.write(b"hello\n")
             attach.stdin.flush()
             readable, _, _ = select.select([attach.stdout], [], [], 1.0)

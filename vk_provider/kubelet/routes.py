@@ -41,7 +41,6 @@ from aiohttp import web
 
 from vk_provider.errors import CapabilityMissingError, NotFoundError, ProviderError
 from vk_provider.kubelet.logoptions import LogOptionsError, parse_log_options
-from vk_provider.kubelet.streaming import StreamingBackend, add_streaming_routes
 from vk_provider.kubelet.stats import (
     RESOURCE_METRICS_CONTENT_TYPE,
     CpuRateCache,
@@ -50,6 +49,7 @@ from vk_provider.kubelet.stats import (
     render_resource_metrics,
     sample_pods,
 )
+from vk_provider.kubelet.streaming import StreamingBackend, add_streaming_routes
 from vk_provider.provider import LogOptions, PodRef, PodState
 
 logger = logging.getLogger(__name__)

@@ -143,7 +143,9 @@ async def _port_forward(request: web.Request) -> web.StreamResponse:
     async def forward(port: int, incoming: AsyncIterator[bytes], send: ByteSink) -> None:
         await forwarder(ref, port, incoming, send)
 
-    session = streaming_portforward.Session(forward, creation_timeout_seconds=backend.timeouts.creation_seconds)
+    session = streaming_portforward.Session(
+        forward, creation_timeout_seconds=backend.timeouts.creation_seconds
+    )
     return await _upgraded(request, PORT_FORWARD_PROTOCOLS, backend, session)
 
 

@@ -39,7 +39,12 @@ class StreamOptions:
 
     def expected(self) -> set[str]:
         names = {ERROR}
-        for name, wanted in ((STDIN, self.stdin), (STDOUT, self.stdout), (STDERR, self.stderr), (RESIZE, self.tty)):
+        for name, wanted in (
+            (STDIN, self.stdin),
+            (STDOUT, self.stdout),
+            (STDERR, self.stderr),
+            (RESIZE, self.tty),
+        ):
             if wanted:
                 names.add(name)
         return names
@@ -52,7 +57,10 @@ def _flag(query: Mapping[str, str], name: str) -> bool:
 def parse_options(query: Mapping[str, str], *, require_command: bool) -> StreamOptions:
     """The kubelet's rules: some stream must be asked for, and a tty has no separate stderr."""
     options = StreamOptions(
-        stdin=_flag(query, "input"), stdout=_flag(query, "output"), stderr=_flag(query, "error"), tty=_flag(query, "tty")
+        stdin=_flag(query, "input"),
+        stdout=_flag(query, "output"),
+        stderr=_flag(query, "error"),
+        tty=_flag(query, "tty"),
     )
     if require_command and not query.get("command"):
         raise web.HTTPBadRequest(text="you must specify at least 1 command")
@@ -99,13 +107,17 @@ class Session:
         closed = asyncio.ensure_future(connection.closed.wait())
         complete = asyncio.ensure_future(self._complete.wait())
         try:
-            await asyncio.wait((closed, complete), timeout=creation_timeout_seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                (closed, complete), timeout=creation_timeout_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             closed.cancel()
             complete.cancel()
         if not self._complete.is_set():
             if not connection.closed.is_set():
-                logger.info("exec: the client did not open its streams within %.0f s", creation_timeout_seconds)
+                logger.info(
+                    "exec: the client did not open its streams within %.0f s", creation_timeout_seconds
+                )
             return
         status = await self._serve(connection)
         error = self._streams[ERROR]
@@ -151,7 +163,9 @@ class Session:
         exit_code = work.result()
         if exit_code == 0:
             return success_status()
-        return failure_status(f"command terminated with non-zero exit code: exit code {exit_code}", exit_code=exit_code)
+        return failure_status(
+            f"command terminated with non-zero exit code: exit code {exit_code}", exit_code=exit_code
+        )
 
 
 async def _chunks(stream: SpdyStream) -> AsyncIterator[bytes]:

@@ -100,7 +100,9 @@ def kubelet_backend(
         streaming=StreamingBackend(
             provider_name=provider_name or type(provider).__name__,
             exec_in_container=provider.exec_in_container if isinstance(provider, SupportsExec) else None,
-            attach_to_container=provider.attach_to_container if isinstance(provider, SupportsAttach) else None,
+            attach_to_container=provider.attach_to_container
+            if isinstance(provider, SupportsAttach)
+            else None,
             port_forward=provider.port_forward if isinstance(provider, SupportsPortForward) else None,
         ),
     )

@@ -93,7 +93,10 @@ class PodRuntime:
         # No command: the image's entrypoint, as a container runtime would run it (see image_entrypoints).
         entrypoint = spec.command or self.settings.image_entrypoints.get(spec.image, ())
         launch = Launch(
-            argv=(*entrypoint, *spec.args), env=env, working_dir=working_dir, stdin=self._wants_stdin(spec.name)
+            argv=(*entrypoint, *spec.args),
+            env=env,
+            working_dir=working_dir,
+            stdin=self._wants_stdin(spec.name),
         )
         return ContainerRuntime(
             spec,

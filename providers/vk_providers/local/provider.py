@@ -3,9 +3,9 @@
 It stands in for the "home GPU nodes" of a development cluster that has no real kubelets, so it behaves
 like a kubelet towards processes: a loopback IP per pod, init containers, restart policies with
 crash-loop back-off, probes, graceful deletion, CRI logs, usage, and adoption of everything that still
-runs when a new daemon starts on the same state folder, and exec and port-forward (`streams`). This module is the facade the node talks to;
-the work is done by `pods`, `containers`, `runs` (with the `monitor` process), `probes`, `logs`,
-`usage` and `addresses`.
+runs when a new daemon starts on the same state folder, and exec, attach and port-forward (`streams`).
+This module is the facade the node talks to; the work is done by `pods`, `containers`, `runs` (with
+the `monitor` process), `probes`, `logs`, `usage`, `streams` and `addresses`.
 
 State folder layout (`context.state_dir`):
 
@@ -279,13 +279,17 @@ class LocalProvider:
         if found.running_status() is None or run is None:
             raise ProviderError(f"container {container!r} of pod {ref} is not running")
         stdin = run.stdin_path if found.launch.stdin else None
-        output = read_log(run.log_path, LogOptions(follow=True, tail_lines=0), lambda: not run.monitor_alive())
+        output = read_log(
+            run.log_path, LogOptions(follow=True, tail_lines=0), lambda: not run.monitor_alive()
+        )
         try:
             await attach_process(stdin, output, streams)
         finally:
             await output.aclose()  # type: ignore[attr-defined]
 
-    async def port_forward(self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink) -> None:
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
         runtime = self._pod(ref)
         await forward_port(runtime.pod_ip, port, incoming, send)
 

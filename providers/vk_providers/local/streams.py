@@ -19,7 +19,7 @@ import signal
 import struct
 import subprocess
 import termios
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 from vk_provider.errors import ProviderError
@@ -45,7 +45,10 @@ async def exec_process(
 async def _start(command: Sequence[str], working_dir: str, **options: object) -> asyncio.subprocess.Process:
     try:
         return await asyncio.create_subprocess_exec(
-            *command, cwd=working_dir, start_new_session=True, **options  # type: ignore[arg-type]
+            *command,
+            cwd=working_dir,
+            start_new_session=True,
+            **options,  # type: ignore[arg-type]
         )
     except FileNotFoundError:
         raise ProviderError(f'exec: "{command[0]}": executable file not found in $PATH') from None
@@ -141,7 +144,7 @@ async def _exec_with_tty(
             stdin=replica,
             stdout=replica,
             stderr=replica,
-            preexec_fn=_make_controlling_terminal,  # noqa: PLW1509 (an ioctl only: no lock is taken)
+            preexec_fn=_make_controlling_terminal,  # an ioctl only: no lock is taken
         )
     except BaseException:
         os.close(controller)
@@ -189,13 +192,18 @@ class _Terminal:  # also any other non-blocking descriptor (the attach FIFO)
             except BlockingIOError:
                 await self._ready(self._loop.add_writer, self._loop.remove_writer)
 
-    async def _ready(self, add: object, remove: object) -> None:
-        ready = self._loop.create_future()
-        add(self.fd, lambda: ready.done() or ready.set_result(None))  # type: ignore[operator]
+    async def _ready(self, add: Callable[..., object], remove: Callable[[int], object]) -> None:
+        ready: asyncio.Future[None] = self._loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        add(self.fd, wake)
         try:
             await ready
         finally:
-            remove(self.fd)  # type: ignore[operator]
+            remove(self.fd)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

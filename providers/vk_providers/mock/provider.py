@@ -29,10 +29,10 @@ from vk_provider.errors import (
     TemporaryProviderError,
 )
 from vk_provider.provider import (
+    ByteSink,
     ContainerState,
     ContainerStateKind,
     ContainerStreams,
-    ByteSink,
     ContainerUsage,
     LogOptions,
     PodRef,
@@ -40,7 +40,6 @@ from vk_provider.provider import (
     PodState,
     ProviderContext,
 )
-
 from vk_providers.mock.streams import attach, echo_port, run_builtin
 
 FAIL_CREATE_LABEL = "mock.vk-provider.dev/fail-create"

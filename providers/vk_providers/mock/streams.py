@@ -23,7 +23,7 @@ from vk_provider.provider import ByteSink, ContainerStreams, TerminalSize
 COMMAND_NOT_FOUND = 127
 
 
-async def run_builtin(command: Sequence[str], streams: ContainerStreams) -> int:
+async def run_builtin(command: Sequence[str], streams: ContainerStreams) -> int:  # noqa: PLR0911 (one per command)
     name, arguments = (command[0], list(command[1:])) if command else ("", [])
     out = streams.stdout
     if name == "echo":
@@ -43,7 +43,7 @@ async def run_builtin(command: Sequence[str], streams: ContainerStreams) -> int:
         await _write(out, f"{size.height} {size.width}\r\n".encode())
         return 0
     if name == "sleep" and arguments:
-        await asyncio.sleep(float(arguments[0]))  # noqa: sleep-ok (the command's whole point)
+        await asyncio.sleep(float(arguments[0]))  # the command's whole point (noqa: sleep-ok)
         return 0
     await _write(streams.stderr or out, f"{name}: command not found\n".encode())
     return COMMAND_NOT_FOUND

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,8 +26,8 @@ class Collected:
         self.data += chunk
         self.grew.set()
 
-    async def until(self, predicate: object, timeout: float = 10) -> None:
-        async with asyncio.timeout(timeout):
+    async def until(self, predicate: object) -> None:
+        async with asyncio.timeout(10):
             while not (callable(predicate) and predicate(bytes(self.data))):
                 self.grew.clear()
                 await self.grew.wait()
@@ -39,12 +39,19 @@ async def chunks(items: Sequence[bytes]) -> AsyncIterator[bytes]:
 
 
 async def run(command: Sequence[str], tmp_path: Path, **streams: object) -> int:
-    return await exec_process(command, ContainerStreams(**streams), env={"PATH": os.environ["PATH"], "GREETING": "hi"}, working_dir=str(tmp_path))  # type: ignore[arg-type]
+    return await exec_process(
+        command,
+        ContainerStreams(**streams),
+        env={"PATH": os.environ["PATH"], "GREETING": "hi"},
+        working_dir=str(tmp_path),
+    )  # type: ignore[arg-type]
 
 
 async def test_the_outputs_stay_apart_and_the_exit_code_comes_back(tmp_path: Path) -> None:
     out, err = Collected(), Collected()
-    code = await run(["sh", "-c", 'echo "$GREETING from $(pwd)"; echo err >&2; exit 3'], tmp_path, stdout=out, stderr=err)
+    code = await run(
+        ["sh", "-c", 'echo "$GREETING from $(pwd)"; echo err >&2; exit 3'], tmp_path, stdout=out, stderr=err
+    )
     assert code == 3
     assert bytes(out.data) == f"hi from {tmp_path}\n".encode()
     assert bytes(err.data) == b"err\n"
@@ -63,7 +70,7 @@ async def test_a_signal_death_is_128_plus_the_signal(tmp_path: Path) -> None:
 
 
 async def test_a_missing_program_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ProviderError, match='"no-such-program": executable file not found'):
+    with pytest.raises(ProviderError, match=r'"no-such-program": executable file not found'):
         await run(["no-such-program"], tmp_path, stdout=Collected())
 
 
@@ -83,7 +90,9 @@ async def test_a_terminal_has_the_clients_size_and_follows_a_resize(tmp_path: Pa
     keys.put_nowait(b"tty >/dev/null && stty size\n")
     await out.until(lambda data: b"30 100" in data)
     sizes.put_nowait(TerminalSize(width=120, height=40))
-    await asyncio.sleep(0.2)  # noqa: sleep-ok (lets the resize land before the shell is asked; no event for it)
+    await asyncio.sleep(
+        0.2
+    )  # lets the resize land before the shell is asked; no event for it (noqa: sleep-ok)
     keys.put_nowait(b"stty size; exit 4\n")
     await out.until(lambda data: b"40 120" in data)
     assert await asyncio.wait_for(task, 10) == 4
@@ -91,17 +100,21 @@ async def test_a_terminal_has_the_clients_size_and_follows_a_resize(tmp_path: Pa
 
 async def test_cancelling_kills_the_command_and_its_children(tmp_path: Path) -> None:
     marker = tmp_path / "child.pid"
-    task = asyncio.ensure_future(run(["sh", "-c", f"sleep 300 & echo $! > {marker}; wait"], tmp_path, stdout=Collected()))
-    async with asyncio.timeout(10):
-        while not marker.exists() or not marker.read_text().strip():
-            await asyncio.sleep(0.05)  # noqa: sleep-ok (polls for the file the shell writes)
+    task = asyncio.ensure_future(
+        run(["sh", "-c", f"sleep 300 & echo $! > {marker}; wait"], tmp_path, stdout=Collected())
+    )
+    await wait_until(lambda: marker.exists() and bool(marker.read_text().strip()))
     child = int(marker.read_text())
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    await wait_until(lambda: not _alive(child))
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(10):
-        while _alive(child):
-            await asyncio.sleep(0.05)  # noqa: sleep-ok (polls for the child's end)
+        while not condition():  # noqa: ASYNC110 (a file and a process: nothing to wait on but polling)
+            await asyncio.sleep(0.05)  # polls (noqa: sleep-ok)
 
 
 def _alive(pid: int) -> bool:
@@ -127,5 +140,5 @@ async def test_port_forward_copies_both_ways_and_half_closes() -> None:
 
 
 async def test_port_forward_to_a_closed_port_says_so() -> None:
-    with pytest.raises(ProviderError, match="dial tcp 127.0.0.1:1: "):
+    with pytest.raises(ProviderError, match=r"dial tcp 127\.0\.0\.1:1: "):
         await forward_port("127.0.0.1", 1, chunks([]), Collected())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import ssl
 from collections.abc import Mapping
 
@@ -49,7 +50,12 @@ class SpdyPeer:
     ) -> tuple[int, Mapping[str, str], bytes, SpdyPeer | None]:
         """Send the upgrade request; (status, headers, body, peer or None if it was not upgraded)."""
         reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context)
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: Upgrade", "Upgrade: SPDY/3.1"]
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {host}:{port}",
+            "Connection: Upgrade",
+            "Upgrade: SPDY/3.1",
+        ]
         lines += [f"X-Stream-Protocol-Version: {protocol}" for protocol in protocols]
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         lines += ["Content-Length: 0", "", ""]
@@ -85,16 +91,16 @@ class SpdyPeer:
             last = start + 65536 >= len(data)
             self.send(frames.DataFrame(stream.id, chunk, fin=fin and last))
 
-    async def wait(self, stream: PeerStream, *, timeout: float = 10.0) -> PeerStream:
+    async def wait(self, stream: PeerStream, *, within: float = 10.0) -> PeerStream:
         """Until the server finished (FIN) or reset the stream."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             while not stream.fin and stream.reset is None:
                 stream.changed.clear()
                 await stream.changed.wait()
         return stream
 
-    async def wait_for_data(self, stream: PeerStream, predicate: object, *, timeout: float = 10.0) -> bytes:
-        async with asyncio.timeout(timeout):
+    async def wait_for_data(self, stream: PeerStream, predicate: object, *, within: float = 10.0) -> bytes:
+        async with asyncio.timeout(within):
             while not callable(predicate) or not predicate(bytes(stream.data)):
                 if stream.fin or stream.reset is not None:
                     raise AssertionError(f"stream {stream.id} ended with {bytes(stream.data)!r}")
@@ -105,7 +111,7 @@ class SpdyPeer:
     async def close(self) -> None:
         self.writer.close()
         self._task.cancel()
-        with _suppress():
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
 
     async def _read(self) -> None:
@@ -136,11 +142,3 @@ class SpdyPeer:
         else:
             self.control.append(frame)
             self.control_changed.set()
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True

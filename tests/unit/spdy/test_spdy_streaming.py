@@ -68,15 +68,16 @@ async def test_exec_separates_the_outputs_and_reports_the_exit_code(tmp_path: Pa
         status, headers, _, peer = await SpdyPeer.upgrade(
             "127.0.0.1", port, exec_path("fail", "3", "bad"), protocols=("v5.channel.k8s.io", *V4)
         )
-        assert status == 101 and peer is not None
+        assert status == 101
+        assert peer is not None
         assert headers["x-stream-protocol-version"] == "v5.channel.k8s.io"
         error = peer.open({"streamType": "error"}, fin=True)
         stdout = peer.open({"streamType": "stdout"}, fin=True)
         stderr = peer.open({"streamType": "stderr"}, fin=True)
         for stream in (error, stdout, stderr):
             await peer.wait(stream)
-        assert error.replied and stdout.replied and stderr.replied
-        assert bytes(stderr.data) == b"bad\n" and bytes(stdout.data) == b""
+        assert all(stream.replied for stream in (error, stdout, stderr))
+        assert (bytes(stderr.data), bytes(stdout.data)) == (b"bad\n", b"")
         assert json.loads(error.data) == {
             "metadata": {},
             "status": "Failure",
@@ -100,7 +101,7 @@ async def test_exec_pipes_stdin_and_succeeds(tmp_path: Path) -> None:
         stdin = peer.open({"streamType": "stdin"})
         stdout = peer.open({"streamType": "stdout"}, fin=True)
         peer.write(stdin, payload, fin=True)
-        await peer.wait(stdout, timeout=30)
+        await peer.wait(stdout, within=30)
         await peer.wait(error)
         assert bytes(stdout.data) == payload
         assert json.loads(error.data) == {"metadata": {}, "status": "Success"}
@@ -145,7 +146,8 @@ async def test_port_forward_serves_pairs_by_request_id_and_reports_bad_ports(tmp
         _, headers, _, peer = await SpdyPeer.upgrade(
             "127.0.0.1", port, "/portForward/default/web", protocols=("portforward.k8s.io",)
         )
-        assert peer is not None and headers["x-stream-protocol-version"] == "portforward.k8s.io"
+        assert peer is not None
+        assert headers["x-stream-protocol-version"] == "portforward.k8s.io"
         pairs = []
         for request in range(5):
             error = peer.open({"streamType": "error", "port": "8000", "requestID": str(request)}, fin=True)
@@ -168,7 +170,9 @@ async def test_port_forward_serves_pairs_by_request_id_and_reports_bad_ports(tmp
 async def test_a_pair_missing_its_second_stream_is_reset(tmp_path: Path) -> None:
     provider = await mock(tmp_path)
     async with serving(mock_streaming(provider, creation_seconds=0.2), provider) as port:
-        _, _, _, peer = await SpdyPeer.upgrade("127.0.0.1", port, "/portForward/default/web", protocols=("portforward.k8s.io",))
+        _, _, _, peer = await SpdyPeer.upgrade(
+            "127.0.0.1", port, "/portForward/default/web", protocols=("portforward.k8s.io",)
+        )
         assert peer is not None
         lonely = peer.open({"streamType": "error", "port": "80", "requestID": "1"}, fin=True)
         await peer.wait(lonely)
@@ -189,7 +193,9 @@ async def test_an_exec_without_its_streams_is_closed_after_the_creation_timeout(
 async def test_an_idle_connection_is_closed(tmp_path: Path) -> None:
     provider = await mock(tmp_path)
     async with serving(mock_streaming(provider, idle_seconds=0.3), provider) as port:
-        _, _, _, peer = await SpdyPeer.upgrade("127.0.0.1", port, "/portForward/default/web", protocols=("portforward.k8s.io",))
+        _, _, _, peer = await SpdyPeer.upgrade(
+            "127.0.0.1", port, "/portForward/default/web", protocols=("portforward.k8s.io",)
+        )
         assert peer is not None
         await asyncio.wait_for(peer.closed.wait(), 5)
         await peer.close()
@@ -203,7 +209,9 @@ class Hanging(BareProvider):
         self.started = asyncio.Event()
         self.cancelled = asyncio.Event()
 
-    async def exec_in_container(self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams) -> int:
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
         self.started.set()
         try:
             await asyncio.Event().wait()
@@ -231,7 +239,12 @@ async def test_a_vanished_client_cancels_the_command(tmp_path: Path) -> None:
     [
         (exec_path("ls"), V4, 501, "exec is not supported by provider bare"),
         ("/attach/default/web/app?output=1", V4, 501, "attach is not supported by provider bare"),
-        ("/portForward/default/web", ("portforward.k8s.io",), 501, "port-forward is not supported by provider bare"),
+        (
+            "/portForward/default/web",
+            ("portforward.k8s.io",),
+            501,
+            "port-forward is not supported by provider bare",
+        ),
         ("/exec/default/nope/app?command=ls&output=1", V4, 404, 'pod "default/nope" is not on node'),
         ("/exec/default/web/nope?command=ls&output=1", V4, 404, 'container "nope" not found'),
     ],
@@ -243,7 +256,8 @@ async def test_refusals_come_before_the_upgrade(
     async with serving(StreamingBackend(provider_name="bare"), provider) as port:
         got, _, body, peer = await SpdyPeer.upgrade("127.0.0.1", port, path, protocols=protocols)
         assert peer is None
-        assert got == status and text in body.decode()
+        assert got == status
+        assert text in body.decode()
 
 
 @pytest.mark.parametrize(
@@ -260,6 +274,9 @@ async def test_bad_exec_requests_are_refused(
 ) -> None:
     provider = await mock(tmp_path)
     async with serving(mock_streaming(provider), provider) as port:
-        got, _, body, peer = await SpdyPeer.upgrade("127.0.0.1", port, f"/exec/default/web/app?{query}", protocols=protocols)
+        got, _, body, peer = await SpdyPeer.upgrade(
+            "127.0.0.1", port, f"/exec/default/web/app?{query}", protocols=protocols
+        )
         assert peer is None
-        assert got == status and text in body.decode()
+        assert got == status
+        assert text in body.decode()

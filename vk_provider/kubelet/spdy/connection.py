@@ -36,7 +36,9 @@ class StreamResetError(ConnectionError):
 
 
 class SpdyStream:
-    def __init__(self, connection: SpdyConnection, stream_id: int, headers: Headers, *, remote_fin: bool) -> None:
+    def __init__(
+        self, connection: SpdyConnection, stream_id: int, headers: Headers, *, remote_fin: bool
+    ) -> None:
         self.id = stream_id
         self.headers = headers
         self._connection = connection
@@ -170,7 +172,8 @@ class SpdyConnection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        if not isinstance(transport, asyncio.Transport):
+            raise TypeError("SPDY runs over a stream transport")
         self._transport = transport
         self._touch()
 
@@ -249,9 +252,9 @@ class SpdyConnection(asyncio.Protocol):
             self._transport.resume_reading()
 
     def forget(self, stream: SpdyStream) -> None:
-        if self._streams.get(stream.id) is stream and (stream.reset_status is not None or stream.local_closed):
-            if stream.remote_closed:
-                del self._streams[stream.id]
+        finished = stream.reset_status is not None or (stream.local_closed and stream.remote_closed)
+        if finished and self._streams.get(stream.id) is stream:
+            del self._streams[stream.id]
 
     async def close(self) -> None:
         """Say goodbye (GOAWAY) and close the transport once what is buffered has been written."""

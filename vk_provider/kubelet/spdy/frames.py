@@ -49,7 +49,7 @@ GOAWAY_INTERNAL_ERROR = 2
 
 SETTINGS_INITIAL_WINDOW_SIZE = 7
 
-_WORDS = (
+_WORD_LIST = (
     "options head post put delete trace accept accept-charset accept-encoding accept-language "
     "accept-ranges age allow authorization cache-control connection content-base content-encoding "
     "content-language content-length content-location content-md5 content-range content-type date "
@@ -57,7 +57,18 @@ _WORDS = (
     "if-unmodified-since last-modified location max-forwards pragma proxy-authenticate "
     "proxy-authorization range referer retry-after server te trailer transfer-encoding upgrade "
     "user-agent vary via warning www-authenticate method get status"
-).split() + ["200 OK", "version", "HTTP/1.1", "url", "public", "set-cookie", "keep-alive", "origin"]
+)
+_WORDS = [
+    *_WORD_LIST.split(),
+    "200 OK",
+    "version",
+    "HTTP/1.1",
+    "url",
+    "public",
+    "set-cookie",
+    "keep-alive",
+    "origin",
+]
 _TAIL = (
     "100101201202205206300302303304305306307402405406407408409410411412413414415416417502504505"
     "203 Non-Authoritative Information204 No Content301 Moved Permanently400 Bad Request401 Unauthorized"
@@ -139,9 +150,7 @@ class WindowUpdate:
     delta: int
 
 
-Frame = (
-    DataFrame | SynStream | SynReply | HeadersFrame | RstStream | Settings | Ping | GoAway | WindowUpdate
-)
+Frame = DataFrame | SynStream | SynReply | HeadersFrame | RstStream | Settings | Ping | GoAway | WindowUpdate
 
 
 def header_values(headers: Headers, name: str) -> list[str]:
@@ -164,9 +173,11 @@ class FrameEncoder:
     """Encodes one direction of a connection (it owns that direction's header compressor)."""
 
     def __init__(self) -> None:
-        self._compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 8, zdict=DICTIONARY)
+        self._compressor = zlib.compressobj(
+            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 8, zdict=DICTIONARY
+        )
 
-    def encode(self, frame: Frame) -> bytes:
+    def encode(self, frame: Frame) -> bytes:  # noqa: PLR0911 (one return per frame type)
         if isinstance(frame, DataFrame):
             _check_stream_id(frame.stream_id, allow_zero=False)
             if len(frame.data) > MAX_DATA_LENGTH:
@@ -247,7 +258,7 @@ class FrameDecoder:
         except (struct.error, IndexError) as error:
             raise SpdyProtocolError(f"a truncated control frame of type {kind}") from error
 
-    def _control(self, kind: int, flags: int, payload: bytes) -> Frame | None:
+    def _control(self, kind: int, flags: int, payload: bytes) -> Frame | None:  # noqa: PLR0911 (one per type)
         fin = bool(flags & FLAG_FIN)
         if kind == SYN_STREAM:
             stream_id, associated, priority = struct.unpack(">IIB", payload[:9])
