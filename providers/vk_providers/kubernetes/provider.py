@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import yaml
 
 from vk_provider.errors import (
@@ -36,7 +37,7 @@ from vk_provider.kit.resilience import (
     default_status_error,
 )
 from vk_provider.kit.resilience.health import probe_health
-from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
+from vk_provider.provider import ContainerStreams, LogOptions, PodRef, PodRequest, PodState, ProviderContext
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
 from vk_providers.kubernetes.states import (
@@ -45,6 +46,8 @@ from vk_providers.kubernetes.states import (
     owner_ref,
     pod_state,
 )
+from vk_providers.kubernetes.streams import PROTOCOLS as STREAM_PROTOCOLS
+from vk_providers.kubernetes.streams import run_channels, stream_query
 from vk_providers.kubernetes.translate import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -303,6 +306,30 @@ class KubernetesProvider:
                 yield chunk
         finally:
             response.release()
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        """The remote pod's exec, through the remote apiserver (WebSocket, `streams`)."""
+        query = [*stream_query(container, streams), *(("command", word) for word in command)]
+        return await self._run_remote("exec", ref, query, streams)
+
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        await self._run_remote("attach", ref, stream_query(container, streams), streams)
+
+    async def _run_remote(
+        self, subresource: str, ref: PodRef, query: list[tuple[str, str]], streams: ContainerStreams
+    ) -> int:
+        path = self._path("pods", object_name(self._settings, ref.uid)) + f"/{subresource}"
+        try:
+            socket = await self._remote.open_websocket(path, query, STREAM_PROTOCOLS)
+        except ApiStatusError as error:
+            if error.status == 404:
+                raise NotFoundError(f"pod {ref} has no remote pod") from None
+            raise ProviderError(f"remote {subresource}: {error.detail or error.reason}") from None
+        except (aiohttp.ClientError, OSError) as error:
+            raise ProviderError(f"remote {subresource}: {error}") from None
+        return await run_channels(socket, streams)
 
     # -- helpers -------------------------------------------------------------------------------
 
