@@ -12,6 +12,7 @@ import pytest
 
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.test_kubernetes_provider import KubernetesHarness
+from tests.integration.waiting import wait_for
 from vk_provider.errors import ProviderError
 from vk_provider.provider import ContainerStreams
 from vk_provider.testing.contract import wait_running
@@ -66,3 +67,37 @@ async def test_remote_exec_separates_outputs_returns_the_exit_code_and_pipes_std
 
     with pytest.raises(ProviderError, match="remote"):
         await provider.exec_in_container(request.ref, "nope", ["true"], ContainerStreams(stdout=Collected()))
+
+
+async def test_remote_port_forward_reaches_the_pods_port_through_the_tunnel(
+    harness: KubernetesHarness,
+) -> None:
+    provider = harness.provider
+    request = harness.pod("web")
+    await provider.create_pod(request)
+    await wait_running(provider, request.ref)
+    answer = Collected()
+
+    async def one_request() -> AsyncIterator[bytes]:
+        yield b"GET / HTTP/1.0\r\n\r\n"
+
+    async def answered() -> bool:
+        # The pod is Running a moment before its server listens: until then the remote says so.
+        answer.data.clear()
+        try:
+            await provider.port_forward(request.ref, 8080, one_request(), answer)
+        except ProviderError as error:
+            assert "connect" in str(error).lower(), error  # noqa: PT017 (only a refused connection may repeat)
+            return False
+        return True
+
+    await wait_for(answered, timeout_seconds=30, what="the remote pod's port to answer")
+    assert bytes(answer.data).startswith(b"HTTP/1.0 200 OK")
+    assert b"Directory listing" in bytes(answer.data)
+
+    async def nothing() -> AsyncIterator[bytes]:
+        return
+        yield b""
+
+    with pytest.raises(ProviderError, match="remote"):
+        await provider.port_forward(request.ref, 9, nothing(), Collected())

@@ -9,7 +9,7 @@ import contextlib
 import ssl
 from collections.abc import Mapping
 
-from vk_provider.kubelet.spdy import frames
+from vk_provider.kit import spdyframes as frames
 
 
 class PeerStream:

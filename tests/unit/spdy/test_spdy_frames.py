@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vk_provider.kubelet.spdy import frames
+from vk_provider.kit import spdyframes as frames
 
 pytestmark = pytest.mark.unit
 

@@ -20,8 +20,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from vk_provider.kubelet.spdy import frames
-from vk_provider.kubelet.spdy.frames import DEFAULT_WINDOW, Frame, Headers
+from vk_provider.kit import spdyframes as frames
+from vk_provider.kit.spdyframes import DEFAULT_WINDOW, Frame, Headers
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,8 @@
 """SPDY/3.1 frames: their byte layout, header-block compression, and an incremental decoder.
 
+Used by the kubelet API (a server of exec, attach and port-forward) and by providers that reach a
+remote pod's port through a SPDY tunnel (the `kubernetes` provider).
+
 Layout (draft-mbelshe-httpbis-spdy-00, section 2.2): a control frame starts with the control bit,
 the version (3) and the type; a data frame with a 31-bit stream id. Both then carry 8 bits of flags and
 a 24-bit length. Header blocks (SYN_STREAM, SYN_REPLY, HEADERS) are a count and length-prefixed name
