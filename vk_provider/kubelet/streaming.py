@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from vk_provider.kubelet import streaming_exec, streaming_portforward
+from vk_provider.kubelet import streaming_exec, streaming_portforward, websocket
 from vk_provider.kubelet.spdy.connection import SpdyConnection
 from vk_provider.provider import ByteSink, ContainerStreams, PodRef
 
@@ -172,11 +172,21 @@ async def _upgraded(
     backend: StreamingBackend,
     session: streaming_exec.Session | streaming_portforward.Session,
 ) -> web.StreamResponse:
+    if websocket.is_websocket(request):
+        if isinstance(session, streaming_exec.Session):
+            return await websocket.serve_channels(request, session, backend.timeouts.creation_seconds)
+        return await websocket.serve_tunnel(
+            request,
+            session,
+            creation_timeout_seconds=backend.timeouts.creation_seconds,
+            idle_timeout_seconds=backend.timeouts.idle_seconds,
+        )
     connection_tokens = {token.strip().lower() for token in request.headers.get("Connection", "").split(",")}
     upgrade = request.headers.get("Upgrade", "")
     if "upgrade" not in connection_tokens or upgrade.lower() != "spdy/3.1":
         raise web.HTTPBadRequest(
-            text=f"unable to upgrade: this node streams over SPDY/3.1 (the request asked for {upgrade!r})"
+            text="unable to upgrade: this node streams over SPDY/3.1 or WebSocket "
+            f"(the request asked for {upgrade!r})"
         )
     offered = offered_protocols(request)
     protocol = negotiate(offered, served)
@@ -197,7 +207,7 @@ async def _upgraded(
     transport.set_protocol(connection)
     connection.connection_made(transport)
     try:
-        await session.run(connection, backend.timeouts.creation_seconds)
+        await session.run(connection.closed, backend.timeouts.creation_seconds)
     except asyncio.CancelledError:
         connection.abort()
         raise

@@ -15,12 +15,12 @@ import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from vk_provider.errors import ProviderError
-from vk_provider.kubelet.spdy.connection import SpdyConnection, SpdyStream, StreamResetError
+from vk_provider.kubelet.spdy.connection import SpdyStream
 from vk_provider.provider import ContainerStreams, TerminalSize
 
 logger = logging.getLogger(__name__)
@@ -84,27 +84,44 @@ def failure_status(message: str, *, exit_code: int | None = None) -> dict[str, A
     return status
 
 
+class Channel(Protocol):
+    """One stream of a session: a SPDY stream, or a channel of a WebSocket (`websocket`)."""
+
+    async def read(self) -> bytes:
+        """The next chunk; b"" once the client has finished sending on it."""
+
+    async def write(self, data: bytes) -> None:
+        """Raises ConnectionError once the client has gone."""
+
+    async def close_write(self) -> None: ...
+
+
 class Session:
     """Collects the client's streams, runs `run` with them, and reports how it ended."""
 
     def __init__(self, options: StreamOptions, run: Callable[[ContainerStreams], Awaitable[int]]) -> None:
-        self._options = options
+        self.options = options
         self._run = run
-        self._streams: dict[str, SpdyStream] = {}
+        self._streams: dict[str, Channel] = {}
         self._complete = asyncio.Event()
 
-    def on_stream(self, stream: SpdyStream) -> None:
-        kind = (stream.header("streamType") or "").lower()
-        if kind not in self._options.expected() or kind in self._streams:
+    def add(self, kind: str, channel: Channel) -> bool:
+        """Take the client's stream of this kind; False if the session has no use for it."""
+        if kind not in self.options.expected() or kind in self._streams:
             logger.info("exec: refusing an unexpected %r stream", kind)
-            stream.reset()
-            return
-        self._streams[kind] = stream
-        if set(self._streams) == self._options.expected():
+            return False
+        self._streams[kind] = channel
+        if set(self._streams) == self.options.expected():
             self._complete.set()
+        return True
 
-    async def run(self, connection: SpdyConnection, creation_timeout_seconds: float) -> None:
-        closed = asyncio.ensure_future(connection.closed.wait())
+    def on_stream(self, stream: SpdyStream) -> None:
+        if not self.add((stream.header("streamType") or "").lower(), stream):
+            stream.reset()
+
+    async def run(self, gone: asyncio.Event, creation_timeout_seconds: float) -> None:
+        """Serve once every stream is there; `gone` is set when the client's connection has ended."""
+        closed = asyncio.ensure_future(gone.wait())
         complete = asyncio.ensure_future(self._complete.wait())
         try:
             await asyncio.wait(
@@ -114,29 +131,29 @@ class Session:
             closed.cancel()
             complete.cancel()
         if not self._complete.is_set():
-            if not connection.closed.is_set():
+            if not gone.is_set():
                 logger.info(
                     "exec: the client did not open its streams within %.0f s", creation_timeout_seconds
                 )
             return
-        status = await self._serve(connection)
+        status = await self._serve(gone)
         error = self._streams[ERROR]
-        with contextlib.suppress(StreamResetError):
+        with contextlib.suppress(ConnectionError):
             await error.write(json.dumps(status).encode())
             await error.close_write()
 
-    async def _serve(self, connection: SpdyConnection) -> dict[str, Any]:
+    async def _serve(self, client_gone: asyncio.Event) -> dict[str, Any]:
         streams = self._streams
         stdout, stderr = streams.get(STDOUT), streams.get(STDERR)
         container_streams = ContainerStreams(
             stdin=_chunks(streams[STDIN]) if STDIN in streams else None,
             stdout=stdout.write if stdout is not None else None,
             stderr=stderr.write if stderr is not None else None,
-            tty=self._options.tty,
+            tty=self.options.tty,
             resize=_sizes(streams[RESIZE]) if RESIZE in streams else None,
         )
         work = asyncio.ensure_future(self._run(container_streams))
-        gone = asyncio.ensure_future(connection.closed.wait())
+        gone = asyncio.ensure_future(client_gone.wait())
         try:
             await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -151,11 +168,11 @@ class Session:
         error = work.exception()
         for output in (stdout, stderr):
             if output is not None:
-                with contextlib.suppress(StreamResetError):
+                with contextlib.suppress(ConnectionError):
                     await output.close_write()
         if isinstance(error, ProviderError):
             return failure_status(str(error))
-        if isinstance(error, StreamResetError):
+        if isinstance(error, ConnectionError):
             return failure_status("the client closed an output stream")
         if error is not None:
             logger.error("exec: the provider failed", exc_info=error)
@@ -168,12 +185,12 @@ class Session:
         )
 
 
-async def _chunks(stream: SpdyStream) -> AsyncIterator[bytes]:
+async def _chunks(stream: Channel) -> AsyncIterator[bytes]:
     while chunk := await stream.read():
         yield chunk
 
 
-async def _sizes(stream: SpdyStream) -> AsyncIterator[TerminalSize]:
+async def _sizes(stream: Channel) -> AsyncIterator[TerminalSize]:
     """The resize stream: JSON objects {"Width": w, "Height": h} one after another."""
     decoder = json.JSONDecoder()
     buffer = ""

@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from vk_provider.errors import ProviderError
-from vk_provider.kubelet.spdy.connection import SpdyConnection, SpdyStream, StreamResetError
+from vk_provider.kubelet.spdy.connection import SpdyStream, StreamResetError
 from vk_provider.provider import ByteSink
 
 logger = logging.getLogger(__name__)
@@ -77,9 +77,9 @@ class Session:
             if stream is not None:
                 stream.reset()
 
-    async def run(self, connection: SpdyConnection, creation_timeout_seconds: float) -> None:
+    async def run(self, gone: asyncio.Event, creation_timeout_seconds: float) -> None:
         try:
-            await connection.closed.wait()
+            await gone.wait()
         finally:
             for pair in self._pairs.values():
                 if pair.timer is not None:
