@@ -66,8 +66,14 @@ def own_address_range() -> str:
     return f"127.{random.randint(2, 254)}.{random.randint(0, 255)}.0/24"  # noqa: S311 (not a secret)
 
 
-async def start_box(start_node: StartNode, kube_api: client.ApiClient, namespace: str) -> NodeDaemon:
-    daemon = await start_node("local", provider_config={"address_range": own_address_range()})
+async def start_box(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str, *, websocket: bool = True
+) -> NodeDaemon:
+    """A local node running the box; `websocket=False`: the node does not declare WebSocket streaming,
+    so the apiserver speaks SPDY to it (translating kubectl's WebSocket)."""
+    daemon = await start_node(
+        "local", provider_config={"address_range": own_address_range()}, kubelet_websocket=websocket
+    )
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod(namespace, box_pod(daemon.node_name))
 
@@ -97,10 +103,15 @@ def sha256_in_pod(plane: cluster.ClusterState, namespace: str, path: str) -> str
     return done.stdout.split()[0].decode()
 
 
+@pytest.mark.parametrize("websocket", [True, False], ids=["websocket", "spdy"])
 async def test_exec_separates_outputs_returns_the_exit_code_and_pipes_stdin(
-    start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    control_plane: cluster.ClusterState,
+    websocket: bool,
 ) -> None:
-    await start_box(start_node, kube_api, namespace)
+    await start_box(start_node, kube_api, namespace, websocket=websocket)
     done = kubectl_bytes(
         control_plane, "exec", "-n", namespace, "box", "--", "sh", "-c", "echo out; echo err >&2; exit 3"
     )

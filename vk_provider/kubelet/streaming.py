@@ -173,6 +173,7 @@ async def _upgraded(
     session: streaming_exec.Session | streaming_portforward.Session,
 ) -> web.StreamResponse:
     if websocket.is_websocket(request):
+        logger.debug("%s %s: over WebSocket", request.method, request.path)
         if isinstance(session, streaming_exec.Session):
             return await websocket.serve_channels(request, session, backend.timeouts.creation_seconds)
         return await websocket.serve_tunnel(
@@ -199,6 +200,7 @@ async def _upgraded(
     transport = request.transport
     if transport is None or transport.is_closing():
         return web.Response()
+    logger.debug("%s %s: over SPDY/3.1, %s", request.method, request.path, protocol)
     connection = SpdyConnection(session.on_stream, idle_timeout_seconds=backend.timeouts.idle_seconds)
     transport.write(
         b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
