@@ -37,10 +37,14 @@ BIG_FILE_BYTES = 50 * 1024 * 1024
 
 
 def box_pod(node: str) -> dict[str, Any]:
-    """A local pod that writes 50 MiB of noise to big.bin and serves its working folder over HTTP."""
-    script = (
-        f'head -c {BIG_FILE_BYTES} /dev/urandom > big.bin && exec python3 -m http.server --bind "$MY_IP" 8000'
+    """A local pod that writes 50 MiB of noise to big.bin and serves its working folder over HTTP (8000)."""
+    # http.server's listen backlog is 5: a burst of 100 connections overflows it, and SYNs dropped on
+    # loopback are retried only after seconds (kubectl port-forward gives up meanwhile). 256 it is.
+    serve = (
+        "import http.server as h, sys; h.ThreadingHTTPServer.request_queue_size = 256; "
+        "h.test(HandlerClass=h.SimpleHTTPRequestHandler, ServerClass=h.ThreadingHTTPServer, bind=sys.argv[1])"
     )
+    script = f"head -c {BIG_FILE_BYTES} /dev/urandom > big.bin && exec python3 -c '{serve}' \"$MY_IP\""
     return {
         "metadata": {"name": "box"},
         "spec": {

@@ -43,14 +43,18 @@ def forwarded_port(process: subprocess.Popen[bytes]) -> int:
     return int(match.group(1))
 
 
-async def test_port_forward_carries_100_concurrent_requests_and_a_50_mib_download(
+@pytest.mark.parametrize("websocket", [True, False], ids=["websocket", "spdy"])
+async def test_port_forward_carries_100_concurrent_requests_and_a_50_mib_download(  # noqa: PLR0917 (fixtures)
     start_node: StartNode,
     kube_api: client.ApiClient,
     namespace: str,
     control_plane: cluster.ClusterState,
     forwarders: list[subprocess.Popen[bytes]],
+    websocket: bool,
 ) -> None:
-    await start_box(start_node, kube_api, namespace)
+    """Over WebSocket (the node declares it: kubectl's SPDY-in-WebSocket tunnel reaches the node as it
+    is), and over SPDY (the apiserver unwraps the tunnel and speaks SPDY to the node)."""
+    await start_box(start_node, kube_api, namespace, websocket=websocket)
     process = kubectl_process(
         control_plane, "port-forward", "-n", namespace, "pod/box", "0:8000", stdout=subprocess.PIPE
     )
