@@ -37,8 +37,12 @@ test-unit: lint
 test-integration: build-plane
 	$(BIN)/pytest -m integration
 
+# Three workers share one plane (tests/conftest.py): most integration tests wait on the plane, not the
+# CPU, so even 2 cores run three at once; tests that share something cluster-wide form xdist groups.
+TEST_WORKERS ?= 3
+
 test: lint build-plane
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,13 +1,18 @@
 """Fixtures for tests against the real control plane.
 
-One plane is started per test run (session scope) with short node-lifecycle timings, or an already
-running one is reused when VK_PROVIDER_TEST_CLUSTER names its folder (`vk-provider dev up --dir X`, then
-`VK_PROVIDER_TEST_CLUSTER=X pytest -m integration`). Tests isolate themselves with a namespace each.
+One plane is started per test run with short node-lifecycle timings, or an already running one is
+reused when VK_PROVIDER_TEST_CLUSTER names its folder (`vk-provider dev up --dir X`, then
+`VK_PROVIDER_TEST_CLUSTER=X pytest -m integration`). Under pytest-xdist (`-n N`) the workers share one
+plane: the first worker that needs it starts it under a file lock, the others wait and reuse it, and the
+controlling process stops it when the run ends (tests/conftest.py). Tests isolate themselves with a
+namespace each and unique names for anything cluster-scoped; tests that share something cluster-wide
+run in one xdist group (see tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -19,6 +24,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, config
 
+from tests.conftest import SHARED_PLANE_VARIABLE
 from tests.integration.daemons import NodeDaemon
 from tests.integration.migration_rig import RigFor, StartNode, rig_factory
 from tests.integration.waiting import wait_for
@@ -34,9 +40,39 @@ DEFAULT_TOLERATION_SECONDS = 30
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
+POLICY_GROUP = pytest.mark.xdist_group("policy")
+"""Tests that create OffloadPolicies or run a policy controller: policies are cluster-scoped and every
+policy controller acts on all of them, so these run one after another on one xdist worker (every
+other test's controller runs with --no-policy)."""
+DEV_CLUSTER_GROUP = pytest.mark.xdist_group("dev-cluster")
+"""Tests that start development clusters of their own: one at a time, each is a whole plane."""
+
+
+def test_plane_settings(directory: Path) -> cluster.ClusterSettings:
+    return cluster.ClusterSettings(
+        directory=directory,
+        node_monitor_grace_period_seconds=NODE_MONITOR_GRACE_PERIOD_SECONDS,
+        default_toleration_seconds=DEFAULT_TOLERATION_SECONDS,
+        use_preferred_ports=False,
+        local_node=False,  # each test starts the nodes it needs
+    )
+
+
+def start_test_plane(directory: Path) -> cluster.ClusterState:
+    directory.mkdir(parents=True, exist_ok=True)
+    cache = BinaryCache.default()
+    bin_dir = cache.ensure(wait=True, out=sys.stderr)
+    result = cluster.up(
+        test_plane_settings(directory),
+        bin_dir=bin_dir,
+        kubernetes_version=cache.pins.kubernetes_version,
+        out=sys.stderr,
+    )
+    return result.state
+
 
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterState]:
+def control_plane(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[cluster.ClusterState]:
     reuse = os.environ.get(REUSE_VARIABLE)
     if reuse:
         state = cluster.ClusterState.load(Path(reuse))
@@ -46,22 +82,36 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
             )
         yield state
         return
-    cache = BinaryCache.default()
-    bin_dir = cache.ensure(wait=True, out=sys.stderr)
-    settings = cluster.ClusterSettings(
-        directory=tmp_path_factory.mktemp("control-plane"),
-        node_monitor_grace_period_seconds=NODE_MONITOR_GRACE_PERIOD_SECONDS,
-        default_toleration_seconds=DEFAULT_TOLERATION_SECONDS,
-        use_preferred_ports=False,
-        local_node=False,  # each test starts the nodes it needs
-    )
-    result = cluster.up(
-        settings, bin_dir=bin_dir, kubernetes_version=cache.pins.kubernetes_version, out=sys.stderr
-    )
-    try:
-        yield result.state
-    finally:
-        cluster.down(settings.directory)
+    if worker_id == "master":  # no xdist: this process owns the plane
+        directory = tmp_path_factory.mktemp("control-plane")
+        state = start_test_plane(directory)
+        try:
+            yield state
+        finally:
+            cluster.down(directory)
+        return
+    shared = os.environ.get(SHARED_PLANE_VARIABLE)
+    if not shared:
+        pytest.fail(f"xdist worker {worker_id} without {SHARED_PLANE_VARIABLE} (set by tests/conftest.py)")
+    directory = Path(shared)
+    with _exclusive(directory.with_name(directory.name + ".lock")):
+        state = cluster.ClusterState.load(directory)
+        if state is None:
+            state = start_test_plane(directory)
+        elif not state.is_fully_running():
+            pytest.fail(f"the run's shared control plane in {directory} is not running (see its logs there)")
+    yield state
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture
@@ -153,9 +203,22 @@ def kubectl(control_plane: cluster.ClusterState) -> Kubectl:
 
 
 @pytest.fixture(scope="session")
-def offload_crd(kubectl: Kubectl) -> None:
+def one_worker_at_a_time(worker_id: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """A lock the xdist workers of a run share (a no-op without xdist): for set-up that several
+    workers would otherwise race on, like two `kubectl apply`s creating one object at once."""
+    shared = os.environ.get(SHARED_PLANE_VARIABLE)
+    if worker_id == "master" or not shared:
+        return contextlib.nullcontext
+    return lambda: _exclusive(Path(shared).with_name(Path(shared).name + ".setup.lock"))
+
+
+@pytest.fixture(scope="session")
+def offload_crd(
+    kubectl: Kubectl, one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]]
+) -> None:
     """The Offload CRD applied and Established; left in place for every test that needs it."""
-    kubectl("apply", "-f", str(CRD_FILE))
+    with one_worker_at_a_time():
+        kubectl("apply", "-f", str(CRD_FILE))
     kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
 
@@ -163,18 +226,23 @@ TRAFFIC = Path(__file__).parents[2] / "manifests" / "traffic"
 
 
 @pytest.fixture(scope="session")
-def traffic_rbac(kubectl: Kubectl, offload_crd: None) -> None:
+def traffic_rbac(
+    kubectl: Kubectl,
+    offload_crd: None,
+    one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]],
+) -> None:
     """The router's and controller's ServiceAccounts and RBAC from manifests/traffic, left in place.
 
     The whole kustomization is validated by a server-side dry run; its Deployments are not applied,
     since the test plane has no image to run them: tests run router and controller as processes,
     under these ServiceAccounts.
     """
-    kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
-    dry_run = kubectl("apply", "-k", str(TRAFFIC), "--dry-run=server")
-    assert "(server dry run)" in dry_run.stdout
-    for name in ("rbac-router.yaml", "rbac-controller.yaml"):
-        kubectl("apply", "-f", str(TRAFFIC / name))
+    with one_worker_at_a_time():
+        kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
+        dry_run = kubectl("apply", "-k", str(TRAFFIC), "--dry-run=server")
+        assert "(server dry run)" in dry_run.stdout
+        for name in ("rbac-router.yaml", "rbac-controller.yaml"):
+            kubectl("apply", "-f", str(TRAFFIC / name))
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import os
 import random
 import sys
 import uuid
@@ -53,10 +54,18 @@ TOKENS_ENTRYPOINT = [sys.executable, "-m", "vk_devtools.demo.tokens"]
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 
 
-# /24s 2..15 belong to development clusters (see devcluster.localnode). Handed out in a random order
-# (so two test runs at once rarely meet) and each once per run before any comes round again: two nodes
-# of one range would give two pods one address, and the router would reach the wrong one.
-_FREE_RANGES = collections.deque(random.sample(range(16, 256), k=240))
+def _ranges_of_this_process() -> list[int]:
+    """/24s 2..15 belong to development clusters (see devcluster.localnode); the rest is dealt out
+    among the xdist workers of this run (every worker_count-th to each), in a random order (so two
+    test runs at once rarely meet), each once per run before any comes round again: two nodes of one
+    range would give two pods one address, and the router would reach the wrong one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    mine = [number for number in range(16, 256) if number % count == int(worker) % count]
+    return random.sample(mine, k=len(mine))
+
+
+_FREE_RANGES = collections.deque(_ranges_of_this_process())
 
 
 def pod_range() -> str:
@@ -152,6 +161,8 @@ class Rig:
             self.namespace,
             "--router-url",
             self.router_url,
+            # OffloadPolicies are cluster-scoped: a rig's controller leaves them to the policy tests'.
+            "--no-policy",
             # The manifests let the controller hold Leases only in its own namespace.
             "--leader-election-namespace",
             SYSTEM_NAMESPACE,

@@ -90,7 +90,7 @@ async def test_a_pod_is_scheduled_once_a_schedulable_node_with_room_exists(
     core = client.CoreV1Api(kube_api)
     # The pod selects a label no node has yet, so only the node this test creates can take it.
     selector = {"vk-provider.dev/scheduling-test": uuid.uuid4().hex[:8]}
-    await core.create_namespaced_pod(namespace, pod_body("waiting", node_selector=selector))
+    await core.create_namespaced_pod(namespace, pod_body("waiting", nodeSelector=selector))
 
     async def reported_unschedulable() -> bool:
         pod = await core.read_namespaced_pod("waiting", namespace)
@@ -160,7 +160,7 @@ async def test_an_endpointslice_lists_a_pod_once_it_is_marked_ready(
         },
     )
     async with healthy_node(kube_api) as node_name:
-        await core.create_namespaced_pod(namespace, pod_body("api-0", labels=labels, node_name=node_name))
+        await core.create_namespaced_pod(namespace, pod_body("api-0", labels=labels, nodeName=node_name))
         pod_ip = "10.244.0.17"
         now = "2026-01-01T00:00:00Z"
         await core.patch_namespaced_pod_status(

@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import DEV_CLUSTER_GROUP
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, processes, runpodstandin, traffic
 from vk_devtools.devcluster.building import BinaryCache
 from vk_devtools.devcluster.processes import ComponentFailedError
 from vk_provider.kit import procfs
+
+pytestmark = DEV_CLUSTER_GROUP
 
 
 def vk_provider(*arguments: str) -> subprocess.CompletedProcess[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -27,7 +28,6 @@ NEEDED = [
     ("patch", "nodes/status", None),
     ("list", "pods", None),
     ("watch", "pods", None),
-    ("patch", "pods", "default"),
     ("delete", "pods", "default"),
     ("patch", "pods/status", "default"),
     ("get", "configmaps", "default"),
@@ -50,6 +50,7 @@ NEEDED = [
 FORBIDDEN = [
     ("delete", "nodes", None),
     ("create", "pods", "default"),
+    ("patch", "pods", "default"),  # metadata: the node writes only pods/status
     ("update", "pods", "default"),
     ("list", "secrets", "default"),
     ("watch", "secrets", None),
@@ -65,12 +66,15 @@ FORBIDDEN = [
 
 
 @pytest.fixture(scope="module")
-def applied_base(kubectl: Kubectl) -> Iterator[None]:
-    # The namespace must exist before a server-side dry run can validate what goes into it.
-    kubectl("apply", "-f", str(BASE / "namespace.yaml"))
-    dry_run = kubectl("apply", "-k", str(BASE), "--dry-run=server")
-    assert "(server dry run)" in dry_run.stdout
-    kubectl("apply", "-k", str(BASE))
+def applied_base(
+    kubectl: Kubectl, one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]]
+) -> Iterator[None]:
+    with one_worker_at_a_time():
+        # The namespace must exist before a server-side dry run can validate what goes into it.
+        kubectl("apply", "-f", str(BASE / "namespace.yaml"))
+        dry_run = kubectl("apply", "-k", str(BASE), "--dry-run=server")
+        assert "(server dry run)" in dry_run.stdout
+        kubectl("apply", "-k", str(BASE))
     try:
         yield
     finally:

@@ -339,6 +339,7 @@ async def test_an_offload_naming_a_missing_deployment_gets_a_condition_and_no_ac
             namespace,
             "--router-url",
             "http://127.0.0.1:9",  # never asked: nothing may move
+            "--no-policy",  # OffloadPolicies are the policy tests' (cluster-scoped)
             "--leader-election-namespace",
             namespace,
         ],

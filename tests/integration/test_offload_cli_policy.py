@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import POLICY_GROUP, Kubectl
 from tests.integration.test_offload_cli import (
     CLI_TIMEOUT_SECONDS,
     cli_command,
@@ -40,6 +40,8 @@ from vk_provider.policy.names import (
     POLICY_SHORT_NAME,
     policies_path,
 )
+
+pytestmark = POLICY_GROUP
 
 POLICY_CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offloadpolicy.yaml"
 GROUP = "offload.vk-provider.dev"

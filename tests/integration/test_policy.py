@@ -25,7 +25,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import POLICY_GROUP, Kubectl
 from tests.integration.daemons import ManagedProcess, NodeDaemon
 from tests.integration.gangs import working_for
 from tests.integration.identities import service_account_kubeconfig
@@ -53,7 +53,7 @@ from vk_provider.policy.names import (
     policies_path,
 )
 
-pytestmark = pytest.mark.usefixtures("policy_crd")
+pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 
 POLICY_CRD = Path(__file__).parents[2] / "manifests" / "crds" / "offloadpolicy.yaml"
 GPU = "nvidia.com/gpu"

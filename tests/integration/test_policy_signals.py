@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.conftest import POLICY_GROUP
 from tests.integration.gangs import gang_member, scheduled_condition, working_for
 from tests.integration.test_policy import (  # noqa: F401 (policy_crd, rig_args: pytest fixtures, used by name)
     GPU,
@@ -34,7 +35,7 @@ from vk_provider.kit.kube import MERGE_PATCH, RawObject, resource_path
 from vk_provider.policy.names import RESERVED_TAINT_KEY
 from vk_provider.policy.podgroups import API_VERSION
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("policy_crd")]
+pytestmark = [POLICY_GROUP, pytest.mark.integration, pytest.mark.usefixtures("policy_crd")]
 
 UNHEALTHY_TAINT_KEY = "gpu.vk-provider.dev/unhealthy"
 GANG = "pretrain"

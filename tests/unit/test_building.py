@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import io
 import os
@@ -142,3 +143,38 @@ def test_a_failing_go_build_reports_the_end_of_its_log(
     with pytest.raises(building.BuildError, match=r"building etcd failed \(exit 1\)[\s\S]*out of cheese"):
         cache.ensure(out=io.StringIO())
     assert not cache.binary("etcd").exists()
+
+
+def test_any_pinned_module_gets_its_own_cache_folder_and_version_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gomod = tmp_path / "gomod-tool"
+    gomod.mkdir()
+    (gomod / "go.mod").write_text("module x\n\ngo 1.26.0\n\nrequire example.com/tool v0.3.1 // indirect\n")
+    (gomod / "go.sum").write_text("")
+    stamp = building.VersionStamp("example.com/tool", lambda version: {"example.com/tool/version.V": version})
+    tool = building.GoBuild(
+        name="the tool",
+        cache_folder="tool",
+        gomod_dir=gomod,
+        components=(Component("tool", "example.com/tool/cmd/tool", stamp),),
+        folder_modules=(("tool", "example.com/tool"),),
+        cold_build_note="Quick.",
+    )
+    monkeypatch.setenv("VK_PROVIDER_CACHE_DIR", str(tmp_path / "cache"))
+    cache = BinaryCache.for_build(tool)
+    assert cache.root.parent == tmp_path / "cache" / "tool"
+    assert cache.root.name.startswith("tool-v0.3.1-")
+    assert "-X example.com/tool/version.V=v0.3.1" in cache._ldflags(tool.components[0])
+    log = io.StringIO()
+    cache.ensure(out=log, build_component=FakeBuilder(cache))
+    assert "building the tool (example.com/tool v0.3.1)" in log.getvalue()
+    assert cache.problems() == {}
+
+
+def test_a_module_that_does_not_require_a_named_module_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "go.mod").write_text("module x\n\ngo 1.26.0\n")
+    (tmp_path / "go.sum").write_text("")
+    tool = dataclasses.replace(building.CONTROL_PLANE, gomod_dir=tmp_path)
+    with pytest.raises(building.BuildError, match=r"go\.mod does not require go\.etcd\.io/etcd/server/v3"):
+        read_pins(tool)

@@ -359,6 +359,7 @@ async def run_node(
         settings.kubeconfig, budget=ApiBudget(qps=settings.api_qps, burst=settings.api_burst)
     )
     metrics = DaemonMetrics()
+    metrics.set_api_budget_source(api.budget)
     try:
         # The serving certificate is this replica's (it names its address) for the process's whole
         # life: a standby gets it while it waits, so a takeover serves the kubelet API at once.

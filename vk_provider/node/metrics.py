@@ -12,10 +12,15 @@ daemons in one process (tests do that) must not share or collide on series.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from vk_provider.kit.apibudget import ApiBudget
 
 NAMESPACE = "vk_provider"
 
@@ -107,6 +112,10 @@ class DaemonMetrics:
             registry=self.registry,
         )
 
+    def set_api_budget_source(self, budget: ApiBudget) -> None:
+        """Report the API client's pacing (its 429s, its pace, its waits) at each scrape."""
+        self.registry.register(_ApiBudgetCollector(budget))
+
     def set_queue_depth_source(self, depth: Callable[[], int]) -> None:
         """Read the queue depth from `depth` at each scrape (a callback: the queue stays the truth)."""
         self._queue_depth.set_function(lambda: float(depth()))
@@ -156,3 +165,36 @@ class DaemonMetrics:
     def exposition(self) -> bytes:
         """The registry in the classic Prometheus text format (0.0.4), which every agent reads."""
         return generate_latest(self.registry)
+
+
+class _ApiBudgetCollector(Collector):
+    """Reads the `ApiBudget` at scrape time: the request path only keeps plain counters, so watching
+    the pace costs the node nothing between scrapes."""
+
+    def __init__(self, budget: ApiBudget) -> None:
+        self._budget = budget
+
+    def collect(self) -> Iterator[Metric]:
+        throttled = CounterMetricFamily(
+            f"{NAMESPACE}_api_throttled",
+            "Requests the apiserver answered 429 (or 5xx with Retry-After), by request class.",
+            labels=["class"],
+        )
+        waited = CounterMetricFamily(
+            f"{NAMESPACE}_api_wait_seconds",
+            "Time requests waited for their class's pace or Retry-After pause, by request class.",
+            labels=["class"],
+        )
+        pace = GaugeMetricFamily(
+            f"{NAMESPACE}_api_pace_qps",
+            "The class's current pace in requests a second; 0 when unpaced (no 429 lately, no ceiling).",
+            labels=["class"],
+        )
+        for name, limiter in self._budget.limiters.items():
+            throttled.add_metric([name], limiter.throttled)
+            waited.add_metric([name], limiter.waited_seconds)
+            qps = limiter.qps
+            pace.add_metric([name], 0.0 if math.isinf(qps) else qps)
+        yield throttled
+        yield waited
+        yield pace

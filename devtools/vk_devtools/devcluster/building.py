@@ -1,11 +1,13 @@
-"""Build the control-plane binaries from the pinned upstream Go modules, and cache them.
+"""Build binaries from pinned upstream Go modules, and cache them.
 
 The development cluster and the integration tests run a real kube-apiserver, kube-controller-manager,
-kube-scheduler, kubectl and etcd. Nobody ships those for this machine, so we compile them from the Go
-module proxy, from a module of ours (`gomod/go.mod` and `go.sum`) that pins `k8s.io/kubernetes` and maps
-its staging modules to their published versions. The binaries live outside the repository, in a cache
-folder keyed by the pinned versions and by a digest of the module files, with a stamp that records each
-binary's checksum; a missing, partial or corrupt binary is rebuilt, a valid one never is.
+kube-scheduler, kubectl and etcd (and, where asked, Kueue and metrics-server). Nobody ships those for
+this machine, so we compile them from the Go module proxy. Each `GoBuild` is a module of ours (a folder
+with `go.mod` and `go.sum` and no code) that pins the upstream module and its dependencies; the control
+plane's is `gomod/`, which pins `k8s.io/kubernetes` and maps its staging modules to their published
+versions. The binaries live outside the repository, in a cache folder keyed by the pinned versions and
+by a digest of the module files, with a stamp that records each binary's checksum; a missing, partial
+or corrupt binary is rebuilt, a valid one never is.
 
 Only one build runs at a time per cache folder (an advisory file lock); a second caller either waits
 for it or is told it is under way.
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -38,21 +40,77 @@ PROGRESS_INTERVAL_SECONDS = 30.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class VersionStamp:
+    """The `-X package.variable=value` link flags that tell a binary its pinned upstream version."""
+
+    module: str
+    """The pinned module whose version is stamped."""
+    variables: Callable[[str], Mapping[str, str]]
+    """The module's version -> {"package.variable": value}."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Component:
-    """One binary of the control plane and the Go package it is built from."""
+    """One binary of a GoBuild and the Go package it is built from."""
 
     binary: str
     package: str
-    is_kubernetes: bool
-    """Kubernetes binaries get the release version stamped in, as upstream's release build does."""
+    version_stamp: VersionStamp | None = None
+
+
+def _kubernetes_version_variables(version: str) -> dict[str, str]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    values = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    # Both packages carry a copy of the version; kubectl and the servers read different ones.
+    return {
+        f"{package}.{key}": value
+        for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for key, value in values.items()
+    }
+
+
+KUBERNETES = "k8s.io/kubernetes"
+ETCD = "go.etcd.io/etcd/server/v3"
+KUBERNETES_VERSION = VersionStamp(KUBERNETES, _kubernetes_version_variables)
+"""Kubernetes binaries get the release version stamped in, as upstream's release build does."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GoBuild:
+    """One pinned Go module of ours and the binaries built from it."""
+
+    name: str
+    """What the binaries are, for messages: "the control plane", "Kueue"."""
+    cache_folder: str
+    gomod_dir: Path
+    components: tuple[Component, ...]
+    folder_modules: tuple[tuple[str, str], ...]
+    """(label, module) pairs whose pinned versions name the cache folder: `k8s-v1.37.2-etcd-...`."""
+    cold_build_note: str
+    """How long a cold build takes, said when one starts."""
 
 
 COMPONENTS: tuple[Component, ...] = (
-    Component("etcd", "go.etcd.io/etcd/server/v3", is_kubernetes=False),
-    Component("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", is_kubernetes=True),
-    Component("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", is_kubernetes=True),
-    Component("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", is_kubernetes=True),
-    Component("kubectl", "k8s.io/kubernetes/cmd/kubectl", is_kubernetes=True),
+    Component("etcd", ETCD),
+    Component("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", KUBERNETES_VERSION),
+    Component("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", KUBERNETES_VERSION),
+    Component("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", KUBERNETES_VERSION),
+    Component("kubectl", "k8s.io/kubernetes/cmd/kubectl", KUBERNETES_VERSION),
+)
+
+CONTROL_PLANE = GoBuild(
+    name="the control plane",
+    cache_folder="control-plane",
+    gomod_dir=GOMOD_DIR,
+    components=COMPONENTS,
+    folder_modules=(("k8s", KUBERNETES), ("etcd", ETCD)),
+    cold_build_note="A cold build takes about 10 minutes on 2 cores.",
 )
 
 
@@ -70,34 +128,46 @@ class BuildInProgressError(BuildError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Pins:
-    """What `gomod/go.mod` pins, read from the file so there is one source of truth."""
+    """What a GoBuild's `go.mod` pins, read from the file so there is one source of truth."""
 
-    kubernetes_version: str
-    etcd_version: str
+    versions: Mapping[str, str]
+    """Module -> pinned version, for the modules the build names (its folder modules and stamps)."""
     go_version: str
     digest: str
     """First 12 hex digits of sha256(go.mod + go.sum): a change of any pin gets a fresh cache folder."""
 
+    def version(self, module: str) -> str:
+        return self.versions[module]
 
-def read_pins(gomod_dir: Path = GOMOD_DIR) -> Pins:
-    gomod = (gomod_dir / "go.mod").read_text()
-    gosum = (gomod_dir / "go.sum").read_bytes()
+    @property
+    def kubernetes_version(self) -> str:
+        return self.version(KUBERNETES)
+
+    @property
+    def etcd_version(self) -> str:
+        return self.version(ETCD)
+
+
+def read_pins(build: GoBuild = CONTROL_PLANE) -> Pins:
+    gomod_path = build.gomod_dir / "go.mod"
+    gomod = gomod_path.read_text()
+    gosum = (build.gomod_dir / "go.sum").read_bytes()
 
     def required(module: str) -> str:
         match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", gomod, re.MULTILINE)
         if match is None:
-            raise BuildError(f"{gomod_dir / 'go.mod'} does not require {module}")
+            raise BuildError(f"{gomod_path} does not require {module}")
         return match.group(1)
 
     go_match = re.search(r"^go (\S+)$", gomod, re.MULTILINE)
     if go_match is None:
-        raise BuildError(f"{gomod_dir / 'go.mod'} has no go directive")
-    digest = hashlib.sha256(gomod.encode() + gosum).hexdigest()[:12]
+        raise BuildError(f"{gomod_path} has no go directive")
+    modules = {module for _, module in build.folder_modules}
+    modules |= {c.version_stamp.module for c in build.components if c.version_stamp is not None}
     return Pins(
-        kubernetes_version=required("k8s.io/kubernetes"),
-        etcd_version=required("go.etcd.io/etcd/server/v3"),
+        versions={module: required(module) for module in sorted(modules)},
         go_version=go_match.group(1),
-        digest=digest,
+        digest=hashlib.sha256(gomod.encode() + gosum).hexdigest()[:12],
     )
 
 
@@ -119,7 +189,7 @@ def _parse_go_version(text: str) -> tuple[int, ...]:
 
 def check_go(required: str) -> str:
     """Return the local Go version, or explain in one sentence what is missing."""
-    need = f"Go {required} or newer is needed to build the control plane"
+    need = f"Go {required} or newer is needed to build the pinned Go modules"
     go = shutil.which("go")
     if go is None:
         raise GoToolchainError(f"{need}, but `go` is not on PATH; install Go {required}+ and try again.")
@@ -159,7 +229,8 @@ def _format_duration(seconds: float) -> str:
 class BinaryCache:
     """One cache folder: `bin/`, `stamp.json`, the build lock and logs, and a copy of the Go module."""
 
-    def __init__(self, root: Path, pins: Pins) -> None:
+    def __init__(self, root: Path, pins: Pins, build: GoBuild = CONTROL_PLANE) -> None:
+        self.build = build
         self.pins = pins
         self.root = root
         self.bin_dir = root / "bin"
@@ -170,10 +241,15 @@ class BinaryCache:
         self.source_dir = root / "src"
 
     @classmethod
+    def for_build(cls, build: GoBuild) -> BinaryCache:
+        pins = read_pins(build)
+        labels = "-".join(f"{label}-{pins.version(module)}" for label, module in build.folder_modules)
+        return cls(cache_root() / build.cache_folder / f"{labels}-{pins.digest}", pins, build)
+
+    @classmethod
     def default(cls) -> BinaryCache:
-        pins = read_pins()
-        name = f"k8s-{pins.kubernetes_version}-etcd-{pins.etcd_version}-{pins.digest}"
-        return cls(cache_root() / "control-plane" / name, pins)
+        """The control plane's cache."""
+        return cls.for_build(CONTROL_PLANE)
 
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
@@ -190,7 +266,7 @@ class BinaryCache:
         """Each component whose binary cannot be trusted, with the reason. Empty when all are good."""
         stamp = self._read_stamp()
         found: dict[str, str] = {}
-        for component in COMPONENTS:
+        for component in self.build.components:
             path = self.binary(component.binary)
             entry = stamp.get(component.binary)
             if not path.is_file():
@@ -211,8 +287,7 @@ class BinaryCache:
             "package": component.package,
         }
         document = {
-            "kubernetes": self.pins.kubernetes_version,
-            "etcd": self.pins.etcd_version,
+            **{label: self.pins.version(module) for label, module in self.build.folder_modules},
             "gomod_digest": self.pins.digest,
             "binaries": stamp,
         }
@@ -232,7 +307,7 @@ class BinaryCache:
                 lock.seek(0)
                 owner = lock.read().strip() or "another process"
                 message = (
-                    f"a control-plane build is already under way ({owner}); "
+                    f"a build of {self.build.name} is already under way ({owner}); "
                     f"its progress is in {self.progress_log_path}"
                 )
                 if not wait:
@@ -252,23 +327,14 @@ class BinaryCache:
     def _prepare_source(self) -> None:
         self.source_dir.mkdir(parents=True, exist_ok=True)
         for name in ("go.mod", "go.sum"):
-            shutil.copyfile(GOMOD_DIR / name, self.source_dir / name)
+            shutil.copyfile(self.build.gomod_dir / name, self.source_dir / name)
 
     def _ldflags(self, component: Component) -> str:
         flags = ["-s", "-w"]
-        if component.is_kubernetes:
-            version = self.pins.kubernetes_version
-            major, minor = version.lstrip("v").split(".")[:2]
-            values = {
-                "gitVersion": version,
-                "gitMajor": major,
-                "gitMinor": minor,
-                "gitTreeState": "clean",
-                "buildDate": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-            # Both packages carry a copy of the version; kubectl and the servers read different ones.
-            for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-                flags += [f"-X {package}.{key}={value}" for key, value in values.items()]
+        stamp = component.version_stamp
+        if stamp is not None:
+            variables = stamp.variables(self.pins.version(stamp.module))
+            flags += [f"-X {name}={value}" for name, value in variables.items()]
         return " ".join(flags)
 
     def _build_one(self, component: Component, *, go_log: TextIO) -> None:
@@ -317,15 +383,16 @@ class BinaryCache:
                 check_go(self.pins.go_version)
             self.bin_dir.mkdir(parents=True, exist_ok=True)
             self._prepare_source()
-            todo = [component for component in COMPONENTS if component.binary in problems]
+            components = self.build.components
+            todo = [component for component in components if component.binary in problems]
+            pinned = ", ".join(f"{module} {version}" for module, version in self.pins.versions.items())
             print(
-                f"building the control plane (Kubernetes {self.pins.kubernetes_version}, etcd "
-                f"{self.pins.etcd_version}) into {self.bin_dir}; {len(todo)} of {len(COMPONENTS)} "
-                f"binaries to build. A cold build takes about 10 minutes on 2 cores.",
+                f"building {self.build.name} ({pinned}) into {self.bin_dir}; {len(todo)} of "
+                f"{len(components)} binaries to build. {self.build.cold_build_note}",
                 file=out,
                 flush=True,
             )
-            for component in COMPONENTS:
+            for component in components:
                 if component.binary in problems and problems[component.binary] != "missing":
                     print(f"{component.binary}: {problems[component.binary]}; rebuilding", file=out)
             started = time.monotonic()

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from vk_devtools.devcluster import cluster, hints, runpodstandin, traffic
 from vk_devtools.devcluster import restart as restarting
-from vk_devtools.devcluster.building import BinaryCache, BuildError
+from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
 from vk_devtools.devcluster.processes import ComponentFailedError
 
 EXIT_OK = 0
@@ -27,29 +27,36 @@ EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
 
 
+BUILDS: list[GoBuild] = [CONTROL_PLANE]
+"""What `dev build` builds: everything `dev up` can start (each component adds its GoBuild here)."""
+
+
 def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    cache = BinaryCache.default()
+    caches = [BinaryCache.for_build(go_build) for go_build in BUILDS]
     if background:
-        problems = cache.problems()
-        if not problems:
-            print(f"the control plane is already built: {cache.bin_dir}", file=out)
+        missing = [cache for cache in caches if cache.problems()]
+        if not missing:
+            print(f"already built: {', '.join(str(cache.bin_dir) for cache in caches)}", file=out)
             return EXIT_OK
-        pid = cache.start_background_build()
+        # One background `dev build` builds every missing GoBuild in turn; it logs to the first one's folder.
+        first = missing[0]
+        pid = first.start_background_build()
         if pid is None:
-            print(f"a build is already under way; its progress is in {cache.progress_log_path}", file=out)
+            print(f"a build is already under way; its progress is in {first.progress_log_path}", file=out)
         else:
             print(
-                f"building in the background (pid {pid}); progress in {cache.progress_log_path}. "
+                f"building in the background (pid {pid}); progress in {first.progress_log_path}. "
                 "`vk-provider dev build` waits for it.",
                 file=out,
             )
         return EXIT_OK
-    try:
-        bin_dir = cache.ensure(wait=wait, out=err)
-    except BuildError as error:
-        print(f"error: {error}", file=err)
-        return EXIT_FAILED
-    print(f"control plane binaries: {bin_dir}", file=out)
+    for cache in caches:
+        try:
+            bin_dir = cache.ensure(wait=wait, out=err)
+        except BuildError as error:
+            print(f"error: {error}", file=err)
+            return EXIT_FAILED
+        print(f"{cache.build.name}: {bin_dir}", file=out)
     return EXIT_OK
 
 

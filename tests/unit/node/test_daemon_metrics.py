@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.kit.test_apibudget import FakeClock
 from vk_provider.errors import TemporaryProviderError
+from vk_provider.kit.apibudget import HEARTBEAT, WORKLOAD, ApiBudget
 from vk_provider.node.metrics import DaemonMetrics
 
 
@@ -81,3 +83,25 @@ def test_the_exposition_is_prometheus_text_with_help_and_type() -> None:
     ]:
         assert f"# TYPE {name} {kind}\n" in text
         assert f"# HELP {name} " in text
+
+
+async def test_the_api_clients_pacing_is_read_from_its_budget_at_each_scrape() -> None:
+    clock = FakeClock()
+    budget = ApiBudget(clock=clock)
+    metrics = DaemonMetrics()
+    metrics.set_api_budget_source(budget)
+    assert value(metrics, "vk_provider_api_throttled_total", **{"class": WORKLOAD}) == 0
+    assert value(metrics, "vk_provider_api_pace_qps", **{"class": WORKLOAD}) == 0  # unpaced
+    for _ in range(40):  # 40 requests within a second, then the apiserver says 429, Retry-After 2
+        await budget.acquire(WORKLOAD)
+        clock.time += 0.02
+    budget.throttle(WORKLOAD, 2.0)
+    await budget.acquire(WORKLOAD)
+    assert value(metrics, "vk_provider_api_throttled_total", **{"class": WORKLOAD}) == 1
+    pace = value(metrics, "vk_provider_api_pace_qps", **{"class": WORKLOAD})
+    assert pace is not None
+    assert 1 <= pace < 40
+    waited = value(metrics, "vk_provider_api_wait_seconds_total", **{"class": WORKLOAD})
+    assert waited is not None
+    assert waited >= 2.0
+    assert value(metrics, "vk_provider_api_throttled_total", **{"class": HEARTBEAT}) == 0
