@@ -8,7 +8,6 @@ import fcntl
 import hashlib
 import json
 import os
-import random
 import re
 import select
 import ssl
@@ -23,6 +22,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.integration.daemons import NodeDaemon
+from tests.integration.migration_rig import pod_range
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.runpod_fleet import gpu_pod, runpod_config
 from tests.integration.waiting import wait_for
@@ -64,19 +64,13 @@ def box_pod(node: str) -> dict[str, Any]:
     }
 
 
-def own_address_range() -> str:
-    """A loopback /24 of this test's own: local nodes of concurrent tests (other workers, other checkouts)
-    would otherwise hand out the same first addresses, and the box's port 8000 would be taken."""
-    return f"127.{random.randint(2, 254)}.{random.randint(0, 255)}.0/24"  # noqa: S311 (not a secret)
-
-
 async def start_box(
     start_node: StartNode, kube_api: client.ApiClient, namespace: str, *, websocket: bool = True
 ) -> NodeDaemon:
     """A local node running the box; `websocket=False`: the node does not declare WebSocket streaming,
     so the apiserver speaks SPDY to it (translating kubectl's WebSocket)."""
     daemon = await start_node(
-        "local", provider_config={"address_range": own_address_range()}, kubelet_websocket=websocket
+        "local", provider_config={"address_range": pod_range()}, kubelet_websocket=websocket
     )
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod(namespace, box_pod(daemon.node_name))
@@ -134,7 +128,8 @@ async def test_exec_separates_outputs_returns_the_exit_code_and_pipes_stdin(
         control_plane, "exec", "-n", namespace, "box", "--", "sh", "-c", 'echo "$MY_IP"; ls'
     )
     assert where.returncode == 0
-    assert re.match(rb"127\.\d+\.\d+\.\d+\n", where.stdout)
+    pod = await client.CoreV1Api(kube_api).read_namespaced_pod("box", namespace)
+    assert where.stdout.startswith(f"{pod.status.pod_ip}\n".encode())
     assert b"big.bin" in where.stdout
 
 
@@ -338,7 +333,7 @@ async def test_streaming_at_the_kubelet_port_needs_authentication_and_nodes_prox
 async def test_attach_writes_to_a_process_reading_stdin_and_shows_its_output(
     start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
 ) -> None:
-    daemon = await start_node("local", provider_config={"address_range": own_address_range()})
+    daemon = await start_node("local", provider_config={"address_range": pod_range()})
     core = client.CoreV1Api(kube_api)
     echo = 'echo ready; while read -r line; do echo "got $line"; done'
     pod = {
