@@ -162,6 +162,15 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="seconds between Lease renewals and takeover attempts (default: 2)",
     )
     node.add_argument(
+        "--kubelet-websocket",
+        type=str,
+        nargs="?",
+        const="true",
+        metavar="true|false",
+        help="declare WebSocket streaming (ExtendWebSocketsToKubelet) so that apiservers of 1.36 and "
+        "later pass exec, attach and port-forward through as WebSocket; false: SPDY only (default: true)",
+    )
+    node.add_argument(
         "--insecure-kubelet-api-allow-all",
         action="store_true",
         default=None,

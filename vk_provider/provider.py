@@ -19,6 +19,8 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
   placement to choose from.
 - `SupportsOfferPlacement`: the provider can be told which of its offers to use for a pod (placement
   by a provider that chooses among others, such as `chain`).
+- `SupportsExec`, `SupportsAttach`, `SupportsPortForward`: `kubectl exec` (and `cp`), `kubectl attach`
+  and `kubectl port-forward`; the node serves the protocols, the provider only moves bytes.
 
 A provider that chooses where each pod goes (the `chain`) says what it chose in `PodState.placement`;
 the node writes that on the pod (see `vk_provider.kit.placement`).
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -381,6 +383,62 @@ class SupportsOfferPlacement(Protocol):
         """`pod` as this provider must receive it in `create_pod` (and `update_pod`) to run it on `offer`,
         one of its own `gpu_offers`: in one of `locations` (in that order) when any are given, refusing to
         pay more than `max_price_per_hour` when set. Pure: no call to the backend."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TerminalSize:
+    width: int
+    """Columns."""
+    height: int
+    """Rows."""
+
+
+ByteSink = Callable[[bytes], Awaitable[None]]
+"""Where output goes: returns once the bytes are on their way (so a slow client slows the producer);
+raises ConnectionError once the client has gone."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerStreams:
+    """The streams of an exec or attach, as the client asked for them; None where it asked for none."""
+
+    stdin: AsyncIterator[bytes] | None = None
+    """Ends when the client closes its input (EOF for the process)."""
+    stdout: ByteSink | None = None
+    stderr: ByteSink | None = None
+    """Always None with a tty: the terminal mixes both into stdout."""
+    tty: bool = False
+    resize: AsyncIterator[TerminalSize] | None = None
+    """With a tty: the terminal's size, first its initial one, then each change."""
+
+
+@runtime_checkable
+class SupportsExec(Protocol):
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        """Run `command` in the container with these streams and return its exit code once it has ended
+        and its output has been written. Cancelled when the client leaves: then end the process and
+        release everything. NotFoundError for an unknown pod or container, ProviderError (with a message
+        for people) when the command cannot be run."""
+
+
+@runtime_checkable
+class SupportsAttach(Protocol):
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        """Connect the streams to the container's running process (its stdin, if it was started with
+        one, and its output from now on); return when the process ends. Cancelled when the client
+        leaves: detach, leaving the process running."""
+
+
+@runtime_checkable
+class SupportsPortForward(Protocol):
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
+        """Connect to `port` of the pod and copy both ways: `incoming` to the port (its end closes our
+        side for writing), what the port answers to `send`; return when both directions are done.
+        ProviderError (with a message for people) if the port cannot be reached."""
 
 
 ProviderFactory = Callable[[ProviderContext], PodLifecycle]

@@ -16,6 +16,7 @@ What is in it:
 - `kube`: a raw-JSON Kubernetes client, for a provider that runs pods in another cluster, with
   `apibudget`, its per-class pacing that yields to the apiserver's 429s, and `lazypackages`, which keeps
   kubernetes_asyncio's generated classes out of memory until something asks for them;
+- `spdyframes`: SPDY/3.1 frames, for a provider that tunnels port-forward to a remote pod;
 - `signing` and `traffic_auth`: SigV4 signatures, and the marker that says how the router must sign;
 - `quantity`, `timestamps`, `backoff`, `procfs`, `useragent`: resource quantities, RFC 3339 times, the
   retry backoff formula, processes through /proc, and how vk-provider names itself to the APIs it calls.

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import AsyncIterator, Mapping
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -201,6 +202,18 @@ class KubeApi:
         open, so the caller bounds the opening and releases the response. Errors as KubeApiError."""
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
         return await self._send("GET", path, query=query, accept="*/*", request_timeout=timeout)
+
+    async def open_websocket(
+        self, path: str, *, query: Sequence[tuple[str, str]], protocols: Sequence[str]
+    ) -> aiohttp.ClientWebSocketResponse:
+        """A WebSocket to a streaming subresource (a pod's exec, attach or portforward), with this
+        client's TLS and credentials; the caller closes it. A refused upgrade raises aiohttp's
+        WSServerHandshakeError."""
+        headers: dict[str, str] = {}
+        await self._client.update_params_for_auth(headers, [], ["BearerToken"])
+        url = f"{self._client.configuration.host}{path}?{urllib.parse.urlencode(list(query))}"
+        session: aiohttp.ClientSession = self._client.rest_client.pool_manager
+        return await session.ws_connect(url, headers=headers, protocols=tuple(protocols), max_msg_size=0)
 
     async def watch(
         self, path: str, *, query: Mapping[str, str | int | bool], timeout_seconds: int

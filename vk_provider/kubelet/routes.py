@@ -11,7 +11,8 @@ provider and its metrics: nothing here knows the node.
 - `GET /pods`: the pods bound to this node, from the daemon's watch cache;
 - `GET /runningpods/`: what the provider runs right now, asked on every request so a deletion shows
   at once;
-- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics.
+- `GET /healthz`: liveness; `GET /metrics`: the daemon's own metrics;
+- `/exec/...`, `/attach/...`, `/portForward/...` (GET or POST, upgraded to SPDY): `streaming`.
 
 A trailing slash is treated as the kubelet treats it (measured against the routes of
 pkg/kubelet/server/server.go: a go-restful WebService inside Go's ServeMux): `/pods`, `/stats/summary`
@@ -56,6 +57,7 @@ from vk_provider.kubelet.stats import (
     render_resource_metrics,
     sample_pods,
 )
+from vk_provider.kubelet.streaming import StreamingBackend, add_streaming_routes
 from vk_provider.provider import LogOptions, PodRef, PodState
 
 logger = logging.getLogger(__name__)
@@ -104,6 +106,8 @@ class KubeletBackend:
     """The previous CPU sample of each container, for the Summary's usageNanoCores."""
     clock: Callable[[], datetime] = _utc_now
     """The current time (UTC); tests replace it."""
+    streaming: StreamingBackend | None = None
+    """Exec, attach and port-forward; None: every one of them answers 501."""
 
 
 BACKEND = web.AppKey("kubelet_backend", KubeletBackend)
@@ -127,6 +131,8 @@ def build_app(backend: KubeletBackend) -> web.Application:
             app.router.add_get(f"{path}/", handler, allow_head=False)
     for path, target in REDIRECTED.items():
         app.router.add_get(path, _redirect_to(target), allow_head=False)
+    streaming = backend.streaming or StreamingBackend(provider_name="of this node")
+    add_streaming_routes(app, streaming, functools.partial(_find_bound_pod, backend))
     return app
 
 

@@ -37,6 +37,7 @@ from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
+from vk_provider.kubelet.streaming import StreamingBackend
 from vk_provider.node import leadership, nodeobject
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
@@ -45,8 +46,11 @@ from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import (
     PodLifecycle,
     ProviderContext,
+    SupportsAttach,
+    SupportsExec,
     SupportsLogs,
     SupportsNodeCapacity,
+    SupportsPortForward,
     SupportsStatusPush,
     SupportsUsage,
 )
@@ -87,7 +91,7 @@ async def _status_flow(daemon: NodeDaemon) -> None:
 
 
 def kubelet_backend(
-    node_name: str, provider: PodLifecycle, pods: Reflector, metrics: DaemonMetrics
+    node_name: str, provider: PodLifecycle, pods: Reflector, metrics: DaemonMetrics, provider_name: str = ""
 ) -> KubeletBackend:
     """What the kubelet API serves: this node's watch cache, its provider's capabilities, its metrics."""
     return KubeletBackend(
@@ -98,6 +102,14 @@ def kubelet_backend(
         stream_logs=provider.stream_logs if isinstance(provider, SupportsLogs) else None,
         pod_usage=provider.usage if isinstance(provider, SupportsUsage) else None,
         metrics=metrics.exposition,
+        streaming=StreamingBackend(
+            provider_name=provider_name or type(provider).__name__,
+            exec_in_container=provider.exec_in_container if isinstance(provider, SupportsExec) else None,
+            attach_to_container=provider.attach_to_container
+            if isinstance(provider, SupportsAttach)
+            else None,
+            port_forward=provider.port_forward if isinstance(provider, SupportsPortForward) else None,
+        ),
     )
 
 
@@ -178,7 +190,7 @@ async def assemble(
         services=services,
         keeper=NodeKeeper(api, settings, provider, events, metrics=metrics),
         reconciler=reconciler,
-        kubelet=kubelet_backend(settings.node_name, provider, pods, metrics),
+        kubelet=kubelet_backend(settings.node_name, provider, pods, metrics, settings.provider),
         certificate=certificate or serving_certificate(settings, api),
         auth=None
         if settings.insecure_kubelet_api_allow_all

@@ -133,6 +133,9 @@ def conditions(
     return result
 
 
+DECLARED_FEATURES = ("ExtendWebSocketsToKubelet",)
+
+
 def status(
     settings: NodeSettings,
     health: Health,
@@ -151,6 +154,10 @@ def status(
             {"type": "Hostname", "address": settings.node_name},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
+        # The kubelet API serves exec, attach and port-forward over WebSocket too (kubelet.websocket): an
+        # apiserver with ExtendWebSocketsToKubelet (1.36+) then passes kubectl's WebSocket straight
+        # through instead of translating it to SPDY. Ignored by apiservers without NodeDeclaredFeatures.
+        "declaredFeatures": list(DECLARED_FEATURES) if settings.kubelet_websocket else [],
         "nodeInfo": {
             "kubeletVersion": kubelet_version(),
             "kubeProxyVersion": "",

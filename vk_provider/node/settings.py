@@ -93,6 +93,9 @@ class NodeSettings:
     `kubectl certificate approve`."""
     insecure_kubelet_api_allow_all: bool = False
     """Development only: serve the kubelet API without authentication or authorization."""
+    kubelet_websocket: bool = True
+    """Declare `ExtendWebSocketsToKubelet` in the node's status, so that apiservers of 1.36 and later pass
+    kubectl's WebSocket streams (exec, attach, port-forward) through; False keeps them on SPDY."""
     leader_elect: bool = True
     """Replicas of the daemon for one node elect a leader through a Lease; only the leader runs the node.
     On by default: a lone replica takes a free Lease at once, and a second one makes the node survive
@@ -271,6 +274,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "kubelet_client_ca_file": lambda value, source: _optional_path(value),
     "kubelet_csr_self_approve": lambda value, source: _boolean(value),
     "insecure_kubelet_api_allow_all": lambda value, source: _boolean(value),
+    "kubelet_websocket": lambda value, source: _boolean(value),
     "no_taint": lambda value, source: _boolean(value),
     "leader_elect": lambda value, source: _boolean(value),
     "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),

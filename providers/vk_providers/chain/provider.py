@@ -31,6 +31,8 @@ from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.kit.resilience import BreakerOpenError
 from vk_provider.plugins import build as build_installed
 from vk_provider.provider import (
+    ByteSink,
+    ContainerStreams,
     ContainerUsage,
     GpuOffer,
     LogOptions,
@@ -40,9 +42,12 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
     ProviderContext,
+    SupportsAttach,
+    SupportsExec,
     SupportsGpuCatalog,
     SupportsLogs,
     SupportsNodeCapacity,
+    SupportsPortForward,
     SupportsUsage,
 )
 from vk_providers.chain.config import ChainSettings, MemberSettings, parse_settings
@@ -233,6 +238,36 @@ class ChainProvider:
         if not isinstance(member.provider, SupportsUsage):
             raise NotFoundError(f"{member.name}, which holds pod {pod_name(ref)}, reports no usage")
         return await member.provider.usage(ref)
+
+    # -- SupportsExec, SupportsAttach, SupportsPortForward: the owner's, or its refusal ----------
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        member = await self._owners.owner_of(ref)
+        if not isinstance(member.provider, SupportsExec):
+            raise CapabilityMissingError(
+                f"exec is not supported by {member.name}, which holds pod {pod_name(ref)}"
+            )
+        return await member.provider.exec_in_container(ref, container, command, streams)
+
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        member = await self._owners.owner_of(ref)
+        if not isinstance(member.provider, SupportsAttach):
+            raise CapabilityMissingError(
+                f"attach is not supported by {member.name}, which holds pod {pod_name(ref)}"
+            )
+        await member.provider.attach_to_container(ref, container, streams)
+
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
+        member = await self._owners.owner_of(ref)
+        if not isinstance(member.provider, SupportsPortForward):
+            raise CapabilityMissingError(
+                f"port-forward is not supported by {member.name}, which holds pod {pod_name(ref)}"
+            )
+        await member.provider.port_forward(ref, port, incoming, send)
 
     # -- placement -----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +140,16 @@ class RemoteCluster:
             return await api.open_stream(path, query=query)
         except KubeApiError as error:
             raise status_error(error) from None
+
+    async def open_websocket(
+        self, path: str, query: Sequence[tuple[str, str]], protocols: Sequence[str]
+    ) -> aiohttp.ClientWebSocketResponse:
+        """A WebSocket to a pod's exec, attach or portforward; a refused upgrade as ApiStatusError."""
+        api = await self._client()
+        try:
+            return await api.open_websocket(path, query=query, protocols=protocols)
+        except aiohttp.WSServerHandshakeError as error:
+            raise ApiStatusError(error.status, error.message, reason="") from None
 
     async def aclose(self) -> None:
         for api in [*self._retired, *([self._api] if self._api is not None else [])]:

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import yaml
 
 from vk_provider.errors import (
@@ -36,15 +37,26 @@ from vk_provider.kit.resilience import (
     default_status_error,
 )
 from vk_provider.kit.resilience.health import probe_health
-from vk_provider.provider import LogOptions, PodRef, PodRequest, PodState, ProviderContext
+from vk_provider.provider import (
+    ByteSink,
+    ContainerStreams,
+    LogOptions,
+    PodRef,
+    PodRequest,
+    PodState,
+    ProviderContext,
+)
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
+from vk_providers.kubernetes.portforward import TUNNEL_PROTOCOL, forward_through_tunnel
 from vk_providers.kubernetes.states import (
     failed_containers_without_message,
     log_query,
     owner_ref,
     pod_state,
 )
+from vk_providers.kubernetes.streams import PROTOCOLS as STREAM_PROTOCOLS
+from vk_providers.kubernetes.streams import run_channels, stream_query
 from vk_providers.kubernetes.translate import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -303,6 +315,42 @@ class KubernetesProvider:
                 yield chunk
         finally:
             response.release()
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        """The remote pod's exec, through the remote apiserver (WebSocket, `streams`)."""
+        query = [*stream_query(container, streams), *(("command", word) for word in command)]
+        return await self._run_remote("exec", ref, query, streams)
+
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        await self._run_remote("attach", ref, stream_query(container, streams), streams)
+
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
+        """The remote pod's port, through a SPDY tunnel in a WebSocket to the remote apiserver."""
+        socket = await self._open_socket("portforward", ref, [("ports", str(port))], (TUNNEL_PROTOCOL,))
+        await forward_through_tunnel(socket, port, incoming, send)
+
+    async def _run_remote(
+        self, subresource: str, ref: PodRef, query: list[tuple[str, str]], streams: ContainerStreams
+    ) -> int:
+        socket = await self._open_socket(subresource, ref, query, STREAM_PROTOCOLS)
+        return await run_channels(socket, streams)
+
+    async def _open_socket(
+        self, subresource: str, ref: PodRef, query: list[tuple[str, str]], protocols: Sequence[str]
+    ) -> aiohttp.ClientWebSocketResponse:
+        path = self._path("pods", object_name(self._settings, ref.uid)) + f"/{subresource}"
+        try:
+            return await self._remote.open_websocket(path, query, protocols)
+        except ApiStatusError as error:
+            if error.status == 404:
+                raise NotFoundError(f"pod {ref} has no remote pod") from None
+            raise ProviderError(f"remote {subresource}: {error.detail or error.reason}") from None
+        except (aiohttp.ClientError, OSError) as error:
+            raise ProviderError(f"remote {subresource}: {error}") from None
 
     # -- helpers -------------------------------------------------------------------------------
 

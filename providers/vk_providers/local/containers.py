@@ -88,6 +88,8 @@ class Launch:
     argv: tuple[str, ...]
     env: Mapping[str, str]
     working_dir: str
+    stdin: bool = False
+    """The container asked for a stdin (`stdin: true`): `kubectl attach -i` can write to it."""
 
 
 def container_environment(
@@ -235,7 +237,13 @@ class ContainerRuntime:
         spec_path = self.directory / "spec.json"
         launch = self.launch
         write_json_atomically(
-            spec_path, {"argv": list(launch.argv), "env": dict(launch.env), "working_dir": launch.working_dir}
+            spec_path,
+            {
+                "argv": list(launch.argv),
+                "env": dict(launch.env),
+                "working_dir": launch.working_dir,
+                "stdin": launch.stdin,
+            },
         )
         # Created here rather than by the monitor, so the log can be read as soon as the run exists.
         (self.directory / f"{number}.log").touch(mode=0o600)

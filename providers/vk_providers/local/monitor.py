@@ -16,7 +16,10 @@ monitor then closes the handshake descriptor it was given, which tells the daemo
 
 Usage: python -P -m vk_providers.local.monitor <spec.json> <run number> [<handshake fd>]
 
-where spec.json holds {"argv": [...], "env": {...}, "working_dir": "..."}. It imports only the standard
+where spec.json holds {"argv": [...], "env": {...}, "working_dir": "...", "stdin": false}. With "stdin"
+true (the container's `stdin: true`), the process reads a FIFO, `<run>.stdin`, that `kubectl attach`
+writes to; the process holds it open for reading and writing, so its stdin never ends (as a container's
+does not while `stdinOnce` is false). It imports only the standard
 library and two tiny modules of ours, because it starts for every container start and restart.
 """
 
@@ -49,6 +52,7 @@ class Monitor:
     def __init__(self, spec: dict[str, Any], directory: str, run: int) -> None:
         self.spec = spec
         self.status_path = os.path.join(directory, f"{run}.status.json")
+        self.stdin_path = os.path.join(directory, f"{run}.stdin")
         self.log_fd = os.open(
             os.path.join(directory, f"{run}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
         )
@@ -72,10 +76,15 @@ class Monitor:
     def run(self, handshake_fd: int | None) -> None:
         argv = list(self.spec["argv"])
         working_dir = self.spec.get("working_dir")
+        stdin: int = subprocess.DEVNULL
         try:
+            if self.spec.get("stdin"):
+                with contextlib.suppress(FileExistsError):
+                    os.mkfifo(self.stdin_path, 0o600)
+                stdin = os.open(self.stdin_path, os.O_RDWR)
             process = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self.spec["env"],
@@ -93,6 +102,9 @@ class Monitor:
             )
             close_handshake(handshake_fd)
             return
+        finally:
+            if stdin != subprocess.DEVNULL:
+                os.close(stdin)  # the process has its own copy
         self.container_pid = process.pid
         self.write_status(
             container_pid=process.pid,

@@ -92,7 +92,12 @@ class PodRuntime:
         working_dir = spec.working_dir or str(self.directory / "work")
         # No command: the image's entrypoint, as a container runtime would run it (see image_entrypoints).
         entrypoint = spec.command or self.settings.image_entrypoints.get(spec.image, ())
-        launch = Launch(argv=(*entrypoint, *spec.args), env=env, working_dir=working_dir)
+        launch = Launch(
+            argv=(*entrypoint, *spec.args),
+            env=env,
+            working_dir=working_dir,
+            stdin=self._wants_stdin(spec.name),
+        )
         return ContainerRuntime(
             spec,
             launch,
@@ -101,6 +106,14 @@ class PodRuntime:
             is_init=is_init,
             waiting_reason=waiting_reason,
         )
+
+    def _wants_stdin(self, container: str) -> bool:
+        spec = self.request.raw.get("spec") or {}
+        for kind in ("initContainers", "containers"):
+            for item in spec.get(kind) or ():
+                if item.get("name") == container:
+                    return bool(item.get("stdin"))
+        return False
 
     # What containers ask of their pod (containers.PodContext).
 

@@ -3,9 +3,9 @@
 It stands in for the "home GPU nodes" of a development cluster that has no real kubelets, so it behaves
 like a kubelet towards processes: a loopback IP per pod, init containers, restart policies with
 crash-loop back-off, probes, graceful deletion, CRI logs, usage, and adoption of everything that still
-runs when a new daemon starts on the same state folder. This module is the facade the node talks to;
-the work is done by `pods`, `containers`, `runs` (with the `monitor` process), `probes`, `logs`,
-`usage` and `addresses`.
+runs when a new daemon starts on the same state folder, and exec, attach and port-forward (`streams`).
+This module is the facade the node talks to; the work is done by `pods`, `containers`, `runs` (with
+the `monitor` process), `probes`, `logs`, `usage`, `streams` and `addresses`.
 
 State folder layout (`context.state_dir`):
 
@@ -37,10 +37,13 @@ import aiohttp
 from vk_provider.errors import (
     InvalidPodError,
     NotFoundError,
+    ProviderError,
     ProviderUnavailableError,
     TemporaryProviderError,
 )
 from vk_provider.provider import (
+    ByteSink,
+    ContainerStreams,
     ContainerUsage,
     LogOptions,
     PodRef,
@@ -53,6 +56,7 @@ from vk_providers.local.config import parse_settings
 from vk_providers.local.logs import read_log
 from vk_providers.local.pods import RECORD_NAME, PodRuntime
 from vk_providers.local.records import read_json
+from vk_providers.local.streams import attach_process, exec_process, forward_port
 from vk_providers.local.usage import process_group_usage
 
 logger = logging.getLogger(__name__)
@@ -251,6 +255,49 @@ class LocalProvider:
         except LookupError as error:
             raise NotFoundError(str(error)) from None
         return read_log(path, options, run_has_ended if options.follow else None)
+
+    # SupportsExec, SupportsAttach, SupportsPortForward
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        runtime = self._pod(ref)
+        found = runtime.container_named(container)
+        if found is None:
+            raise NotFoundError(f"pod {ref} has no container {container!r}")
+        if found.running_status() is None:
+            raise ProviderError(f"container {container!r} of pod {ref} is not running")
+        launch = found.launch
+        return await exec_process(command, streams, env=launch.env, working_dir=launch.working_dir)
+
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        runtime = self._pod(ref)
+        found = runtime.container_named(container)
+        if found is None:
+            raise NotFoundError(f"pod {ref} has no container {container!r}")
+        run = found.run
+        if found.running_status() is None or run is None:
+            raise ProviderError(f"container {container!r} of pod {ref} is not running")
+        stdin = run.stdin_path if found.launch.stdin else None
+        output = read_log(
+            run.log_path, LogOptions(follow=True, tail_lines=0), lambda: not run.monitor_alive()
+        )
+        try:
+            await attach_process(stdin, output, streams)
+        finally:
+            await output.aclose()  # type: ignore[attr-defined]
+
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
+        runtime = self._pod(ref)
+        await forward_port(runtime.pod_ip, port, incoming, send)
+
+    def _pod(self, ref: PodRef) -> PodRuntime:
+        runtime = self._pods.get(ref.uid)
+        if runtime is None or runtime.terminated:
+            raise NotFoundError(f"pod {ref} is not held by the local provider")
+        return runtime
 
     # SupportsUsage
 

@@ -93,6 +93,11 @@ class MonitoredRun:
         return self.directory / f"{self.number}.log"
 
     @property
+    def stdin_path(self) -> Path:
+        """The FIFO the process reads as stdin, when its container has `stdin: true` (see `monitor`)."""
+        return self.directory / f"{self.number}.stdin"
+
+    @property
     def status_path(self) -> Path:
         return self.directory / f"{self.number}.status.json"
 

@@ -9,6 +9,7 @@ Logs and usage are synthetic but deterministic, so the kubelet API can be tested
   `since_time` drops lines stamped before it, `timestamps` prefixes each line with its RFC 3339 time
   (nanoseconds, as the kubelet writes it), and `limit_bytes` cuts the whole output at exactly that many
   bytes. Containers never restart here, so `previous` finds nothing (NotFoundError, as the kubelet);
+- exec, attach and port-forward run a few built-in commands and echo servers (`streams`);
 - each running container uses `CPU_CORES_PER_CONTAINER` cores since it started (cumulative CPU grows
   linearly with the clock) and a fixed working set of `MEMORY_WORKING_SET_BYTES`.
 """
@@ -28,8 +29,10 @@ from vk_provider.errors import (
     TemporaryProviderError,
 )
 from vk_provider.provider import (
+    ByteSink,
     ContainerState,
     ContainerStateKind,
+    ContainerStreams,
     ContainerUsage,
     LogOptions,
     PodRef,
@@ -37,6 +40,7 @@ from vk_provider.provider import (
     PodState,
     ProviderContext,
 )
+from vk_providers.mock.streams import attach, echo_port, run_builtin
 
 FAIL_CREATE_LABEL = "mock.vk-provider.dev/fail-create"
 """A pod with this label fails to create with the label's value as the message (retryable, or a refusal
@@ -194,6 +198,23 @@ class MockProvider:
             for container in state.containers
             if container.state is ContainerStateKind.RUNNING and container.started_at is not None
         ]
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        self._running_container(ref, container)
+        return await run_builtin(command, streams)
+
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        self._running_container(ref, container)
+        await attach(streams)
+
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
+        if ref.uid not in self._pods:
+            raise NotFoundError(f"pod {ref} is not known to the mock provider")
+        await echo_port(incoming, send)
 
     def _running_container(self, ref: PodRef, name: str) -> ContainerState:
         state = self._pods.get(ref.uid)

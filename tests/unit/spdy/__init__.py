@@ -1,0 +1,1 @@
+"""SPDY framing, connection and the kubelet's streaming sessions; `peer` is the client side used here."""
