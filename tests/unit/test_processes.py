@@ -14,13 +14,7 @@ from vk_provider.kit import procfs
 
 
 def pids_in_group(pgid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = procfs.stat_fields(int(entry.name))
-            if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
-                found.add(int(entry.name))
-    return found
+    return set(procfs.live_members_of_group(pgid))
 
 
 def test_stop_ends_the_process_and_everything_it_spawned(tmp_path: Path) -> None:

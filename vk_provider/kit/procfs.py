@@ -66,3 +66,14 @@ def children_of(pid: int) -> list[int]:
             if fields is not None and int(fields[1]) == pid:
                 children.append(int(entry.name))
     return children
+
+
+def live_members_of_group(pgid: int) -> list[int]:
+    """Pids of the group's processes that have not exited yet (zombies excluded)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = stat_fields(int(entry.name))
+            if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members

@@ -155,7 +155,11 @@ def stop(record: ProcessRecord, *, grace_seconds: float = STOP_GRACE_SECONDS) ->
         procfs.signal_group(record.pid, signal.SIGKILL)
         _wait_gone(record, KILL_WAIT_SECONDS)
     # Children of the group may outlive the leader by a moment; the group id is the leader's pid.
+    # A killed process takes a moment to exit: wait for that, so "stopped" means gone.
     procfs.signal_group(record.pid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    while procfs.live_members_of_group(record.pid) and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_SECONDS / 4)
     return True
 
 
