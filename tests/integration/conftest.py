@@ -27,6 +27,7 @@ from kubernetes_asyncio import client, config
 from tests.conftest import SHARED_PLANE_VARIABLE
 from tests.integration.daemons import NodeDaemon
 from tests.integration.migration_rig import RigFor, StartNode, rig_factory
+from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.building import BinaryCache
@@ -46,6 +47,8 @@ policy controller acts on all of them, so these run one after another on one xdi
 other test's controller runs with --no-policy)."""
 DEV_CLUSTER_GROUP = pytest.mark.xdist_group("dev-cluster")
 """Tests that start development clusters of their own: one at a time, each is a whole plane."""
+REMOTE_PLANE_GROUP = pytest.mark.xdist_group("remote-plane")
+"""Tests of the `kubernetes` provider: on one worker, so that they share one remote plane."""
 
 
 def test_plane_settings(directory: Path) -> cluster.ClusterSettings:
@@ -112,6 +115,14 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def remote_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotePlane]:
+    """A second control plane with a `local` node: the remote cluster of the `kubernetes` provider.
+    Started when the first test that needs it runs (those are in REMOTE_PLANE_GROUP, so on one
+    worker), stopped at the end of that worker's session."""
+    yield from start_remote_plane(tmp_path_factory.mktemp("remote-plane"))
 
 
 @pytest.fixture

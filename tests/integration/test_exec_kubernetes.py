@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.remote_plane import RemotePlane, start_remote_plane
+from tests.integration.conftest import REMOTE_PLANE_GROUP
+from tests.integration.remote_plane import RemotePlane
 from tests.integration.test_kubernetes_provider import KubernetesHarness
 from tests.integration.waiting import wait_for
 from vk_provider.errors import ProviderError
 from vk_provider.provider import ContainerStreams
 from vk_provider.testing.contract import wait_running
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def remote_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotePlane]:
-    yield from start_remote_plane(tmp_path_factory.mktemp("remote-plane"))
+pytestmark = [pytest.mark.integration, REMOTE_PLANE_GROUP]
 
 
 @pytest.fixture

@@ -24,16 +24,16 @@ import re
 import sys
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import REMOTE_PLANE_GROUP, Kubectl
 from tests.integration.daemons import NodeDaemon
-from tests.integration.remote_plane import RemotePlane, start_remote_plane
+from tests.integration.remote_plane import RemotePlane
 from tests.integration.waiting import wait_for
 from vk_provider.errors import NotFoundError
 from vk_provider.offload.names import OFFLOAD_LABEL
@@ -50,6 +50,8 @@ from vk_provider.provider import (
 from vk_provider.testing.contract import ProviderContract, eventually, wait_running
 from vk_providers.kubernetes import KubernetesProvider, KubernetesSettings, parse_settings
 from vk_providers.kubernetes.translate import TRAFFIC_PORT_NAME, object_name
+
+pytestmark = REMOTE_PLANE_GROUP
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
 TRAFFIC_ADDRESS = "vk-provider.dev/TrafficAddress"
@@ -227,16 +229,6 @@ class KubernetesHarness:
             assert isinstance(provider, KubernetesProvider)
             await provider.aclose()
         self.plane.kubectl("delete", "namespace", self.namespace, "--wait=false", "--ignore-not-found")
-
-
-@pytest.fixture(scope="module")
-def remote_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemotePlane]:
-    """A second control plane with a `local` node: the remote cluster of the `kubernetes` provider.
-
-    Module scoped: started when the first of these tests runs, stopped after the last, so it neither
-    costs the other tests anything nor runs beside them.
-    """
-    yield from start_remote_plane(tmp_path_factory.mktemp("remote-plane"))
 
 
 @pytest.fixture
