@@ -15,11 +15,27 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from vk_devtools.devcluster import cluster
 
 TIERS = ("unit", "integration")
 SHARED_PLANE_VARIABLE = "VK_PROVIDER_SHARED_TEST_PLANE"
+
+SERIAL_GROUPS: dict[str, str] = {
+    "tests/integration/test_policy.py": "policy",
+    "tests/integration/test_policy_signals.py": "policy",
+    "tests/integration/test_offload_cli_policy.py": "policy",
+    "tests/integration/test_kueue.py": "policy",
+    "tests/integration/test_dev_cluster.py": "dev-cluster",
+    "tests/integration/test_kubernetes_provider.py": "remote-plane",
+    "tests/integration/test_exec_kubernetes.py": "remote-plane",
+}
+"""Test modules whose tests run on one xdist worker, one after another, by group (why: the group
+constants in tests/integration/conftest.py). Each such module also carries its group's
+`xdist_group` mark; collection checks the two agree. The scheduler below reads this table, not the
+marks: pytest 9 derives a test's node id from a private structure that pytest-xdist 3.8's loadgroup
+no longer renames, so `--dist loadgroup` alone silently spreads a group over every worker."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -28,15 +44,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if tier is None:
             raise pytest.UsageError(f"{item.nodeid} is outside tests/unit and tests/integration")
         item.add_marker(getattr(pytest.mark, tier))
-    # xdist hands out work in collection order: the long serial groups first, so that one worker
-    # starts on them at once while the others share everything else; the unit tests last, to fill gaps.
-    items.sort(key=_start_order)
+        _check_serial_group(item)
+    # The scheduler hands out the serial groups first (largest first), then single tests in
+    # collection order: integration tests before unit tests, so the quick unit tests fill the end.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("integration") is not None else 1)
 
 
-def _start_order(item: pytest.Item) -> int:
-    if item.get_closest_marker("xdist_group") is not None:
-        return 0
-    return 1 if item.get_closest_marker("integration") is not None else 2
+def _check_serial_group(item: pytest.Item) -> None:
+    marks = {str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args}
+    listed = SERIAL_GROUPS.get(_module_of(item.nodeid))
+    if marks != ({listed} if listed else set()):
+        raise pytest.UsageError(
+            f"{item.nodeid}: xdist_group marks {sorted(marks)} but SERIAL_GROUPS in tests/conftest.py "
+            f"says {listed!r}; keep the two in step"
+        )
+
+
+def _module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+class SerialGroupScheduling(LoadScopeScheduling):
+    """pytest-xdist's scope scheduling with SERIAL_GROUPS as the scopes: a group's tests go to one
+    worker; every other test is a scope of its own, so it goes wherever a worker is free."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return SERIAL_GROUPS.get(_module_of(nodeid), nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> SerialGroupScheduling | None:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return SerialGroupScheduling(config, log)
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
