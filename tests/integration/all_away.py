@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.integration.migration_rig import HOST, NAME, Rig
+from tests.integration.migration_rig import NAME, Rig
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome
 from vk_provider.offload.names import OFFLOAD_LABEL
@@ -36,7 +36,7 @@ async def flip_all_away(rig: Rig) -> dict[str, Any]:
 
 def load(rig: Rig, rate: float) -> LoadGenerator:
     return LoadGenerator(
-        LoadSettings(url=rig.router_url, host_header=HOST, rate=rate, stream_share=0.3, stream_tokens=4)
+        LoadSettings(url=rig.router_url, host_header=rig.host, rate=rate, stream_share=0.3, stream_tokens=4)
     )
 
 

@@ -44,7 +44,14 @@ from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 
 SYSTEM_NAMESPACE = "vk-provider-system"
-HOST = "chat.test"
+
+
+def host_for(namespace: str) -> str:
+    """The rig's route host: route claims are cluster-wide (the oldest claim of a host wins), so each
+    rig claims a host of its own and rigs of tests running at once never conflict."""
+    return f"chat.{namespace}.test"
+
+
 NAME = "chat"
 API = "/apis/offload.vk-provider.dev/v1alpha1"
 TOKENS_IMAGE = "vk-provider/tokens"
@@ -122,6 +129,10 @@ class Rig:
     router_url: str
     controller: ManagedProcess
     fail_dir: Path
+
+    @property
+    def host(self) -> str:
+        return host_for(self.namespace)
 
     def side_of(self, served_by: str | None) -> str:
         node = (served_by or "").partition("/")[0]
@@ -297,7 +308,7 @@ async def _start_rig(
             "spec": {
                 "home": {"deployment": NAME, "service": NAME},
                 "placement": "home",
-                "route": {"hosts": [HOST]},
+                "route": {"hosts": [host_for(namespace)]},
                 "away": {"nodeSelector": away_label},
                 "strategy": strategy,
             },

@@ -258,7 +258,10 @@ async def test_exec_on_a_runpod_node_shows_the_providers_refusal(  # noqa: PLR09
     control_plane: cluster.ClusterState,
     tmp_path: Path,
 ) -> None:
-    daemon = await start_node("runpod", provider_config=runpod_config(runpod_fake, tmp_path / "runpod"))
+    # No hangs are injected here: a call timeout above the fleet tests' 1 s keeps a busy machine (the
+    # stand-in answers from this test's own event loop) from opening the provider's circuit breaker.
+    config = runpod_config(runpod_fake, tmp_path / "runpod", call_timeout_seconds=5.0)
+    daemon = await start_node("runpod", provider_config=config)
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod(namespace, gpu_pod("gpu", daemon.node_name))
 

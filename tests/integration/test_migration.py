@@ -21,7 +21,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess
-from tests.integration.migration_rig import HOST, NAME, Rig, RigFor
+from tests.integration.migration_rig import NAME, Rig, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.devcluster import cluster
@@ -123,7 +123,7 @@ async def following(rig: Rig) -> AsyncIterator[WeightLog]:
 
 def load(rig: Rig, rate: float) -> LoadGenerator:
     return LoadGenerator(
-        LoadSettings(url=rig.router_url, host_header=HOST, rate=rate, stream_share=0.3, stream_tokens=4)
+        LoadSettings(url=rig.router_url, host_header=rig.host, rate=rate, stream_share=0.3, stream_tokens=4)
     )
 
 

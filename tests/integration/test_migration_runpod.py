@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.all_away import router_document
 from tests.integration.migration_rig import NAME, Rig, RigFor
 from tests.integration.runpod_away import runpod_pod_of, token_pod_app
 from tests.integration.test_migration import describe, flip, following, load
@@ -100,6 +101,7 @@ async def test_a_migration_away_to_runpod_and_back_loses_no_request(rig: Rig, ru
     assert running <= deleted, (running, deleted)
 
     outcomes = generator.outcomes
+    fell_back_home = fallbacks_from(await router_document(rig, "metrics"), drawn_side="away")
     assert not failures(outcomes), describe(failures(outcomes))
     assert len(outcomes) >= 15 * RATE, len(outcomes)  # steady load through both migrations
     streams = [outcome for outcome in outcomes if outcome.kind == "stream"]
@@ -114,10 +116,13 @@ async def test_a_migration_away_to_runpod_and_back_loses_no_request(rig: Rig, ru
         report.append(
             f"weight {weight}: {len(served)} requests, {100 * sides['away'] / max(1, len(served)):.1f}% away"
         )
-        if weight == 100:  # all away: every one of them served by a RunPod pod, through the proxy
+        if weight == 100:  # all away: every one served by a RunPod pod, through the proxy, except
+            # those the router had to send home because no away endpoint took the connection (on a
+            # busy machine the stand-in's proxy can miss a connect timeout): it counts each of those.
             assert len(served) >= RATE, report
-            assert {runpod_pod_of(outcome.served_by) for outcome in served} <= running, report
-            assert sides["away"] == len(served), report
+            away_pods = {runpod_pod_of(o.served_by) for o in served if rig.side_of(o.served_by) == "away"}
+            assert away_pods <= running, report
+            assert sides["home"] <= fell_back_home, (report, fell_back_home)
         elif weight == 50:
             assert sides["away"], report
             assert sides["home"], report
@@ -127,3 +132,12 @@ async def test_a_migration_away_to_runpod_and_back_loses_no_request(rig: Rig, ru
         f"{len(outcomes)} requests ({len(streams)} streaming, {on_runpod} on RunPod pods), 0 failed, "
         f"in {time.monotonic() - began:.0f} s; " + "; ".join(report)
     )
+
+
+def fallbacks_from(exposition: str, *, drawn_side: str) -> int:
+    """The router's count of requests that drew `drawn_side` but went to the other side."""
+    total = 0.0
+    for line in exposition.splitlines():
+        if line.startswith("vk_provider_router_fallbacks_total{") and f'drawn_side="{drawn_side}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.integration.daemons import ManagedProcess, NodeDaemon, NodeReplica
-from tests.integration.migration_rig import HOST, NAME, Rig, RigFor
+from tests.integration.migration_rig import NAME, Rig, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_provider.kit import procfs
@@ -43,7 +43,7 @@ Replica = NodeDaemon | NodeReplica
 
 def load(rig: Rig) -> LoadGenerator:
     return LoadGenerator(
-        LoadSettings(url=rig.router_url, host_header=HOST, rate=RATE, stream_share=0.3, stream_tokens=4)
+        LoadSettings(url=rig.router_url, host_header=rig.host, rate=RATE, stream_share=0.3, stream_tokens=4)
     )
 
 

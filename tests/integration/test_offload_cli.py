@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.migration_rig import HOST, NAME, RigFor
+from tests.integration.migration_rig import NAME, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings
 from vk_devtools.devcluster import cluster
@@ -51,7 +51,7 @@ async def create_offload(api: KubeApi, namespace: str, name: str, placement: str
         "spec": {
             "home": {"deployment": name, "service": name},
             "placement": placement,
-            "route": {"hosts": [f"{name}.example.test"]},
+            "route": {"hosts": [f"{name}.{namespace}.test"]},
         },
     }
     return await api.create(offload_path(namespace), body)
@@ -458,7 +458,7 @@ async def test_a_retry_after_a_rollback_runs_again_with_the_real_controller(
     flip = ["flip", NAME, "--to", "away", "--wait", "-n", namespace]
     async with rig_for(strategy) as rig:
         away_fails = rig.fail_dir / f"{rig.away.node_name}.fail"
-        generator = LoadGenerator(LoadSettings(url=rig.router_url, host_header=HOST, rate=40))
+        generator = LoadGenerator(LoadSettings(url=rig.router_url, host_header=rig.host, rate=40))
         try:
             await generator.start()
             away_fails.touch()

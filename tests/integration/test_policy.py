@@ -179,7 +179,9 @@ async def node_events(rig: PolicyRig, reason: str, node: str) -> list[RawObject]
 
 
 def host_of(name: str) -> str:
-    return f"{name}.test"
+    # Not the migration rigs' hosts (chat.<namespace>.test): route claims are cluster-wide, and those
+    # rigs run beside the policy tests. The policy tests run one at a time, so one domain serves them.
+    return f"{name}.policy.test"
 
 
 @contextlib.asynccontextmanager

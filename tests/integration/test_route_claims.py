@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 
 from tests.integration.conftest import release_offloads
 from tests.integration.daemons import ManagedProcess
-from tests.integration.migration_rig import API, HOST, NAME, Rig, RigFor, start_router
+from tests.integration.migration_rig import API, NAME, Rig, RigFor, start_router
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, share_by
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
@@ -85,7 +85,7 @@ async def _start_rival(rig: Rig, namespace: str, replicas: int = 1) -> None:
     )
 
 
-async def _create_rival_offload(api: KubeApi, namespace: str, *, placement: str) -> None:
+async def _create_rival_offload(api: KubeApi, namespace: str, host: str, *, placement: str) -> None:
     """The second namespace's Offload of the same host, its away side on no node."""
     await api.create(
         f"{API}/namespaces/{namespace}/offloads",
@@ -96,7 +96,7 @@ async def _create_rival_offload(api: KubeApi, namespace: str, *, placement: str)
             "spec": {
                 "home": {"deployment": RIVAL, "service": RIVAL},
                 "placement": placement,
-                "route": {"hosts": [HOST]},
+                "route": {"hosts": [host]},
                 "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
             },
         },
@@ -108,10 +108,10 @@ def _ready_condition(offload: RawObject) -> dict[str, Any]:
     return next((c for c in conditions if c.get("type") == "Ready"), {})
 
 
-async def _served_by(router_url: str) -> str | None:
+async def _served_by(router_url: str, host: str) -> str | None:
     async with (
         aiohttp.ClientSession() as session,
-        session.get(f"{router_url}/", headers={"Host": HOST}) as response,
+        session.get(f"{router_url}/", headers={"Host": host}) as response,
     ):
         await response.read()
         return response.headers.get("X-Served-By") if response.status == 200 else None
@@ -151,7 +151,7 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
         # It asks to move away: while it loses the route, nothing may start. Its away pods could land
         # nowhere, so once it wins, its migration starts and stays Preparing.
-        await _create_rival_offload(api, second_namespace, placement="away")
+        await _create_rival_offload(api, second_namespace, rig.host, placement="away")
         second = await api.get(rival_path)
         # The rig took far more than a second to start: the first claim is strictly older.
         assert second["metadata"]["creationTimestamp"] > first["metadata"]["creationTimestamp"]
@@ -184,11 +184,11 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         # Both services ready, the cluster-wide router loaded: every request goes to the first.
         await _wait_rival_ready(api, second_namespace)
         await wait_for(
-            lambda: _served_by(router_url),
+            lambda: _served_by(router_url, rig.host),
             timeout_seconds=60,
-            what=f"the cluster-wide router to serve {HOST}; its log:\n{router.log_tail(30)}",
+            what=f"the cluster-wide router to serve {rig.host}; its log:\n{router.log_tail(30)}",
         )
-        load = LoadGenerator(LoadSettings(url=router_url, host_header=HOST, rate=40, stream_share=0.3))
+        load = LoadGenerator(LoadSettings(url=router_url, host_header=rig.host, rate=40, stream_share=0.3))
         await load.start()
         await wait_for(
             lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
@@ -204,7 +204,7 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         await api.delete(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
 
         async def rival_serves() -> bool:
-            return _served_by_app(await _served_by(router_url)) == RIVAL
+            return _served_by_app(await _served_by(router_url, rig.host)) == RIVAL
 
         await wait_for(rival_serves, timeout_seconds=60, what="the router to hand the route to the second")
         handed_over = time.monotonic() - deleted_at
@@ -232,7 +232,7 @@ async def test_an_offload_that_starts_behind_a_conflict_serves_home_untouched_on
     async with _second_namespace_parts(rig, second_namespace, tmp_path) as (controller, _, _):
         await _start_rival(rig, second_namespace, replicas=2)
         rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
-        await _create_rival_offload(api, second_namespace, placement="home")
+        await _create_rival_offload(api, second_namespace, rig.host, placement="home")
 
         async def reason_is(wanted: str) -> bool:
             return _ready_condition(await api.get(rival_path)).get("reason") == wanted

@@ -66,7 +66,7 @@ def provider_config(moto: MotoSageMaker, credentials_file: Path, **overrides: An
         "endpoint_url": moto.endpoint_url,
         "credentials_file": str(credentials_file),
         "instance_type": GPU_INSTANCE_TYPE,
-        "call_timeout_seconds": 5.0,
+        "call_timeout_seconds": 15.0,  # moto answers slowly on a busy machine; the breaker's clock is manual
         "max_attempts": 4,
         "backoff_initial_seconds": 0.01,
         "backoff_max_seconds": 0.05,
