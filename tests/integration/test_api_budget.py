@@ -138,7 +138,9 @@ async def test_a_burst_rejected_by_apf_is_retried_after_retry_after_and_paced(
     assert seconds >= 1.0  # APF's Retry-After is at least a second, and it was waited for
     workload = budget.limiter(WORKLOAD)
     assert workload.throttled > 0
-    assert workload.qps < math.inf  # paced after the 429s
+    # Its pace is not asserted here: by the end of a burst that met 429s more than once it may have
+    # recovered to unpaced (~15 s of AIMD recovery); the cut and the recovery are unit-tested
+    # (tests/unit/kit/test_apibudget.py) on a fake clock.
     # The other classes were not slowed by the pod work's 429s.
     assert budget.limiter(HEARTBEAT).throttled == budget.limiter(EVENTS).throttled == 0
     assert budget.limiter(HEARTBEAT).qps == math.inf
