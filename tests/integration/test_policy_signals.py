@@ -235,9 +235,13 @@ async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_th
 
         await wait_for(scheduled, timeout_seconds=180, what=f"the PodGroup scheduled:\n{rig.log()}")
         scheduled_after = time.monotonic() - created
-        members = (await rig.api.get(pods, query={"labelSelector": f"gang={GANG}"}))["items"]
-        assert len(members) == 6, members
-        assert all(p["spec"].get("nodeName") for p in members), members
+
+        # The PodGroup's condition can be written a moment before the last binding lands.
+        async def all_bound() -> list[Any] | None:
+            found = (await rig.api.get(pods, query={"labelSelector": f"gang={GANG}"}))["items"]
+            return found if len(found) == 6 and all(p["spec"].get("nodeName") for p in found) else None
+
+        members = await wait_for(all_bound, timeout_seconds=30, what="all 6 gang members bound")
         assert {p["spec"]["nodeName"] for p in members} <= {daemon.node_name for daemon in rig.pool}
         for daemon in rig.pool:
             node = await rig.node(daemon.node_name)
