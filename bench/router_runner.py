@@ -57,12 +57,12 @@ def loop_name() -> str:
 
 
 async def serve(table: RouteTable, host: str, port: int, loop_label: str, stop: asyncio.Event) -> None:
-    runner = await start(Router(table), host, port)
+    server = await start(Router(table), host, port)
     try:
         print(f"ready port={port} loop={loop_label.replace(' ', '-')} pid={os.getpid()}", flush=True)
         await stop.wait()
     finally:
-        await runner.cleanup()
+        await server.close()
 
 
 def urls(text: str) -> list[str]:

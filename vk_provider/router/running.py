@@ -18,14 +18,13 @@ import logging
 import socket
 from pathlib import Path
 
-from aiohttp import web
-
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi
+from vk_provider.router.core import ProxyServer, start
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.health import CheckSettings
-from vk_provider.router.proxy import ProxySettings, Router, start
+from vk_provider.router.proxy import ProxySettings, Router
 from vk_provider.router.signing import RequestSigning, standard_chain
 from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
 
@@ -73,7 +72,8 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="AWS shared credentials file to read them from, e.g. a mounted Secret's "
-        "(default: AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); read once",
+        "(default: AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); re-read when it changes "
+        "(checked at most once a second)",
     )
     defaults = CheckSettings()
     parser.add_argument(
@@ -111,17 +111,16 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
 LATE_REQUEST_SETTLE_SECONDS = 0.1
 
 
-async def drain(runner: web.AppRunner, router: Router, grace: float) -> None:
+async def drain(server: ProxyServer, router: Router, grace: float) -> None:
     """Stop listening, then wait (up to `grace`) for the requests in flight before cleanup closes
     connections.
 
-    Not left to `runner.cleanup()` alone: it closes every connection with no request running, and a
+    Not left to `server.close()` alone: it closes every connection with no request running, and a
     connection accepted just before the listener closed may not have sent its request yet; aiohttp
     then drops that request and leaves the client waiting. A moment for such requests to arrive,
     then waiting for every proxied request, answers them instead.
     """
-    for site in list(runner.sites):
-        await site.stop()
+    await server.stop_listening()
     await asyncio.sleep(min(LATE_REQUEST_SETTLE_SECONDS, grace))
     try:
         async with asyncio.timeout(grace):
@@ -155,7 +154,7 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
     router.check_status = feed.checks.status
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
     events_task = asyncio.create_task(events.run(), name="router-events")
-    runner = None
+    server = None
     try:
         synced = asyncio.create_task(feed.synced.wait())
         stopping = asyncio.create_task(stop.wait())
@@ -166,14 +165,14 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
             feed_task.result()  # the watches died before loading: raise why
         if stop.is_set():
             return
-        runner = await start(router, host, port, shutdown_timeout=arguments.shutdown_grace)
+        server = await start(router, host, port)
         logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
         await stop.wait()
         logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
-        await drain(runner, router, arguments.shutdown_grace)
+        await drain(server, router, arguments.shutdown_grace)
     finally:
-        if runner is not None:
-            await runner.cleanup()
+        if server is not None:
+            await server.close()
         feed_task.cancel()
         events_task.cancel()
         await asyncio.gather(feed_task, events_task, return_exceptions=True)

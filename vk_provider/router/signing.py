@@ -5,9 +5,15 @@ Credentials come from botocore's standard chain, found as the AWS CLI finds them
 `AWS_ROLE_ARN` and `AWS_WEB_IDENTITY_TOKEN_FILE`), the shared credentials and config files
 (`AWS_SHARED_CREDENTIALS_FILE`, `AWS_PROFILE`), container and instance metadata. `vk-provider router
 --aws-profile P --aws-credentials-file F` names a profile and a credentials file (e.g. a mounted
-Secret's) instead. The chain is resolved once, off the event loop, at the first signed request;
+Secret's) instead. The chain is resolved off the event loop, at the first signed request;
 credentials that expire (IRSA, assumed roles, instance roles) are refreshed by botocore before they
-do. Keys read from a file are read once: a rotated file takes effect at the router's next start.
+do. Keys read from the shared credentials file (`--aws-credentials-file`, else
+`AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/credentials`) are re-read when the file changes, as the
+node's SageMaker provider re-reads its own, so a rotated Secret takes effect without a restart: at
+most once a second (`check_seconds`) the router stats the file, following symlinks since a mounted
+Secret is updated by swapping one, and the next signed request after a change in its modification
+time, size or inode resolves the chain again. A changed file that yields no keys (half-written, or
+missing the profile) keeps the keys read before, with a warning; its next change is tried again.
 They need `sagemaker:InvokeEndpoint` on the endpoints, which the provider's credentials have: mount
 the provider's credentials Secret into the router too and name it with `--aws-credentials-file`.
 
@@ -26,13 +32,15 @@ own SigV4 headers are dropped: the signature sets its own, and aiohttp counts th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import botocore.session
-from botocore.credentials import Credentials
+from botocore.credentials import Credentials, SharedCredentialProvider
 from botocore.exceptions import BotoCoreError, ClientError
 from multidict import CIMultiDict
 
@@ -41,7 +49,28 @@ from vk_provider.kit.traffic_auth import TrafficAuth
 
 logger = logging.getLogger(__name__)
 
-CredentialsResolver = Callable[[], Credentials | None]
+FileStamp = tuple[int, int, int]
+"""A file's (modification time in ns, size, inode): mtime alone misses a rewrite within the file
+system's timestamp resolution; the inode catches a Secret volume's symlink swap."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchedFile:
+    """The file credentials were read from, and its stamp from just before they were read."""
+
+    path: Path
+    stamp: FileStamp | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedCredentials:
+    """Credentials found, and the file to watch when they were read from one."""
+
+    credentials: Credentials
+    source: WatchedFile | None = None
+
+
+CredentialsResolver = Callable[[], ResolvedCredentials | None]
 """Finds credentials (may block: metadata services, STS); None when there are none."""
 
 NOT_SENT = frozenset(
@@ -66,14 +95,37 @@ def standard_chain(
 ) -> CredentialsResolver:
     """botocore's credential chain, with an optional profile and shared credentials file."""
 
-    def resolve() -> Credentials | None:
+    def resolve() -> ResolvedCredentials | None:
         session = botocore.session.Session(profile=profile)
         if credentials_file is not None:
             session.set_config_variable("credentials_file", str(credentials_file))
+        path = shared_credentials_path(session)
+        # Stamped before botocore reads it: a change in between then shows at the next check instead
+        # of being taken for the version read.
+        stamp = file_stamp(path)
         credentials: Credentials | None = session.get_credentials()
-        return credentials
+        if credentials is None:
+            return None
+        if credentials.method != SharedCredentialProvider.METHOD:
+            return ResolvedCredentials(credentials)
+        return ResolvedCredentials(credentials, WatchedFile(path, stamp))
 
     return resolve
+
+
+def shared_credentials_path(session: botocore.session.Session) -> Path:
+    """The shared credentials file botocore reads for `session`, expanded as botocore expands it."""
+    configured = str(session.get_config_variable("credentials_file"))
+    return Path(os.path.expanduser(os.path.expandvars(configured)))
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """The stamp of the file `path` leads to (following symlinks); None when it cannot be stat'ed."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size, status.st_ino)
 
 
 def split_headers(forwarded: CIMultiDict[str]) -> tuple[dict[str, str], CIMultiDict[str]]:
@@ -98,19 +150,28 @@ def split_headers(forwarded: CIMultiDict[str]) -> tuple[dict[str, str], CIMultiD
 
 
 class RequestSigning:
-    """Signs requests with the router's AWS credentials, found once and reported once when missing."""
+    """Signs requests with the router's AWS credentials, found once and reported once when missing.
+
+    Credentials read from a file are found again when the file changes (looked at every
+    `check_seconds` at most, at a signed request).
+    """
 
     def __init__(
         self,
         resolve: CredentialsResolver | None = None,
         *,
         retry_seconds: float = 30.0,
+        check_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._resolve = resolve if resolve is not None else standard_chain()
         self._retry_seconds = retry_seconds
+        self._check_seconds = check_seconds
         self._clock = clock
-        self._credentials: Credentials | None = None
+        self._found: ResolvedCredentials | None = None
+        self._stamp: FileStamp | None = None
+        """The watched file's stamp when last looked at."""
+        self._check_at = 0.0
         self._lock = asyncio.Lock()
         self._failure: str | None = None
         """Why signing fails, while it does (logged once)."""
@@ -144,21 +205,72 @@ class RequestSigning:
         return headers
 
     async def _credentials_now(self) -> Credentials:
-        if self._credentials is not None:
-            return self._credentials
+        found = self._found
+        if found is None:
+            return await self._first_credentials()
+        if found.source is not None and self._file_changed(found.source.path):
+            found = await self._reread(found, found.source.path)
+        return found.credentials
+
+    def _file_changed(self, path: Path) -> bool:
+        """Whether the watched file changed, looked at no more often than every `check_seconds`.
+
+        The stat is done on the event loop: one a second costs microseconds, less than handing it to
+        a thread would.
+        """
+        now = self._clock()
+        if now < self._check_at:
+            return False
+        self._check_at = now + self._check_seconds
+        stamp = file_stamp(path)
+        # A file that disappeared leaves the keys read before in use; its return is a change.
+        if stamp is None or stamp == self._stamp:
+            return False
+        # Recorded now, so that requests arriving during the re-read do not start another one.
+        self._stamp = stamp
+        return True
+
+    async def _reread(self, found: ResolvedCredentials, path: Path) -> ResolvedCredentials:
+        """The credentials in the changed file; the ones read before when it yields none."""
+        problem = "it has no usable keys for the profile"
+        try:
+            fresh = await asyncio.to_thread(self._resolve)
+        except FAILURES as error:
+            fresh, problem = None, str(error)
+        # Keys from elsewhere in the chain (an instance role found because the file lacks the
+        # profile) are not a rotation: taking them would also stop watching the file.
+        if fresh is None or fresh.source is None or fresh.source.path != path:
+            logger.warning(
+                "the AWS credentials file %s changed but cannot be used (%s); "
+                "signing with the credentials read before",
+                path,
+                problem,
+            )
+            return found
+        self._adopt(fresh)
+        logger.info("the AWS credentials file %s changed; signing with its new credentials", path)
+        return fresh
+
+    def _adopt(self, found: ResolvedCredentials) -> None:
+        self._found = found
+        if found.source is not None and found.source.stamp is not None:
+            self._stamp = found.source.stamp
+        self._check_at = self._clock() + self._check_seconds
+
+    async def _first_credentials(self) -> Credentials:
         async with self._lock:
-            if self._credentials is not None:
-                return self._credentials
+            if self._found is not None:
+                return self._found.credentials
             if self._failure is not None and self._clock() < self._retry_at:
                 raise SigningUnavailableError(self._failure)
             try:
-                credentials = await asyncio.to_thread(self._resolve)
+                found = await asyncio.to_thread(self._resolve)
             except FAILURES as error:
                 reason = f"cannot load the router's AWS credentials: {error}"
             else:
-                if credentials is not None:
-                    self._credentials = credentials
-                    return credentials
+                if found is not None:
+                    self._adopt(found)
+                    return found.credentials
                 reason = (
                     "the router has no AWS credentials (environment, web identity, shared credentials "
                     "file, container or instance metadata; or --aws-credentials-file)"

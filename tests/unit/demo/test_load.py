@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from tests.unit.local import closed_port_url, until
+from tests.unit.router import served_router
 from vk_devtools.demo import load
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.demo.tokens import TokenServerSettings
@@ -83,8 +84,9 @@ async def test_the_offered_rate_is_kept_through_the_router_to_two_token_servers(
     async with (
         token_server(TokenServerSettings(name="home-0", token_delay=0.005)) as home,
         token_server(TokenServerSettings(name="away-0", token_delay=0.005)) as away,
-        serving(Router(_route(home, away)).app()) as router_url,
+        served_router(Router(_route(home, away))) as router,
     ):
+        router_url = f"http://127.0.0.1:{router.port}"
         settings = LoadSettings(url=router_url, host_header="tokens.demo", rate=200, stream_share=0.3)
         generator = LoadGenerator(settings)
         began = time.monotonic()

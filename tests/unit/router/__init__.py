@@ -7,10 +7,12 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import aiohttp
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
+from vk_provider.router.core import ProxyServer, start
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -68,8 +70,31 @@ async def backends(*names: str, handler: Handler | None = None) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
-async def router_client(router: Router) -> AsyncIterator[TestClient[web.Request, web.Application]]:
-    async with TestClient(TestServer(router.app(), host="127.0.0.1")) as client:
+async def served_router(router: Router) -> AsyncIterator[ProxyServer]:
+    """`router` served on a free port of 127.0.0.1, as `vk-provider router` serves it."""
+    server = await start(router, "127.0.0.1", 0)
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+RouterClient = aiohttp.ClientSession
+"""A client session whose relative URLs ("/path") go to the served router."""
+
+
+@contextlib.asynccontextmanager
+async def router_client(router: Router) -> AsyncIterator[RouterClient]:
+    """A client of `router` served on a free port. It sends no default Accept, Accept-Encoding or
+    User-Agent, so tests see exactly the headers they give."""
+    async with (
+        served_router(router) as server,
+        aiohttp.ClientSession(
+            base_url=f"http://127.0.0.1:{server.port}",
+            auto_decompress=False,
+            skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent"),
+        ) as client,
+    ):
         yield client
 
 

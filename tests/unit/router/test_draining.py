@@ -11,7 +11,7 @@ from aiohttp import web
 from tests.unit.local import until
 from tests.unit.router import backends, route, table
 from vk_provider.router import Router
-from vk_provider.router.proxy import start
+from vk_provider.router.core import start
 from vk_provider.router.running import drain
 
 
@@ -31,16 +31,16 @@ async def test_draining_finishes_a_stream_in_flight_and_refuses_new_connections(
 
     async with backends("slow", handler=slow_stream) as (slow,):
         router = Router(table(route(home=(slow.endpoint(),))))
-        runner = await start(router, "127.0.0.1", 0)
-        port = runner.addresses[0][1]
+        server = await start(router, "127.0.0.1", 0)
+        port = server.port
         try:
             async with aiohttp.ClientSession() as session:
                 response = await session.get(f"http://127.0.0.1:{port}/", headers={"Host": "chat.test"})
                 assert await response.content.readexactly(6) == b"first,"
                 await half_sent.wait()
-                draining = asyncio.create_task(drain(runner, router, grace=10))
+                draining = asyncio.create_task(drain(server, router, grace=10))
                 # The listener goes first: a new client is refused while the stream still runs.
-                await until(lambda: not runner.sites)
+                await until(lambda: not server.listening)
                 async with aiohttp.ClientSession() as other:
                     with pytest.raises(aiohttp.ClientConnectorError):
                         await other.get(f"http://127.0.0.1:{port}/")
@@ -52,4 +52,4 @@ async def test_draining_finishes_a_stream_in_flight_and_refuses_new_connections(
                     await draining
                 assert router.in_flight == 0
         finally:
-            await runner.cleanup()
+            await server.close()

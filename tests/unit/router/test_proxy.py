@@ -9,12 +9,11 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient
 
 from tests.unit.local import closed_port_url, until
 from vk_provider.router import Balancer, EjectionPolicy, Endpoint, ProxySettings, Router
 
-from . import backends, route, router_client, seeded, table
+from . import RouterClient, backends, route, router_client, seeded, table
 
 
 class Clock:
@@ -57,7 +56,7 @@ async def test_an_unknown_host_gets_404_with_a_message() -> None:
         assert chat.hits == 0
 
 
-async def _spray(client: TestClient[web.Request, web.Application], count: int) -> None:
+async def _spray(client: RouterClient, count: int) -> None:
     semaphore = asyncio.Semaphore(50)
 
     async def one() -> None:

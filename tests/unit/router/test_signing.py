@@ -11,9 +11,11 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import os
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -26,7 +28,8 @@ from multidict import CIMultiDict
 from tests.unit.local import closed_port_url
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.router import Endpoint, ProxySettings, Router
-from vk_provider.router.signing import RequestSigning, split_headers
+from vk_provider.router import signing as signing_module
+from vk_provider.router.signing import RequestSigning, ResolvedCredentials, split_headers, standard_chain
 
 from . import backends, route, router_client, table
 
@@ -103,8 +106,12 @@ async def runtime() -> AsyncIterator[Runtime]:
         yield stand_in
 
 
+def resolved(credentials: Credentials | None) -> ResolvedCredentials | None:
+    return None if credentials is None else ResolvedCredentials(credentials)
+
+
 def signing(credentials: Credentials | None) -> RequestSigning:
-    return RequestSigning(lambda: credentials)
+    return RequestSigning(lambda: resolved(credentials))
 
 
 GOOD = Credentials(ACCESS_KEY, SECRET_KEY, SESSION_TOKEN)
@@ -195,7 +202,7 @@ async def test_credentials_that_appear_later_are_found_and_the_recovery_is_logge
     async with runtime() as stand_in:
         router = Router(
             table(route(weight=100, away=(stand_in.endpoint(),))),
-            signing=RequestSigning(lambda: found.pop(0), retry_seconds=0.0),
+            signing=RequestSigning(lambda: resolved(found.pop(0)), retry_seconds=0.0),
         )
         stand_in.first_chunk_read.set()
         with caplog.at_level(logging.INFO, logger="vk_provider.router.signing"):
@@ -285,3 +292,184 @@ def test_headers_are_split_into_signed_unsigned_and_dropped() -> None:
         "X-Amzn-SageMaker-Target-Model": "m.tar.gz",
     }
     assert list(unsigned.items()) == [("X-Forwarded-For", "10.0.0.1"), ("User-Agent", "curl")]
+
+
+# --- Credentials read from a file follow the file ---------------------------------------------------
+
+ROTATED_KEY = "AKIAVKROUTERTEST0002"
+URL = f"https://runtime.sagemaker.{REGION}.amazonaws.com{INVOCATIONS}"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The machine's AWS settings stay out: no AWS_* variables, no shared files, no instance metadata."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def write_keys(path: Path, access_key: str, *, profile: str = "default") -> None:
+    """Write a credentials file and move its mtime on, so a rewrite within the file system's timestamp
+    resolution (same size, same inode) still shows."""
+    previous = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(f"[{profile}]\naws_access_key_id = {access_key}\naws_secret_access_key = {SECRET_KEY}\n")
+    os.utime(path, ns=(previous + 1_000_000_000, previous + 1_000_000_000))
+
+
+async def signing_key(signer: RequestSigning) -> str:
+    """The access key the next signed request names in its Authorization header."""
+    headers = await signer.signed_headers("POST", URL, CIMultiDict(), BODY, AUTH)
+    found = _AUTHORIZATION.fullmatch(headers["Authorization"])
+    assert found is not None
+    return found["key"]
+
+
+@pytest.mark.usefixtures("no_ambient_aws")
+async def test_a_rotated_credentials_file_signs_the_next_request_after_the_check_interval(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "credentials"
+    write_keys(path, ACCESS_KEY)
+    clock = FakeClock()
+    signer = RequestSigning(standard_chain(credentials_file=path), clock=clock)
+    assert await signing_key(signer) == ACCESS_KEY
+    write_keys(path, ROTATED_KEY)
+    clock.now += 0.9
+    assert await signing_key(signer) == ACCESS_KEY  # not looked at before the interval is over
+    clock.now += 0.1
+    with caplog.at_level(logging.INFO, logger="vk_provider.router.signing"):
+        assert await signing_key(signer) == ROTATED_KEY
+    assert [record.getMessage() for record in caplog.records] == [
+        f"the AWS credentials file {path} changed; signing with its new credentials"
+    ]
+
+
+@pytest.mark.usefixtures("no_ambient_aws")
+async def test_the_file_is_stat_at_most_once_per_interval_and_reread_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "credentials"
+    write_keys(path, ACCESS_KEY)
+    chain = standard_chain(credentials_file=path)
+    resolutions = 0
+
+    def counting_chain() -> ResolvedCredentials | None:
+        nonlocal resolutions
+        resolutions += 1
+        return chain()
+
+    clock = FakeClock()
+    signer = RequestSigning(counting_chain, clock=clock, check_seconds=5.0)
+    assert await signing_key(signer) == ACCESS_KEY
+    stats: list[Path] = []
+    real_stamp = signing_module.file_stamp
+
+    def counting_stamp(path: Path) -> signing_module.FileStamp | None:
+        stats.append(path)
+        return real_stamp(path)
+
+    monkeypatch.setattr(signing_module, "file_stamp", counting_stamp)
+    for _ in range(10):
+        await signing_key(signer)
+    assert stats == []
+    clock.now += 5.0
+    for _ in range(10):
+        await signing_key(signer)
+    assert stats == [path]
+    assert resolutions == 1  # the file did not change: stat, not re-read
+
+
+@pytest.mark.usefixtures("no_ambient_aws")
+async def test_a_secret_volume_update_swapping_a_symlink_is_followed(tmp_path: Path) -> None:
+    """The kubelet writes a Secret's new version into a new folder and swaps the `..data` link to it;
+    the file keeps its path (a link through `..data`), and may keep its size and mtime."""
+    volume = tmp_path / "secret"
+    volume.mkdir()
+
+    def publish(version: str, access_key: str) -> None:
+        folder = volume / f"..{version}"
+        folder.mkdir()
+        write_keys(folder / "credentials", access_key)
+        (volume / "..data_tmp").symlink_to(folder.name)
+        os.replace(volume / "..data_tmp", volume / "..data")
+
+    publish("2026_01_01_00_00_00.1", ACCESS_KEY)
+    (volume / "credentials").symlink_to("..data/credentials")
+    clock = FakeClock()
+    signer = RequestSigning(standard_chain(credentials_file=volume / "credentials"), clock=clock)
+    assert await signing_key(signer) == ACCESS_KEY
+    publish("2026_01_02_00_00_00.2", ROTATED_KEY)
+    clock.now += 1.0
+    assert await signing_key(signer) == ROTATED_KEY
+
+
+@pytest.mark.usefixtures("no_ambient_aws")
+@pytest.mark.parametrize(
+    ("broken", "problem"),
+    [
+        (f"[default\naws_access_key_id = {ROTATED_KEY}\n", "Unable to parse config file"),
+        (f"[another]\naws_access_key_id = {ROTATED_KEY}\naws_secret_access_key = x\n", "no usable keys"),
+    ],
+    ids=["not-ini", "profile-missing"],
+)
+async def test_a_changed_file_without_usable_keys_keeps_the_keys_read_before_until_fixed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, broken: str, problem: str
+) -> None:
+    path = tmp_path / "credentials"
+    write_keys(path, ACCESS_KEY)
+    clock = FakeClock()
+    signer = RequestSigning(standard_chain(credentials_file=path), clock=clock)
+    assert await signing_key(signer) == ACCESS_KEY
+    path.write_text(broken)
+    clock.now += 1.0
+    with caplog.at_level(logging.WARNING, logger="vk_provider.router.signing"):
+        assert await signing_key(signer) == ACCESS_KEY
+        clock.now += 1.0
+        assert await signing_key(signer) == ACCESS_KEY  # unchanged since: not tried again
+    (warning,) = caplog.records
+    assert f"the AWS credentials file {path} changed but cannot be used" in warning.getMessage()
+    assert problem in warning.getMessage()
+    assert ROTATED_KEY not in caplog.text
+    write_keys(path, ROTATED_KEY)
+    clock.now += 1.0
+    assert await signing_key(signer) == ROTATED_KEY
+
+
+@pytest.mark.usefixtures("no_ambient_aws")
+async def test_the_default_credentials_file_is_watched_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "from-environment"
+    write_keys(path, ACCESS_KEY, profile="router")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(path))
+    clock = FakeClock()
+    signer = RequestSigning(standard_chain(profile="router"), clock=clock)
+    assert await signing_key(signer) == ACCESS_KEY
+    write_keys(path, ROTATED_KEY, profile="router")
+    clock.now += 1.0
+    assert await signing_key(signer) == ROTATED_KEY
+
+
+@pytest.mark.usefixtures("no_ambient_aws")
+def test_credentials_from_elsewhere_than_the_file_are_not_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "credentials"
+    write_keys(path, ROTATED_KEY)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    found = standard_chain(credentials_file=path)()
+    assert found is not None
+    assert found.credentials.access_key == ACCESS_KEY  # the environment comes first in the chain
+    assert found.source is None

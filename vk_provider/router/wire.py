@@ -1,0 +1,100 @@
+"""HTTP/1.1 as bytes: the header rules of a proxy and the few messages the router writes itself.
+
+The data path (`core`, `upstream`) keeps headers as the parser gave them, a list of (name, value)
+byte pairs in arrival order, and writes heads by joining bytes: no header objects, no str round
+trip. Names are compared lower-cased; values are passed on untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+Headers = list[tuple[bytes, bytes]]
+
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+"""Headers about one connection (RFC 9110 7.6.1): each hop sets its own, a proxy never forwards them."""
+
+FRAMING = frozenset({b"content-length", b"transfer-encoding"})
+"""How a body is delimited: set by whoever writes the message, from how the body is sent on."""
+
+LAST_CHUNK = b"0\r\n\r\n"
+
+REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    500: b"Internal Server Error",
+    501: b"Not Implemented",
+    502: b"Bad Gateway",
+    503: b"Service Unavailable",
+    504: b"Gateway Timeout",
+}
+
+
+def connection_tokens(headers: Headers) -> set[bytes]:
+    """The lower-cased tokens of the Connection headers: more per-connection header names (and
+    `close`, `keep-alive`, `upgrade`)."""
+    tokens: set[bytes] = set()
+    for name, value in headers:
+        if name.lower() == b"connection":
+            tokens.update(token.strip().lower() for token in value.split(b","))
+    return tokens
+
+
+def end_to_end(headers: Headers) -> Headers:
+    """`headers` without hop-by-hop ones, those the Connection header names, and the framing."""
+    named = connection_tokens(headers) if any(n.lower() == b"connection" for n, _ in headers) else ()
+    return [
+        (name, value)
+        for name, value in headers
+        if (lowered := name.lower()) not in HOP_BY_HOP and lowered not in FRAMING and lowered not in named
+    ]
+
+
+def head(start_line: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A message head: the start line, the headers, the blank line."""
+    parts = [start_line]
+    for name, value in headers:
+        parts.append(name + b": " + value)
+    parts.append(b"\r\n")
+    return b"\r\n".join(parts)
+
+
+def chunk(data: bytes) -> bytes:
+    """`data` as one chunk of a chunked body (never empty: an empty chunk ends the body)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+def plain_response(status: int, message: str, *, close: bool = False, head_only: bool = False) -> bytes:
+    """A whole text/plain response the router answers itself (404, 502, ...)."""
+    body = (message + "\n").encode()
+    headers: Headers = [
+        (b"Content-Type", b"text/plain; charset=utf-8"),
+        (b"Content-Length", b"%d" % len(body)),
+    ]
+    if close:
+        headers.append((b"Connection", b"close"))
+    start = b"HTTP/1.1 %d %b" % (status, REASONS.get(status, b"Unknown"))
+    return head(start, headers) + (b"" if head_only else body)
+
+
+def header_value(headers: Headers, lowered_name: bytes) -> bytes | None:
+    """The first value of a header (name given lower-case), or None."""
+    for name, value in headers:
+        if name.lower() == lowered_name:
+            return value
+    return None
