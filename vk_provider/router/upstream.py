@@ -87,6 +87,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._headers: Headers = []
         self._complete = False
         self._keep_alive = False
+        self._reading_paused = False
 
     # asyncio.Protocol
 
@@ -171,17 +172,21 @@ class UpstreamConnection(asyncio.Protocol):
             self.transport.write(data)
 
     def pause_reading(self) -> None:
-        if self.transport is not None and not self.closed:
+        """The client reads slower than this endpoint sends: stop reading until it catches up."""
+        if self.transport is not None and not self.closed and not self._reading_paused:
+            self._reading_paused = True
             self.transport.pause_reading()
 
     def resume_reading(self) -> None:
-        if self.transport is not None and not self.closed:
+        if self.transport is not None and not self.closed and self._reading_paused:
+            self._reading_paused = False
             self.transport.resume_reading()
 
     def finish(self, *, reusable: bool) -> None:
         """The exchange is over: keep the connection for the next one if it may be, else close it."""
         self.exchange = None
         if reusable and self._complete and self._keep_alive and not self.closed:
+            self.resume_reading()  # paused by a slow client of the exchange that just ended
             self.pool.keep(self)
         else:
             self.close()
