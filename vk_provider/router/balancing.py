@@ -101,16 +101,35 @@ class Balancer:
         """
         drawn = side_for_draw(route.away_weight, draw)
         for side in (drawn, other(drawn)):
-            candidates = [
-                endpoint
-                for endpoint in route.endpoints(side)
-                if endpoint.url not in exclude and self.usable(endpoint)
-            ]
-            if candidates:
-                least = min(self.outstanding(endpoint.url) for endpoint in candidates)
-                tied = [endpoint for endpoint in candidates if self.outstanding(endpoint.url) == least]
+            tied = self._least_outstanding(route.endpoints(side), exclude)
+            if tied:
                 return Pick(side, self.rng.choice(tied), fell_back=side != drawn)
         return None
+
+    def _least_outstanding(self, endpoints: tuple[Endpoint, ...], exclude: frozenset[str]) -> list[Endpoint]:
+        """The usable endpoints with the fewest requests in flight, in one pass (it runs per request;
+        the clock is read only when an endpoint has been ejected)."""
+        states = self._states
+        now: float | None = None
+        least = -1
+        tied: list[Endpoint] = []
+        for endpoint in endpoints:
+            url = endpoint.url
+            if endpoint.terminating or url in exclude:
+                continue
+            outstanding = 0
+            state = states.get(url)
+            if state is not None:
+                if state.ejected_until:
+                    now = self._clock() if now is None else now
+                    if state.ejected_until > now:
+                        continue
+                outstanding = state.outstanding
+            if not tied or outstanding < least:
+                least, tied = outstanding, [endpoint]
+            elif outstanding == least:
+                tied.append(endpoint)
+        return tied
 
     def acquire(self, url: str) -> None:
         self.state(url).outstanding += 1

@@ -41,6 +41,7 @@ from multidict import CIMultiDict
 from vk_provider.router import wire
 from vk_provider.router.bodies import BodyTooLargeError
 from vk_provider.router.eventstream import (
+    TRUNCATED_STREAM,
     ResponseStreamDecoder,
     StreamFailureError,
     is_event_stream,
@@ -74,10 +75,6 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 _FORWARDING = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host"})
 _HOST = b"host"
-
-
-class UpstreamFailedError(Exception):
-    """The endpoint failed after the request (or part of it) was sent, before its response head."""
 
 
 class _BadRequest:
@@ -469,7 +466,7 @@ class ClientConnection(asyncio.Protocol):
         headers: wire.Headers = []
         prior: list[bytes] = []
         has_host = False
-        for name, value in wire.end_to_end(request.headers):
+        for name, value in wire.end_to_end(request.headers).headers:
             lowered = name.lower()
             if lowered in _FORWARDING:
                 if lowered == b"x-forwarded-for":
@@ -534,20 +531,19 @@ class ClientConnection(asyncio.Protocol):
                 connection.begin(relay, outgoing.head)
             else:
                 relay.send_body_from(outgoing.head)
-            try:
-                await relay.head
-            except UpstreamFailedError as error:
-                self.router.metrics.error(route.namespace, route.name, side, "upstream")
-                logger.warning(
-                    "upstream %s of %s failed before answering: %s", endpoint.url, route.key, error
-                )
-                return self._own_answer(
-                    request, 502, f"upstream {endpoint.url} failed before answering: {error}"
-                )
-            except TimeoutError:
+            # One wait per exchange, for its end: the response streams through the callbacks.
+            completed = await relay.done
+            if relay.timed_out:
                 self.router.metrics.error(route.namespace, route.name, side, "timeout")
                 return self._own_answer(request, 504, f"upstream {endpoint.url} sent no response in time")
-            completed = await relay.done
+            if relay.failure is not None:
+                self.router.metrics.error(route.namespace, route.name, side, "upstream")
+                logger.warning(
+                    "upstream %s of %s failed before answering: %s", endpoint.url, route.key, relay.failure
+                )
+                return self._own_answer(
+                    request, 502, f"upstream {endpoint.url} failed before answering: {relay.failure}"
+                )
             return completed and relay.keep_alive and request.complete and not self.server.draining
         except asyncio.CancelledError:
             # The client left (a closed tab, a cancelled generation): nothing failed on our side, so
@@ -597,9 +593,13 @@ class Relay:
         self.endpoint = endpoint
         self.connection = connection
         self.sent_at = time.monotonic()
-        self.head: asyncio.Future[None] = loop.create_future()
         self.done: asyncio.Future[bool] = loop.create_future()
+        """True once the response went out whole; False when it did not (see the two fields below)."""
         self.responded = False
+        self.failure: str | None = None
+        """Why the endpoint failed before its response head (then the client gets 502)."""
+        self.timed_out = False
+        """The endpoint sent no response head within the response timeout (then 504)."""
         self.keep_alive = request.keep_alive
         self.sent_whole_body = not request.has_body
         self._chunked_out = False
@@ -615,7 +615,7 @@ class Relay:
 
     @property
     def waiting_for_head(self) -> bool:
-        return not self.head.done()
+        return not self.responded and not self.done.done()
 
     # request body
 
@@ -658,12 +658,7 @@ class Relay:
             self.client.router.timer() - request.started,
         )
         self.client.router.balancer.succeeded(self.endpoint.url)
-        out = wire.end_to_end(headers)
-        length = wire.header_value(headers, b"content-length")
-        encoding = wire.header_value(headers, b"transfer-encoding")
-        upstream_chunked = encoding is not None and b"chunked" in encoding.lower()
-        if upstream_chunked:
-            length = None  # RFC 9112 6.3: Transfer-Encoding overrides Content-Length
+        out, length, upstream_chunked = wire.end_to_end(headers)
         no_body = self._head_only or status in (204, 304)
         self._close_delimited = length is None and not upstream_chunked and not no_body
         if (
@@ -690,8 +685,6 @@ class Relay:
             wire.head(b"HTTP/1.1 %d %b" % (status, reason or wire.REASONS.get(status, b"")), out)
         )
         self.responded = True
-        if not self.head.done():
-            self.head.set_result(None)
         if self._head_only:
             # httptools cannot be told this response has no body, so the connection is not reused.
             self.connection.close()
@@ -720,12 +713,18 @@ class Relay:
     def on_upstream_lost(self, error: Exception | None) -> None:
         if self.done.done():
             return
-        if not self.head.done():
-            self.head.set_exception(UpstreamFailedError(str(error) if error else "connection closed"))
+        if not self.responded:
+            self.failure = str(error) if error else "connection closed"
             self._complete(False)
             return
         if self._close_delimited and error is None:
             self.on_response_complete()  # a body delimited by the end of the connection
+            return
+        if self._decoder is not None:
+            # A response stream cut short ends as any failure inside it does (an SSE error event).
+            self._decoder = None
+            reason = f"the response stream broke: {error or 'connection closed'}"
+            self._stream_failed(StreamFailureError(TRUNCATED_STREAM, reason))
             return
         # Headers are out, so no status can say so: break the client's response, so it sees a
         # truncated body rather than a short one that looks complete.
@@ -749,9 +748,9 @@ class Relay:
 
     def time_out(self) -> None:
         """The endpoint took longer than the response timeout to send its head."""
-        if not self.head.done():
+        if self.waiting_for_head:
             self.connection.close()
-            self.head.set_exception(TimeoutError())
+            self.timed_out = True
             self._complete(False)
 
     # SageMaker response streams

@@ -8,6 +8,7 @@ trip. Names are compared lower-cased; values are passed on untouched.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -45,24 +46,40 @@ REASONS = {
 }
 
 
-def connection_tokens(headers: Headers) -> set[bytes]:
-    """The lower-cased tokens of the Connection headers: more per-connection header names (and
-    `close`, `keep-alive`, `upgrade`)."""
-    tokens: set[bytes] = set()
+NOT_FORWARDED = HOP_BY_HOP | FRAMING
+
+
+class EndToEnd(NamedTuple):
+    """A message's headers as a proxy passes them on, and how its body was framed."""
+
+    headers: Headers
+    """Without hop-by-hop headers, those the Connection header names, and the framing."""
+    content_length: bytes | None
+    chunked: bool
+
+
+def end_to_end(headers: Headers) -> EndToEnd:
+    """Split `headers` in one pass (it runs twice per proxied request, so it is kept to one loop)."""
+    kept: Headers = []
+    content_length: bytes | None = None
+    chunked = False
+    named: set[bytes] | None = None
     for name, value in headers:
-        if name.lower() == b"connection":
-            tokens.update(token.strip().lower() for token in value.split(b","))
-    return tokens
-
-
-def end_to_end(headers: Headers) -> Headers:
-    """`headers` without hop-by-hop ones, those the Connection header names, and the framing."""
-    named = connection_tokens(headers) if any(n.lower() == b"connection" for n, _ in headers) else ()
-    return [
-        (name, value)
-        for name, value in headers
-        if (lowered := name.lower()) not in HOP_BY_HOP and lowered not in FRAMING and lowered not in named
-    ]
+        lowered = name.lower()
+        if lowered in NOT_FORWARDED:
+            if lowered == b"content-length":
+                content_length = value
+            elif lowered == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+            elif lowered == b"connection":
+                named = (named or set()) | {token.strip().lower() for token in value.split(b",")}
+            continue
+        kept.append((name, value))
+    if named:
+        kept = [(name, value) for name, value in kept if name.lower() not in named]
+    if chunked:
+        content_length = None  # RFC 9112 6.3: Transfer-Encoding overrides Content-Length
+    return EndToEnd(kept, content_length, chunked)
 
 
 def head(start_line: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
