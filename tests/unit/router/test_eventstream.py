@@ -1,7 +1,7 @@
 """Streaming through SageMaker: which requests want a stream, and unwrapping InvokeEndpointWithResponseStream.
 
-The frames are made by a small encoder here (botocore only decodes), following the event-stream
-layout: prelude (total length, headers length, CRC32 of both), headers, payload, CRC32 of it all. It
+The frames are made by a small test-side encoder (`eventframes`; botocore only decodes), following the
+event-stream layout: prelude (total length, headers length, CRC32 of both), headers, payload, CRC32 of it all. It
 is checked against a frame from AWS's own documentation of the format.
 """
 
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import struct
-import zlib
 
 import pytest
 from hypothesis import given
@@ -28,51 +26,9 @@ from vk_provider.router.eventstream import (
     wants_stream,
 )
 
-# --- A test-side encoder -------------------------------------------------------------------------
+from .eventframes import exception, frame, model_stream_error, part, sse_events
 
-STRING_HEADER = 7
-
-
-def frame(headers: dict[str, str], payload: bytes = b"") -> bytes:
-    encoded_headers = b"".join(header(name, value) for name, value in headers.items())
-    total_length = 12 + len(encoded_headers) + len(payload) + 4
-    prelude = struct.pack("!II", total_length, len(encoded_headers))
-    prelude += struct.pack("!I", zlib.crc32(prelude))
-    message = prelude + encoded_headers + payload
-    return message + struct.pack("!I", zlib.crc32(message))
-
-
-def header(name: str, value: str) -> bytes:
-    name_bytes, value_bytes = name.encode(), value.encode()
-    return (
-        struct.pack("!B", len(name_bytes))
-        + name_bytes
-        + struct.pack("!BH", STRING_HEADER, len(value_bytes))
-        + value_bytes
-    )
-
-
-def part(payload: bytes) -> bytes:
-    return frame(
-        {":message-type": "event", ":event-type": "PayloadPart", ":content-type": "application/octet-stream"},
-        payload,
-    )
-
-
-def exception(exception_type: str, body: dict[str, str] | bytes) -> bytes:
-    payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return frame(
-        {
-            ":message-type": "exception",
-            ":exception-type": exception_type,
-            ":content-type": "application/json",
-        },
-        payload,
-    )
-
-
-def model_stream_error(error_code: str = "ModelInvocationTimeExceeded") -> bytes:
-    return exception("ModelStreamError", {"Message": "the model took too long", "ErrorCode": error_code})
+# --- The test-side encoder ------------------------------------------------------------------------
 
 
 def test_the_test_encoder_writes_the_frames_of_the_format_description() -> None:
@@ -312,26 +268,6 @@ def test_only_event_stream_answers_are_decoded() -> None:
 
 
 # --- Ending a response after a failure ---------------------------------------------------------------
-
-
-def sse_events(stream: bytes) -> list[tuple[str, str]]:
-    """(event type, data) of each event dispatched, as an SSE client parses them (WHATWG rules)."""
-    events: list[tuple[str, str]] = []
-    event_type = ""
-    data: list[str] = []
-    for line in stream.decode().split("\n"):
-        if line == "":
-            if data:
-                events.append((event_type or "message", "\n".join(data)))
-            event_type, data = "", []
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event_type = value
-        elif name == "data":
-            data.append(value)
-    return events
 
 
 FAILURE = StreamFailureError("ModelStreamError", 'model said "no"\nand stopped', error_code="StreamBroken")
