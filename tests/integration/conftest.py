@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -259,6 +261,34 @@ def traffic_rbac(
             kubectl("apply", "-f", str(TRAFFIC / name))
 
 
+POLICY_CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offloadpolicy.yaml"
+PRIORITY_CLASS = "training"
+"""The PriorityClass of the policy tests' training Jobs (`policy_crd` creates it)."""
+
+
+@pytest.fixture(scope="session")
+def policy_crd(kubectl: Kubectl, traffic_rbac: None) -> None:
+    """The OffloadPolicy CRD (Established) and the training Jobs' PriorityClass, for every module that
+    runs `test_policy`'s rig; a fixture here reaches them all without one test module importing it from
+    another."""
+    kubectl("apply", "-f", str(POLICY_CRD_FILE))
+    kubectl(
+        "wait", "--for=condition=Established", "crd/offloadpolicies.offload.vk-provider.dev", "--timeout=60s"
+    )
+    priority_class = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": PRIORITY_CLASS},
+        "value": 100000,
+        "preemptionPolicy": "Never",
+        "description": "training: placed ahead of inference, never preempting it (the policy moves it)",
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "priority-class.json"
+        path.write_text(json.dumps(priority_class))
+        kubectl("apply", "-f", str(path))
+
+
 @pytest.fixture
 async def start_node(
     control_plane: cluster.ClusterState, kube_api: client.ApiClient, tmp_path: Path
@@ -294,6 +324,24 @@ async def start_node(
                 await core.delete_node(daemon.node_name)
     if problems:
         raise problems[0]
+
+
+@pytest.fixture
+def rig_args(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    namespace: str,
+    start_node: StartNode,
+    tmp_path: Path,
+) -> dict[str, Any]:
+    """This test's fixtures that `test_policy.policy_rig` takes, as its keyword arguments."""
+    return {
+        "kube_api": kube_api,
+        "control_plane": control_plane,
+        "namespace": namespace,
+        "start_node": start_node,
+        "folder": tmp_path,
+    }
 
 
 @pytest.fixture

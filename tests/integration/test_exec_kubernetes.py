@@ -16,7 +16,6 @@ from tests.integration.test_kubernetes_provider import KubernetesHarness
 from tests.integration.waiting import wait_for
 from vk_provider.errors import ProviderError
 from vk_provider.provider import ContainerStreams
-from vk_provider.testing.contract import wait_running
 
 pytestmark = [pytest.mark.integration, REMOTE_PLANE_GROUP]
 
@@ -45,9 +44,7 @@ async def test_remote_exec_separates_outputs_returns_the_exit_code_and_pipes_std
     harness: KubernetesHarness,
 ) -> None:
     provider = harness.provider
-    request = harness.pod("shell")
-    await provider.create_pod(request)
-    await wait_running(provider, request.ref)
+    request = await harness.running_pod("shell")
     out, err = Collected(), Collected()
     command = ["sh", "-c", "echo out; echo err >&2; exit 3"]
     code = await provider.exec_in_container(
@@ -69,9 +66,7 @@ async def test_remote_port_forward_reaches_the_pods_port_through_the_tunnel(
     harness: KubernetesHarness,
 ) -> None:
     provider = harness.provider
-    request = harness.pod("web")
-    await provider.create_pod(request)
-    await wait_running(provider, request.ref)
+    request = await harness.running_pod("web")
     answer = Collected()
 
     async def one_request() -> AsyncIterator[bytes]:

@@ -184,6 +184,13 @@ class KubernetesHarness:
             raw=raw,
         )
 
+    async def running_pod(self, name: str) -> PodRequest:
+        """The request of `pod(name)`, created through the provider and running on the remote cluster."""
+        request = self.pod(name)
+        await self.provider.create_pod(request)
+        await wait_running(self.provider, request.ref)
+        return request
+
     async def rejected_pod(self) -> tuple[PodRequest, str]:
         # The remote apiserver's own validation refuses the port.
         return self.pod("rejected", port=70000), "must be between 1 and 65535"
@@ -250,9 +257,7 @@ async def read_log(
 
 async def test_the_remote_log_comes_back_with_the_kubelets_options(harness: KubernetesHarness) -> None:
     provider = harness.provider
-    request = harness.pod("talks")
-    await provider.create_pod(request)
-    await wait_running(provider, request.ref)
+    request = await harness.running_pod("talks")
     whole = await eventually(
         lambda: read_log(provider, request.ref, LogOptions()),
         lambda log: b"serving on" in log,
@@ -274,9 +279,7 @@ async def test_the_remote_log_comes_back_with_the_kubelets_options(harness: Kube
 
 async def test_an_updated_image_reaches_the_remote_pod(harness: KubernetesHarness) -> None:
     provider = harness.provider
-    request = harness.pod("updated")
-    await provider.create_pod(request)
-    await wait_running(provider, request.ref)
+    request = await harness.running_pod("updated")
     container = dataclasses.replace(request.containers[0], image="python:3.13")
     await provider.update_pod(dataclasses.replace(request, containers=(container,)))
     state = await provider.get_pod_state(request.ref)

@@ -29,19 +29,17 @@ import pytest
 
 from tests.integration.conftest import POLICY_GROUP
 from tests.integration.gangs import working_for
-from tests.integration.test_policy import (  # noqa: F401 (policy_crd, rig_args: pytest fixtures, used by name)
+from tests.integration.test_policy import (
     FAST_TIMING,
     GPU,
     PolicyRig,
     host_of,
     job_pods,
-    policy_crd,
     policy_rig,
-    rig_args,
     wait_for_placement,
 )
 from tests.integration.waiting import wait_for
-from vk_devtools.demo.load import failures
+from vk_devtools.demo.load import LoadGenerator, failures
 from vk_devtools.devcluster import cluster, kueue, processes
 from vk_devtools.devcluster import restart as restarting
 from vk_provider.kit.kube import MERGE_PATCH, KubeApiError, RawObject
@@ -89,7 +87,7 @@ class KueueProcess:
 @pytest.fixture(scope="module")
 def kueue_process(
     control_plane: cluster.ClusterState,
-    policy_crd: None,  # noqa: F811
+    policy_crd: None,
 ) -> Iterator[KueueProcess]:
     """Kueue built (cached) and running against the plane for this module's tests, recorded in the
     plane's state; one a reused plane already runs (`dev up --with-kueue`) is used and left running."""
@@ -262,6 +260,21 @@ async def queueing(
                 await api.delete(path)
 
 
+@contextlib.asynccontextmanager
+async def chat_under_load_with_a_queue(
+    rig_args: dict[str, Any],
+) -> AsyncIterator[tuple[PolicyRig, Queueing, LoadGenerator]]:
+    """Where the queued-training stories start: `chat` served on four home GPUs and under load, this
+    test's queue behind our check, and the policy created."""
+    async with (
+        policy_rig(services={"chat": 4}, **rig_args) as rig,
+        queueing(rig) as queue,
+        rig.load(host_of("chat")) as generator,
+    ):
+        await rig.create_policy()
+        yield rig, queue, generator
+
+
 async def active_condition(api: Any, check: str) -> dict[str, Any]:
     raw = await api.get(admission_checks_path(check))
     return next(
@@ -290,15 +303,10 @@ def flips(offload: RawObject) -> list[str]:
 
 
 async def test_a_queued_job_waits_on_our_check_while_inference_moves_out_then_starts_whole(
-    rig_args: dict[str, Any],  # noqa: F811
+    rig_args: dict[str, Any],
     kueue_process: KueueProcess,
 ) -> None:
-    async with (
-        policy_rig(services={"chat": 4}, **rig_args) as rig,
-        queueing(rig) as queue,
-        rig.load(host_of("chat")) as generator,
-    ):
-        await rig.create_policy()
+    async with chat_under_load_with_a_queue(rig_args) as (rig, queue, generator):
         await wait_for(
             lambda: _active(rig, queue.check), timeout_seconds=30, what=f"check Active:\n{rig.log()}"
         )
@@ -357,7 +365,7 @@ async def _active(rig: PolicyRig, check: str) -> bool:
 
 
 async def test_impossible_or_uncoverable_demand_is_retried_with_the_shortfall_and_bad_input_is_reported(
-    rig_args: dict[str, Any],  # noqa: F811
+    rig_args: dict[str, Any],
     kueue_process: KueueProcess,
 ) -> None:
     async with policy_rig(services={"chat": 2}, **rig_args) as rig, queueing(rig, quota=32) as queue:
@@ -459,15 +467,10 @@ async def test_impossible_or_uncoverable_demand_is_retried_with_the_shortfall_an
 
 
 async def test_kueue_restarted_and_controller_killed_mid_way_end_ready_without_a_double_flip(
-    rig_args: dict[str, Any],  # noqa: F811
+    rig_args: dict[str, Any],
     kueue_process: KueueProcess,
 ) -> None:
-    async with (
-        policy_rig(services={"chat": 4}, **rig_args) as rig,
-        queueing(rig) as queue,
-        rig.load(host_of("chat")) as generator,
-    ):
-        await rig.create_policy()
+    async with chat_under_load_with_a_queue(rig_args) as (rig, queue, generator):
         await queue.job("pretrain", pods=6, seconds=10)
 
         async def moving() -> bool:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -25,7 +24,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.conftest import POLICY_GROUP, Kubectl
+from tests.integration.conftest import POLICY_GROUP, PRIORITY_CLASS
 from tests.integration.daemons import ManagedProcess, NodeDaemon
 from tests.integration.gangs import working_for
 from tests.integration.identities import service_account_kubeconfig
@@ -55,9 +54,7 @@ from vk_provider.policy.names import (
 
 pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 
-POLICY_CRD = Path(__file__).parents[2] / "manifests" / "crds" / "offloadpolicy.yaml"
 GPU = "nvidia.com/gpu"
-PRIORITY_CLASS = "training"
 FAST_TIMING = {
     "flipOutAfterSeconds": 3,
     "flipBackAfterSeconds": 5,
@@ -72,26 +69,6 @@ STRATEGY = {
     "gates": {"minRequestsPerInterval": 5},
     "progressDeadlineSeconds": 180,
 }
-
-
-@pytest.fixture(scope="session")
-def policy_crd(kubectl: Kubectl, traffic_rbac: None) -> None:
-    kubectl("apply", "-f", str(POLICY_CRD))
-    kubectl(
-        "wait", "--for=condition=Established", "crd/offloadpolicies.offload.vk-provider.dev", "--timeout=60s"
-    )
-    priority_class = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": PRIORITY_CLASS},
-        "value": 100000,
-        "preemptionPolicy": "Never",
-        "description": "training: placed ahead of inference, never preempting it (the policy moves it)",
-    }
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "priority-class.json"
-        path.write_text(json.dumps(priority_class))
-        kubectl("apply", "-f", str(path))
 
 
 @dataclasses.dataclass
@@ -451,23 +428,6 @@ async def wait_for_placement(
     return await wait_for(
         done, timeout_seconds=timeout_seconds, what=f"{name} {placement}, Succeeded:\n{rig.log()}"
     )
-
-
-@pytest.fixture
-def rig_args(
-    kube_api: client.ApiClient,
-    control_plane: cluster.ClusterState,
-    namespace: str,
-    start_node: StartNode,
-    tmp_path: Path,
-) -> dict[str, Any]:
-    return {
-        "kube_api": kube_api,
-        "control_plane": control_plane,
-        "namespace": namespace,
-        "start_node": start_node,
-        "folder": tmp_path,
-    }
 
 
 async def test_a_training_job_moves_the_service_out_and_it_comes_home_when_the_job_ends(

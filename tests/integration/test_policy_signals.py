@@ -17,14 +17,11 @@ import pytest
 
 from tests.integration.conftest import POLICY_GROUP
 from tests.integration.gangs import gang_member, scheduled_condition, working_for
-from tests.integration.test_policy import (  # noqa: F401 (policy_crd, rig_args: pytest fixtures, used by name)
+from tests.integration.test_policy import (
     GPU,
     PolicyRig,
     host_of,
-    job_pods,
-    policy_crd,
     policy_rig,
-    rig_args,
     training_job,
     wait_for_placement,
 )
@@ -110,7 +107,7 @@ async def set_allocatable(rig: PolicyRig, node: str, gpus: int) -> None:
 
 
 async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_comes_home_onto_healthy_gpus(
-    rig_args: dict[str, Any],  # noqa: F811
+    rig_args: dict[str, Any],
 ) -> None:
     async with (
         policy_rig(services={"chat": 4}, node_status_interval_seconds=3600, **rig_args) as rig,
@@ -202,7 +199,7 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
 
 
 async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_then_scheduled(
-    rig_args: dict[str, Any],  # noqa: F811
+    rig_args: dict[str, Any],
 ) -> None:
     async with policy_rig(services={"chat": 4}, **rig_args) as rig, rig.load(host_of("chat")) as generator:
         await rig.create_policy(demand={"podGroups": {"enabled": True}})
@@ -266,7 +263,7 @@ async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_th
 
 
 async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing(
-    rig_args: dict[str, Any],  # noqa: F811
+    rig_args: dict[str, Any],
 ) -> None:
     async with policy_rig(services={"chat": 4}, **rig_args) as rig:
         malformed_node, unreachable_node = rig.pool[0].node_name, rig.pool[1].node_name

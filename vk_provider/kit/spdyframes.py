@@ -110,17 +110,23 @@ class SynStream:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class SynReply:
+class _HeaderBlockFrame:
+    """A stream id and a header block: all that SYN_REPLY and HEADERS carry (sections 2.6.2 and 2.6.7),
+    so the two share their fields as they share their layout on the wire."""
+
     stream_id: int
     headers: Headers
     fin: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class HeadersFrame:
-    stream_id: int
-    headers: Headers
-    fin: bool = False
+class SynReply(_HeaderBlockFrame):
+    """The recipient's acceptance of a SYN_STREAM."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeadersFrame(_HeaderBlockFrame):
+    """More headers on a stream already open."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

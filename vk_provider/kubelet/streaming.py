@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -40,6 +40,7 @@ Attacher = Callable[[PodRef, str, ContainerStreams], Awaitable[None]]
 PortForwarder = Callable[[PodRef, int, AsyncIterator[bytes], ByteSink], Awaitable[None]]
 PodFinder = Callable[[str, str], Mapping[str, Any]]
 """The bound pod of that namespace and name, or web.HTTPNotFound."""
+_Capability = TypeVar("_Capability")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,13 +102,30 @@ def _pod_ref(request: web.Request, *, container: str | None) -> PodRef:
     return PodRef(namespace=namespace, name=name, uid=str(pod["metadata"]["uid"]))
 
 
-async def _exec(request: web.Request) -> web.StreamResponse:
+def _checked_target(
+    request: web.Request,
+    what: str,
+    capability: Callable[[StreamingBackend], _Capability | None],
+    *,
+    container: str | None,
+) -> tuple[StreamingBackend, PodRef, _Capability]:
+    """The backend, the pod and the provider's callable for `what` (exec, attach, port-forward).
+
+    The pod and container are looked up before the capability is asked for, so a pod that is not on
+    this node is a 404 even where the provider could not have served the request anyway (a 501)."""
     backend = request.app[_STREAMING]
-    container = request.match_info["container"]
     ref = _pod_ref(request, container=container)
-    runner = backend.exec_in_container
-    if runner is None:
-        raise _refusal(backend, "exec")
+    served = capability(backend)
+    if served is None:
+        raise _refusal(backend, what)
+    return backend, ref, served
+
+
+async def _exec(request: web.Request) -> web.StreamResponse:
+    container = request.match_info["container"]
+    backend, ref, runner = _checked_target(
+        request, "exec", lambda backend: backend.exec_in_container, container=container
+    )
     options = streaming_exec.parse_options(request.query, require_command=True)
     command = tuple(request.query.getall("command", ()))
 
@@ -118,12 +136,10 @@ async def _exec(request: web.Request) -> web.StreamResponse:
 
 
 async def _attach(request: web.Request) -> web.StreamResponse:
-    backend = request.app[_STREAMING]
     container = request.match_info["container"]
-    ref = _pod_ref(request, container=container)
-    attacher = backend.attach_to_container
-    if attacher is None:
-        raise _refusal(backend, "attach")
+    backend, ref, attacher = _checked_target(
+        request, "attach", lambda backend: backend.attach_to_container, container=container
+    )
     options = streaming_exec.parse_options(request.query, require_command=False)
 
     async def run(streams: ContainerStreams) -> int:
@@ -134,11 +150,9 @@ async def _attach(request: web.Request) -> web.StreamResponse:
 
 
 async def _port_forward(request: web.Request) -> web.StreamResponse:
-    backend = request.app[_STREAMING]
-    ref = _pod_ref(request, container=None)
-    forwarder = backend.port_forward
-    if forwarder is None:
-        raise _refusal(backend, "port-forward")
+    backend, ref, forwarder = _checked_target(
+        request, "port-forward", lambda backend: backend.port_forward, container=None
+    )
 
     async def forward(port: int, incoming: AsyncIterator[bytes], send: ByteSink) -> None:
         await forwarder(ref, port, incoming, send)

@@ -10,12 +10,11 @@ Kueue is started first when the plane runs without it (`dev up --with-kueue` sta
 
 from __future__ import annotations
 
-import time
 from typing import Any, TextIO
 
 from vk_devtools.devcluster import cluster, kueue, policydemo, traffic
-from vk_devtools.devcluster.policydemo import JOB_NAME, JOBS, Timeline, _all_bound, _job_done, _until
-from vk_provider.kit.kube import KubeApi, RawObject
+from vk_devtools.devcluster.policydemo import JOB_NAME, Timeline, _all_bound, _job_done, _until
+from vk_provider.kit.kube import KubeApi
 from vk_provider.policy.admission.names import workloads_path
 
 QUEUE_OBJECTS = traffic.MANIFESTS / "examples" / "kueue.yaml"
@@ -52,12 +51,7 @@ async def _check_in(api: KubeApi, state: str) -> dict[str, Any] | None:
 async def kueue_story(state: cluster.ClusterState, out: TextIO) -> Timeline:
     api = await KubeApi.from_kubeconfig(str(state.kubeconfig))
     try:
-        await policydemo._remove_job(api)
-        job: RawObject = traffic.load_manifest(KUEUE_JOB)
-        parallelism = int(job["spec"]["parallelism"])
-        print(f"\n$ kubectl apply -f {KUEUE_JOB.relative_to(traffic.SOURCE_TREE)}", file=out)
-        timeline = Timeline(created=time.monotonic())
-        await api.create(JOBS, job)
+        parallelism, timeline = await policydemo.create_training_job(api, KUEUE_JOB, out)
         print(
             f"training Job {JOB_NAME} queued in LocalQueue training: {parallelism} pods x 1 GPU, suspended "
             "until Kueue admits it",

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from vk_devtools.devcluster import cluster, traffic
@@ -107,16 +108,23 @@ async def _remove_job(api: KubeApi) -> None:
     await _until(gone, f"the Job {JOB_NAME} of an earlier run to be deleted")
 
 
+async def create_training_job(api: KubeApi, manifest: Path, out: TextIO) -> tuple[int, Timeline]:
+    """Create the Job of `manifest` (once an earlier run's is gone) and echo the `kubectl apply` a person
+    would type; returns the Job's parallelism and a timeline that starts as the Job is created."""
+    await _remove_job(api)
+    job = traffic.load_manifest(manifest)
+    parallelism = int(job["spec"]["parallelism"])
+    print(f"\n$ kubectl apply -f {manifest.relative_to(traffic.SOURCE_TREE)}", file=out)
+    timeline = Timeline(created=time.monotonic())
+    await api.create(JOBS, job)
+    return parallelism, timeline
+
+
 async def training_story(state: cluster.ClusterState, out: TextIO) -> Timeline:
     """Create the training Job and follow the policy's moves to the end; returns the timeline."""
     api = await KubeApi.from_kubeconfig(str(state.kubeconfig))
     try:
-        await _remove_job(api)
-        job = traffic.load_manifest(traffic.TRAINING_JOB)
-        parallelism = int(job["spec"]["parallelism"])
-        print(f"\n$ kubectl apply -f {traffic.TRAINING_JOB.relative_to(traffic.SOURCE_TREE)}", file=out)
-        timeline = Timeline(created=time.monotonic())
-        await api.create(JOBS, job)
+        parallelism, timeline = await create_training_job(api, traffic.TRAINING_JOB, out)
         print(
             f"training Job {JOB_NAME} created: {parallelism} pods x 1 GPU at priority `training`; "
             "the home node has 8 GPUs and the service holds some of them",
