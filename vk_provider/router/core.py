@@ -77,6 +77,10 @@ _FORWARDING = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded
 _HOST = b"host"
 
 
+class MalformedBodyError(Exception):
+    """The client's request body broke HTTP/1.1 framing (a bad chunk) before it ended."""
+
+
 class _BadRequest:
     """What the parser could not read, queued after the requests before it."""
 
@@ -170,9 +174,21 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             self._pause_reading("upgrade")  # the upgrade request is queued; it is refused, then closed
         except httptools.HttpParserError as error:
-            self._queue.append(_BadRequest(str(error) or "malformed request"))
-            self._pause_reading("bad")
-            self._wake()
+            self._malformed(str(error) or "malformed request")
+
+    def _malformed(self, reason: str) -> None:
+        """The client sent what HTTP/1.1 cannot parse: answer 400 where a response can still start."""
+        self._pause_reading("bad")
+        request = self._parsing
+        if request in self._queue and not request.complete:
+            # Its body broke mid-way: the request cannot be finished, whoever waits for it stops.
+            if request.waiter is not None and not request.waiter.done():
+                request.waiter.set_exception(MalformedBodyError(reason))
+            if self.relay is not None and self.relay.request is request:
+                self.relay.client_body_broke(reason)
+            return
+        self._queue.append(_BadRequest(reason))
+        self._start_or_wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -225,10 +241,7 @@ class ClientConnection(asyncio.Protocol):
         self._queue.append(request)
         if len(self._queue) > 1:
             self._pause_reading("pipelined")  # answered in order; read on once this one is
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._serve())
-        else:
-            self._wake()
+        self._start_or_wake()
 
     def on_body(self, data: bytes) -> None:
         request = self._parsing
@@ -296,6 +309,13 @@ class ClientConnection(asyncio.Protocol):
 
     def pause_for_upstream(self) -> None:
         self._pause_reading("upstream")
+
+    def _start_or_wake(self) -> None:
+        """Make the connection's task answer what is queued: start it, or wake it where it waits."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._serve())
+        else:
+            self._wake()
 
     def _wake(self) -> None:
         if self._wakeup is not None and not self._wakeup.done():
@@ -393,6 +413,8 @@ class ClientConnection(asyncio.Protocol):
             try:
                 try:
                     outgoing = await self._outgoing(request, endpoint, side)
+                except MalformedBodyError as error:
+                    return self._own_answer(request, 400, f"bad request body: {error}")
                 except BodyTooLargeError as error:
                     metrics.rejected(route.namespace, route.name, side, "body_too_large")
                     request.keep_alive = False  # the rest of the body is not read
@@ -533,6 +555,8 @@ class ClientConnection(asyncio.Protocol):
                 relay.send_body_from(outgoing.head)
             # One wait per exchange, for its end: the response streams through the callbacks.
             completed = await relay.done
+            if relay.bad_body is not None:
+                return self._own_answer(request, 400, f"bad request body: {relay.bad_body}")
             if relay.timed_out:
                 self.router.metrics.error(route.namespace, route.name, side, "timeout")
                 return self._own_answer(request, 504, f"upstream {endpoint.url} sent no response in time")
@@ -600,6 +624,8 @@ class Relay:
         """Why the endpoint failed before its response head (then the client gets 502)."""
         self.timed_out = False
         """The endpoint sent no response head within the response timeout (then 504)."""
+        self.bad_body: str | None = None
+        """Why the client's body broke HTTP framing before any response (then 400)."""
         self.keep_alive = request.keep_alive
         self.sent_whole_body = not request.has_body
         self._chunked_out = False
@@ -745,6 +771,15 @@ class Relay:
 
     def flush(self) -> None:
         self.client.flush()
+
+    def client_body_broke(self, reason: str) -> None:
+        """The client's body cannot be finished: the endpoint's half-sent request is dropped."""
+        self.connection.close()
+        if self.responded:
+            self.client.abort()  # a response is under way: no status can say it any more
+        else:
+            self.bad_body = reason
+        self._complete(False)
 
     def time_out(self) -> None:
         """The endpoint took longer than the response timeout to send its head."""
