@@ -4,6 +4,10 @@ The router loads the table before it listens, so its first answer is never a 404
 exists. The first SIGTERM or SIGINT stops listening and lets requests in flight finish (up to the
 shutdown grace); a second one exits at once.
 
+`--workers N` (default: the CPUs this process may run on) serves the port from N worker processes
+fed by this one, which watches the cluster for all of them (`vk_provider.router.workers`); with 1,
+this process serves the port itself, with no other process.
+
 Away pods whose traffic address wants SigV4 (SageMaker endpoints) get signed requests, with the AWS
 credentials botocore's standard chain finds for the router (environment, IRSA, shared files, container
 or instance metadata), or the profile and credentials file `--aws-profile` and
@@ -14,8 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import math
+import os
 import socket
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from vk_provider._kube.events import EventRecorder
@@ -24,8 +32,13 @@ from vk_provider.kit.kube import KubeApi
 from vk_provider.router.core import ProxyServer, start
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.health import CheckSettings
+from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.proxy import ProxySettings, Router
 from vk_provider.router.signing import RequestSigning, standard_chain
+from vk_provider.router.table import RouteTable
+from vk_provider.router.workerprotocol import WorkerConfig
+from vk_provider.router.workers import Supervisor
+from vk_provider.runtime import eventloop
 from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
 
 logger = logging.getLogger(__name__)
@@ -41,6 +54,41 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port_text)  # noqa: S104 - a router serves the network
 
 
+def worker_count(text: str) -> int:
+    """`--workers`: a whole number of at least 1; argparse turns the ValueError into exit 2."""
+    count = int(text)
+    if count < 1:
+        raise ValueError(f"expected at least 1 worker, got {count}")
+    return count
+
+
+def usable_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """The CPUs this process may use: its affinity (which a container's cpuset narrows), capped by
+    its cgroup's CPU quota rounded up (a container's CPU limit), so a pod limited to 2 CPUs on a
+    64-CPU node runs 2 workers, not 64 (each takes about 50 MB)."""
+    cpus = len(os.sched_getaffinity(0))
+    quota = cpu_quota(cgroup_root)
+    return max(1, min(cpus, math.ceil(quota))) if quota is not None else cpus
+
+
+def cpu_quota(cgroup_root: Path) -> float | None:
+    """CPUs' worth of the cgroup's quota (cgroup v2 `cpu.max`, else v1 `cpu.cfs_quota_us` and
+    `cpu.cfs_period_us`), or None when there is no limit or no readable cgroup file."""
+    try:
+        quota, _, period = (cgroup_root / "cpu.max").read_text().strip().partition(" ")
+        if quota != "max":
+            return int(quota) / int(period or 100_000)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((cgroup_root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((cgroup_root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
     parser.add_argument(
@@ -52,6 +100,15 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--namespace", help="route only the Offloads of this namespace (default: every namespace)"
+    )
+    cpus = usable_cpus()
+    parser.add_argument(
+        "--workers",
+        type=worker_count,
+        default=cpus,
+        metavar="N",
+        help="processes serving the port (SO_REUSEPORT), fed the route table by one more that watches "
+        f"the cluster; 1 serves from this process alone (default: the CPUs it may use, here {cpus})",
     )
     parser.add_argument(
         "--connect-timeout", type=float, default=2.0, help="seconds to connect to an endpoint (default: 2)"
@@ -129,32 +186,36 @@ async def drain(server: ProxyServer, router: Router, grace: float) -> None:
         logger.warning("%d request(s) still in flight after the %gs grace", router.in_flight, grace)
 
 
-async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
-    host, port = arguments.listen
-    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
-    signing = RequestSigning(
-        standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
-    )
-    router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout), signing=signing)
-    check_settings = CheckSettings(
+def check_settings_of(arguments: argparse.Namespace) -> CheckSettings:
+    return CheckSettings(
         interval_seconds=arguments.check_interval,
         timeout_seconds=arguments.check_timeout,
         healthy_threshold=arguments.check_healthy_threshold,
         unhealthy_threshold=arguments.check_unhealthy_threshold,
     )
+
+
+@contextlib.asynccontextmanager
+async def watching_cluster(
+    arguments: argparse.Namespace,
+    apply: Callable[[RouteTable], None],
+    metrics: RouterMetrics,
+    stop: asyncio.Event,
+) -> AsyncIterator[TableFeed | None]:
+    """The cluster's route tables handed to `apply` while inside; yields the feed once its first
+    table is applied, or None when `stop` came first. Raises why, when the watches die before."""
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     events = EventRecorder(api, host=socket.gethostname(), component="vk-provider-router")
     feed = TableFeed(
         api,
-        router.update,
+        apply,
         namespace=arguments.namespace,
-        check_settings=check_settings,
-        metrics=router.metrics,
+        check_settings=check_settings_of(arguments),
+        metrics=metrics,
         events=events,
     )
-    router.check_status = feed.checks.status
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
     events_task = asyncio.create_task(events.run(), name="router-events")
-    server = None
     try:
         synced = asyncio.create_task(feed.synced.wait())
         stopping = asyncio.create_task(stop.wait())
@@ -163,20 +224,68 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
         stopping.cancel()
         if feed_task.done():
             feed_task.result()  # the watches died before loading: raise why
-        if stop.is_set():
-            return
-        server = await start(router, host, port)
-        logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
-        await stop.wait()
-        logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
-        await drain(server, router, arguments.shutdown_grace)
+        yield None if stop.is_set() else feed
     finally:
-        if server is not None:
-            await server.close()
         feed_task.cancel()
         events_task.cancel()
         await asyncio.gather(feed_task, events_task, return_exceptions=True)
         await api.close()
+
+
+async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+    """Serve from this process alone (`--workers 1`)."""
+    host, port = arguments.listen
+    signing = RequestSigning(
+        standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
+    )
+    router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout), signing=signing)
+    async with watching_cluster(arguments, router.update, router.metrics, stop) as feed:
+        if feed is None:
+            return
+        router.check_status = feed.checks.status
+        server = await start(router, host, port)
+        try:
+            logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
+            await stop.wait()
+            logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
+            await drain(server, router, arguments.shutdown_grace)
+        finally:
+            await server.close()
+
+
+async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+    """Watch the cluster here; serve from `arguments.workers` worker processes."""
+    host, port = arguments.listen
+    config = WorkerConfig(
+        host=host,
+        port=port,
+        proxy=ProxySettings(connect_timeout=arguments.connect_timeout),
+        shutdown_grace=arguments.shutdown_grace,
+        aws_profile=arguments.aws_profile,
+        aws_credentials_file=arguments.aws_credentials_file,
+        log_level=str(arguments.log_level),
+    )
+    supervisor = Supervisor(config, arguments.workers)
+    async with watching_cluster(arguments, supervisor.update, supervisor.router.metrics, stop) as feed:
+        if feed is None:
+            return
+        supervisor.router.check_status = feed.checks.status
+        try:
+            await supervisor.start()
+            logger.info(
+                "router serving on %s:%d from %d workers with %d routes",
+                host,
+                supervisor.port,
+                arguments.workers,
+                len(supervisor.router.table.routes),
+            )
+            await stop.wait()
+            logger.info(
+                "stopping: the workers take no new connections; requests in flight get %gs",
+                arguments.shutdown_grace,
+            )
+        finally:
+            await supervisor.stop()
 
 
 def run_router_command(arguments: argparse.Namespace) -> int:
@@ -184,13 +293,16 @@ def run_router_command(arguments: argparse.Namespace) -> int:
         level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
+    logger.info("event loop: %s", eventloop.loop_name())
+    serve = serve_router if arguments.workers == 1 else serve_with_workers
+
     async def main(stop: asyncio.Event) -> None:
-        await serve_router(arguments, stop)
+        await serve(arguments, stop)
 
     # The drain may rightly take the whole grace period: only a stop that outlasts it is a hang.
     slow_stop_seconds = arguments.shutdown_grace + SLOW_STOP_SECONDS
     try:
-        asyncio.run(until_signalled(main, slow_stop_seconds=slow_stop_seconds))
+        eventloop.run(until_signalled(main, slow_stop_seconds=slow_stop_seconds))
     except OSError as error:
         logger.error("cannot serve on %s:%d: %s", *arguments.listen, error)
         return 1

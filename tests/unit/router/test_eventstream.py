@@ -1,8 +1,8 @@
 """Streaming through SageMaker: which requests want a stream, and unwrapping InvokeEndpointWithResponseStream.
 
 The frames are made by a small test-side encoder (`eventframes`; botocore only decodes), following the
-event-stream layout: prelude (total length, headers length, CRC32 of both), headers, payload, CRC32 of it all. It
-is checked against a frame from AWS's own documentation of the format.
+event-stream layout: prelude (total length, headers length, CRC32 of both), headers, payload, CRC32 of
+it all. It is checked against a frame from AWS's own documentation of the format.
 """
 
 from __future__ import annotations
