@@ -167,10 +167,16 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         )
         assert condition["status"] == "False"
         assert f"{rig.namespace}/{NAME}" in condition["message"]
-        events = await api.get(
-            f"/api/v1/namespaces/{second_namespace}/events",
-            query={"fieldSelector": "involvedObject.kind=Offload,reason=RouteConflict"},
-        )
+
+        async def conflict_events() -> dict[str, Any]:
+            found: dict[str, Any] = await api.get(
+                f"/api/v1/namespaces/{second_namespace}/events",
+                query={"fieldSelector": "involvedObject.kind=Offload,reason=RouteConflict"},
+            )
+            return found if found["items"] else {}
+
+        # The Event is posted by the controller's recorder after the status write: wait for it too.
+        events = await wait_for(conflict_events, timeout_seconds=30, what="the RouteConflict Event")
         assert [event["type"] for event in events["items"]] == ["Warning"]
         assert f"{rig.namespace}/{NAME}" in events["items"][0]["message"]
         # The first keeps Ready and its status says nothing of a conflict.
