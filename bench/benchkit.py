@@ -123,6 +123,31 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs
 
 
+# --- tables ---------------------------------------------------------------------------------------
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines: the first column left-aligned, the others (numbers) right-aligned."""
+    align = ["---", *["---:" for _ in header[1:]]]
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(align) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The same table for a terminal: columns padded to their widest cell."""
+    widths = [max(len(str(row[index])) for row in [header, *rows]) for index in range(len(header))]
+    return [
+        "  ".join(
+            str(value).ljust(widths[index]) if index == 0 else str(value).rjust(widths[index])
+            for index, value in enumerate(row)
+        )
+        for row in [header, *rows]
+    ]
+
+
 # --- results --------------------------------------------------------------------------------------
 
 

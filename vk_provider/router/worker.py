@@ -8,7 +8,7 @@ its status and metrics, and `Stop`. It listens (SO_REUSEPORT) only once it holds
 whole router. Its AWS signing is its own, built from the same settings as every other worker's.
 
 It stops (stops listening, finishes the requests in flight up to the shutdown grace, exits) on
-`Stop`, on SIGTERM or SIGINT (a second one exits at once), and when the supervisor's end of the
+`Stop`, on SIGTERM (SIGINT is the supervisor's to handle), and when the supervisor's end of the
 socket closes. It dies with the supervisor (PR_SET_PDEATHSIG): a worker outliving it would serve a
 table nobody updates any more.
 """
@@ -47,7 +47,6 @@ from vk_provider.router.workerprotocol import (
     WorkerStatus,
 )
 from vk_provider.runtime import eventloop
-from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
 
 # Named, not `__name__`: run with `python -m`, this module is `__main__`.
 logger = logging.getLogger("vk_provider.router.worker")
@@ -187,10 +186,13 @@ async def run_worker(control: socket.socket) -> int:
         format=f"%(asctime)s %(levelname)s %(name)s [worker {order.slot}]: %(message)s",
     )
 
-    async def main(stop: asyncio.Event) -> int:
-        return await serve_worker(channel, request, order, stop)
-
-    return await until_signalled(main, slow_stop_seconds=order.config.shutdown_grace + SLOW_STOP_SECONDS)
+    # SIGTERM drains, however often it comes: signalling the router's whole process group (`kill --
+    # -PGID`, as `dev down` does) reaches each worker beside the supervisor's own Stop, and must not
+    # count as a second, exit-at-once signal. Exiting at once is the supervisor's call: when it exits,
+    # its workers die with it.
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    return await serve_worker(channel, request, order, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
