@@ -145,6 +145,7 @@ class ClientConnection(asyncio.Protocol):
     def __init__(self, server: ProxyServer) -> None:
         self.server = server
         self.router = server.router
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.peer = b""
         self.closed = False
@@ -313,7 +314,7 @@ class ClientConnection(asyncio.Protocol):
     def _start_or_wake(self) -> None:
         """Make the connection's task answer what is queued: start it, or wake it where it waits."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._serve())
+            self._task = self.loop.create_task(self._serve())
         else:
             self._wake()
 
@@ -327,7 +328,7 @@ class ClientConnection(asyncio.Protocol):
         try:
             while not self.closed:
                 if not self._queue:
-                    self._wakeup = asyncio.get_running_loop().create_future()
+                    self._wakeup = self.loop.create_future()
                     await self._wakeup
                     self._wakeup = None
                     continue
@@ -609,14 +610,14 @@ class Relay:
         connection: UpstreamConnection,
         streaming: bool,
     ) -> None:
-        loop = asyncio.get_running_loop()
+        loop = client.loop
         self.client = client
         self.request = request
         self.route = route
         self.side = side
         self.endpoint = endpoint
         self.connection = connection
-        self.sent_at = time.monotonic()
+        self.sent_at = client.last_active  # when the request's last bytes came: precise enough here
         self.done: asyncio.Future[bool] = loop.create_future()
         """True once the response went out whole; False when it did not (see the two fields below)."""
         self.responded = False

@@ -49,6 +49,9 @@ class Origin:
     host_header: bytes
     path: str
     """The endpoint URL's path (a proxy front's prefix, a signed endpoint's invocation path)."""
+    key: str
+    """`scheme://host:port`: what pooled connections are filed under (a string hashes once; a
+    dataclass hashes its fields on every lookup)."""
 
     @property
     def tls(self) -> bool:
@@ -66,6 +69,7 @@ def parse_origin(url: str) -> Origin:
         port=parts.port or default_port,
         host_header=parts.netloc.rpartition("@")[2].encode(),
         path=parts.path,
+        key=f"{parts.scheme}://{parts.hostname}:{parts.port or default_port}",
     )
 
 
@@ -215,7 +219,7 @@ class UpstreamPool:
         self._ssl_context_factory = ssl_context
         self._ssl_context: ssl.SSLContext | None = None
         self._clock = clock
-        self._idle: dict[Origin, list[UpstreamConnection]] = {}
+        self._idle: dict[str, list[UpstreamConnection]] = {}
 
     async def connect(self, origin: Origin) -> UpstreamConnection:
         """An idle connection to `origin`, or a new one.
@@ -223,7 +227,7 @@ class UpstreamPool:
         OSError (refused, unreachable, TLS refused) or TimeoutError when a new one cannot be made
         in `connect_timeout`: nothing was sent then.
         """
-        idle = self._idle.get(origin)
+        idle = self._idle.get(origin.key)
         while idle:
             connection = idle.pop()
             if not connection.closed:
@@ -243,10 +247,10 @@ class UpstreamPool:
 
     def keep(self, connection: UpstreamConnection) -> None:
         connection.idle_since = self._clock()
-        self._idle.setdefault(connection.origin, []).append(connection)
+        self._idle.setdefault(connection.origin.key, []).append(connection)
 
     def forget(self, connection: UpstreamConnection) -> None:
-        idle = self._idle.get(connection.origin)
+        idle = self._idle.get(connection.origin.key)
         if idle and connection in idle:
             idle.remove(connection)
 

@@ -84,11 +84,7 @@ def end_to_end(headers: Headers) -> EndToEnd:
 
 def head(start_line: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     """A message head: the start line, the headers, the blank line."""
-    parts = [start_line]
-    for name, value in headers:
-        parts.append(name + b": " + value)
-    parts.append(b"\r\n")
-    return b"\r\n".join(parts)
+    return b"".join([start_line, b"\r\n", *[b"%b: %b\r\n" % header for header in headers], b"\r\n"])
 
 
 def chunk(data: bytes) -> bytes:
