@@ -193,6 +193,7 @@ def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
     # Imported here, not at the top: see `only_node`.
     from vk_provider.controller.running import add_controller_arguments  # noqa: PLC0415
     from vk_provider.router.running import add_router_arguments  # noqa: PLC0415
+    from vk_provider.xds.command import add_xds_arguments  # noqa: PLC0415
 
     _add_installed_commands(subparsers)
     _add_migrate_command(subparsers)
@@ -201,6 +202,16 @@ def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
             "router",
             help="route each Offload's traffic between home and away by its weight",
             description="Serve the routes the cluster's Offloads describe (several replicas may run).",
+        )
+    )
+    add_xds_arguments(
+        subparsers.add_parser(
+            "xds",
+            help="serve the Offloads' routes to Envoy replicas over xDS",
+            description=(
+                "Watch the cluster as the router does and stream its route table to Envoy replicas "
+                "(aggregated xDS over gRPC): listeners, weighted routes, home and away clusters."
+            ),
         )
     )
     add_controller_arguments(
@@ -239,6 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vk_provider.router.running import run_router_command  # noqa: PLC0415
 
         return run_router_command(arguments)
+    if arguments.command == "xds":
+        from vk_provider.xds.command import run_xds_command  # noqa: PLC0415
+
+        return run_xds_command(arguments)
     if arguments.command == "controller":
         from vk_provider.controller.running import run_controller_command  # noqa: PLC0415
 

@@ -132,6 +132,12 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); re-read when it changes "
         "(checked at most once a second)",
     )
+    add_check_arguments(parser)
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The active checks of away endpoints (`--check-*`): the router's, and the xDS server's feed's."""
     defaults = CheckSettings()
     parser.add_argument(
         "--check-interval",
@@ -162,7 +168,6 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"failures in a row that make an endpoint unhealthy (default: {defaults.unhealthy_threshold})",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
 
 LATE_REQUEST_SETTLE_SECONDS = 0.1

@@ -1,0 +1,95 @@
+"""`vk-provider xds`: the cluster's route tables, served over xDS to any number of Envoy replicas.
+
+The tables are the router's: the same watches (Offloads, EndpointSlices, away pods, virtual Nodes) and
+the same active checks of away endpoints (`vk_provider.router.running.watching_cluster`), so Envoy
+routes exactly what the built-in router would. Each table becomes one version of every resource type
+(`XdsServer.update`); the server keeps, per connected Envoy, the newest version it has ACKed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Callable
+
+from vk_provider.router.metrics import RouterMetrics
+from vk_provider.router.running import add_check_arguments, parse_listen, watching_cluster
+from vk_provider.router.table import RouteTable
+from vk_provider.runtime import eventloop
+from vk_provider.runtime.signals import until_signalled
+from vk_provider.xds.clusters import UpstreamTrust
+from vk_provider.xds.resources import EnvoySettings
+from vk_provider.xds.running import serve_xds
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LISTEN = "0.0.0.0:18000"
+
+
+def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument(
+        "--listen",
+        type=parse_listen,
+        default=parse_listen(DEFAULT_LISTEN),
+        metavar="HOST:PORT",
+        help=f"where Envoys connect for aggregated xDS over gRPC (default: {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--envoy-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="the port of the listener the Envoys serve traffic on (default: 8080)",
+    )
+    parser.add_argument(
+        "--namespace", help="route only the Offloads of this namespace (default: every namespace)"
+    )
+    parser.add_argument(
+        "--upstream-ca-file",
+        metavar="FILE",
+        help="CA bundle Envoy trusts for TLS endpoints (default: the system's roots)",
+    )
+    add_check_arguments(parser)
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
+async def serve(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+    host, port = arguments.listen
+    settings = EnvoySettings(
+        listener_port=arguments.envoy_port, trust=UpstreamTrust(arguments.upstream_ca_file)
+    )
+    metrics = RouterMetrics()  # the feed counts its active checks here
+
+    async def tables(apply: Callable[[RouteTable], None]) -> None:
+        async with watching_cluster(arguments, apply, metrics, stop) as feed:
+            if feed is not None:
+                logger.info(
+                    "serving xDS on %s:%d; Envoy listeners on port %d", host, port, arguments.envoy_port
+                )
+                await stop.wait()
+
+    serving = asyncio.create_task(serve_xds(tables, host, port, settings=settings), name="xds")
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if serving.done():
+            serving.result()  # the server or the watches failed: raise why
+    finally:
+        stopping.cancel()
+        serving.cancel()
+        await asyncio.gather(serving, stopping, return_exceptions=True)
+
+
+def run_xds_command(arguments: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logger.info("event loop: %s", eventloop.loop_name())
+    try:
+        eventloop.run(until_signalled(lambda stop: serve(arguments, stop)))
+    except OSError as error:
+        logger.error("cannot serve xDS on %s:%d: %s", *arguments.listen, error)
+        return 1
+    return 0
