@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import random
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from vk_devtools.devcluster.pki import CertificateAuthority
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
 from vk_provider.router.core import ProxyServer, start
 
@@ -117,6 +121,18 @@ def route(
         home=home,
         away=away,
     )
+
+
+def local_tls(folder: Path) -> tuple[Path, ssl.SSLContext]:
+    """(the CA file a client trusts, a server context presenting a certificate that CA issued for
+    127.0.0.1): an HTTPS endpoint for tests, trusted through `ProxySettings.upstream_ca_file`."""
+    authority = CertificateAuthority.create(folder / "ca")
+    pair = authority.issue_serving(
+        folder, "upstream", common_name="127.0.0.1", ip_addresses=(ipaddress.ip_address("127.0.0.1"),)
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pair.cert, pair.key)
+    return authority.paths.cert, context
 
 
 def table(*routes: Route) -> RouteTable:

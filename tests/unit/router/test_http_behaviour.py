@@ -13,23 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import socket
-import ssl
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.unit.local import until
 from vk_provider.router import ProxyServer, ProxySettings, Router
 
-from . import route, served_router, table
+from . import local_tls, route, served_router, table
 from .rawhttp import (
     RawServer,
     Received,
@@ -484,41 +477,8 @@ async def test_an_upstream_that_never_answers_gets_504() -> None:
         await until(lambda: backend.open_connections == 0, within=WITHIN)
 
 
-def self_signed(folder: Path) -> tuple[Path, ssl.SSLContext]:
-    """(a PEM file of a self-signed certificate for 127.0.0.1, a server context that presents it)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.now(UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    certificate_file = folder / "upstream.pem"
-    certificate_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file = folder / "upstream.key"
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(certificate_file, key_file)
-    return certificate_file, context
-
-
 async def test_a_tls_upstream_trusted_through_the_ca_setting_gets_the_requests(tmp_path: Path) -> None:
-    certificate_file, context = self_signed(tmp_path)
+    certificate_file, context = local_tls(tmp_path)
     settings = ProxySettings(upstream_ca_file=str(certificate_file))
     body = bytes(range(256)) * 1000
     size = 1 << 20
@@ -538,7 +498,7 @@ async def test_a_tls_upstream_trusted_through_the_ca_setting_gets_the_requests(t
 
 
 async def test_a_tls_upstream_with_an_untrusted_certificate_is_refused(tmp_path: Path) -> None:
-    _certificate_file, context = self_signed(tmp_path)
+    _certificate_file, context = local_tls(tmp_path)
     async with (
         RecordingBackend(lambda _received: plain_reply(), tls=context) as backend,
         proxied(backend) as (_, server),

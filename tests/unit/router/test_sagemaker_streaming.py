@@ -12,24 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import json
 import ssl
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from vk_provider.router import Endpoint, ProxySettings, Router
 
-from . import route, router_client, table
+from . import local_tls, route, router_client, table
 from .eventframes import exception, model_stream_error, part, sse_events
 from .test_signing import AUTH, BODY, GOOD, INVOCATIONS, signing, verify
 
@@ -312,7 +306,7 @@ async def test_frames_split_anywhere_by_the_network_come_out_as_whole_payloads_o
     tmp_path: Path,
 ) -> None:
     """The one TLS test: the CA of the stand-in's certificate is given by `upstream_ca_file`."""
-    ca_file, server_tls = tls_pair(tmp_path)
+    ca_file, server_tls = local_tls(tmp_path)
     first, second = part(TOKENS[0]), part(TOKENS[1])
     pieces = (first[:9], first[9:] + second[:3], second[3:])
     async with runtime({STREAM_PATH: stream_of(*pieces)}, tls=server_tls) as stand_in:
@@ -480,70 +474,3 @@ async def test_an_sse_stream_cut_inside_a_frame_ends_with_an_error_event(framing
     assert event_type == "error"
     assert json.loads(data)["error"]["code"] == "TruncatedEventStream"
     assert errors(router) == {"upstream_stream_error": 1.0}
-
-
-# --- TLS for the stand-in --------------------------------------------------------------------------------
-
-
-def tls_pair(folder: Path) -> tuple[Path, ssl.SSLContext]:
-    """(the CA file a client trusts, the server context of a certificate it issued for 127.0.0.1)."""
-    now = datetime.now(UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "stand-in runtime CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "runtime stand-in")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(hours=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_file = folder / "ca.pem"
-    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    cert_file, key_file = folder / "server.pem", folder / "server.key"
-    cert_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert_file, key_file)
-    return ca_file, context
