@@ -406,8 +406,11 @@ payload = pickle.dumps(Request(1, Start(0, config, NumberedTable(1, RouteTable()
 ours.sendall(struct.pack("!I", len(payload)) + payload)
 ours.recv(1)  # the worker listens: it asked to die with its parent before it read the request
 # Another process holds our end open: the worker can learn of our death from the kernel alone.
+# (It only has to live past the test, which kills it: not a wait.)
 holder = subprocess.Popen(
-    [sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=(ours.fileno(),), **quiet
+    [sys.executable, "-c", "import time; time.sleep(60)"],  # noqa: sleep-ok
+    pass_fds=(ours.fileno(),),
+    **quiet,
 )
 print(worker.pid, holder.pid, flush=True)
 sys.stdin.read()
