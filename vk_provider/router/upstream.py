@@ -81,10 +81,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.origin = origin
         self.transport: asyncio.Transport | None = None
         self.exchange: Exchange | None = None
-        self.received = False
-        """Whether any byte of the current response arrived (a failure after that is mid-response)."""
         self.closed = False
-        self.reused = False
         self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
         self._reason = b""
@@ -104,7 +101,6 @@ class UpstreamConnection(asyncio.Protocol):
             # An idle connection has nothing to say: the endpoint breaks HTTP or closes it.
             self.close()
             return
-        self.received = True
         exchange.hold()
         try:
             self._parser.feed_data(data)
@@ -167,7 +163,6 @@ class UpstreamConnection(asyncio.Protocol):
     def begin(self, exchange: Exchange, data: bytes) -> None:
         """Bind `exchange` and send `data` (the request head, and its body when whole)."""
         self.exchange = exchange
-        self.received = False
         self._complete = False
         self.write(data)
 
@@ -231,7 +226,6 @@ class UpstreamPool:
         while idle:
             connection = idle.pop()
             if not connection.closed:
-                connection.reused = True
                 return connection
         loop = asyncio.get_running_loop()
         context = self._tls_context() if origin.tls else None
