@@ -523,16 +523,13 @@ class Reply:
     keep_alive: bool
 
 
-async def read_reply(reader: asyncio.StreamReader) -> Reply:
-    """One response: its status, its X-Backend header, and whether the connection stays open."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
+def head_fields(header_lines: list[str]) -> tuple[int | None, bool, str, bool]:
+    """(Content-Length, chunked, X-Backend, keep-alive) of a response head's header lines."""
     length: int | None = None
     chunked = False
     backend = ""
     keep_alive = True
-    for line in lines[1:]:
+    for line in header_lines:
         name, _, value = line.partition(":")
         lowered = name.strip().lower()
         if lowered == "content-length":
@@ -543,6 +540,15 @@ async def read_reply(reader: asyncio.StreamReader) -> Reply:
             backend = value.strip()
         elif lowered == "connection":
             keep_alive = "close" not in value.lower()
+    return length, chunked, backend, keep_alive
+
+
+async def read_reply(reader: asyncio.StreamReader) -> Reply:
+    """One response: its status, its X-Backend header, and whether the connection stays open."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    length, chunked, backend, keep_alive = head_fields(lines[1:])
     if chunked:
         while True:
             size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
@@ -606,21 +612,7 @@ class Answers:
         if end < 0 or self.waiting is None:
             return None
         lines = self.buffer[:end].decode("latin-1").split("\r\n")
-        length = 0
-        chunked = False
-        backend = ""
-        keep_alive = True
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            lowered = name.strip().lower()
-            if lowered == "content-length":
-                length = int(value)
-            elif lowered == "transfer-encoding":
-                chunked = "chunked" in value.lower()
-            elif lowered == "x-backend":
-                backend = value.strip()
-            elif lowered == "connection":
-                keep_alive = "close" not in value.lower()
+        length, chunked, backend, keep_alive = head_fields(lines[1:])
         body = end + 4
         if chunked:
             last = self.buffer.find(b"0\r\n\r\n", body)
@@ -628,7 +620,7 @@ class Answers:
                 return None
             complete = last + 5
         else:
-            complete = body + length
+            complete = body + (length or 0)
             if len(self.buffer) < complete:
                 return None
         del self.buffer[:complete]
