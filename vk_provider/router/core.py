@@ -16,8 +16,13 @@ What the migration needs, and how it holds here:
   sent; after that the backend may have acted on it (a generation is not idempotent).
 - A request reads the table once: a table swap leaves requests in flight on their endpoints.
 - A client that goes away ends its exchange: the endpoint's connection is closed, not pooled.
-- Each connection serves its requests one after the other (pipelined ones in order) from one task;
-  timeouts are checked by one sweep a second over all connections, not by timers per request.
+- Each connection serves its requests one after the other (pipelined ones in order). The usual
+  request (a proxied one, with a pooled connection to the endpoint it drew, unsigned) is answered
+  from the callbacks alone: started when its head is parsed, finished when the endpoint's response
+  ends. No task runs for it and nothing awaits: a task's two resumptions per request were an eighth
+  of the router's CPU. What must wait (a new endpoint connection, a signed body, the supervisor's
+  answer to a control path) is answered from a task, one request at a time, in the same order.
+- Timeouts are checked by one sweep a second over all connections, not by timers per request.
 
 Upgrades (WebSocket) are refused with 501: inference traffic does not use them, and passing a raw
 tunnel through a weighted migration could not be moved.
@@ -31,7 +36,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
@@ -155,7 +160,10 @@ class ClientConnection(asyncio.Protocol):
         self._parsing = Request(0.0)
         """The request being parsed (its body may still arrive while an earlier one is answered)."""
         self._queue: collections.deque[Request | _BadRequest] = collections.deque()
-        self._wakeup: asyncio.Future[None] | None = None
+        self._answering = False
+        """The queue's first request is being answered (by callbacks, or by `_task`)."""
+        self._ending = False
+        """An answer said to close the connection: the requests queued after it are not answered."""
         self._task: asyncio.Task[None] | None = None
         self._read_pauses: set[str] = set()
         self._held: list[bytes] | None = None
@@ -176,6 +184,10 @@ class ClientConnection(asyncio.Protocol):
             self._pause_reading("upgrade")  # the upgrade request is queued; it is refused, then closed
         except httptools.HttpParserError as error:
             self._malformed(str(error) or "malformed request")
+        # After the whole read is parsed, not from the parser's callbacks: a request without a body
+        # is then complete when it is answered, and a body that came with its head goes out with it.
+        if not self._answering:
+            self._answer_next()
 
     def _malformed(self, reason: str) -> None:
         """The client sent what HTTP/1.1 cannot parse: answer 400 where a response can still start."""
@@ -189,15 +201,14 @@ class ClientConnection(asyncio.Protocol):
                 self.relay.client_body_broke(reason)
             return
         self._queue.append(_BadRequest(reason))
-        self._start_or_wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.cancel()
+        if self._task is not None:
+            self._task.cancel()  # it ends the exchange it awaits
+        elif self.relay is not None:
+            self._abandon(self.relay)
         for request in self._queue:
             if isinstance(request, Request) and request.waiter is not None and not request.waiter.done():
                 request.waiter.cancel()
@@ -242,7 +253,6 @@ class ClientConnection(asyncio.Protocol):
         self._queue.append(request)
         if len(self._queue) > 1:
             self._pause_reading("pipelined")  # answered in order; read on once this one is
-        self._start_or_wake()
 
     def on_body(self, data: bytes) -> None:
         request = self._parsing
@@ -311,43 +321,36 @@ class ClientConnection(asyncio.Protocol):
     def pause_for_upstream(self) -> None:
         self._pause_reading("upstream")
 
-    def _start_or_wake(self) -> None:
-        """Make the connection's task answer what is queued: start it, or wake it where it waits."""
-        if self._task is None:
-            self._task = self.loop.create_task(self._serve())
-        else:
-            self._wake()
-
-    def _wake(self) -> None:
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
-
     # serving
 
-    async def _serve(self) -> None:
-        try:
-            while not self.closed:
-                if not self._queue:
-                    self._wakeup = self.loop.create_future()
-                    await self._wakeup
-                    self._wakeup = None
-                    continue
-                request = self._queue[0]
-                keep = await self._answer(request)
-                self._queue.popleft()
-                self.last_active = time.monotonic()
-                if not keep or self.closed:
-                    self.close_when_written()
-                    return
-                self.resume_reading("pipelined")
-        except asyncio.CancelledError:
-            pass  # the client went away
-        except Exception:
-            logger.exception("the router failed to answer a request")
-            self.abort()
+    def _answer_next(self) -> None:
+        """Answer the queued requests in order while each can be answered at once; the first that
+        cannot goes to a task, which carries on with the queue when it is done."""
+        while self._queue and not self._answering and not self._ending and not self.closed:
+            self._answering = True
+            keep = self._answer_at_once(self._queue[0])
+            if keep is None:
+                return  # under way: `_answered` follows when it ends
+            self._done_answering(keep)
 
-    async def _answer(self, request: Request | _BadRequest) -> bool:
-        """Answer one request; whether the connection may serve another."""
+    def _answered(self, keep: bool) -> None:
+        """The request being answered is done (`keep`: the connection may serve another)."""
+        self._done_answering(keep)
+        self._answer_next()
+
+    def _done_answering(self, keep: bool) -> None:
+        self._queue.popleft()
+        self._answering = False
+        self.last_active = time.monotonic()
+        if not keep or self.closed:
+            self._ending = True
+            self.close_when_written()
+            return
+        self.resume_reading("pipelined")
+
+    def _answer_at_once(self, request: Request | _BadRequest) -> bool | None:
+        """Answer `request` from here if nothing needs awaiting: whether the connection may serve
+        another, or None when the answer is under way (an exchange, or a task)."""
         if isinstance(request, _BadRequest):
             self.write(wire.plain_response(400, f"bad request: {request.reason}", close=True))
             return False
@@ -356,8 +359,8 @@ class ClientConnection(asyncio.Protocol):
             return False
         path = request.path
         if path in CONTROL_PATHS and request.method in (b"GET", b"HEAD"):
-            await self._control(request, path)
-            return request.keep_alive and not self.server.draining
+            self._answer_later(self._control(request, path))
+            return None
         host = request.host.decode("latin-1") if request.host is not None else None
         route = self.router.table.match(host, path.decode("latin-1"))
         if route is None:
@@ -365,12 +368,33 @@ class ClientConnection(asyncio.Protocol):
             message = f"no route for host {host or ''!r} and path {path.decode('latin-1')!r}"
             return self._own_answer(request, 404, message)
         self.router.request_started()
+        draw = self.router.balancer.draw()  # one draw per request: its retries stay on the drawn side
+        if not self._exchange_at_once(request, route, draw):
+            self._answer_later(self._proxy_counted(request, route, draw))
+        return None
+
+    def _answer_later(self, answer: Coroutine[None, None, bool]) -> None:
+        self._task = self.loop.create_task(self._run_answer(answer))
+
+    async def _run_answer(self, answer: Coroutine[None, None, bool]) -> None:
         try:
-            return await self._proxy(request, route)
+            keep = await answer
+        except asyncio.CancelledError:
+            return  # the client went away
+        except Exception:
+            logger.exception("the router failed to answer a request")
+            self.abort()
+            return
+        self._task = None
+        self._answered(keep)
+
+    async def _proxy_counted(self, request: Request, route: Route, draw: float) -> bool:
+        try:
+            return await self._proxy(request, route, draw)
         finally:
             self.router.request_finished()
 
-    async def _control(self, request: Request, path: bytes) -> None:
+    async def _control(self, request: Request, path: bytes) -> bool:
         text = path.decode()
         if path == b"/-/healthz":
             status, content_type, body = 200, "text/plain; charset=utf-8", b"ok\n"
@@ -385,6 +409,7 @@ class ClientConnection(asyncio.Protocol):
             headers.append((b"Connection", b"close"))
         start = b"HTTP/1.1 %d %b" % (status, wire.REASONS.get(status, b"Unknown"))
         self.write(wire.head(start, headers) + (b"" if request.method == b"HEAD" else body))
+        return request.keep_alive and not self.server.draining
 
     def _own_answer(self, request: Request, status: int, message: str) -> bool:
         """Answer `request` with the router's own text; keep the connection only if its body was read."""
@@ -392,11 +417,50 @@ class ClientConnection(asyncio.Protocol):
         self.write(wire.plain_response(status, message, close=not keep, head_only=request.method == b"HEAD"))
         return keep
 
-    async def _proxy(self, request: Request, route: Route) -> bool:
+    def _exchange_at_once(self, request: Request, route: Route, draw: float) -> bool:
+        """Start the exchange for `request` from here, if its endpoint is unsigned and has a pooled
+        connection (the usual case); False leaves the request to `_proxy`."""
+        router = self.router
+        pick = router.balancer.pick(route, draw)
+        if pick is None or pick.endpoint.auth is not None:
+            return False
+        endpoint = pick.endpoint
+        origin = router.origin(endpoint.url)
+        connection = self.server.pool.idle(origin)
+        if connection is None:
+            return False
+        if pick.fell_back:
+            router.metrics.fallback(route.namespace, route.name, "away" if pick.side == "home" else "home")
+        router.balancer.acquire(endpoint.url)
+        side = pick.side
+        relay = Relay(self, request, route, side, endpoint=endpoint, connection=connection, streaming=False)
+        relay.over = self._exchange_over
+        self._begin_exchange(relay, self._plain_outgoing(request, origin, side))
+        return True
+
+    def _exchange_over(self, relay: Relay) -> None:
+        """The end of an exchange started at once: answer the rest, then the next request."""
+        try:
+            keep = self._end_exchange(relay)
+            self.router.balancer.release(relay.endpoint.url)
+            self.router.request_finished()
+            self._answered(keep)
+        except Exception:
+            # Called from an endpoint connection's parser: an error must end here, with this client.
+            logger.exception("the router failed to answer a request")
+            self.abort()
+
+    def _abandon(self, relay: Relay) -> None:
+        """The client left during an exchange started at once: end it, not counting it an error."""
+        relay.abandon()
+        self._left_mid_exchange(relay)
+        self.router.balancer.release(relay.endpoint.url)
+        self.router.request_finished()
+
+    async def _proxy(self, request: Request, route: Route, draw: float) -> bool:
         router = self.router
         balancer = router.balancer
         metrics = router.metrics
-        draw = balancer.draw()  # one draw per request: its retries stay on the drawn side
         tried: set[str] = set()
         counted_fallback = False
         for _attempt in range(router.settings.max_attempts):
@@ -451,15 +515,9 @@ class ClientConnection(asyncio.Protocol):
         by Host, so the client's Host would reach nothing there; X-Forwarded-Host still carries it.
         """
         origin = self.router.origin(endpoint.url)
-        headers = self._forwarded_headers(request, origin, side)
         if endpoint.auth is None:
-            if request.chunked:
-                headers.append((b"Transfer-Encoding", b"chunked"))
-            elif request.content_length is not None:
-                headers.append((b"Content-Length", b"%d" % request.content_length))
-            target = origin.path.encode() + request.target
-            start = request.method + b" " + target + b" HTTP/1.1"
-            return Outgoing(origin, wire.head(start, headers), None, streaming=False)
+            return self._plain_outgoing(request, origin, side)
+        headers = self._forwarded_headers(request, origin, side)
         body = await self._whole_body(request)
         url = endpoint.target(request.target.decode("latin-1"))
         streaming = wants_stream(
@@ -483,6 +541,16 @@ class ClientConnection(asyncio.Protocol):
         signed_target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         start = request.method + b" " + signed_target.encode("latin-1") + b" HTTP/1.1"
         return Outgoing(origin, wire.head(start, out), body, streaming=streaming)
+
+    def _plain_outgoing(self, request: Request, origin: Origin, side: Side) -> Outgoing:
+        """The head of an unsigned attempt: the client's body follows as it comes."""
+        headers = self._forwarded_headers(request, origin, side)
+        if request.chunked:
+            headers.append((b"Transfer-Encoding", b"chunked"))
+        elif request.content_length is not None:
+            headers.append((b"Content-Length", b"%d" % request.content_length))
+        start = request.method + b" " + origin.path.encode() + request.target + b" HTTP/1.1"
+        return Outgoing(origin, wire.head(start, headers), None, streaming=False)
 
     def _forwarded_headers(self, request: Request, origin: Origin, side: Side) -> wire.Headers:
         """The client's end-to-end headers, the Host this side gets, and X-Forwarded-*."""
@@ -546,42 +614,62 @@ class ClientConnection(asyncio.Protocol):
         relay = Relay(
             self, request, route, side, endpoint=endpoint, connection=connection, streaming=outgoing.streaming
         )
-        self.relay = relay
+        over: asyncio.Future[None] = self.loop.create_future()
+        relay.over = lambda _relay: over.set_result(None)  # once: Relay calls it once
         try:
-            if outgoing.body is not None:
-                connection.begin(relay, outgoing.head + outgoing.body)
-            elif not request.has_body:
-                connection.begin(relay, outgoing.head)
-            else:
-                relay.send_body_from(outgoing.head)
-            # One wait per exchange, for its end: the response streams through the callbacks.
-            completed = await relay.done
+            self._begin_exchange(relay, outgoing)
+            await over  # the response streams through the callbacks meanwhile
+        except asyncio.CancelledError:
+            self._left_mid_exchange(relay)
+            raise
+        except BaseException:
+            self._release_exchange(relay)
+            raise
+        return self._end_exchange(relay)
+
+    def _begin_exchange(self, relay: Relay, outgoing: Outgoing) -> None:
+        self.relay = relay
+        request = relay.request
+        if outgoing.body is not None:
+            relay.connection.begin(relay, outgoing.head + outgoing.body)
+        elif not request.has_body:
+            relay.connection.begin(relay, outgoing.head)
+        else:
+            relay.send_body_from(outgoing.head)
+
+    def _end_exchange(self, relay: Relay) -> bool:
+        """Answer what the exchange could not (400, 504, 502) and release it; whether the client's
+        connection may serve another request."""
+        request, route, side = relay.request, relay.route, relay.side
+        try:
             if relay.bad_body is not None:
                 return self._own_answer(request, 400, f"bad request body: {relay.bad_body}")
+            url = relay.endpoint.url
             if relay.timed_out:
                 self.router.metrics.error(route.namespace, route.name, side, "timeout")
-                return self._own_answer(request, 504, f"upstream {endpoint.url} sent no response in time")
+                return self._own_answer(request, 504, f"upstream {url} sent no response in time")
             if relay.failure is not None:
                 self.router.metrics.error(route.namespace, route.name, side, "upstream")
-                logger.warning(
-                    "upstream %s of %s failed before answering: %s", endpoint.url, route.key, relay.failure
-                )
-                return self._own_answer(
-                    request, 502, f"upstream {endpoint.url} failed before answering: {relay.failure}"
-                )
-            return completed and relay.keep_alive and request.complete and not self.server.draining
-        except asyncio.CancelledError:
-            # The client left (a closed tab, a cancelled generation): nothing failed on our side, so
-            # it is not an error a gate should count.
-            if relay.responded:
-                self.router.metrics.client_disconnected(route.namespace, route.name, side)
-            logger.debug("client of %s left mid-exchange", route.key)
-            raise
+                logger.warning("upstream %s of %s failed before answering: %s", url, route.key, relay.failure)
+                message = f"upstream {url} failed before answering: {relay.failure}"
+                return self._own_answer(request, 502, message)
+            return bool(relay.outcome) and relay.keep_alive and request.complete and not self.server.draining
         finally:
-            self.relay = None
-            request.sink = None
-            self.resume_reading("upstream")
-            connection.finish(reusable=relay.reusable)
+            self._release_exchange(relay)
+
+    def _left_mid_exchange(self, relay: Relay) -> None:
+        # The client left (a closed tab, a cancelled generation): nothing failed on our side, so it
+        # is not an error a gate should count.
+        if relay.responded:
+            self.router.metrics.client_disconnected(relay.route.namespace, relay.route.name, relay.side)
+        logger.debug("client of %s left mid-exchange", relay.route.key)
+        self._release_exchange(relay)
+
+    def _release_exchange(self, relay: Relay) -> None:
+        self.relay = None
+        relay.request.sink = None
+        self.resume_reading("upstream")
+        relay.connection.finish(reusable=relay.reusable)
 
 
 class Outgoing:
@@ -610,7 +698,6 @@ class Relay:
         connection: UpstreamConnection,
         streaming: bool,
     ) -> None:
-        loop = client.loop
         self.client = client
         self.request = request
         self.route = route
@@ -618,8 +705,10 @@ class Relay:
         self.endpoint = endpoint
         self.connection = connection
         self.sent_at = client.last_active  # when the request's last bytes came: precise enough here
-        self.done: asyncio.Future[bool] = loop.create_future()
-        """True once the response went out whole; False when it did not (see the two fields below)."""
+        self.outcome: bool | None = None
+        """Once over: True when the response went out whole; False when it did not (see below)."""
+        self.over: Callable[[Relay], None] = _nothing
+        """Called once, when the exchange is over."""
         self.responded = False
         self.failure: str | None = None
         """Why the endpoint failed before its response head (then the client gets 502)."""
@@ -638,11 +727,11 @@ class Relay:
 
     @property
     def reusable(self) -> bool:
-        return self.done.done() and not self.done.cancelled() and self.done.result() and self.sent_whole_body
+        return self.outcome is True and self.sent_whole_body
 
     @property
     def waiting_for_head(self) -> bool:
-        return not self.responded and not self.done.done()
+        return not self.responded and self.outcome is None
 
     # request body
 
@@ -738,7 +827,7 @@ class Relay:
         self._complete(True)
 
     def on_upstream_lost(self, error: Exception | None) -> None:
-        if self.done.done():
+        if self.outcome is not None:
             return
         if not self.responded:
             self.failure = str(error) if error else "connection closed"
@@ -833,8 +922,14 @@ class Relay:
         self.on_response_complete()
 
     def _complete(self, completed: bool) -> None:
-        if not self.done.done():
-            self.done.set_result(completed)
+        if self.outcome is None:
+            self.outcome = completed
+            self.over(self)
+
+    def abandon(self) -> None:
+        """The client left: the exchange is over without an answer, and no one is told."""
+        if self.outcome is None:
+            self.outcome = False
 
 
 class ProxyServer:
@@ -916,6 +1011,10 @@ async def start(
     server = ProxyServer(router, answer=answer)
     await server.listen(host, port, reuse_port=reuse_port)
     return server
+
+
+def _nothing(_relay: Relay) -> None:
+    pass
 
 
 def _text(value: bytes | None) -> str | None:

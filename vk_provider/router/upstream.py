@@ -222,11 +222,9 @@ class UpstreamPool:
         OSError (refused, unreachable, TLS refused) or TimeoutError when a new one cannot be made
         in `connect_timeout`: nothing was sent then.
         """
-        idle = self._idle.get(origin.key)
-        while idle:
-            connection = idle.pop()
-            if not connection.closed:
-                return connection
+        connection = self.idle(origin)
+        if connection is not None:
+            return connection
         loop = asyncio.get_running_loop()
         context = self._tls_context() if origin.tls else None
         async with asyncio.timeout(self.connect_timeout):
@@ -238,6 +236,15 @@ class UpstreamPool:
                 server_hostname=origin.host if context is not None else None,
             )
         return connection
+
+    def idle(self, origin: Origin) -> UpstreamConnection | None:
+        """A pooled connection to `origin`, taken out of the pool, or None."""
+        idle = self._idle.get(origin.key)
+        while idle:
+            connection = idle.pop()
+            if not connection.closed:
+                return connection
+        return None
 
     def keep(self, connection: UpstreamConnection) -> None:
         connection.idle_since = self._clock()

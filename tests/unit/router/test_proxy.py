@@ -314,10 +314,29 @@ async def test_a_table_swap_leaves_in_flight_requests_on_theirEndpoint() -> None
         assert (v1.hits, v2.hits) == (3, 1)
 
 
-async def test_a_client_that_disconnects_cancels_the_upstream_request() -> None:
+ENDPOINT_CONNECTIONS = pytest.mark.parametrize(
+    "pooled",
+    [False, True],
+    ids=["new endpoint connection", "pooled endpoint connection"],
+)
+"""A request on a new endpoint connection is answered from a task; one on a pooled connection from
+the callbacks alone (core's fast path): a client leaving must end both the same way."""
+
+
+async def warm_up(client: RouterClient, pooled: bool) -> None:
+    """With `pooled`, leave a connection to the endpoint in the router's pool."""
+    if pooled:
+        async with client.get("/warm") as response:
+            assert response.status == 200
+
+
+@ENDPOINT_CONNECTIONS
+async def test_a_client_that_disconnects_cancels_the_upstream_request(pooled: bool) -> None:
     cancelled = asyncio.Event()
 
     async def wait_forever(request: web.Request) -> web.Response:
+        if request.path == "/warm":
+            return web.Response(text="warm")
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -329,6 +348,7 @@ async def test_a_client_that_disconnects_cancels_the_upstream_request() -> None:
         backends("llm", handler=wait_forever) as (llm,),
         router_client(Router(table(route(home=(llm.endpoint(),))))) as client,
     ):
+        await warm_up(client, pooled)
         task = asyncio.create_task(client.get("/"))
         await until(lambda: llm.in_flight > 0)
         task.cancel()
@@ -337,10 +357,13 @@ async def test_a_client_that_disconnects_cancels_the_upstream_request() -> None:
         await until(lambda: llm.in_flight == 0)
 
 
+@ENDPOINT_CONNECTIONS
 async def test_a_client_leaving_mid_stream_is_counted_not_logged_as_an_error(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, pooled: bool
 ) -> None:
     async def endless(request: web.Request) -> web.StreamResponse:
+        if request.path == "/warm":
+            return web.Response(text="warm")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for _ in range(5000):  # a long generation, token after token
@@ -351,6 +374,7 @@ async def test_a_client_leaving_mid_stream_is_counted_not_logged_as_an_error(
     async with backends("llm", handler=endless) as (llm,):
         router = Router(table(route(home=(llm.endpoint(),))))
         async with router_client(router) as client:
+            await warm_up(client, pooled)
             response = await client.get("/stream")
             await response.content.readany()
             response.close()  # the user cancels the generation
