@@ -3,7 +3,8 @@
 The tables are the router's: the same watches (Offloads, EndpointSlices, away pods, virtual Nodes) and
 the same active checks of away endpoints (`vk_provider.router.running.watching_cluster`), so Envoy
 routes exactly what the built-in router would. Each table becomes one version of every resource type
-(`XdsServer.update`); the server keeps, per connected Envoy, the newest version it has ACKed.
+(`XdsServer.update`); the server keeps, per connected Envoy, the newest version it has ACKed, and
+says at `--status-listen` which weight that gives each route (`vk_provider.xds.status`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from vk_provider.xds.running import serve_xds
 logger = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "0.0.0.0:18000"
+DEFAULT_STATUS_LISTEN = "0.0.0.0:18001"
 
 
 def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +37,14 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
         default=parse_listen(DEFAULT_LISTEN),
         metavar="HOST:PORT",
         help=f"where Envoys connect for aggregated xDS over gRPC (default: {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--status-listen",
+        type=parse_listen,
+        default=parse_listen(DEFAULT_STATUS_LISTEN),
+        metavar="HOST:PORT",
+        help="where to serve /-/status (the weight each Envoy has applied, for the migration controller), "
+        f"/-/metrics and /-/healthz over HTTP (default: {DEFAULT_STATUS_LISTEN})",
     )
     parser.add_argument(
         "--envoy-port",
@@ -70,7 +80,9 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
                 )
                 await stop.wait()
 
-    serving = asyncio.create_task(serve_xds(tables, host, port, settings=settings), name="xds")
+    serving = asyncio.create_task(
+        serve_xds(tables, host, port, settings=settings, status=arguments.status_listen), name="xds"
+    )
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -90,6 +102,11 @@ def run_xds_command(arguments: argparse.Namespace) -> int:
     try:
         eventloop.run(until_signalled(lambda stop: serve(arguments, stop)))
     except OSError as error:
-        logger.error("cannot serve xDS on %s:%d: %s", *arguments.listen, error)
+        logger.error(
+            "cannot serve xDS on %s:%d and its status on %s:%d: %s",
+            *arguments.listen,
+            *arguments.status_listen,
+            error,
+        )
         return 1
     return 0

@@ -20,7 +20,7 @@ from vk_provider.router.table import RouteTable
 from vk_provider.xds.resources import EnvoySettings, Resources, build_resources
 from vk_provider.xds.session import DiscoverySession, Nack
 from vk_provider.xds.snapshots import Snapshot, SnapshotStore
-from vk_provider.xds.tracking import ConnectedNodes
+from vk_provider.xds.tracking import ConnectedNodes, WeightHistory
 
 logger = logging.getLogger(__name__)
 
@@ -41,22 +41,34 @@ class XdsServer:
     """Serves the current route table, as Envoy resources, to every Envoy that connects.
 
     `update(table)` (or `publish(resources)`) makes a new version and pushes it to every stream;
-    `nodes` says which Envoys have applied which version.
+    `nodes` says which Envoys have applied which version, `weights` which weights each version carries.
     """
 
     def __init__(self, settings: EnvoySettings | None = None) -> None:
         self.settings = settings or EnvoySettings()
         self.store = SnapshotStore()
         self.nodes = ConnectedNodes(self.store)
+        self.weights = WeightHistory()
+        self.table = RouteTable()
+        """The table last served (empty before any): the routes the status reports."""
         self._server: grpc.aio.Server | None = None
 
     def update(self, table: RouteTable) -> int:
         """Serve `table`; returns the version that carries it."""
-        return self.publish(build_resources(table, self.settings))
+        return self.publish(build_resources(table, self.settings), table=table)
 
-    def publish(self, resources: Resources) -> int:
-        """Serve `resources` as they are (the tests publish invalid ones on purpose); returns the version."""
-        return self.store.publish(resources)
+    def publish(self, resources: Resources, *, table: RouteTable | None = None) -> int:
+        """Serve `resources` as they are (the tests publish invalid ones on purpose); returns the version.
+
+        `table`, when given, is what `resources` say: the status reports its routes, and an Envoy
+        that ACKs this version is reported at its weights. Without it the version carries no
+        weights that can be reported.
+        """
+        version = self.store.publish(resources)
+        if table is not None:
+            self.table = table
+            self.weights.record(version, table)
+        return version
 
     @property
     def version(self) -> int:

@@ -6,14 +6,25 @@ and is reported as not having applied it, with its reason.
 
 Envoys are told apart by `node.id` (each replica needs its own; the bootstrap takes the pod's name).
 Two streams with one id count as one Envoy that has applied only what both have.
+
+An ACK names a version, not a weight: `WeightHistory` remembers which weight each recent version gave
+each route, so "Envoy X serves route R at weight W" can be said for any Envoy that is not far behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from vk_provider.router.table import RouteTable
 from vk_provider.xds.session import DiscoverySession, Nack
 from vk_provider.xds.snapshots import SnapshotStore
+
+HISTORY_VERSIONS = 64
+"""Versions whose weights are remembered: an Envoy still on an older one has refused or missed that
+many changes in a row, and its weights are reported unknown rather than every version kept forever."""
+
+RouteKey = tuple[str, str]
+"""(namespace, name): an Offload's route."""
 
 
 class ConnectedNodes:
@@ -66,3 +77,26 @@ class ConnectedNodes:
         """Until at least `nodes` Envoys are connected and all have applied `version`."""
         while len(self.acked()) < nodes or self.not_acked(version):
             await self.changed()
+
+
+class WeightHistory:
+    """Each of the last `limit` versions: the away weight it gives each route of its table."""
+
+    def __init__(self, limit: int = HISTORY_VERSIONS) -> None:
+        if limit < 1:
+            raise ValueError(f"a weight history keeps at least 1 version, not {limit}")
+        self._limit = limit
+        self._by_version: dict[int, dict[RouteKey, int]] = {}
+
+    def record(self, version: int, table: RouteTable) -> None:
+        """`version` serves `table`. A version published again for a new table (the resources did not
+        change, e.g. a weight moved on a side without endpoints) now stands for that table's weights."""
+        self._by_version[version] = {
+            (route.namespace, route.name): route.away_weight for route in table.routes
+        }
+        while len(self._by_version) > self._limit:
+            del self._by_version[min(self._by_version)]
+
+    def weight(self, version: int, namespace: str, name: str) -> int | None:
+        """The away weight `version` gives the route, or None: not in that version, or not remembered."""
+        return self._by_version.get(version, {}).get((namespace, name))

@@ -22,3 +22,9 @@ def test_an_xds_address_without_a_port_is_refused(capsys: pytest.CaptureFixture[
         build_parser().parse_args(["xds", "--listen", "localhost"])
     assert exit_info.value.code == 2
     assert "--listen" in capsys.readouterr().err
+
+
+def test_the_xds_command_serves_its_status_on_18001() -> None:
+    assert build_parser().parse_args(["xds"]).status_listen == ("0.0.0.0", 18001)  # noqa: S104
+    arguments = build_parser().parse_args(["xds", "--status-listen", "127.0.0.1:9901"])
+    assert arguments.status_listen == ("127.0.0.1", 9901)
