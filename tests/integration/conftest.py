@@ -239,6 +239,9 @@ def offload_crd(
 
 
 TRAFFIC = Path(__file__).parents[2] / "manifests" / "traffic"
+TRAFFIC_ENVOY = TRAFFIC.parent / "traffic-envoy"
+"""The traffic half with the `envoy` data plane (manifests/components/envoy) added."""
+ENVOY_COMPONENT = TRAFFIC.parent / "components" / "envoy"
 
 
 @pytest.fixture(scope="session")
@@ -247,18 +250,24 @@ def traffic_rbac(
     offload_crd: None,
     one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> None:
-    """The router's and controller's ServiceAccounts and RBAC from manifests/traffic, left in place.
+    """The router's, controller's and xDS server's ServiceAccounts and RBAC from manifests/traffic and
+    manifests/components/envoy, left in place.
 
-    The whole kustomization is validated by a server-side dry run; its Deployments are not applied,
-    since the test plane has no image to run them: tests run router and controller as processes,
-    under these ServiceAccounts.
+    Both kustomizations (with and without Envoy) are validated by a server-side dry run; their
+    Deployments are not applied, since the test plane has no image to run them: tests run router,
+    controller and xDS server as processes, under these ServiceAccounts.
     """
     with one_worker_at_a_time():
         kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
-        dry_run = kubectl("apply", "-k", str(TRAFFIC), "--dry-run=server")
-        assert "(server dry run)" in dry_run.stdout
-        for name in ("rbac-router.yaml", "rbac-controller.yaml"):
-            kubectl("apply", "-f", str(TRAFFIC / name))
+        for kustomization in (TRAFFIC, TRAFFIC_ENVOY):
+            dry_run = kubectl("apply", "-k", str(kustomization), "--dry-run=server")
+            assert "(server dry run)" in dry_run.stdout
+        for path in (
+            TRAFFIC / "rbac-router.yaml",
+            TRAFFIC / "rbac-controller.yaml",
+            ENVOY_COMPONENT / "rbac-xds.yaml",
+        ):
+            kubectl("apply", "-f", str(path))
 
 
 POLICY_CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offloadpolicy.yaml"

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,25 @@ FAST_SETTINGS: dict[str, Any] = {
 }
 
 
-class ManagedProcess:
-    """A `python -m vk_provider ...` subprocess with its own log file, which tests can stop or kill -9."""
+VK_PROVIDER = (sys.executable, "-m", "vk_provider")
 
-    def __init__(self, *, folder: Path, arguments: list[str], log_name: str = "daemon.log") -> None:
+
+class ManagedProcess:
+    """A `python -m vk_provider ...` subprocess (or another `program`'s) with its own log file, which
+    tests can stop, kill -9, or pause."""
+
+    def __init__(
+        self,
+        *,
+        folder: Path,
+        arguments: list[str],
+        log_name: str = "daemon.log",
+        program: Sequence[str] = VK_PROVIDER,
+    ) -> None:
         self.folder = folder
         self.log_path = folder / log_name
         self.arguments = arguments
+        self.program = tuple(program)
         folder.mkdir(parents=True, exist_ok=True)
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -51,7 +64,7 @@ class ManagedProcess:
             log.write(f"\n--- start {self.starts} ---\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "vk_provider", *self.arguments],
+                [*self.program, *self.arguments],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -73,6 +86,15 @@ class ManagedProcess:
         assert self.process is not None
         self.process.kill()
         self.process.wait(30)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets open and answers nothing."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     def log_tail(self, lines: int = 60) -> str:
         return tail_of_file(self.log_path, lines=lines)

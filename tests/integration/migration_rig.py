@@ -8,7 +8,9 @@
   each replica answering `X-Served-By: <node>/<pod>` so the load generator can tell the sides apart. Its
   container sets `args` only, the image's entrypoint doing the rest, as RunPod requires (it cannot
   override an entrypoint); the `local` nodes are told that entrypoint (`image_entrypoints`);
-- an Offload routing Host `chat.test` to it, the router and the controller as real subprocesses.
+- an Offload routing Host `chat.test` to it, the router and the controller as real subprocesses;
+- with `data_plane="envoy"`, the Offload's traffic goes through Envoy replicas driven by `vk-provider xds`
+  (`envoy_plane`), and the controller verifies and judges it there; the router still runs, unused.
 
 Each node gets a random /24 of the dev pod network (198.19.0.0/16, routed to this host, because the
 apiserver refuses loopback addresses in EndpointSlices), so nodes never share an address. Every
@@ -34,6 +36,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from tests.integration.daemons import ManagedProcess, NodeDaemon
+from tests.integration.envoy_plane import EnvoyPlane, start_envoy_plane
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.runpod_away import TOKEN_DELAY_SECONDS
 from tests.integration.runpod_fleet import runpod_config
@@ -129,10 +132,23 @@ class Rig:
     router_url: str
     controller: ManagedProcess
     fail_dir: Path
+    envoy: EnvoyPlane | None = None
 
     @property
     def host(self) -> str:
         return host_for(self.namespace)
+
+    @property
+    def traffic_url(self) -> str:
+        """Where clients send this service's requests: the data plane the Offload names."""
+        return self.envoy.listener_url if self.envoy is not None else self.router_url
+
+    async def applied_weight(self) -> int | None:
+        """The away weight every replica of the data plane applies (None: not one weight yet)."""
+        if self.envoy is not None:
+            return await self.envoy.applied_weight(self.namespace, NAME)
+        route = await router_route(self)
+        return None if route is None else int(route["away_weight"])
 
     def side_of(self, served_by: str | None) -> str:
         node = (served_by or "").partition("/")[0]
@@ -185,6 +201,7 @@ class Rig:
             "2",
             "--log-level",
             "DEBUG",
+            *(self.envoy.controller_arguments() if self.envoy is not None else []),
         ]
 
     async def events(self, reason: str) -> list[RawObject]:
@@ -207,11 +224,13 @@ async def build_rig(
     home_replicas: int = 2,
     runpod: FakeRunPod | None = None,
     away_settings: dict[str, Any] | None = None,
+    data_plane: str = "builtin",
 ) -> Rig:
     """Start the nodes, the service, the Offload, the router and the controller; wait until all are up.
 
     With `runpod`, the away node is a `runpod` node whose RunPod is that (started) fake;
-    `away_settings` are further node settings for the away node.
+    `away_settings` are further node settings for the away node; `data_plane` the Offload's (with
+    "envoy", the xDS server and two Envoys are started too).
     """
     podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
@@ -257,6 +276,7 @@ async def build_rig(
             home_replicas=home_replicas,
             nodes=(home, away),
             labels=(home_label, away_label),
+            data_plane=data_plane,
         )
     except BaseException:
         # Leave nothing that keeps recreating pods: the nodes' teardown waits for their pods to go.
@@ -276,6 +296,7 @@ async def _start_rig(
     home_replicas: int,
     nodes: tuple[NodeDaemon, NodeDaemon],
     labels: tuple[dict[str, str], dict[str, str]],
+    data_plane: str,
 ) -> Rig:
     home, away = nodes
     home_label, away_label = labels
@@ -311,6 +332,7 @@ async def _start_rig(
                 "route": {"hosts": [host_for(namespace)]},
                 "away": {"nodeSelector": away_label},
                 "strategy": strategy,
+                "traffic": {"dataPlane": data_plane},
             },
         },
     )
@@ -322,6 +344,16 @@ async def _start_rig(
         for part in ("router", "controller")
     ]
     router, router_url = start_router(folder / "router", router_kubeconfig, namespace=namespace)
+    envoy = None
+    if data_plane == "envoy":
+        try:
+            xds_kubeconfig = await service_account_kubeconfig(
+                kube_api, control_plane, SYSTEM_NAMESPACE, "vk-provider-xds", folder / "xds.kubeconfig"
+            )
+            envoy = await start_envoy_plane(folder / "envoy", xds_kubeconfig, namespace=namespace)
+        except BaseException:
+            router.close()
+            raise
     rig = Rig(
         namespace=namespace,
         api=api,
@@ -331,6 +363,7 @@ async def _start_rig(
         router_url=router_url,
         controller=ManagedProcess(folder=folder / "controller", arguments=[]),
         fail_dir=fail_dir,
+        envoy=envoy,
     )
     rig.controller.arguments = rig.controller_arguments(controller_kubeconfig)
     try:
@@ -340,6 +373,8 @@ async def _start_rig(
     except BaseException:
         for process in (rig.controller, rig.router):
             process.close()
+        if rig.envoy is not None:
+            rig.envoy.close()
         raise
     return rig
 
@@ -377,7 +412,7 @@ async def wait_for_home_endpoints(rig: Rig, count: int) -> None:
     async def usable() -> bool:
         if not rig.router.alive():
             raise AssertionError(f"the router exited:\n{rig.router.log_tail()}")
-        route = await router_route(rig)
+        route = await router_route(rig) if rig.envoy is None else await rig.envoy.route(rig.namespace, NAME)
         return route is not None and route["endpoints"]["home"]["usable"] >= count
 
     await wait_for(usable, timeout_seconds=120, what=f"the router to see {count} ready home endpoints")
@@ -393,6 +428,7 @@ class RigFor(Protocol):
         home_replicas: int = 2,
         runpod: FakeRunPod | None = None,
         away_settings: dict[str, Any] | None = None,
+        data_plane: str = "builtin",
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -414,6 +450,7 @@ def rig_factory(
         home_replicas: int = 2,
         runpod: FakeRunPod | None = None,
         away_settings: dict[str, Any] | None = None,
+        data_plane: str = "builtin",
     ) -> AsyncIterator[Rig]:
         rig = await build_rig(
             kube_api=kube_api,
@@ -425,6 +462,7 @@ def rig_factory(
             home_replicas=home_replicas,
             runpod=runpod,
             away_settings=away_settings,
+            data_plane=data_plane,
         )
         try:
             yield rig
@@ -440,6 +478,8 @@ async def close_rig(rig: Rig) -> None:
         if process.alive():
             process.stop()
         process.close()
+    if rig.envoy is not None:
+        rig.envoy.close()
     await _delete_deployments(rig.api, rig.namespace)
     await rig.api.close()
 
@@ -451,3 +491,45 @@ async def _delete_deployments(api: KubeApi, namespace: str) -> None:
                 f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
                 {"propagationPolicy": "Foreground"},
             )
+
+
+def lone_controller(control_plane: cluster.ClusterState, namespace: str, folder: Path) -> ManagedProcess:
+    """A controller of `namespace` (not started) whose router is never reachable: for Offloads the
+    controller must refuse before anything moves."""
+    return ManagedProcess(
+        folder=folder,
+        arguments=[
+            "controller",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--namespace",
+            namespace,
+            "--router-url",
+            "http://127.0.0.1:9",  # never asked: nothing may move
+            "--no-policy",  # OffloadPolicies are the policy tests' (cluster-scoped)
+            "--leader-election-namespace",
+            namespace,
+        ],
+    )
+
+
+async def wait_for_not_ready(
+    api: KubeApi, offload_path: str, reason: str, controller: ManagedProcess
+) -> dict[str, Any]:
+    """The Offload's status once its Ready condition is False for `reason`, with the Event recorded."""
+
+    async def reported() -> dict[str, Any] | None:
+        status: dict[str, Any] = (await api.get(offload_path)).get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+        return status if ready and ready["reason"] == reason and ready["status"] == "False" else None
+
+    status = await wait_for(
+        reported, timeout_seconds=60, what=f"Ready=False {reason}; {controller.log_tail()}"
+    )
+    namespace = offload_path.split("/namespaces/")[1].split("/", maxsplit=1)[0]
+    events = await api.get(
+        f"/api/v1/namespaces/{namespace}/events",
+        query={"fieldSelector": f"involvedObject.kind=Offload,reason={reason}"},
+    )
+    assert events["items"], f"no {reason} Event"
+    return status

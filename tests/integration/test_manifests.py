@@ -161,29 +161,33 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
 
 ROUTER = f"system:serviceaccount:{NAMESPACE}:vk-provider-router"
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:vk-provider-controller"
+XDS = f"system:serviceaccount:{NAMESPACE}:vk-provider-xds"
+ROUTE_TABLE_RIGHTS = (
+    [
+        ("list", "offloads.offload.vk-provider.dev", None),
+        ("watch", "offloads.offload.vk-provider.dev", None),
+        ("list", "endpointslices.discovery.k8s.io", None),
+        ("watch", "endpointslices.discovery.k8s.io", None),
+        ("list", "pods", None),
+        ("watch", "pods", None),
+        ("list", "nodes", None),
+        ("watch", "nodes", None),
+        ("create", "events", "default"),  # the Warning about ignored traffic annotations
+        ("patch", "events", "default"),  # a repeated Event's count
+    ],
+    [
+        ("patch", "offloads.offload.vk-provider.dev/status", "default"),
+        ("patch", "pods", "default"),
+        ("patch", "pods/status", "default"),
+        ("patch", "nodes", None),
+        ("get", "secrets", "default"),
+        ("patch", "deployments.apps", "default"),
+    ],
+)
+"""What builds the route table (the router, and the xDS server for Envoy) may do, and may not."""
 TRAFFIC_RIGHTS = {
-    ROUTER: (
-        [
-            ("list", "offloads.offload.vk-provider.dev", None),
-            ("watch", "offloads.offload.vk-provider.dev", None),
-            ("list", "endpointslices.discovery.k8s.io", None),
-            ("watch", "endpointslices.discovery.k8s.io", None),
-            ("list", "pods", None),
-            ("watch", "pods", None),
-            ("list", "nodes", None),
-            ("watch", "nodes", None),
-            ("create", "events", "default"),  # the Warning about ignored traffic annotations
-            ("patch", "events", "default"),  # a repeated Event's count
-        ],
-        [
-            ("patch", "offloads.offload.vk-provider.dev/status", "default"),
-            ("patch", "pods", "default"),
-            ("patch", "pods/status", "default"),
-            ("patch", "nodes", None),
-            ("get", "secrets", "default"),
-            ("patch", "deployments.apps", "default"),
-        ],
-    ),
+    ROUTER: ROUTE_TABLE_RIGHTS,
+    XDS: ROUTE_TABLE_RIGHTS,
     CONTROLLER: (
         [
             ("list", "offloads.offload.vk-provider.dev", None),
@@ -224,7 +228,7 @@ def can_i_as(kubectl: Kubectl, user: str, verb: str, resource: str, namespace: s
 
 
 @pytest.mark.usefixtures("traffic_rbac")
-@pytest.mark.parametrize("user", [ROUTER, CONTROLLER], ids=["router", "controller"])
+@pytest.mark.parametrize("user", [ROUTER, XDS, CONTROLLER], ids=["router", "xds", "controller"])
 def test_router_and_controller_may_do_what_they_do_and_nothing_more(kubectl: Kubectl, user: str) -> None:
     """Sufficiency is proven by the migration tests, which run both as these ServiceAccounts."""
     needed, forbidden = TRAFFIC_RIGHTS[user]

@@ -50,6 +50,7 @@ from typing import Any
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.controller import deriving
 from vk_provider.controller.claims import RouteClaims
+from vk_provider.controller.dataplanes import DataPlane, DataPlaneNotConfigured, DataPlanes
 from vk_provider.controller.deployments import (
     Deployments,
     deployment_path,
@@ -62,11 +63,10 @@ from vk_provider.controller.gates import (
     SideSample,
     judge,
     judge_severe,
-    parse_side_sample,
     total,
 )
 from vk_provider.controller.metrics import ControllerMetrics
-from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
+from vk_provider.controller.routers import RouterUnreachable
 from vk_provider.controller.serving import (
     LossClock,
     best_usable,
@@ -190,7 +190,7 @@ class Reconciler:
     def __init__(
         self,
         api: KubeApi,
-        routers: RouterDirectory,
+        data_planes: DataPlanes,
         events: EventRecorder,
         *,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -201,7 +201,7 @@ class Reconciler:
         self._claims = claims
         self._api = api
         self._deployments = Deployments(api)
-        self._routers = routers
+        self._data_planes = data_planes
         self._events = events
         self._wall_clock = wall_clock
         self._monotonic = monotonic
@@ -223,10 +223,8 @@ class Reconciler:
             return None
         now = self._wall_clock()
         status: Mapping[str, Any] = offload.get("status") or {}
-        try:
-            spec = parse_offload(offload)
-        except InvalidSpec as error:
-            await self._report_problem(offload, status, now, "InvalidSpec", str(error))
+        spec = await self._actionable_spec(offload, status, now)
+        if spec is None:
             return None
         if spec.deleting:
             spec = leaving(spec)
@@ -259,6 +257,21 @@ class Reconciler:
         requeue = await self._step(work)
         await self._write(work)
         return requeue
+
+    async def _actionable_spec(
+        self, offload: RawObject, status: Mapping[str, Any], now: datetime
+    ) -> OffloadSpec | None:
+        """The Offload's spec, or None (reported on the Offload) when it cannot be acted on as written."""
+        try:
+            spec = parse_offload(offload)
+            self._data_planes.of(spec)
+        except InvalidSpec as error:
+            await self._report_problem(offload, status, now, "InvalidSpec", str(error))
+            return None
+        except DataPlaneNotConfigured as error:
+            await self._report_problem(offload, status, now, "DataPlaneNotConfigured", str(error))
+            return None
+        return spec
 
     async def _report_problem(
         self, offload: RawObject, status: Mapping[str, Any], now: datetime, reason: str, message: str
@@ -444,7 +457,7 @@ class Reconciler:
                 work, "WaitingForReplicas", f"{ready} of {needed} {side} replicas ready (of {wanted} wanted)"
             )
         try:
-            views = await self._routers.views(work.spec.namespace, work.spec.name)
+            views = await self._plane(work.spec).views(work.spec.namespace, work.spec.name)
         except RouterUnreachable as error:
             return self._waiting(work, "RouterUnreachable", str(error))
         behind = [view.router for view in views if view.usable.get(side, 0) < needed]
@@ -452,7 +465,7 @@ class Reconciler:
             return self._waiting(
                 work,
                 "WaitingForRouters",
-                f"routers {', '.join(behind)} see fewer than {needed} {side} endpoints",
+                f"{', '.join(behind)} see fewer than {needed} {side} endpoints",
             )
         if self._in_emergency(work):
             # All at once: the side being left has lost its endpoints, no step would protect anything.
@@ -541,9 +554,9 @@ class Reconciler:
 
     async def _lagging_routers(self, spec: OffloadSpec, weight: int) -> str:
         """'' when every router applies `weight`, else which ones do not."""
-        views = await self._routers.views(spec.namespace, spec.name)
+        views = await self._plane(spec).views(spec.namespace, spec.name)
         behind = [view.router for view in views if view.away_weight != weight]
-        return f"routers {', '.join(behind)} do not apply away weight {weight} yet" if behind else ""
+        return f"{', '.join(behind)} do not apply away weight {weight} yet" if behind else ""
 
     def _hold_paused(self, work: Pass) -> Requeue:
         if work.current.phase is not Phase.PAUSED:
@@ -599,12 +612,10 @@ class Reconciler:
         return interval_seconds
 
     async def _sample(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
-        urls = await self._routers.urls()
-        texts = await self._routers.metrics()
-        return {
-            url: parse_side_sample(text, spec.namespace, spec.name, side)
-            for url, text in zip(urls, texts, strict=True)
-        }
+        return await self._plane(spec).samples(spec.namespace, spec.name, side)
+
+    def _plane(self, spec: OffloadSpec) -> DataPlane:
+        return self._data_planes.of(spec)  # `reconcile` reported an unknown one before any step
 
     def _decide(
         self,
@@ -737,7 +748,7 @@ class Reconciler:
             return IDLE_RESYNC_SECONDS
         needed = needed_endpoints(desired, emergency.min_serving_percent)
         try:
-            views = routed(await self._routers.views(spec.namespace, spec.name))
+            views = routed(await self._plane(spec).views(spec.namespace, spec.name))
         except RouterUnreachable:
             views = []
         if not views:
@@ -790,7 +801,7 @@ class Reconciler:
             return self._return(work, f"the {lost} side has no replicas; bringing it up")
         needed = math.ceil(desired * spec.strategy.ready_threshold_percent / 100)
         try:
-            views = routed(await self._routers.views(spec.namespace, spec.name))
+            views = routed(await self._plane(spec).views(spec.namespace, spec.name))
         except RouterUnreachable:
             views = []
         usable = worst_usable(views, lost) if views else 0

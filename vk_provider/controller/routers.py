@@ -2,7 +2,8 @@
 
 Routers are found either as a fixed list of base URLs (development, tests, routers outside the
 cluster) or as the Ready pods matching a label selector in a namespace, each at its pod IP and the
-router port. A step's interval starts counting only once EVERY router found applies the step's
+router port. Envoy replicas' admin ports are found the same way (`metrics_path` then names Envoy's
+statistics page). A step's interval starts counting only once EVERY router found applies the step's
 weight: a replica still on the old weight would skew the very traffic the gates judge.
 """
 
@@ -29,9 +30,10 @@ class RouterUnreachable(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class RouteView:
-    """What one router says about one route."""
+    """What one data-plane replica says about one route."""
 
     router: str
+    """The replica, as messages name it: `router http://10.0.0.7:8080`, `Envoy envoy-0`."""
     away_weight: int | None
     """None when the router has no such route (yet)."""
     usable: dict[str, int]
@@ -41,17 +43,21 @@ class RouteView:
 class RouterDirectory:
     def __init__(
         self,
-        api: KubeApi,
+        api: KubeApi | None,
         *,
         urls: Sequence[str] = (),
         namespace: str | None = None,
         selector: str | None = None,
         port: int = 8080,
+        metrics_path: str = "/-/metrics",
+        kind: str = "router",
     ) -> None:
-        if not urls and not (namespace and selector):
+        if not urls and not (api and namespace and selector):
             raise ValueError(
-                "routers are found by --router-url, or by --router-namespace and --router-selector"
+                f"{kind}s are found by --{kind}-url, or by --{kind}-namespace and --{kind}-selector"
             )
+        self._metrics_path = metrics_path
+        self._kind = kind
         self._api = api
         self._urls = tuple(url.rstrip("/") for url in urls)
         self._namespace = namespace
@@ -69,7 +75,7 @@ class RouterDirectory:
         return self._session
 
     async def urls(self) -> tuple[str, ...]:
-        if self._urls:
+        if self._urls or self._api is None:
             return self._urls
         listing = await self._api.get(
             resource_path("v1", "pods", namespace=self._namespace),
@@ -87,17 +93,19 @@ class RouterDirectory:
                 host = f"[{address}]" if ":" in address else address
                 found.append(f"http://{host}:{self._port}")
         if not found:
-            raise RouterUnreachable(f"no Ready router pod matches {self._selector} in {self._namespace}")
+            raise RouterUnreachable(
+                f"no Ready {self._kind} pod matches {self._selector} in {self._namespace}"
+            )
         return tuple(sorted(found))
 
     async def _get(self, url: str, path: str) -> aiohttp.ClientResponse:
         try:
             response = await self._client().get(url + path)
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise RouterUnreachable(f"router {url}: {error or type(error).__name__}") from None
+            raise RouterUnreachable(f"{self._kind} {url}: {error or type(error).__name__}") from None
         if response.status != 200:
             response.release()
-            raise RouterUnreachable(f"router {url}{path} answered {response.status}")
+            raise RouterUnreachable(f"{self._kind} {url}{path} answered {response.status}")
         return response
 
     async def _view(self, url: str, namespace: str, name: str) -> RouteView:
@@ -112,8 +120,8 @@ class RouterDirectory:
                 usable = {
                     side: int((endpoints.get(side) or {}).get("usable", 0)) for side in ("home", "away")
                 }
-                return RouteView(url, int(route.get("away_weight", 0)), usable)
-        return RouteView(url, None, {"home": 0, "away": 0})
+                return RouteView(f"router {url}", int(route.get("away_weight", 0)), usable)
+        return RouteView(f"router {url}", None, {"home": 0, "away": 0})
 
     async def views(self, namespace: str, name: str) -> list[RouteView]:
         """Every router's view of the route; RouterUnreachable if any router cannot be asked."""
@@ -121,14 +129,14 @@ class RouterDirectory:
         return list(await asyncio.gather(*(self._view(url, namespace, name) for url in urls)))
 
     async def metrics(self) -> list[str]:
-        """Every router's /-/metrics text; RouterUnreachable if any router cannot be asked."""
+        """Every replica's metrics text; RouterUnreachable if any replica cannot be asked."""
 
         async def scrape(url: str) -> str:
-            response = await self._get(url, "/-/metrics")
+            response = await self._get(url, self._metrics_path)
             try:
                 return await response.text()
             except aiohttp.ClientError as error:
-                raise RouterUnreachable(f"router {url}/-/metrics: {error}") from None
+                raise RouterUnreachable(f"{self._kind} {url}{self._metrics_path}: {error}") from None
 
         urls = await self.urls()
         return list(await asyncio.gather(*(scrape(url) for url in urls)))

@@ -22,6 +22,13 @@ from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
 from vk_provider.controller.claims import RouteClaims
+from vk_provider.controller.dataplanes import (
+    ENVOY_STATS_PATH,
+    BuiltinRouters,
+    DataPlane,
+    DataPlanes,
+    EnvoyFleet,
+)
 from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
@@ -58,6 +65,35 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         help="label selector of the router pods",
     )
     parser.add_argument("--router-port", type=int, default=8080, help="the router pods' port (default: 8080)")
+    envoy = parser.add_argument_group(
+        "the envoy data plane",
+        "Offloads with spec.traffic.dataPlane: envoy (only when --envoy-xds-url is given)",
+    )
+    envoy.add_argument(
+        "--envoy-xds-url",
+        metavar="URL",
+        help="base URL of `vk-provider xds`'s status port, which says what every Envoy has applied",
+    )
+    envoy.add_argument(
+        "--envoy-stats-url",
+        action="append",
+        dest="envoy_stats_urls",
+        default=[],
+        metavar="URL",
+        help="an Envoy replica's stats listener base URL, repeatable (instead of finding Envoy pods)",
+    )
+    envoy.add_argument("--envoy-namespace", default="vk-provider-system", help="namespace of the Envoy pods")
+    envoy.add_argument(
+        "--envoy-selector",
+        default="app.kubernetes.io/name=vk-provider-envoy",
+        help="label selector of the Envoy pods",
+    )
+    envoy.add_argument(
+        "--envoy-stats-port",
+        type=int,
+        default=9902,
+        help="the Envoy pods' stats listener port (default: 9902)",
+    )
     parser.add_argument("--workers", type=int, default=4, help="Offloads reconciled at once (default: 4)")
     parser.add_argument(
         "--leader-election-namespace",
@@ -171,13 +207,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     identity = arguments.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     events = EventRecorder(api, host=identity, component=COMPONENT)
-    routers = RouterDirectory(
-        api,
-        urls=arguments.router_urls,
-        namespace=arguments.router_namespace,
-        selector=arguments.router_selector,
-        port=arguments.router_port,
-    )
+    data_planes = configured_data_planes(api, arguments)
     elector = LeaderElector(
         api,
         namespace=arguments.leader_election_namespace,
@@ -196,7 +226,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     async def lead() -> None:
         # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
         claims = RouteClaims(api, namespace=arguments.namespace)
-        reconciler = Reconciler(api, routers, events, claims=claims, metrics=metrics)
+        reconciler = Reconciler(api, data_planes, events, claims=claims, metrics=metrics)
         controller = Controller(
             api, reconciler, namespace=arguments.namespace, workers=arguments.workers, claims=claims
         )
@@ -228,8 +258,32 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         await elector.release()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
-        await routers.close()
+        await data_planes.close()
         await api.close()
+
+
+def configured_data_planes(api: KubeApi, arguments: argparse.Namespace) -> DataPlanes:
+    """The built-in routers always; Envoy when the command line says where its xDS server is."""
+    routers = RouterDirectory(
+        api,
+        urls=arguments.router_urls,
+        namespace=arguments.router_namespace,
+        selector=arguments.router_selector,
+        port=arguments.router_port,
+    )
+    planes: list[DataPlane] = [BuiltinRouters(routers)]
+    if arguments.envoy_xds_url:
+        admins = RouterDirectory(
+            api,
+            urls=arguments.envoy_stats_urls,
+            namespace=arguments.envoy_namespace,
+            selector=arguments.envoy_selector,
+            port=arguments.envoy_stats_port,
+            metrics_path=ENVOY_STATS_PATH,
+            kind="envoy",
+        )
+        planes.append(EnvoyFleet(arguments.envoy_xds_url, admins))
+    return DataPlanes(*planes)
 
 
 def run_controller_command(arguments: argparse.Namespace) -> int:

@@ -55,3 +55,23 @@ def offload_path(namespace: str, name: str, *, status: bool = False) -> str:
     return resource_path(
         API_VERSION, PLURAL, namespace=namespace, name=name, subresource="status" if status else None
     )
+
+
+def envoy_cluster(namespace: str, name: str, side: str) -> str:
+    """The Envoy cluster of one side of an Offload's route (`vk-provider xds` names them so).
+
+    `/` cannot occur in a Kubernetes name, so the name says unambiguously which Offload and side it is.
+    """
+    return f"{namespace}/{name}/{side}"
+
+
+def envoy_stat_name(cluster: str) -> str:
+    """The name a cluster's statistics carry (`envoy_cluster_name` in Envoy's `/stats/prometheus`),
+    which the migration gates read.
+
+    Envoy's default tag extraction takes the cluster name up to the first `.`, so a dotted Offload
+    name (Kubernetes names may have dots) would lose the rest of its name from `envoy_cluster_name`
+    and spill it into the metric's name. `_` cannot occur in a Kubernetes name, so the swap is
+    unambiguous.
+    """
+    return cluster.replace(".", "_")

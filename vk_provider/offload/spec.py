@@ -52,6 +52,11 @@ DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
 )
 
 
+DATA_PLANES = ("builtin", "envoy")
+"""What can carry an Offload's traffic (`spec.traffic.dataPlane`): our router, or Envoys we drive."""
+DEFAULT_DATA_PLANE = "builtin"
+
+
 class InvalidSpec(ValueError):
     """The Offload cannot be acted on as written; the message says which field and why."""
 
@@ -129,6 +134,8 @@ class OffloadSpec:
     retry: str = ""
     """The retry annotation's value ('' when absent): a new value after a migration rolled back or
     failed asks to run it again."""
+    data_plane: str = DEFAULT_DATA_PLANE
+    """Which data plane the weights are applied on and the gates read (`DATA_PLANES`)."""
 
     def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
         """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
@@ -252,6 +259,12 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     away = _mapping(spec.get("away"), "spec.away")
     strategy = _mapping(spec.get("strategy"), "spec.strategy")
     gates = _mapping(strategy.get("gates"), "spec.strategy.gates")
+    traffic = _mapping(spec.get("traffic"), "spec.traffic")
+    data_plane = traffic.get("dataPlane", DEFAULT_DATA_PLANE)
+    if data_plane not in DATA_PLANES:
+        raise InvalidSpec(
+            f"spec.traffic.dataPlane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}"
+        )
     placement = spec.get("placement")
     if placement not in ("home", "away"):
         raise InvalidSpec(f"spec.placement must be home or away, not {placement!r}")
@@ -346,4 +359,5 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         finalizers=tuple(str(item) for item in metadata.get("finalizers") or ()),
         resource_version=str(metadata.get("resourceVersion") or ""),
         retry=str(_mapping(metadata.get("annotations"), "metadata.annotations").get(RETRY_ANNOTATION) or ""),
+        data_plane=data_plane,
     )

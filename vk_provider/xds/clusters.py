@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from vk_provider.xds.names import LOAD_ASSIGNMENT_TYPE, stat_name, type_url
+from vk_provider.offload.names import envoy_stat_name
+from vk_provider.xds.names import LOAD_ASSIGNMENT_TYPE, type_url
 from vk_provider.xds.sides import PlacedEndpoint, SidePlan
 from vk_provider.xds.upstream_filters import METADATA_NAMESPACE, endpoint_metadata, upstream_http_filters
 
@@ -108,7 +109,7 @@ def _common(name: str, *, http_filters: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "@type": type_url("envoy.config.cluster.v3.Cluster"),
         "name": name,
-        "alt_stat_name": stat_name(name),
+        "alt_stat_name": envoy_stat_name(name),
         "connect_timeout": CONNECT_TIMEOUT,
         "lb_policy": "LEAST_REQUEST",
         "circuit_breakers": {

@@ -7,12 +7,15 @@ from typing import Any
 from vk_provider.xds.names import LISTENER_NAME, LISTENER_TYPE, ROUTE_CONFIGURATION_NAME, type_url
 from vk_provider.xds.routes import STREAM_IDLE_TIMEOUT
 
+CONNECTION_MANAGER_TYPE = type_url(
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+)
+ROUTER_FILTER_TYPE = type_url("envoy.extensions.filters.http.router.v3.Router")
+
 
 def listener(address: str, port: int) -> dict[str, Any]:
     connection_manager = {
-        "@type": type_url(
-            "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
-        ),
+        "@type": CONNECTION_MANAGER_TYPE,
         "stat_prefix": "vk_provider",
         "codec_type": "AUTO",
         "rds": {
@@ -31,16 +34,20 @@ def listener(address: str, port: int) -> dict[str, Any]:
             {
                 "name": "envoy.filters.http.router",
                 "typed_config": {
-                    "@type": type_url("envoy.extensions.filters.http.router.v3.Router"),
+                    "@type": ROUTER_FILTER_TYPE,
                     # Envoy's own x-envoy-* request headers tell endpoints nothing they need.
                     "suppress_envoy_headers": True,
                 },
             }
         ],
     }
+    return {"@type": LISTENER_TYPE, **http_listener(LISTENER_NAME, address, port, connection_manager)}
+
+
+def http_listener(name: str, address: str, port: int, connection_manager: dict[str, Any]) -> dict[str, Any]:
+    """A listener whose one filter is `connection_manager` (an HttpConnectionManager's typed config)."""
     return {
-        "@type": LISTENER_TYPE,
-        "name": LISTENER_NAME,
+        "name": name,
         "address": {"socket_address": {"address": address, "port_value": port}},
         "filter_chains": [
             {

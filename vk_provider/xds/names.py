@@ -1,12 +1,12 @@
 """The names Envoy knows our resources by, and the xDS type URLs.
 
-Clusters are named `<namespace>/<name>/<side>`, the Offload's key and the side: `/` cannot occur in a
-Kubernetes name, so the name says unambiguously which Offload and side it is. The migration gates
-read per-side statistics by these names (`envoy_cluster_name` in `/stats/prometheus`).
+Clusters are named `<namespace>/<name>/<side>`, and their statistics carry that name with dots
+swapped (`vk_provider.offload.names`: the controller's gates read them by the same rule).
 """
 
 from __future__ import annotations
 
+from vk_provider.offload.names import envoy_cluster
 from vk_provider.router.table import Route, Side
 
 LISTENER_NAME = "vk-provider"
@@ -33,15 +33,4 @@ WILDCARD_TYPES = frozenset({LISTENER_TYPE, CLUSTER_TYPE})
 
 
 def cluster_name(route: Route, side: Side) -> str:
-    return f"{route.namespace}/{route.name}/{side}"
-
-
-def stat_name(cluster: str) -> str:
-    """The name a cluster's statistics carry.
-
-    Envoy's default tag extraction takes the cluster name up to the first `.`, so a dotted Offload
-    name (Kubernetes names may have dots) would lose the rest of its name from `envoy_cluster_name`
-    and spill it into the metric's name. `_` cannot occur in a Kubernetes name, so the swap is
-    unambiguous.
-    """
-    return cluster.replace(".", "_")
+    return envoy_cluster(route.namespace, route.name, side)

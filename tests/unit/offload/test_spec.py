@@ -28,6 +28,7 @@ def test_defaults_match_the_crd() -> None:
     assert spec.away.node_selector == {"type": "virtual-kubelet"}
     assert spec.away.replicas is None
     assert (spec.paused, spec.promotion, spec.key) == (False, "", "ml/chat")
+    assert spec.data_plane == "builtin"
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,8 @@ def test_defaults_match_the_crd() -> None:
         (("spec", "away"), {"replicas": 100000}, r"spec.away.replicas 100000 is outside 0..100"),
         (("metadata", "name"), "n" * 64, "64 characters, more than 63: it must fit in the .* label"),
         (("metadata", "name"), "n" * 253, "253 characters, more than 63"),
+        (("spec", "traffic"), {"dataPlane": "istio"}, "dataPlane must be one of builtin, envoy, not 'istio'"),
+        (("spec", "traffic"), "envoy", "spec.traffic must be an object"),
     ],
 )
 def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -> None:
@@ -117,3 +120,9 @@ def test_a_new_retry_value_asks_again_only_after_a_bad_ending() -> None:
     assert not spec.retry_requested(Phase.SUCCEEDED, None)
     assert not spec.retry_requested(Phase.SHIFTING, None)
     assert not parse_offload(MINIMAL).retry_requested(Phase.ROLLED_BACK, None)
+
+
+def test_the_data_plane_is_read() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["traffic"] = {"dataPlane": "envoy"}
+    assert parse_offload(offload).data_plane == "envoy"

