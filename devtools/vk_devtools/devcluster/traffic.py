@@ -39,9 +39,9 @@ def kubectl_apply(bin_dir: Path, kubeconfig: Path, *arguments: str) -> None:
         raise RuntimeError(f"`kubectl {' '.join(arguments)}` failed: {completed.stderr.strip()}")
 
 
-def install(bin_dir: Path, kubeconfig: Path) -> None:
-    """The CRDs (established before anything uses them), then the example service and its Offload,
-    the training PriorityClass and the OffloadPolicy."""
+def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> None:
+    """The CRDs (established before anything uses them), then the example service and its Offload
+    (its traffic on `data_plane`), the training PriorityClass and the OffloadPolicy."""
     kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(CRD), "-f", str(POLICY_CRD))
     kubectl_apply(
         bin_dir,
@@ -53,6 +53,20 @@ def install(bin_dir: Path, kubeconfig: Path) -> None:
         "--timeout=60s",
     )
     kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(EXAMPLE), "-f", str(TRAINING))
+    if data_plane != "builtin":
+        traffic = json.dumps({"spec": {"traffic": {"dataPlane": data_plane}}})
+        kubectl_apply(
+            bin_dir,
+            kubeconfig,
+            "patch",
+            "offload",
+            EXAMPLE_NAME,
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            traffic,
+        )
 
 
 def install_gpu_exporter(bin_dir: Path, kubeconfig: Path, directory: Path, node: str, gpus: int) -> None:
@@ -81,6 +95,24 @@ def router_argv(kubeconfig: Path, port: int) -> list[str]:
         str(kubeconfig),
         "--listen",
         f"127.0.0.1:{port}",
+    ]
+
+
+def xds_argv(kubeconfig: Path, *, port: int, status_port: int, envoy_port: int) -> list[str]:
+    """`vk-provider xds` for the Envoys of `dev up --data-plane envoy`, on loopback."""
+    return [
+        sys.executable,
+        "-m",
+        "vk_provider",
+        "xds",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--status-listen",
+        f"127.0.0.1:{status_port}",
+        "--envoy-port",
+        str(envoy_port),
     ]
 
 
