@@ -157,6 +157,10 @@ class Rig:
     def fail_home(self) -> None:
         (self.fail_dir / f"{self.home.node_name}.fail").touch()
 
+    def fail_away(self) -> None:
+        """The away side's replicas answer 500s (those running, and those yet to start)."""
+        (self.fail_dir / f"{self.away.node_name}.fail").touch()
+
     async def offload(self) -> RawObject:
         return await self.api.get(f"{API}/namespaces/{self.namespace}/offloads/{NAME}")
 

@@ -117,7 +117,7 @@ async def test_an_envoy_that_does_not_ack_holds_the_step_and_is_named(rig_for: R
     assert not failures(generator.outcomes), describe(failures(generator.outcomes))
 
 
-async def test_a_failing_gate_on_envoy_rolls_back(rig_for: RigFor) -> None:
+async def test_a_failing_home_side_on_envoy_rolls_back(rig_for: RigFor) -> None:
     strategy = {
         "stepIntervalSeconds": 3,
         "toAwaySteps": [100],
@@ -135,6 +135,25 @@ async def test_a_failing_gate_on_envoy_rolls_back(rig_for: RigFor) -> None:
     assert status["awayWeight"] == 100
     assert status["lastCheck"]["verdict"] == "Unhealthy"
     assert "home side" in status["lastCheck"]["message"]
+
+
+async def test_a_failing_away_side_on_envoy_rolls_back_at_once(rig_for: RigFor) -> None:
+    """The severe gate on Envoy's counters: every away answer fails, so the first step goes back."""
+    strategy = {
+        "stepIntervalSeconds": 20,  # the tolerant path alone would take 3 x 20 s
+        "toAwaySteps": [50, 100],
+        "gates": {"minRequestsPerInterval": 20, "severe": {"windowSeconds": 3}},
+    }
+    async with rig_for(strategy, data_plane="envoy") as rig, load(rig, rate=60) as generator:
+        rig.fail_away()
+        out = await flip(rig, "away", timeout_seconds=240)
+        await generator.stop()
+    status = out["status"]
+    assert status["phase"] == "RolledBack", status
+    assert status["awayWeight"] == 0
+    assert status["outcomeReason"] == "SevereFailure", status
+    assert status["lastCheck"]["verdict"] == "Severe"
+    assert "away side" in status["lastCheck"]["message"]
 
 
 async def test_an_offload_on_a_data_plane_the_controller_does_not_drive_gets_a_condition(
