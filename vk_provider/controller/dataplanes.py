@@ -74,10 +74,11 @@ class EnvoyFleet:
     """Envoy replicas driven by `vk-provider xds`.
 
     The xDS server is the one place that knows what every Envoy has applied (its ACKs); the Envoys
-    themselves are asked only for statistics, at their admin port (found like router pods: fixed
-    URLs or Ready pods by label). A replica that serves traffic but is not connected to the xDS
-    server is not seen by `views`: Envoy keeps its last configuration and never reports, so the
-    Envoy pods' readiness should follow their xDS connection (the manifests' readiness probe does).
+    themselves are asked only for statistics, at their stats port (found like router pods: fixed
+    URLs or Ready pods by label). An Envoy that serves but is not connected to the xDS server keeps
+    its last configuration and reports nothing: when fewer Envoys are connected than replicas are
+    found, each missing one counts as a replica that does not apply the weight, so no step counts
+    until every replica is connected and has ACKed it.
     """
 
     name = "envoy"
@@ -120,7 +121,14 @@ class EnvoyFleet:
         endpoints = route.get("endpoints") or {}
         usable = {side: int((endpoints.get(side) or {}).get("usable", 0)) for side in ("home", "away")}
         applied = route.get("applied") or {}
-        return [RouteView(f"Envoy {node}", _weight(applied.get(node)), usable) for node in envoys]
+        views = [RouteView(f"Envoy {node}", _weight(applied.get(node)), usable) for node in envoys]
+        return views + await self._unconnected(len(envoys))
+
+    async def _unconnected(self, connected: int) -> list[RouteView]:
+        """A view that applies nothing for each replica found beyond those connected to the xDS server."""
+        replicas = len(await self._admins.urls())
+        name = f"an Envoy replica not connected to the xDS server ({connected} of {replicas} are)"
+        return [RouteView(name, None, {"home": 0, "away": 0})] * max(0, replicas - connected)
 
     async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
         urls = await self._admins.urls()

@@ -442,6 +442,22 @@ async def test_the_controller_learns_each_envoys_weight_from_the_xds_server_and_
             ]
             answers = await envoy_plane.spread(50)
             samples = await fleet.samples("default", "chat", "away")
+            # Two replicas found, one connected: the other holds every step back, as not applying it.
+            two = EnvoyFleet(
+                f"http://127.0.0.1:{status_port}",
+                RouterDirectory(None, urls=[admin, "http://127.0.0.1:9"], kind="envoy"),
+            )
+            try:
+                assert await two.views("default", "chat") == [
+                    RouteView("Envoy envoy-test-1", 40, {"home": 1, "away": 1}),
+                    RouteView(
+                        "an Envoy replica not connected to the xDS server (1 of 2 are)",
+                        None,
+                        {"home": 0, "away": 0},
+                    ),
+                ]
+            finally:
+                await two.close()
         finally:
             await fleet.close()
     assert list(samples) == [admin]
