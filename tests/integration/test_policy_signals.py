@@ -188,7 +188,10 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         await wait_for(untainted, timeout_seconds=60, what=f"the unhealthy taint lifted:\n{rig.log()}")
         lifted = time.monotonic() - restored
         assert lifted >= 5, f"lifted {lifted:.1f} s after the node was healthy, before healthyForSeconds (5)"
-        assert await node_events(rig, "NodeHealthy", sick)
+        # The Event is posted by the recorder after the taint's patch, asynchronously: wait for it too.
+        await wait_for(
+            lambda: node_events(rig, "NodeHealthy", sick), timeout_seconds=30, what="a NodeHealthy Event"
+        )
         assert "Traceback" not in rig.controller.log_tail(400)
         print(
             f"85 °C -> Temperature taint {hot_tainted:.1f} s, NodeUnhealthy Event {hot_event:.1f} s; "
