@@ -1097,45 +1097,33 @@ async def wait_line(processes: Processes, name: str, pattern: str) -> re.Match[s
 def router_argv(
     port: int, ports: dict[str, int], *, workers: int = 1, profile: Path | None = None
 ) -> list[str]:
-    def url(name: str) -> str:
-        return f"http://127.0.0.1:{ports[name]}"
-
-    argv = [
-        sys.executable,
-        str(RUNNER),
-        "--port",
-        str(port),
-        "--home",
-        ",".join(url(name) for name in ENDPOINTS if name.startswith("home")),
-        "--away",
-        ",".join(url(name) for name in ENDPOINTS if name.startswith("away")),
-        "--away-weight",
-        str(AWAY_WEIGHT),
-        "--workers",
-        str(workers),
-    ]
+    argv = [*runner_argv(RUNNER, port, ports), "--workers", str(workers)]
     if profile is not None:
         argv += ["--profile", str(profile)]
     return argv
 
 
 def envoy_runner_argv(port: int, ports: dict[str, int], *, concurrency: int) -> list[str]:
-    def url(name: str) -> str:
-        return f"http://127.0.0.1:{ports[name]}"
+    return [*runner_argv(ENVOY_RUNNER, port, ports), "--concurrency", str(concurrency)]
+
+
+def runner_argv(runner: Path, port: int, ports: dict[str, int]) -> list[str]:
+    """A runner script serving the bench's route on `port`: home-*, away-* at AWAY_WEIGHT percent."""
+
+    def urls(side: str) -> str:
+        return ",".join(f"http://127.0.0.1:{ports[name]}" for name in ENDPOINTS if name.startswith(side))
 
     return [
         sys.executable,
-        str(ENVOY_RUNNER),
+        str(runner),
         "--port",
         str(port),
         "--home",
-        ",".join(url(name) for name in ENDPOINTS if name.startswith("home")),
+        urls("home"),
         "--away",
-        ",".join(url(name) for name in ENDPOINTS if name.startswith("away")),
+        urls("away"),
         "--away-weight",
         str(AWAY_WEIGHT),
-        "--concurrency",
-        str(concurrency),
     ]
 
 
