@@ -31,6 +31,11 @@ pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
 PROPAGATION_MARGIN_SECONDS = 1.5
 """Left out of each step's window after its weight was written: routers pick it up within this."""
+SIGHTING_LAG_MARGIN_SECONDS = 1.0
+"""Left out of each step's window before the next weight was first seen. The test sees a change late
+when its event loop is busy (the load generator shares it), and stamps a request's start before it
+is sent: on a loaded machine a request stamped before the test saw the next weight can reach a data
+plane that applied it already."""
 SHARE_TOLERANCE_POINTS = 5.0
 MIN_REQUESTS_PER_STEP = 500
 
@@ -92,13 +97,23 @@ class WeightLog:
         if phase and (not self.phases or self.phases[-1] != phase):
             self.phases.append(phase)
 
+    def _first_sighting(self, weight: int, seen: float, previous: float) -> float:
+        """When `weight` was first seen: by the status at `seen`, or by the data plane earlier (after
+        the previous weight's status was seen at `previous`)."""
+        earlier = [at for at, applied in self.applied if applied == weight and previous < at < seen]
+        return min([seen, *earlier])
+
     def steps(self, until: float) -> list[tuple[int, float, float]]:
         """(weight, start, end) for each weight seen: from when the router applied it (or the status
-        showed it) plus the propagation margin, to when the status showed the next one."""
-        bounds = [*self.changes, (until, -1)]
+        showed it) plus the propagation margin, to the first sighting of the next one less the
+        sighting-lag margin."""
+        ends = [
+            self._first_sighting(weight, seen, previous) - SIGHTING_LAG_MARGIN_SECONDS
+            for (previous, _), (seen, weight) in itertools.pairwise(self.changes)
+        ]
         return [
             (weight, self._applied_since(weight, start) + PROPAGATION_MARGIN_SECONDS, end)
-            for (start, weight), (end, _) in itertools.pairwise(bounds)
+            for (start, weight), end in zip(self.changes, [*ends, until], strict=True)
         ]
 
 

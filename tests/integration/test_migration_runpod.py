@@ -122,10 +122,14 @@ async def test_a_migration_away_to_runpod_and_back_loses_no_request(rig: Rig, ru
             assert len(served) >= RATE, report
             away_pods = {runpod_pod_of(o.served_by) for o in served if rig.side_of(o.served_by) == "away"}
             assert away_pods <= running, report
-            # Under a fully loaded machine (three test workers on 2 cores) one request in ~900 was
-            # seen served home at weight 100 with no fallback counted; not explained yet, so at most
-            # 1% is allowed beyond the counted fallbacks, and the count is in the report.
-            assert sides["home"] <= fell_back_home + len(served) // 100, (report, fell_back_home)
+            # On a fully loaded machine (three test workers on 2 cores) requests started just before
+            # the test saw the way home begin were served home with no fallback counted (74 of 958
+            # once): the steps' windows now end before the first sighting of the next weight. At
+            # most 1% more is allowed; those served home are reported by their start, in seconds
+            # before the window's end, to tell a late sighting from a router that strays.
+            served_home = [round(end - o.start, 2) for o in served if rig.side_of(o.served_by) == "home"]
+            allowed = fell_back_home + len(served) // 100
+            assert len(served_home) <= allowed, (report, fell_back_home, served_home)
         elif weight == 50:
             assert sides["away"], report
             assert sides["home"], report
