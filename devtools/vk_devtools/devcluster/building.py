@@ -213,6 +213,26 @@ def _go_environment() -> dict[str, str]:
     return env
 
 
+def module_source(module: str, version: str, *, cwd: Path | None = None) -> Path:
+    """A Go module's source in the Go module cache, downloaded through the module proxy if need be
+    (upstream manifests such as CRDs live there). `cwd`: a folder whose go.mod pins it."""
+    completed = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd,
+        env={**_go_environment(), "GOFLAGS": "-mod=mod"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    try:
+        return Path(json.loads(completed.stdout)["Dir"])
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(
+            f"cannot find {module}@{version} in the Go module cache: {completed.stderr or completed.stdout}"
+        ) from None
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:

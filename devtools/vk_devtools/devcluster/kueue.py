@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import ipaddress
-import json
 import subprocess
 import urllib.error
 import urllib.request
@@ -43,7 +42,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from vk_devtools.devcluster import processes
-from vk_devtools.devcluster.building import BinaryCache, Component, GoBuild, VersionStamp, _go_environment
+from vk_devtools.devcluster.building import BinaryCache, Component, GoBuild, VersionStamp, module_source
 from vk_devtools.devcluster.cluster import ClusterState
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
 from vk_devtools.devcluster.pki import CertificateAuthority, ClientIdentity, KeyPair
@@ -121,23 +120,7 @@ class KueueFiles:
 
 def module_dir(cache: BinaryCache) -> Path:
     """The pinned Kueue module's source in the Go module cache (its manifests live there)."""
-    version = cache.pins.version(MODULE)
-    completed = subprocess.run(
-        ["go", "mod", "download", "-json", f"{MODULE}@{version}"],
-        cwd=KUEUE.gomod_dir,
-        env={**_go_environment(), "GOFLAGS": "-mod=mod"},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    try:
-        folder = Path(json.loads(completed.stdout)["Dir"])
-    except (ValueError, KeyError, TypeError):
-        raise RuntimeError(
-            f"cannot find {MODULE}@{version} in the Go module cache: {completed.stderr}"
-        ) from None
-    return folder
+    return module_source(MODULE, cache.pins.version(MODULE), cwd=KUEUE.gomod_dir)
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
