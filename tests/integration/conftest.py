@@ -31,7 +31,7 @@ from tests.integration.daemons import NodeDaemon
 from tests.integration.migration_rig import RigFor, StartNode, rig_factory
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
-from vk_devtools.devcluster import cluster
+from vk_devtools.devcluster import cluster, gatewayapi
 from vk_devtools.devcluster.building import BinaryCache
 from vk_provider.kit.kube import KubeApi
 
@@ -238,10 +238,25 @@ def offload_crd(
     kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
 
+@pytest.fixture(scope="session")
+def gateway_api_crds(
+    control_plane: cluster.ClusterState,
+    tmp_path_factory: pytest.TempPathFactory,
+    one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]],
+) -> list[str]:
+    """The Gateway API's standard CRDs (pinned, from the module proxy), Established; left in place."""
+    with one_worker_at_a_time():
+        return gatewayapi.install_crds(
+            control_plane.bin_dir, control_plane.kubeconfig, tmp_path_factory.mktemp("gateway-api")
+        )
+
+
 TRAFFIC = Path(__file__).parents[2] / "manifests" / "traffic"
 TRAFFIC_ENVOY = TRAFFIC.parent / "traffic-envoy"
 """The traffic half with the `envoy` data plane (manifests/components/envoy) added."""
 ENVOY_COMPONENT = TRAFFIC.parent / "components" / "envoy"
+TRAFFIC_GATEWAY_API = TRAFFIC.parent / "traffic-gatewayapi"
+GATEWAY_API_COMPONENT = TRAFFIC.parent / "components" / "gatewayapi"
 
 
 @pytest.fixture(scope="session")
@@ -250,22 +265,23 @@ def traffic_rbac(
     offload_crd: None,
     one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> None:
-    """The router's, controller's and xDS server's ServiceAccounts and RBAC from manifests/traffic and
-    manifests/components/envoy, left in place.
+    """The router's, controller's and xDS server's ServiceAccounts and RBAC from manifests/traffic,
+    manifests/components/envoy and manifests/components/gatewayapi, left in place.
 
-    Both kustomizations (with and without Envoy) are validated by a server-side dry run; their
-    Deployments are not applied, since the test plane has no image to run them: tests run router,
-    controller and xDS server as processes, under these ServiceAccounts.
+    The kustomizations (without and with Envoy, with the Gateway API) are validated by a server-side
+    dry run; their Deployments are not applied, since the test plane has no image to run them: tests
+    run router, controller and xDS server as processes, under these ServiceAccounts.
     """
     with one_worker_at_a_time():
         kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
-        for kustomization in (TRAFFIC, TRAFFIC_ENVOY):
+        for kustomization in (TRAFFIC, TRAFFIC_ENVOY, TRAFFIC_GATEWAY_API):
             dry_run = kubectl("apply", "-k", str(kustomization), "--dry-run=server")
             assert "(server dry run)" in dry_run.stdout
         for path in (
             TRAFFIC / "rbac-router.yaml",
             TRAFFIC / "rbac-controller.yaml",
             ENVOY_COMPONENT / "rbac-xds.yaml",
+            GATEWAY_API_COMPONENT / "rbac-gatewayapi.yaml",
         ):
             kubectl("apply", "-f", str(path))
 

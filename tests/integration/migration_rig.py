@@ -133,6 +133,7 @@ class Rig:
     controller: ManagedProcess
     fail_dir: Path
     envoy: EnvoyPlane | None = None
+    more_controller_arguments: tuple[str, ...] = ()
 
     @property
     def host(self) -> str:
@@ -206,6 +207,7 @@ class Rig:
             "--log-level",
             "DEBUG",
             *(self.envoy.controller_arguments() if self.envoy is not None else []),
+            *self.more_controller_arguments,
         ]
 
     async def events(self, reason: str) -> list[RawObject]:
@@ -229,12 +231,15 @@ async def build_rig(
     runpod: FakeRunPod | None = None,
     away_settings: dict[str, Any] | None = None,
     data_plane: str = "builtin",
+    traffic: dict[str, Any] | None = None,
+    controller_arguments: tuple[str, ...] = (),
 ) -> Rig:
     """Start the nodes, the service, the Offload, the router and the controller; wait until all are up.
 
     With `runpod`, the away node is a `runpod` node whose RunPod is that (started) fake;
     `away_settings` are further node settings for the away node; `data_plane` the Offload's (with
-    "envoy", the xDS server and two Envoys are started too).
+    "envoy", the xDS server and two Envoys are started too); `traffic` further fields of the Offload's
+    `spec.traffic`, and `controller_arguments` further arguments of the controller.
     """
     podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
@@ -280,7 +285,8 @@ async def build_rig(
             home_replicas=home_replicas,
             nodes=(home, away),
             labels=(home_label, away_label),
-            data_plane=data_plane,
+            traffic={"dataPlane": data_plane, **(traffic or {})},
+            controller_arguments=controller_arguments,
         )
     except BaseException:
         # Leave nothing that keeps recreating pods: the nodes' teardown waits for their pods to go.
@@ -300,7 +306,8 @@ async def _start_rig(
     home_replicas: int,
     nodes: tuple[NodeDaemon, NodeDaemon],
     labels: tuple[dict[str, str], dict[str, str]],
-    data_plane: str,
+    traffic: dict[str, Any],
+    controller_arguments: tuple[str, ...],
 ) -> Rig:
     home, away = nodes
     home_label, away_label = labels
@@ -336,7 +343,7 @@ async def _start_rig(
                 "route": {"hosts": [host_for(namespace)]},
                 "away": {"nodeSelector": away_label},
                 "strategy": strategy,
-                "traffic": {"dataPlane": data_plane},
+                "traffic": traffic,
             },
         },
     )
@@ -349,7 +356,7 @@ async def _start_rig(
     ]
     router, router_url = start_router(folder / "router", router_kubeconfig, namespace=namespace)
     envoy = None
-    if data_plane == "envoy":
+    if traffic["dataPlane"] == "envoy":
         try:
             xds_kubeconfig = await service_account_kubeconfig(
                 kube_api, control_plane, SYSTEM_NAMESPACE, "vk-provider-xds", folder / "xds.kubeconfig"
@@ -368,6 +375,7 @@ async def _start_rig(
         controller=ManagedProcess(folder=folder / "controller", arguments=[]),
         fail_dir=fail_dir,
         envoy=envoy,
+        more_controller_arguments=controller_arguments,
     )
     rig.controller.arguments = rig.controller_arguments(controller_kubeconfig)
     try:
@@ -433,6 +441,8 @@ class RigFor(Protocol):
         runpod: FakeRunPod | None = None,
         away_settings: dict[str, Any] | None = None,
         data_plane: str = "builtin",
+        traffic: dict[str, Any] | None = None,
+        controller_arguments: tuple[str, ...] = (),
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -455,6 +465,8 @@ def rig_factory(
         runpod: FakeRunPod | None = None,
         away_settings: dict[str, Any] | None = None,
         data_plane: str = "builtin",
+        traffic: dict[str, Any] | None = None,
+        controller_arguments: tuple[str, ...] = (),
     ) -> AsyncIterator[Rig]:
         rig = await build_rig(
             kube_api=kube_api,
@@ -467,6 +479,8 @@ def rig_factory(
             runpod=runpod,
             away_settings=away_settings,
             data_plane=data_plane,
+            traffic=traffic,
+            controller_arguments=controller_arguments,
         )
         try:
             yield rig

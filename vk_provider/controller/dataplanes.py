@@ -9,6 +9,8 @@ applies it" is verified and where the gates' numbers come from:
 - `envoy`: the xDS server's `/-/status`, which says which weight every connected Envoy has ACKed
   (exact: a replica that has not ACKed the version carrying the weight holds the step back, named),
   and each Envoy replica's per-cluster statistics (`/stats/prometheus`).
+- `gatewayapi` (`vk_provider.controller.gatewayapi`): the weight is also written into an HTTPRoute
+  (`apply`), verified by the route's status and a probe of each gateway replica.
 
 An Offload picks its data plane (`spec.traffic.dataPlane`); one the controller was not configured
 for is a condition and an Event on the Offload, and nothing moves.
@@ -39,10 +41,16 @@ class DataPlaneNotConfigured(Exception):
 class DataPlane(Protocol):
     name: str
 
-    async def views(self, namespace: str, name: str) -> list[RouteView]:
+    async def check(self, spec: OffloadSpec) -> None:
+        """Raise RouteProblem when the data plane cannot carry this Offload as configured."""
+
+    async def apply(self, spec: OffloadSpec, weight: int) -> None:
+        """Make the data plane carry `weight` (a no-op where it reads the Offload's status itself)."""
+
+    async def views(self, spec: OffloadSpec) -> list[RouteView]:
         """Every replica's view of the route; RouterUnreachable when one cannot be asked."""
 
-    async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
+    async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         """Each replica's counters of one side of the route, by replica; RouterUnreachable likewise."""
 
     async def close(self) -> None: ...
@@ -56,14 +64,21 @@ class BuiltinRouters:
     def __init__(self, routers: RouterDirectory) -> None:
         self._routers = routers
 
-    async def views(self, namespace: str, name: str) -> list[RouteView]:
-        return await self._routers.views(namespace, name)
+    async def check(self, spec: OffloadSpec) -> None:
+        return None
 
-    async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
+    async def apply(self, spec: OffloadSpec, weight: int) -> None:
+        return None  # the routers watch the Offload's status
+
+    async def views(self, spec: OffloadSpec) -> list[RouteView]:
+        return await self._routers.views(spec.namespace, spec.name)
+
+    async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         urls = await self._routers.urls()
         texts = await self._routers.metrics()
         return {
-            url: parse_side_sample(text, namespace, name, side) for url, text in zip(urls, texts, strict=True)
+            url: parse_side_sample(text, spec.namespace, spec.name, side)
+            for url, text in zip(urls, texts, strict=True)
         }
 
     async def close(self) -> None:
@@ -103,7 +118,14 @@ class EnvoyFleet:
             raise RouterUnreachable(f"the xDS server {url} answered something other than a status document")
         return document
 
-    async def views(self, namespace: str, name: str) -> list[RouteView]:
+    async def check(self, spec: OffloadSpec) -> None:
+        return None
+
+    async def apply(self, spec: OffloadSpec, weight: int) -> None:
+        return None  # the xDS server watches the Offload's status
+
+    async def views(self, spec: OffloadSpec) -> list[RouteView]:
+        namespace, name = spec.namespace, spec.name
         status = await self._status()
         envoys = [str(envoy.get("node")) for envoy in status.get("envoys") or () if envoy.get("node")]
         if not envoys:
@@ -130,11 +152,11 @@ class EnvoyFleet:
         name = f"an Envoy replica not connected to the xDS server ({connected} of {replicas} are)"
         return [RouteView(name, None, {"home": 0, "away": 0})] * max(0, replicas - connected)
 
-    async def samples(self, namespace: str, name: str, side: str) -> dict[str, SideSample]:
+    async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         urls = await self._admins.urls()
         texts = await self._admins.metrics()
         return {
-            url: parse_envoy_side_sample(text, namespace, name, side)
+            url: parse_envoy_side_sample(text, spec.namespace, spec.name, side)
             for url, text in zip(urls, texts, strict=True)
         }
 
@@ -158,7 +180,10 @@ class DataPlanes:
         plane = self._planes.get(spec.data_plane)
         if plane is None:
             configured = ", ".join(sorted(self._planes)) or "none"
-            hint = " (start the controller with --envoy-xds-url)" if spec.data_plane == "envoy" else ""
+            hint = {
+                "envoy": " (start the controller with --envoy-xds-url)",
+                "gatewayapi": " (start the controller with --gateway-api)",
+            }.get(spec.data_plane, "")
             raise DataPlaneNotConfigured(
                 f"spec.traffic.dataPlane is {spec.data_plane}, which this controller does not drive"
                 f"{hint}; it drives: {configured}"

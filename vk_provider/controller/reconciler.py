@@ -65,8 +65,9 @@ from vk_provider.controller.gates import (
     judge_severe,
     total,
 )
+from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.metrics import ControllerMetrics
-from vk_provider.controller.routers import RouterUnreachable
+from vk_provider.controller.routers import RouterUnreachable, RouteView
 from vk_provider.controller.serving import (
     LossClock,
     best_usable,
@@ -235,28 +236,38 @@ class Reconciler:
             return await self._conflicted(spec, offload, status, now, conflict.message)
         home = await self._deployments.get(deployment_path(namespace, spec.home_deployment))
         service = await self._deployments.get(service_path(namespace, spec.home_service))
-        if home is None or service is None:
+        missing = await self._missing(spec, home, service)
+        if missing is not None or home is None or service is None:
             if spec.deleting and not OffloadStatus.from_raw(status).away_weight:
                 # Nothing is served away, so nothing needs the home side to go: let go now.
                 return await self._release_now(spec, offload, status, now)
-            reason, what = (
-                ("HomeDeploymentNotFound", f'Deployment "{spec.home_deployment}"')
-                if home is None
-                else ("HomeServiceNotFound", f'Service "{spec.home_service}"')
-            )
-            await self._report_problem(
-                offload,
-                status,
-                now,
-                reason,
-                f"{what} not found in {namespace}; nothing is moved until it exists",
-            )
+            if missing is not None:
+                await self._report_problem(offload, status, now, *missing)
             return MISSING_RESYNC_SECONDS
         work = Pass(spec, offload, status, home, service, now)
         work.condition("Ready", "True", "Resolved", "the home Deployment and Service exist")
         requeue = await self._step(work)
         await self._write(work)
         return requeue
+
+    async def _missing(
+        self, spec: OffloadSpec, home: RawObject | None, service: RawObject | None
+    ) -> tuple[str, str] | None:
+        """(reason, message) when something the Offload names is missing, so that nothing can move."""
+        if home is None or service is None:
+            reason, what = (
+                ("HomeDeploymentNotFound", f'Deployment "{spec.home_deployment}"')
+                if home is None
+                else ("HomeServiceNotFound", f'Service "{spec.home_service}"')
+            )
+            return reason, f"{what} not found in {spec.namespace}; nothing is moved until it exists"
+        try:
+            await self._plane(spec).check(spec)
+        except RouteProblem as problem:
+            return problem.reason, str(problem)
+        except RouterUnreachable:
+            pass  # the step reads the data plane again, and waits on it within the progress deadline
+        return None
 
     async def _actionable_spec(
         self, offload: RawObject, status: Mapping[str, Any], now: datetime
@@ -457,7 +468,7 @@ class Reconciler:
                 work, "WaitingForReplicas", f"{ready} of {needed} {side} replicas ready (of {wanted} wanted)"
             )
         try:
-            views = await self._plane(work.spec).views(work.spec.namespace, work.spec.name)
+            views = await self._views(work.spec, work.weight)
         except RouterUnreachable as error:
             return self._waiting(work, "RouterUnreachable", str(error))
         behind = [view.router for view in views if view.usable.get(side, 0) < needed]
@@ -554,7 +565,7 @@ class Reconciler:
 
     async def _lagging_routers(self, spec: OffloadSpec, weight: int) -> str:
         """'' when every router applies `weight`, else which ones do not."""
-        views = await self._plane(spec).views(spec.namespace, spec.name)
+        views = await self._views(spec, weight)
         behind = [view.router for view in views if view.away_weight != weight]
         return f"{', '.join(behind)} do not apply away weight {weight} yet" if behind else ""
 
@@ -612,10 +623,16 @@ class Reconciler:
         return interval_seconds
 
     async def _sample(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
-        return await self._plane(spec).samples(spec.namespace, spec.name, side)
+        return await self._plane(spec).samples(spec, side)
 
     def _plane(self, spec: OffloadSpec) -> DataPlane:
         return self._data_planes.of(spec)  # `reconcile` reported an unknown one before any step
+
+    async def _views(self, spec: OffloadSpec, weight: int) -> list[RouteView]:
+        """Every replica's view of the route, once the data plane was asked to carry `weight`."""
+        plane = self._plane(spec)
+        await plane.apply(spec, weight)
+        return await plane.views(spec)
 
     def _decide(
         self,
@@ -748,7 +765,7 @@ class Reconciler:
             return IDLE_RESYNC_SECONDS
         needed = needed_endpoints(desired, emergency.min_serving_percent)
         try:
-            views = routed(await self._plane(spec).views(spec.namespace, spec.name))
+            views = routed(await self._views(spec, work.weight))
         except RouterUnreachable:
             views = []
         if not views:
@@ -801,7 +818,7 @@ class Reconciler:
             return self._return(work, f"the {lost} side has no replicas; bringing it up")
         needed = math.ceil(desired * spec.strategy.ready_threshold_percent / 100)
         try:
-            views = routed(await self._plane(spec).views(spec.namespace, spec.name))
+            views = routed(await self._views(spec, work.weight))
         except RouterUnreachable:
             views = []
         usable = worst_usable(views, lost) if views else 0

@@ -29,6 +29,8 @@ from vk_provider.controller.dataplanes import (
     DataPlanes,
     EnvoyFleet,
 )
+from vk_provider.controller.gatewayapi import GatewayRoutes
+from vk_provider.controller.homemetrics import HomeMetrics
 from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
@@ -93,6 +95,38 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=9902,
         help="the Envoy pods' stats listener port (default: 9902)",
+    )
+    gateway = parser.add_argument_group(
+        "the gatewayapi data plane",
+        "Offloads with spec.traffic.dataPlane: gatewayapi (only with --gateway-api); the away Service "
+        "is the router, found by the --router-* options",
+    )
+    gateway.add_argument(
+        "--gateway-api",
+        action="store_true",
+        help="drive HTTPRoute weights (the controller's ServiceAccount must be allowed to update httproutes)",
+    )
+    gateway.add_argument(
+        "--gateway-url",
+        action="append",
+        dest="gateway_urls",
+        default=[],
+        metavar="URL",
+        help="a gateway replica's base URL to probe, repeatable (instead of finding gateway pods)",
+    )
+    gateway.add_argument("--gateway-namespace", help="namespace of the gateway pods to probe")
+    gateway.add_argument(
+        "--gateway-selector",
+        help="label selector of the gateway pods to probe (without it and --gateway-url, only the "
+        "route's Accepted condition is checked)",
+    )
+    gateway.add_argument(
+        "--gateway-port", type=int, default=80, help="the gateway pods' HTTP listener port (default: 80)"
+    )
+    gateway.add_argument(
+        "--gateway-prometheus-url",
+        metavar="URL",
+        help="Prometheus that scrapes the gateway (and the routers): the home side's gate numbers",
     )
     parser.add_argument("--workers", type=int, default=4, help="Offloads reconciled at once (default: 4)")
     parser.add_argument(
@@ -263,15 +297,33 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
 
 
 def configured_data_planes(api: KubeApi, arguments: argparse.Namespace) -> DataPlanes:
-    """The built-in routers always; Envoy when the command line says where its xDS server is."""
-    routers = RouterDirectory(
-        api,
-        urls=arguments.router_urls,
-        namespace=arguments.router_namespace,
-        selector=arguments.router_selector,
-        port=arguments.router_port,
-    )
-    planes: list[DataPlane] = [BuiltinRouters(routers)]
+    """The built-in routers always; Envoy when the command line says where its xDS server is; HTTPRoute
+    weights with --gateway-api."""
+
+    def routers() -> RouterDirectory:
+        return RouterDirectory(
+            api,
+            urls=arguments.router_urls,
+            namespace=arguments.router_namespace,
+            selector=arguments.router_selector,
+            port=arguments.router_port,
+        )
+
+    planes: list[DataPlane] = [BuiltinRouters(routers())]
+    if arguments.gateway_api:
+        gateways = None
+        if arguments.gateway_urls or arguments.gateway_selector:
+            gateways = RouterDirectory(
+                api,
+                urls=arguments.gateway_urls,
+                namespace=arguments.gateway_namespace,
+                selector=arguments.gateway_selector,
+                port=arguments.gateway_port,
+                kind="gateway",
+            )
+        prometheus = arguments.gateway_prometheus_url
+        home_metrics = HomeMetrics(prometheus) if prometheus else None
+        planes.append(GatewayRoutes(api, routers(), gateways=gateways, home_metrics=home_metrics))
     if arguments.envoy_xds_url:
         admins = RouterDirectory(
             api,

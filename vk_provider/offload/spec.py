@@ -52,8 +52,9 @@ DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
 )
 
 
-DATA_PLANES = ("builtin", "envoy")
-"""What can carry an Offload's traffic (`spec.traffic.dataPlane`): our router, or Envoys we drive."""
+DATA_PLANES = ("builtin", "envoy", "gatewayapi")
+"""What can carry an Offload's traffic (`spec.traffic.dataPlane`): our router, Envoys we drive, or
+the weights of an HTTPRoute that a Gateway API implementation serves."""
 DEFAULT_DATA_PLANE = "builtin"
 
 
@@ -114,6 +115,21 @@ class AwayTemplate:
 
 
 @dataclasses.dataclass(frozen=True)
+class GatewayRoute:
+    """The HTTPRoute rule whose backendRefs weights the controller owns (`gatewayapi` data plane)."""
+
+    http_route: str
+    """The HTTPRoute's name, in the Offload's namespace."""
+    rule: str
+    """The rule's `name`; '' picks the one rule that sends to the home Service."""
+    away_service: str
+    """Our router in its away-only role: the Service that carries the away share."""
+    away_port: int
+    away_namespace: str = ""
+    """'' for the Offload's namespace; another needs a ReferenceGrant there."""
+
+
+@dataclasses.dataclass(frozen=True)
 class OffloadSpec:
     namespace: str
     name: str
@@ -136,6 +152,8 @@ class OffloadSpec:
     failed asks to run it again."""
     data_plane: str = DEFAULT_DATA_PLANE
     """Which data plane the weights are applied on and the gates read (`DATA_PLANES`)."""
+    gateway_route: GatewayRoute | None = None
+    """Set exactly when `data_plane` is `gatewayapi`."""
 
     def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
         """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
@@ -206,6 +224,29 @@ def _flag(value: Any, field: str, *, default: bool) -> bool:
     if not isinstance(value, bool):
         raise InvalidSpec(f"{field} must be true or false, not {value!r}")
     return value
+
+
+def _gateway_route(traffic: Mapping[str, Any]) -> GatewayRoute:
+    route = _mapping(traffic.get("httpRoute"), "spec.traffic.httpRoute")
+    away = _mapping(traffic.get("awayService"), "spec.traffic.awayService")
+    if not route or not away:
+        raise InvalidSpec(
+            "spec.traffic.dataPlane gatewayapi needs spec.traffic.httpRoute (the HTTPRoute whose weights "
+            "move) and spec.traffic.awayService (the router Service that carries the away share)"
+        )
+    rule = route.get("rule") or ""
+    if not isinstance(rule, str):
+        raise InvalidSpec(f"spec.traffic.httpRoute.rule must be a rule's name, not {rule!r}")
+    namespace = away.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise InvalidSpec(f"spec.traffic.awayService.namespace must be a namespace, not {namespace!r}")
+    return GatewayRoute(
+        http_route=_name(route.get("name"), "spec.traffic.httpRoute.name"),
+        rule=rule,
+        away_service=_name(away.get("name"), "spec.traffic.awayService.name"),
+        away_port=_integer(away.get("port"), "spec.traffic.awayService.port", 80, minimum=1, maximum=65535),
+        away_namespace=namespace,
+    )
 
 
 def _severe(gates: Mapping[str, Any]) -> SevereGate:
@@ -360,4 +401,5 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         resource_version=str(metadata.get("resourceVersion") or ""),
         retry=str(_mapping(metadata.get("annotations"), "metadata.annotations").get(RETRY_ANNOTATION) or ""),
         data_plane=data_plane,
+        gateway_route=_gateway_route(traffic) if data_plane == "gatewayapi" else None,
     )

@@ -41,6 +41,9 @@ return and its first status patch of each pod would drop them all. Every
 unsigned away endpoint is a check target (`BuildResult.check_targets`), checked at its address plus
 the path of the pod's readiness probe (`httpGet`), else `/`.
 
+An Offload on the `gatewayapi` data plane gets the route of the router's away-only role: away weight
+100 whatever its status says (the gateway has drawn the side already).
+
 An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not starting with `/`, no
 home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
 `build_routes` returns it as a `SkippedOffload` for callers that want to report it (e.g. as an event).
@@ -76,6 +79,9 @@ logger = logging.getLogger(__name__)
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 """The label an EndpointSlice carries naming the Service it belongs to."""
+GATEWAY_API = "gatewayapi"
+"""An Offload whose weights a gateway applies (`spec.traffic.dataPlane`): the router serves its away
+share only, so its route sends everything away (falling back home only if no away endpoint is usable)."""
 HTTP_PORT_NAME = "http"
 """The EndpointSlice port name preferred over the first port."""
 VIRTUAL_NODE_LABEL: Final = ("type", "virtual-kubelet")
@@ -241,6 +247,9 @@ def _route(
         raise ValueError("spec.route.pathPrefix must be a string")
     match = RouteMatch(hosts=tuple(sorted(raw_hosts)), path_prefix=path_prefix)
     away_weight = OffloadStatus.from_raw(_mapping(offload.get("status"))).away_weight or 0
+    if _mapping(spec.get("traffic")).get("dataPlane") == GATEWAY_API:
+        # The router is the HTTPRoute's away backend: what reaches it is the away share already.
+        away_weight = 100
     generation = _integer(metadata.get("generation"), "metadata.generation")
     return Route(
         namespace=namespace,

@@ -49,7 +49,7 @@ async def test_without_a_connected_envoy_nothing_counts_as_applied() -> None:
         fleet = EnvoyFleet(f"http://127.0.0.1:{port}", routers())
         try:
             with pytest.raises(RouterUnreachable, match="no Envoy is connected to the xDS server"):
-                await fleet.views("ml", "chat")
+                await fleet.views(parse_offload(offload("envoy")))
         finally:
             await fleet.close()
 
@@ -58,6 +58,6 @@ async def test_an_unreachable_xds_server_is_named() -> None:
     fleet = EnvoyFleet("http://127.0.0.1:9", routers())
     try:
         with pytest.raises(RouterUnreachable, match=r"the xDS server http://127.0.0.1:9/-/status"):
-            await fleet.views("ml", "chat")
+            await fleet.views(parse_offload(offload("envoy")))
     finally:
         await fleet.close()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from vk_provider.offload.plan import Direction
-from vk_provider.offload.spec import InvalidSpec, parse_offload
+from vk_provider.offload.spec import GatewayRoute, InvalidSpec, parse_offload
 from vk_provider.offload.status import Phase
 
 MINIMAL: dict[str, Any] = {
@@ -44,7 +44,26 @@ def test_defaults_match_the_crd() -> None:
         (("spec", "away"), {"replicas": 100000}, r"spec.away.replicas 100000 is outside 0..100"),
         (("metadata", "name"), "n" * 64, "64 characters, more than 63: it must fit in the .* label"),
         (("metadata", "name"), "n" * 253, "253 characters, more than 63"),
-        (("spec", "traffic"), {"dataPlane": "istio"}, "dataPlane must be one of builtin, envoy, not 'istio'"),
+        (
+            ("spec", "traffic"),
+            {"dataPlane": "istio"},
+            "dataPlane must be one of builtin, envoy, gatewayapi, not 'istio'",
+        ),
+        (("spec", "traffic"), {"dataPlane": "gatewayapi"}, "needs spec.traffic.httpRoute .*awayService"),
+        (
+            ("spec", "traffic"),
+            {"dataPlane": "gatewayapi", "httpRoute": {"name": "chat"}, "awayService": {"port": 80}},
+            "spec.traffic.awayService.name must name an object",
+        ),
+        (
+            ("spec", "traffic"),
+            {
+                "dataPlane": "gatewayapi",
+                "httpRoute": {"name": "chat", "rule": 3},
+                "awayService": {"name": "r"},
+            },
+            "spec.traffic.httpRoute.rule must be a rule's name",
+        ),
         (("spec", "traffic"), "envoy", "spec.traffic must be an object"),
     ],
 )
@@ -56,6 +75,20 @@ def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -
     target[path[-1]] = value
     with pytest.raises(InvalidSpec, match=message):
         parse_offload(offload)
+
+
+def test_a_gatewayapi_offload_names_its_route_rule_and_away_service() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["traffic"] = {
+        "dataPlane": "gatewayapi",
+        "httpRoute": {"name": "chat-route", "rule": "completions"},
+        "awayService": {"name": "vk-provider-router", "namespace": "vk-provider-system", "port": 8080},
+    }
+    route = parse_offload(offload).gateway_route
+    assert route == GatewayRoute(
+        "chat-route", "completions", "vk-provider-router", 8080, "vk-provider-system"
+    )
+    assert parse_offload(MINIMAL).gateway_route is None
 
 
 def test_the_severe_gate_and_the_emergency_default_to_the_crd() -> None:

@@ -30,7 +30,7 @@ from vk_provider.controller.gates import SideSample, judge, quantile_seconds
 from vk_provider.controller.routers import RouterDirectory, RouteView
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.offload.plan import Verdict
-from vk_provider.offload.spec import Gates
+from vk_provider.offload.spec import Gates, OffloadSpec, parse_offload
 from vk_provider.router.table import Endpoint, RouteTable
 from vk_provider.xds.clusters import UpstreamTrust
 from vk_provider.xds.names import CLUSTER_TYPE, LISTENER_NAME, type_url
@@ -128,6 +128,20 @@ class Plane:
 
         await asyncio.gather(*(one() for _ in range(count)))
         return answers
+
+
+def envoy_offload(name: str) -> OffloadSpec:
+    """An Offload of the `default` namespace on the envoy data plane, as the controller reads it."""
+    return parse_offload(
+        {
+            "metadata": {"namespace": "default", "name": name},
+            "spec": {
+                "home": {"deployment": name, "service": name},
+                "placement": "home",
+                "traffic": {"dataPlane": "envoy"},
+            },
+        }
+    )
 
 
 @contextlib.asynccontextmanager
@@ -433,22 +447,22 @@ async def test_the_controller_learns_each_envoys_weight_from_the_xds_server_and_
             await envoy_plane.apply(
                 table(route(away_weight=40, home=(home.endpoint(),), away=(away.endpoint(),)))
             )
-            assert await fleet.views("default", "chat") == [
+            assert await fleet.views(envoy_offload("chat")) == [
                 RouteView("Envoy envoy-test-1", 40, {"home": 1, "away": 1})
             ]
             # A route the table does not have: seen by the Envoy, applied nowhere.
-            assert await fleet.views("default", "other") == [
+            assert await fleet.views(envoy_offload("other")) == [
                 RouteView("Envoy envoy-test-1", None, {"home": 0, "away": 0})
             ]
             answers = await envoy_plane.spread(50)
-            samples = await fleet.samples("default", "chat", "away")
+            samples = await fleet.samples(envoy_offload("chat"), "away")
             # Two replicas found, one connected: the other holds every step back, as not applying it.
             two = EnvoyFleet(
                 f"http://127.0.0.1:{status_port}",
                 RouterDirectory(None, urls=[admin, "http://127.0.0.1:9"], kind="envoy"),
             )
             try:
-                assert await two.views("default", "chat") == [
+                assert await two.views(envoy_offload("chat")) == [
                     RouteView("Envoy envoy-test-1", 40, {"home": 1, "away": 1}),
                     RouteView(
                         "an Envoy replica not connected to the xDS server (1 of 2 are)",
