@@ -136,6 +136,8 @@ class ContainerRuntime:
         """Restarts in a row that came without a long run in between; sets the next back-off."""
         self.run: MonitoredRun | None = None
         """The current run, or the last one."""
+        self.launching: int | None = None
+        """The number of the run being started, recorded before its monitor exists (see `restore`)."""
         self.finished = False
         """Terminated for good: it will not run again."""
         self.kind = ContainerStateKind.WAITING
@@ -249,14 +251,17 @@ class ContainerRuntime:
         (self.directory / f"{number}.log").touch(mode=0o600)
         self._set_state(ContainerStateKind.WAITING, "ContainerCreating", None)
         pod.changed()
+        self.launching = number
+        pod.persist()  # before the monitor exists: if we die once it does, the next daemon looks for it
         try:
             run, handshake = MonitoredRun.spawn(self.directory, number, spec_path)
         except OSError as error:
+            self.launching = None
             logger.warning("pod %s: container %s: cannot start a monitor: %s", pod.ref, self.name, error)
             now = datetime.now(UTC)
             message = f"cannot start the monitor process: {error}"
             return ContainerTermination(START_ERROR_EXIT_CODE, "StartError", message, now, now)
-        self.run = run
+        self.run, self.launching = run, None
         self.restart_count = number
         self.crash_streak = self._next_crash_streak
         pod.persist()
@@ -400,6 +405,17 @@ class ContainerRuntime:
         run = self.run
         return run.log_path, lambda: not run.monitor_alive()
 
+    def _take_up_unrecorded_run(self, number: int) -> None:
+        """The previous daemon died starting run `number`: adopt its monitor if it started one, so the
+        container neither runs twice nor goes on running unknown to us after its pod is deleted."""
+        found = MonitoredRun.find(self.directory, number)
+        if found is None:
+            logger.info("container %s: run %d never started; it starts again", self.directory, number)
+            return
+        logger.info("container %s: adopting run %d, started but not recorded", self.directory, number)
+        self.run = found
+        self.restart_count = number
+
     def to_record(self) -> Json:
         return {
             "name": self.name,
@@ -409,6 +425,7 @@ class ContainerRuntime:
             "termination": termination_to_json(self.termination),
             "last_termination": termination_to_json(self.last_termination),
             "run": None if self.run is None else self.run.to_json(),
+            "launching": self.launching,
             "started": self.started,
             "ready": self.ready,
         }
@@ -421,6 +438,9 @@ class ContainerRuntime:
         self.termination = termination_from_json(record["termination"])
         self.last_termination = termination_from_json(record["last_termination"])
         self.run = None if record["run"] is None else MonitoredRun.from_json(self.directory, record["run"])
+        launching = record.get("launching")  # records of older daemons do not have it
+        if launching is not None and (self.run is None or self.run.number < launching):
+            self._take_up_unrecorded_run(int(launching))
         if "ready" in record:  # records of older daemons do not say
             self._resumed_flags = (bool(record.get("started")), bool(record["ready"]))
         if self.finished and self.termination is not None:

@@ -32,6 +32,11 @@ HANDSHAKE_FD = 3
 HANDSHAKE_TIMEOUT_SECONDS = 30.0
 POLL_WITHOUT_PIDFD_SECONDS = 0.2
 MONITOR_LOG_TAIL_BYTES = 4096
+RUN_MARK = "VK_PROVIDER_LOCAL_RUN"
+"""In each monitor's environment, naming its run (`<container folder>/<number>`): a daemon killed between
+starting a monitor and recording it leaves the monitor running, and the next daemon finds it by this."""
+NO_MONITOR = 0
+"""The monitor pid of a run found ended: /proc/0 does not exist, so it is never alive nor signalled."""
 LOST_EXIT_CODE = 137
 """What the kubelet reports for a container whose end it could not observe."""
 
@@ -114,7 +119,7 @@ class MonitoredRun:
             pid = os.posix_spawn(
                 sys.executable,
                 [sys.executable, "-P", "-m", MONITOR_MODULE, str(spec_path), str(number), str(HANDSHAKE_FD)],
-                _monitor_environment(),
+                {**_monitor_environment(), RUN_MARK: _run_mark(directory, number)},
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_OPEN, 1, monitor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
@@ -154,6 +159,25 @@ class MonitoredRun:
             os.close(handshake_fd)
             self.handshake_done = True
 
+    @classmethod
+    def find(cls, directory: Path, number: int) -> MonitoredRun | None:
+        """The run an earlier daemon started but did not live to record: its monitor, found by the
+        mark in its environment, or the status file it left when it has ended already."""
+        for pid in sorted(procfs.processes_with_environment(RUN_MARK, _run_mark(directory, number))):
+            ticks = procfs.start_ticks_of(pid)
+            if ticks is not None:
+                run = cls(directory, number, pid, ticks)
+                # Long started: the daemon restarts in far more time than a monitor takes to start.
+                run.handshake_done = True
+                return run
+        status = read_run_status(directory / f"{number}.status.json")
+        if status is None or not status.finished:
+            return None
+        ended = cls(directory, number, NO_MONITOR, -1)
+        ended.handshake_done = True
+        ended._final_status = status
+        return ended
+
     def status(self) -> RunStatus | None:
         if self._final_status is not None:
             return self._final_status
@@ -170,6 +194,8 @@ class MonitoredRun:
         await _wait_for_exit(self.monitor_pid, self.monitor_start_ticks)
         # Ours to reap when this process started it (perhaps through an earlier provider instance);
         # an adopted monitor belongs to init, and waitpid says so.
+        if self.monitor_pid == NO_MONITOR:
+            return  # waitpid(0) would reap any child of ours
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.monitor_pid, os.WNOHANG)  # noqa: ASYNC222 -- WNOHANG never blocks
 
@@ -232,6 +258,10 @@ class MonitoredRun:
         run = cls(directory, int(data["number"]), int(data["monitor_pid"]), int(data["monitor_start_ticks"]))
         run.handshake_done = True  # a recorded run was started by an earlier daemon long ago
         return run
+
+
+def _run_mark(directory: Path, number: int) -> str:
+    return str(directory / str(number))
 
 
 def _monitor_environment() -> dict[str, str]:

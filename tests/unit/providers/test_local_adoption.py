@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from vk_provider.kit import procfs
 from vk_provider.provider import ContainerStateKind, ExecAction, PodRef, Probe
+from vk_providers.local.runs import MonitoredRun
 
 from .local_support import (
     PYTHON,
@@ -223,5 +227,108 @@ async def test_an_adopted_ready_container_stays_ready_until_its_probe_fails(tmp_
             assert first is not None
             assert container_named(first, "main").ready
             await wait_for_pod(successor, request.ref, lambda state: not container_named(state, "main").ready)
+        finally:
+            await successor.aclose()
+
+
+def as_if_killed_while_starting(state_dir: Path, uid: str, run: int = 0) -> None:
+    """Rewrite a pod's record to what a daemon SIGKILLed inside `MonitoredRun.spawn` leaves: the run
+    announced as launching, its monitor not yet recorded."""
+    record_path = state_dir / "pods" / uid / "pod.json"
+    record = json.loads(record_path.read_text())
+    (main,) = record["containers"]
+    main.update(run=None, launching=run, restart_count=0, started=False, ready=False)
+    record_path.write_text(json.dumps(record))
+
+
+async def test_the_record_names_a_run_before_its_monitor_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    spawn = MonitoredRun.spawn
+
+    def recording_spawn(directory: Path, number: int, spec_path: Path) -> tuple[MonitoredRun, int]:
+        record = json.loads((tmp_path / "pods" / "z7" / "pod.json").read_text())
+        seen.append(record["containers"][0]["launching"])
+        return spawn(directory, number, spec_path)
+
+    monkeypatch.setattr(MonitoredRun, "spawn", staticmethod(recording_spawn))
+    request = pod("z7", shell("exec sleep 600"))
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, is_running())
+        assert seen == [0]
+        record = json.loads((tmp_path / "pods" / "z7" / "pod.json").read_text())
+        assert record["containers"][0]["launching"] is None  # recorded as the run now
+
+
+async def test_a_monitor_started_but_not_recorded_is_adopted_and_stopped_with_its_pod(tmp_path: Path) -> None:
+    request = pod("z8", shell("echo up; exec sleep 600"))
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, is_running())
+        await logs_contain(provider, request.ref, b"up\n")
+        pid = container_pid(tmp_path, "z8", "main")
+        await provider.aclose()
+        as_if_killed_while_starting(tmp_path, "z8")
+
+        successor = make_provider(tmp_path)
+        try:
+            state = await wait_for_pod(successor, request.ref, is_running())
+            main = container_named(state, "main")
+            assert main.restart_count == 0
+            assert container_pid(tmp_path, "z8", "main") == pid  # the same process, not a second one
+            assert not (tmp_path / "pods" / "z8" / "main" / "1.status.json").exists()
+            await successor.delete_pod(request.ref, grace_period_seconds=5)
+            state = await wait_for_pod(successor, request.ref, lambda state: state.terminated)
+            termination = container_named(state, "main").termination
+            assert termination is not None
+            assert termination.exit_code == 128 + 15
+            assert procfs.start_ticks_of(pid) is None  # not left running for nobody to stop
+        finally:
+            await successor.aclose()
+
+
+async def test_a_run_started_but_not_recorded_that_ended_meanwhile_is_not_run_again(tmp_path: Path) -> None:
+    request = pod("z9", shell("echo once; exit 3"), restart_policy="Never")
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, lambda state: state.phase == "Failed")
+        await provider.aclose()
+        as_if_killed_while_starting(tmp_path, "z9")
+        record_path = tmp_path / "pods" / "z9" / "pod.json"
+        record = json.loads(record_path.read_text())
+        record["containers"][0].update(finished=False, termination=None)
+        record.update(terminated_at=None)
+        record_path.write_text(json.dumps(record))
+
+        successor = make_provider(tmp_path)
+        try:
+            state = await wait_for_pod(successor, request.ref, lambda state: state.phase == "Failed")
+            termination = container_named(state, "main").termination
+            assert termination is not None
+            assert termination.exit_code == 3
+            assert container_named(state, "main").restart_count == 0
+            assert await read_logs(successor, request.ref) == b"once\n"  # it ran once
+        finally:
+            await successor.aclose()
+
+
+async def test_a_run_whose_monitor_never_started_starts_now(tmp_path: Path) -> None:
+    request = pod("za", shell("echo started; exec sleep 600"))
+    async with local_provider(tmp_path) as provider:
+        await provider.create_pod(request)
+        await wait_for_pod(provider, request.ref, is_running())
+        await provider.aclose()
+        await kill_processes_under(tmp_path)  # as if the monitor had never been started
+        for leftover in (tmp_path / "pods" / "za" / "main").glob("0.*"):
+            leftover.unlink()
+        as_if_killed_while_starting(tmp_path, "za")
+
+        successor = make_provider(tmp_path)
+        try:
+            state = await wait_for_pod(successor, request.ref, is_running())
+            assert container_named(state, "main").restart_count == 0
+            await logs_contain(successor, request.ref, b"started\n")
         finally:
             await successor.aclose()
