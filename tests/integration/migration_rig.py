@@ -233,13 +233,15 @@ async def build_rig(
     data_plane: str = "builtin",
     traffic: dict[str, Any] | None = None,
     controller_arguments: tuple[str, ...] = (),
+    router_host: str = "127.0.0.1",
 ) -> Rig:
     """Start the nodes, the service, the Offload, the router and the controller; wait until all are up.
 
     With `runpod`, the away node is a `runpod` node whose RunPod is that (started) fake;
     `away_settings` are further node settings for the away node; `data_plane` the Offload's (with
     "envoy", the xDS server and two Envoys are started too); `traffic` further fields of the Offload's
-    `spec.traffic`, and `controller_arguments` further arguments of the controller.
+    `spec.traffic`, `controller_arguments` further arguments of the controller, and `router_host`
+    the address the router listens on (a gateway in another network namespace must reach it).
     """
     podnetwork.ensure_local_route()
     tag = uuid.uuid4().hex[:6]
@@ -287,6 +289,7 @@ async def build_rig(
             labels=(home_label, away_label),
             traffic={"dataPlane": data_plane, **(traffic or {})},
             controller_arguments=controller_arguments,
+            router_host=router_host,
         )
     except BaseException:
         # Leave nothing that keeps recreating pods: the nodes' teardown waits for their pods to go.
@@ -308,6 +311,7 @@ async def _start_rig(
     labels: tuple[dict[str, str], dict[str, str]],
     traffic: dict[str, Any],
     controller_arguments: tuple[str, ...],
+    router_host: str,
 ) -> Rig:
     home, away = nodes
     home_label, away_label = labels
@@ -354,7 +358,9 @@ async def _start_rig(
         )
         for part in ("router", "controller")
     ]
-    router, router_url = start_router(folder / "router", router_kubeconfig, namespace=namespace)
+    router, router_url = start_router(
+        folder / "router", router_kubeconfig, namespace=namespace, host=router_host
+    )
     envoy = None
     if traffic["dataPlane"] == "envoy":
         try:
@@ -392,10 +398,10 @@ async def _start_rig(
 
 
 def start_router(
-    folder: Path, kubeconfig: Path, *, namespace: str | None = None
+    folder: Path, kubeconfig: Path, *, namespace: str | None = None, host: str = "127.0.0.1"
 ) -> tuple[ManagedProcess, str]:
-    """A started router on a free loopback port (of `namespace`, or the whole cluster); it and its URL."""
-    port = PortPicker().pick()
+    """A started router on a free port of `host` (of `namespace`, or the whole cluster); it and its URL."""
+    port = PortPicker(host).pick()
     scope = ["--namespace", namespace] if namespace else []
     router = ManagedProcess(
         folder=folder,
@@ -405,13 +411,13 @@ def start_router(
             str(kubeconfig),
             *scope,
             "--listen",
-            f"127.0.0.1:{port}",
+            f"{host}:{port}",
             "--log-level",
             "DEBUG",
         ],
     )
     router.start()
-    return router, f"http://127.0.0.1:{port}"
+    return router, f"http://{host}:{port}"
 
 
 async def router_route(rig: Rig) -> dict[str, Any] | None:
@@ -443,6 +449,7 @@ class RigFor(Protocol):
         data_plane: str = "builtin",
         traffic: dict[str, Any] | None = None,
         controller_arguments: tuple[str, ...] = (),
+        router_host: str = "127.0.0.1",
     ) -> contextlib.AbstractAsyncContextManager[Rig]: ...
 
 
@@ -467,6 +474,7 @@ def rig_factory(
         data_plane: str = "builtin",
         traffic: dict[str, Any] | None = None,
         controller_arguments: tuple[str, ...] = (),
+        router_host: str = "127.0.0.1",
     ) -> AsyncIterator[Rig]:
         rig = await build_rig(
             kube_api=kube_api,
@@ -481,6 +489,7 @@ def rig_factory(
             data_plane=data_plane,
             traffic=traffic,
             controller_arguments=controller_arguments,
+            router_host=router_host,
         )
         try:
             yield rig

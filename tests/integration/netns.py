@@ -45,46 +45,72 @@ def unavailable_reason() -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class NetworkNamespace:
+    name: str
+    host_ip: str
+    """The root side of the veth pair: where processes on this host are reached from inside."""
+    inner_ip: str
+    """The namespace's side: where its processes are reached from this host."""
+
+    def command(self, *arguments: str) -> list[str]:
+        """`arguments` run inside the namespace (and in a mount namespace of their own)."""
+        return ["ip", "netns", "exec", self.name, *arguments]
+
+
 @contextlib.contextmanager
-def routable_node_address(port: int) -> Iterator[NodeAddress]:
+def network_namespace(*, routes_via_host: tuple[str, ...] = ()) -> Iterator[NetworkNamespace]:
+    """A namespace joined to this host by a veth pair (a random /30 of 198.18.N.0/24); the networks of
+    `routes_via_host` (e.g. the dev pod network, local to this host) are reached through the host."""
     name = f"vkp{uuid.uuid4().hex[:6]}"
     subnet = f"198.18.{random.randrange(256)}"  # noqa: S311 - a test subnet, not a secret
-    address = NodeAddress(node_ip=f"{subnet}.2", bind_ip=f"{subnet}.1", port=port)
-    relay: subprocess.Popen[str] | None = None
+    namespace = NetworkNamespace(name=name, host_ip=f"{subnet}.1", inner_ip=f"{subnet}.2")
     _ip("netns", "add", name)
     try:
         _ip("link", "add", f"{name}r", "type", "veth", "peer", "name", f"{name}n")
         _ip("link", "set", f"{name}n", "netns", name)
-        _ip("addr", "add", f"{address.bind_ip}/30", "dev", f"{name}r")
+        _ip("addr", "add", f"{namespace.host_ip}/30", "dev", f"{name}r")
         _ip("link", "set", f"{name}r", "up")
-        _ip("-n", name, "addr", "add", f"{address.node_ip}/30", "dev", f"{name}n")
+        _ip("-n", name, "addr", "add", f"{namespace.inner_ip}/30", "dev", f"{name}n")
         _ip("-n", name, "link", "set", f"{name}n", "up")
         _ip("-n", name, "link", "set", "lo", "up")
-        relay = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                name,
-                sys.executable,
-                str(RELAY),
-                address.node_ip,
-                str(port),
-                address.bind_ip,
-                str(port),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert relay.stdout is not None
-        assert relay.stdout.readline().strip() == "relay ready"
-        yield address
+        for network in routes_via_host:
+            _ip("-n", name, "route", "add", network, "via", namespace.host_ip)
+        yield namespace
     finally:
-        if relay is not None:
-            relay.kill()
-            relay.wait(10)
-            if relay.stdout is not None:
-                relay.stdout.close()
         with contextlib.suppress(subprocess.CalledProcessError):
             _ip("link", "del", f"{name}r")
         _ip("netns", "del", name)
+
+
+@contextlib.contextmanager
+def relay(
+    listen_host: str,
+    listen_port: int,
+    target_host: str,
+    target_port: int,
+    *,
+    inside: NetworkNamespace | None = None,
+) -> Iterator[None]:
+    """`relay.py` forwarding TCP from one address to another, on this host or `inside` a namespace."""
+    command = [sys.executable, str(RELAY), listen_host, str(listen_port), target_host, str(target_port)]
+    process = subprocess.Popen(
+        inside.command(*command) if inside else command, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "relay ready"
+        yield
+    finally:
+        process.kill()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@contextlib.contextmanager
+def routable_node_address(port: int) -> Iterator[NodeAddress]:
+    with network_namespace() as namespace:
+        address = NodeAddress(node_ip=namespace.inner_ip, bind_ip=namespace.host_ip, port=port)
+        with relay(address.node_ip, port, address.bind_ip, port, inside=namespace):
+            yield address

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import cluster, hints, kueue, metricsserver, runpodstandin, traffic
+from vk_devtools.devcluster import cluster, envoygateway, hints, kueue, metricsserver, runpodstandin, traffic
 from vk_devtools.devcluster import restart as restarting
 from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
 from vk_devtools.devcluster.processes import ComponentFailedError
@@ -28,8 +28,9 @@ EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
 
 
-BUILDS: list[GoBuild] = [CONTROL_PLANE, metricsserver.METRICS_SERVER, kueue.KUEUE]
-"""What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`)."""
+BUILDS: list[GoBuild] = [CONTROL_PLANE, metricsserver.METRICS_SERVER, kueue.KUEUE, envoygateway.ENVOY_GATEWAY]
+"""What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`), and Envoy
+Gateway, which the tests of the `gatewayapi` data plane run."""
 
 
 def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
