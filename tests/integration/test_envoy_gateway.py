@@ -24,6 +24,7 @@ from tests.integration.conftest import ENVOY_GATEWAY_GROUP
 from tests.integration.envoy_gateway import EnvoyGateway
 from tests.integration.migration_rig import NAME, Rig, RigFor, host_for
 from tests.integration.prometheus import Prometheus, running_prometheus
+from tests.integration.test_gatewayapi import AWAY_SERVICE, route_weights
 from tests.integration.test_migration import WeightLog, assert_shares_follow_weights, describe, flip
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
@@ -35,8 +36,6 @@ from vk_provider.kit.kube import KubeApi, KubeApiError
 
 pytestmark = [pytest.mark.usefixtures("traffic_rbac"), ENVOY_GATEWAY_GROUP]
 
-AWAY_SERVICE = "router-away"
-"""The router's Service in its away-only role: selector-less, its EndpointSlice names the router."""
 ENVOY_HISTOGRAM_FLUSH_SECONDS = 5
 """Envoy's `stats_flush_interval` (its default, which Envoy Gateway keeps): its histograms' cumulative
 buckets are updated at each flush, its counters at once."""
@@ -224,14 +223,6 @@ async def test_envoy_gateway_carries_each_weight_the_controller_writes_with_no_f
         with contextlib.suppress(KubeApiError):
             await api.delete(route_path(namespace, NAME))
         await api.close()
-
-
-async def route_weights(api: KubeApi, namespace: str) -> tuple[str, list[int]]:
-    route = await api.get(route_path(namespace, NAME))
-    refs = route["spec"]["rules"][0]["backendRefs"]
-    return route["metadata"].get("annotations", {}).get(WEIGHTS_ANNOTATION, ""), [
-        ref.get("weight", 1) for ref in refs
-    ]
 
 
 async def home_queries(prometheus: Prometheus, namespace: str) -> tuple[float, float, dict[str, float]]:
