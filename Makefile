@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint build-plane clean
+.PHONY: demo test test-unit test-integration lint build-plane proto clean
 
 $(STAMP): pyproject.toml devtools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ TEST_WORKERS ?= 3
 
 test: lint build-plane
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# The plugin API's Python messages (and their type stubs) from its .proto; tests/unit/plugin checks
+# that the committed files are what this writes.
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. vk_provider/plugin/v1/provider.proto
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
