@@ -1,0 +1,23 @@
+"""The `grpc` provider: the node runs against a plugin, a provider in any language served over gRPC.
+
+Settings (the provider's section of the node configuration):
+- `address`: the plugin's `unix:///path/to/socket` (a sidecar in the node's pod) or `host:port`;
+- `call_timeout_seconds` (default 30): the deadline of each call;
+- `connect_timeout_seconds` (default 60): how long the node waits at start for the plugin to answer.
+
+The plugin API is `vk_provider/plugin/v1/provider.proto`; `vk_provider.plugin.serve` serves any
+Python provider as a plugin.
+"""
+
+from __future__ import annotations
+
+from vk_provider.provider import PodLifecycle, ProviderContext
+from vk_providers.grpc.provider import GrpcProvider, GrpcSettings, parse_settings, plugin_info, provider_for
+
+
+def create_provider(context: ProviderContext) -> PodLifecycle:
+    settings = parse_settings(context.config)
+    return provider_for(settings, plugin_info(settings, context.node_name))
+
+
+__all__ = ["GrpcProvider", "GrpcSettings", "create_provider"]

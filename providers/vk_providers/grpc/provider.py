@@ -1,0 +1,289 @@
+"""The node's side of a plugin: the provider contract over gRPC (`vk_provider/plugin/v1/provider.proto`).
+
+`connect` asks the plugin what it is (GetPluginInfo, waiting up to `connect_timeout_seconds` for it to
+listen: a sidecar may start after the node) and builds a provider class with exactly the optional
+capabilities the plugin declares, so the node's `isinstance` checks see what the plugin offers and
+nothing more. Every call has a deadline (`call_timeout_seconds`); statuses become the contract's errors
+(`vk_provider.plugin.status`), so retries and the provider's availability behave as in-process. The
+channel reconnects by itself (gRPC's backoff); a status-push stream that breaks is opened again with
+backoff, for as long as the provider is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from vk_provider.errors import TemporaryProviderError
+from vk_provider.kit.backoff import jittered_backoff_seconds
+from vk_provider.kit.resilience.settings import ConfigValues
+from vk_provider.plugin import convert
+from vk_provider.plugin.convert import MessageError
+from vk_provider.plugin.server import API_VERSION, SERVICE
+from vk_provider.plugin.status import error_of
+from vk_provider.plugin.v1 import provider_pb2 as pb
+from vk_provider.provider import (
+    ContainerUsage,
+    GpuOffer,
+    LogOptions,
+    PodLifecycle,
+    PodRef,
+    PodRequest,
+    PodState,
+)
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+CHANNEL_OPTIONS = (
+    # Pings only while a call is open (a status push or a followed log): every 5 minutes, the least a
+    # gRPC server accepts by default, to notice a plugin that went away without closing.
+    ("grpc.keepalive_time_ms", 300_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GrpcSettings:
+    address: str
+    """`unix:///path/to/plugin.sock` (a sidecar's socket) or `host:port`."""
+    call_timeout_seconds: float = 30.0
+    connect_timeout_seconds: float = 60.0
+    """How long the node waits, when it starts, for the plugin to answer GetPluginInfo."""
+
+
+def parse_settings(config: Mapping[str, Any]) -> GrpcSettings:
+    values = ConfigValues("grpc", config)
+    values.warn_unknown(GrpcSettings)
+    address = config.get("address")
+    if not isinstance(address, str) or not address:
+        raise ValueError(f"grpc provider: address must be unix:///path or host:port, not {address!r}")
+    defaults = GrpcSettings(address)
+    return GrpcSettings(
+        address=address,
+        call_timeout_seconds=values.seconds(
+            "call_timeout_seconds", defaults.call_timeout_seconds, positive=True
+        ),
+        connect_timeout_seconds=values.seconds(
+            "connect_timeout_seconds", defaults.connect_timeout_seconds, positive=True
+        ),
+    )
+
+
+def _path(method: str) -> str:
+    return f"/{SERVICE.full_name}/{method}"
+
+
+class PluginError(RuntimeError):
+    """The plugin could not be reached or is not a v1 plugin; the message says which and why."""
+
+
+def plugin_info(settings: GrpcSettings, node_name: str) -> pb.PluginInfo:
+    """GetPluginInfo, waiting for the plugin to listen (blocking: called once, when the node starts)."""
+    with grpc.insecure_channel(settings.address, options=CHANNEL_OPTIONS) as channel:
+        call = channel.unary_unary(
+            _path("GetPluginInfo"),
+            request_serializer=pb.GetPluginInfoRequest.SerializeToString,
+            response_deserializer=pb.PluginInfo.FromString,
+        )
+        try:
+            info: pb.PluginInfo = call(
+                pb.GetPluginInfoRequest(node_name=node_name),
+                timeout=settings.connect_timeout_seconds,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as error:
+            code = error.code() if isinstance(error, grpc.Call) else None
+            details = error.details() if isinstance(error, grpc.Call) else str(error)
+            raise PluginError(
+                f"grpc provider: the plugin at {settings.address} did not answer GetPluginInfo within "
+                f"{settings.connect_timeout_seconds:g} s ({code.name if code else 'no status'}: {details})"
+            ) from None
+    if info.api_version != API_VERSION:
+        raise PluginError(
+            f"grpc provider: the plugin at {settings.address} ({info.name} {info.version}) speaks plugin "
+            f"API {info.api_version or '(none)'!r}, not {API_VERSION!r}"
+        )
+    return info
+
+
+class GrpcProvider:
+    """The required operations; `connect` adds the capability mixins the plugin declares."""
+
+    def __init__(self, settings: GrpcSettings, info: pb.PluginInfo) -> None:
+        self.settings = settings
+        self.info = info
+        self._channel: grpc.aio.Channel | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<grpc provider: plugin {self.info.name} {self.info.version} at {self.settings.address}>"
+
+    def channel(self) -> grpc.aio.Channel:
+        if self._channel is None:  # made in the event loop that uses it
+            self._channel = grpc.aio.insecure_channel(self.settings.address, options=CHANNEL_OPTIONS)
+        return self._channel
+
+    async def call(
+        self, method: str, request: Message, response: type[M], *, health_check: bool = False
+    ) -> M:
+        stub = self.channel().unary_unary(
+            _path(method),
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response.FromString,
+        )
+        try:
+            answer: M = await stub(request, timeout=self.settings.call_timeout_seconds)
+        except grpc.aio.AioRpcError as error:
+            raise self.error(error, method, health_check=health_check) from None
+        return answer
+
+    async def stream(self, method: str, request: Message, response: type[M]) -> AsyncIterator[M]:
+        """A server stream without a deadline (it lasts as long as the caller reads)."""
+        stub = self.channel().unary_stream(
+            _path(method),
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response.FromString,
+        )
+        call = stub(request)
+        try:
+            async for item in call:
+                yield item
+        except grpc.aio.AioRpcError as error:
+            raise self.error(error, method) from None
+        finally:
+            call.cancel()
+
+    def error(self, error: grpc.aio.AioRpcError, method: str, *, health_check: bool = False) -> Exception:
+        metadata = tuple((str(key), str(value)) for key, value in (error.trailing_metadata() or ()))
+        return error_of(error.code(), error.details() or "", metadata, call=method, health_check=health_check)
+
+    def unreadable(self, method: str, error: MessageError) -> TemporaryProviderError:
+        return TemporaryProviderError(
+            f"the plugin {self.info.name} answered {method} with a message the node cannot read: {error}"
+        )
+
+    async def create_pod(self, pod: PodRequest) -> None:
+        await self.call(
+            "CreatePod", pb.CreatePodRequest(pod=convert.pod_request_message(pod)), pb.CreatePodResponse
+        )
+
+    async def update_pod(self, pod: PodRequest) -> None:
+        await self.call(
+            "UpdatePod", pb.UpdatePodRequest(pod=convert.pod_request_message(pod)), pb.UpdatePodResponse
+        )
+
+    async def delete_pod(self, ref: PodRef, *, grace_period_seconds: float) -> None:
+        request = pb.DeletePodRequest(ref=convert.ref_message(ref), grace_period_seconds=grace_period_seconds)
+        await self.call("DeletePod", request, pb.DeletePodResponse)
+
+    async def get_pod_state(self, ref: PodRef) -> PodState | None:
+        answer = await self.call(
+            "GetPodState", pb.GetPodStateRequest(ref=convert.ref_message(ref)), pb.GetPodStateResponse
+        )
+        if not answer.HasField("state"):
+            return None
+        try:
+            return convert.pod_state_value(answer.state)
+        except MessageError as error:
+            raise self.unreadable("GetPodState", error) from None
+
+    async def list_pods(self) -> Sequence[PodState]:
+        answer = await self.call("ListPods", pb.ListPodsRequest(), pb.ListPodsResponse)
+        try:
+            return [convert.pod_state_value(state) for state in answer.pods]
+        except MessageError as error:
+            raise self.unreadable("ListPods", error) from None
+
+    async def check_health(self) -> None:
+        await self.call("CheckHealth", pb.CheckHealthRequest(), pb.CheckHealthResponse, health_check=True)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+
+class StatusPush(GrpcProvider):
+    async def watch_states(self) -> AsyncIterator[PodState]:
+        failures = 0
+        while not self._closed:
+            try:
+                async for message in self.stream("WatchPodStates", pb.WatchPodStatesRequest(), pb.PodState):
+                    failures = 0
+                    try:
+                        yield convert.pod_state_value(message)
+                    except MessageError as error:
+                        logger.warning("%s", self.unreadable("WatchPodStates", error))
+            except TemporaryProviderError as error:
+                failures += 1
+                logger.warning(
+                    "plugin %s: the status stream broke (%s); opening it again", self.info.name, error
+                )
+            # The stream ended or broke (the plugin restarted, say): open it again, backing off.
+            await asyncio.sleep(jittered_backoff_seconds(failures, initial_seconds=0.5, max_seconds=30))
+
+
+class PodAddress(GrpcProvider):
+    async def pod_address(self, ref: PodRef) -> str:
+        answer = await self.call(
+            "GetPodAddress", pb.GetPodAddressRequest(ref=convert.ref_message(ref)), pb.GetPodAddressResponse
+        )
+        return answer.address
+
+
+class Logs(GrpcProvider):
+    async def stream_logs(self, ref: PodRef, container: str, options: LogOptions) -> AsyncIterator[bytes]:
+        request = convert.logs_request_message(ref, container, options)
+        async for chunk in self.stream("StreamLogs", request, pb.LogChunk):
+            yield chunk.data
+
+
+class Usage(GrpcProvider):
+    async def usage(self, ref: PodRef) -> Sequence[ContainerUsage]:
+        answer = await self.call(
+            "GetUsage", pb.GetUsageRequest(ref=convert.ref_message(ref)), pb.GetUsageResponse
+        )
+        return [convert.usage_value(item) for item in answer.containers]
+
+
+class NodeCapacity(GrpcProvider):
+    async def node_capacity(self) -> Mapping[str, str]:
+        answer = await self.call("GetNodeCapacity", pb.GetNodeCapacityRequest(), pb.GetNodeCapacityResponse)
+        return dict(answer.capacity)
+
+
+class GpuCatalog(GrpcProvider):
+    async def gpu_offers(self, *, gpu_count: int = 1) -> Sequence[GpuOffer]:
+        answer = await self.call(
+            "ListGpuOffers", pb.ListGpuOffersRequest(gpu_count=gpu_count), pb.ListGpuOffersResponse
+        )
+        try:
+            return [convert.offer_value(offer) for offer in answer.offers]
+        except MessageError as error:
+            raise self.unreadable("ListGpuOffers", error) from None
+
+
+MIXINS: Mapping[int, type[GrpcProvider]] = {
+    pb.CAPABILITY_STATUS_PUSH: StatusPush,
+    pb.CAPABILITY_POD_ADDRESS: PodAddress,
+    pb.CAPABILITY_LOGS: Logs,
+    pb.CAPABILITY_USAGE: Usage,
+    pb.CAPABILITY_NODE_CAPACITY: NodeCapacity,
+    pb.CAPABILITY_GPU_CATALOG: GpuCatalog,
+}
+
+
+def provider_for(settings: GrpcSettings, info: pb.PluginInfo) -> PodLifecycle:
+    """A provider with the plugin's declared capabilities (unknown ones, from a newer plugin, ignored)."""
+    mixins = tuple(dict.fromkeys(MIXINS[number] for number in info.capabilities if number in MIXINS))
+    kind = type("GrpcProvider", (*mixins, GrpcProvider), {}) if mixins else GrpcProvider
+    provider: PodLifecycle = kind(settings, info)
+    return provider
