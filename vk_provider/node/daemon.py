@@ -82,8 +82,17 @@ class NodeDaemon:
 async def _status_flow(daemon: NodeDaemon) -> None:
     """Pushed states wake the pod's reconcile; without push, every pod is re-checked periodically."""
     if isinstance(daemon.provider, SupportsStatusPush):
-        async for state in daemon.provider.watch_states():
-            daemon.queue.add(state.ref.uid)
+        try:
+            async for state in daemon.provider.watch_states():
+                daemon.queue.add(state.ref.uid)
+        except Exception as error:  # the node outlives its provider's faults: it polls instead
+            logger.warning(
+                "node %s: the provider's status push ended (%s); polling every %g s instead",
+                daemon.settings.node_name,
+                error,
+                daemon.settings.status_poll_interval_seconds,
+                exc_info=not isinstance(error, ProviderError),
+            )
     while True:
         await asyncio.sleep(daemon.settings.status_poll_interval_seconds)
         for uid in list(daemon.pods.objects):

@@ -59,11 +59,24 @@ class NodeKeeper:
         self._conditions: list[dict[str, Any]] = []
         self.lease_renewals = 0
         self.recreations = 0
+        self._capacity: dict[str, str] = {}
+        """The provider's capacity as it last said it."""
 
     async def _provider_capacity(self) -> dict[str, str]:
-        if isinstance(self._provider, SupportsNodeCapacity):
-            return dict(await self._provider.node_capacity())
-        return {}
+        """What the provider advertises; when it cannot say (its backend is down), what it said last,
+        so a provider outage shows in ProviderAvailable, never as a node that stops reporting."""
+        if not isinstance(self._provider, SupportsNodeCapacity):
+            return {}
+        try:
+            self._capacity = dict(await self._provider.node_capacity())
+        except Exception as error:  # a provider's bug must not stop the node's status either
+            logger.warning(
+                "node %s: the provider cannot say its capacity (%s); advertising what it said last",
+                self._settings.node_name,
+                error,
+                exc_info=not isinstance(error, ProviderError),
+            )
+        return dict(self._capacity)
 
     def _involved(self) -> InvolvedObject:
         return InvolvedObject("Node", self._settings.node_name, "", self.node_uid or self._settings.node_name)
