@@ -197,6 +197,7 @@ def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
 
     _add_installed_commands(subparsers)
     _add_migrate_command(subparsers)
+    _add_plugin_command(subparsers)
     add_router_arguments(
         subparsers.add_parser(
             "router",
@@ -226,6 +227,71 @@ def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
         )
     )
     return parser
+
+
+def _add_plugin_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plugin = subparsers.add_parser(
+        "plugin",
+        help="serve an installed provider as a plugin (the plugin API over gRPC)",
+        description="Serve a provider of this installation to a `grpc` node over the plugin API.",
+    )
+    commands = plugin.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve one provider for one node until stopped",
+        description="Serve the provider for a node on a unix socket or a TCP port until SIGTERM.",
+    )
+    serve.add_argument("--provider", required=True, help="the installed provider's name, e.g. local")
+    serve.add_argument(
+        "--provider-config", type=Path, help="a YAML file with the provider's settings (default: none)"
+    )
+    serve.add_argument("--node-name", required=True, help="the virtual node the provider serves")
+    serve.add_argument(
+        "--address", required=True, help="where to listen: unix:///path/to/plugin.sock or host:port"
+    )
+    serve.add_argument(
+        "--state-dir", type=Path, required=True, help="a folder the provider keeps its files in"
+    )
+    serve.add_argument("--host-ip", default="127.0.0.1", help="the node's address (default: 127.0.0.1)")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    serve.set_defaults(run_command=_run_plugin_command)
+
+
+def _run_plugin_command(arguments: argparse.Namespace) -> int:
+    import asyncio  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    from vk_provider import plugins  # noqa: PLC0415
+    from vk_provider.plugin import serving  # noqa: PLC0415
+    from vk_provider.provider import ProviderContext  # noqa: PLC0415
+    from vk_provider.runtime import eventloop  # noqa: PLC0415
+    from vk_provider.runtime.signals import until_signalled  # noqa: PLC0415
+
+    logging.basicConfig(
+        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config: dict[str, object] = {}
+    if arguments.provider_config is not None:
+        config = yaml.safe_load(arguments.provider_config.read_text()) or {}
+    arguments.state_dir.mkdir(parents=True, exist_ok=True)
+    context = ProviderContext(arguments.node_name, config, arguments.host_ip, arguments.state_dir)
+
+    async def serve(stop: asyncio.Event) -> None:
+        provider = plugins.build(arguments.provider, context)
+        try:
+            async with serving(provider, arguments.address, name=arguments.provider):
+                await stop.wait()
+        finally:
+            await provider.aclose()
+
+    try:
+        eventloop.run(until_signalled(serve))
+    except (OSError, ValueError, plugins.UnknownProviderError) as error:
+        print(f"vk-provider plugin serve: error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
