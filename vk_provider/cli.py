@@ -10,6 +10,7 @@ import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from vk_provider import __version__
 from vk_provider.node.running import run_node_command
@@ -198,6 +199,7 @@ def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
     _add_installed_commands(subparsers)
     _add_migrate_command(subparsers)
     _add_plugin_command(subparsers)
+    _add_conformance_command(subparsers)
     add_router_arguments(
         subparsers.add_parser(
             "router",
@@ -292,6 +294,66 @@ def _run_plugin_command(arguments: argparse.Namespace) -> int:
         print(f"vk-provider plugin serve: error: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    kit = subparsers.add_parser(
+        "conformance",
+        help="run the provider contract suite against a provider or a plugin",
+        description=(
+            "Run the provider contract suite against an installed provider or a plugin and report what "
+            "passed, what failed and why, and what was skipped (not declared, or not something the kit "
+            "can make the provider do). Exit code 0 only when nothing failed. Needs "
+            "`pip install 'vk-provider[conformance]'`."
+        ),
+    )
+    target = kit.add_mutually_exclusive_group(required=True)
+    target.add_argument("--provider", help="an installed provider's name, e.g. mock")
+    target.add_argument("--plugin", metavar="ADDRESS", help="a plugin's unix:///path or host:port")
+    kit.add_argument("--provider-config", type=Path, help="a YAML file with the provider's settings")
+    kit.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report here")
+    kit.add_argument(
+        "--pod-image", default="conformance/server:1", help="the test pods' image (default: %(default)s)"
+    )
+    kit.add_argument(
+        "--pod-command",
+        default="",
+        help="the test pods' command, split as a shell would (default: the image's own)",
+    )
+    kit.add_argument(
+        "--ephemeral-workloads",
+        action="store_true",
+        help="the provider keeps its workloads in its own memory (as mock does): skip the restart tests",
+    )
+    kit.set_defaults(run_command=_run_conformance_command)
+
+
+def _run_conformance_command(arguments: argparse.Namespace) -> int:
+    import shlex  # noqa: PLC0415
+
+    import yaml  # noqa: PLC0415
+
+    try:
+        import pytest  # noqa: F401, PLC0415
+
+        from vk_provider import conformance  # noqa: PLC0415
+    except ImportError as missing:
+        print(f"vk-provider conformance: {missing}; pip install 'vk-provider[conformance]'", file=sys.stderr)
+        return 2
+    template = conformance.PodTemplate(
+        image=arguments.pod_image, command=tuple(shlex.split(arguments.pod_command))
+    )
+    target: conformance.Target
+    if arguments.plugin is not None:
+        target = conformance.PluginTarget(arguments.plugin, template)
+    else:
+        config: dict[str, Any] = {}
+        if arguments.provider_config is not None:
+            config = yaml.safe_load(arguments.provider_config.read_text()) or {}
+        target = conformance.InProcessTarget(
+            arguments.provider, config, template, ephemeral_workloads=arguments.ephemeral_workloads
+        )
+    return conformance.run(target, junit=arguments.junit)
 
 
 def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

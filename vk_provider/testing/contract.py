@@ -11,9 +11,11 @@ says so (`False`/`None`), and the test is skipped with that reason rather than p
 
 Covered: idempotent create; create after a restart; deletion, including of a pod never created;
 listing for resync and orphan collection (full references, only this node's pods, across restarts);
-state mapping of running, failed and vanished pods; and faults: a pod refused for good fails with the
-provider's message, a temporary failure is a TemporaryProviderError and passes, and an outage of the
-backend makes the health check fail (and calls fail with contract errors only) until it ends.
+state mapping of running, failed and vanished pods; concurrent creates and deletes; the optional
+capabilities the provider has (status push, logs with their options), each skipped as "not declared"
+when it has not; and faults: a pod refused for good fails with the provider's message, a temporary
+failure is a TemporaryProviderError and passes, and an outage of the backend makes the health check
+fail (and calls fail with contract errors only) until it ends.
 """
 
 from __future__ import annotations
@@ -27,11 +29,21 @@ import pytest
 
 from vk_provider.errors import (
     InvalidPodError,
+    NotFoundError,
     ProviderError,
     ProviderUnavailableError,
     TemporaryProviderError,
 )
-from vk_provider.provider import ContainerStateKind, PodLifecycle, PodRef, PodRequest, PodState
+from vk_provider.provider import (
+    ContainerStateKind,
+    LogOptions,
+    PodLifecycle,
+    PodRef,
+    PodRequest,
+    PodState,
+    SupportsLogs,
+    SupportsStatusPush,
+)
 
 T = TypeVar("T")
 POLL_SECONDS = 0.02
@@ -195,6 +207,13 @@ class ProviderContract:
         assert listed == {request.ref for request in requests}
         for request in requests:  # an orphan found by listing can be deleted by its reference
             await restarted.delete_pod(request.ref, grace_period_seconds=0)
+        for request in requests:  # once stopped, and deleted again, it leaves the list
+            await eventually(
+                lambda ref=request.ref: restarted.get_pod_state(ref),  # type: ignore[misc]
+                lambda state: state is None or state.terminated,
+                what=f"the orphan {request.ref} to stop",
+            )
+            await restarted.delete_pod(request.ref, grace_period_seconds=0)
         assert await restarted.list_pods() == []
 
     async def test_workload_in_error_is_failed_with_the_providers_message(
@@ -261,3 +280,61 @@ class ProviderContract:
         await eventually(lambda: health(harness.provider), lambda error: error is None, what="recovery")
         await harness.provider.create_pod(request)
         await wait_running(harness.provider, request.ref)
+
+    async def test_concurrent_creates_and_deletes_leave_each_pod_once(self, harness: ProviderHarness) -> None:
+        requests = [harness.pod(f"crowd-{index}") for index in range(4)]
+        await asyncio.gather(*(harness.provider.create_pod(request) for request in requests * 2))
+        for request in requests:
+            await wait_running(harness.provider, request.ref)
+        refs = [state.ref for state in await harness.provider.list_pods()]
+        assert sorted(refs.count(request.ref) for request in requests) == [1, 1, 1, 1]
+        await asyncio.gather(
+            *(harness.provider.delete_pod(request.ref, grace_period_seconds=0) for request in requests * 2)
+        )
+        for request in requests:
+            await eventually(
+                lambda ref=request.ref: harness.provider.get_pod_state(ref),  # type: ignore[misc]
+                lambda state: state is None or state.terminated,
+                what=f"{request.ref} to stop",
+            )
+
+    async def test_status_push_reports_a_created_pod(self, harness: ProviderHarness) -> None:
+        provider = harness.provider
+        if not isinstance(provider, SupportsStatusPush):
+            pytest.skip("not declared: the provider has no status push")
+        request = harness.pod("pushed")
+        seen = asyncio.Event()
+
+        async def watch() -> None:
+            async for state in provider.watch_states():
+                if state.ref == request.ref:
+                    seen.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await asyncio.sleep(0)  # the watch is open before the pod exists
+            await provider.create_pod(request)
+            async with asyncio.timeout(30):
+                await seen.wait()
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+
+    async def test_logs_honour_limit_bytes_and_refuse_an_unknown_container(
+        self, harness: ProviderHarness
+    ) -> None:
+        provider = harness.provider
+        if not isinstance(provider, SupportsLogs):
+            pytest.skip("not declared: the provider has no logs")
+        request = harness.pod("logs")
+        await provider.create_pod(request)
+        await wait_running(provider, request.ref)
+        container = request.containers[0].name
+        limited = b"".join(
+            [chunk async for chunk in provider.stream_logs(request.ref, container, LogOptions(limit_bytes=5))]
+        )
+        assert len(limited) <= 5
+        with pytest.raises(NotFoundError):
+            _ = [
+                chunk async for chunk in provider.stream_logs(request.ref, "no-such-container", LogOptions())
+            ]
