@@ -44,10 +44,11 @@ TEST_WORKERS ?= 3
 test: lint build-plane
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
-# The plugin API's Python messages (and their type stubs) from its .proto; tests/unit/plugin checks
-# that the committed files are what this writes.
+# The plugin API's Python messages (and their type stubs) and the Go example's code from the .proto;
+# tests/unit/plugin checks that the committed files are what this writes.
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. vk_provider/plugin/v1/provider.proto
+	PYTHON=$(BIN)/python examples/plugin-go/generate.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

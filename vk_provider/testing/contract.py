@@ -21,6 +21,7 @@ fail (and calls fail with contract errors only) until it ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
@@ -302,20 +303,28 @@ class ProviderContract:
         provider = harness.provider
         if not isinstance(provider, SupportsStatusPush):
             pytest.skip("not declared: the provider has no status push")
-        request = harness.pod("pushed")
+        created: set[PodRef] = set()
         seen = asyncio.Event()
 
         async def watch() -> None:
             async for state in provider.watch_states():
-                if state.ref == request.ref:
+                if state.ref in created:
                     seen.set()
 
         watcher = asyncio.create_task(watch())
         try:
-            await asyncio.sleep(0)  # the watch is open before the pod exists
-            await provider.create_pod(request)
-            async with asyncio.timeout(30):
-                await seen.wait()
+            # A push is for changes after the watch began, and nothing says when it has begun on the
+            # provider's side: a pod a second, until one of them is pushed.
+            for attempt in range(30):
+                request = harness.pod(f"pushed-{attempt}")
+                created.add(request.ref)
+                await provider.create_pod(request)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1):
+                        await seen.wait()
+                if seen.is_set():
+                    break
+            assert seen.is_set(), f"no state pushed for any of {len(created)} pods created"
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
