@@ -8,6 +8,7 @@ without evicting anything, until it is back and the node goes on.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import shutil
 import tempfile
@@ -18,9 +19,14 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from tests.integration.conftest import wait_for_node_ready
 from tests.integration.daemons import ManagedProcess, processes_with_argument
+from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.test_local_node import LOCAL_SETTINGS, StartNode, sleeper
 from tests.integration.waiting import wait_for
+from tests.unit.plugin.goexample import build_go_plugin
+from vk_devtools.devcluster import cluster
+from vk_providers.grpc.provider import GrpcSettings, plugin_info, provider_for
 
 
 @pytest.fixture
@@ -123,5 +129,124 @@ async def test_a_grpc_node_runs_pods_through_a_plugin_and_rides_out_the_plugins_
             return not listing.items and not processes_with_argument(tag)
 
         await wait_for(gone, timeout_seconds=60, what="the pod and its process to be gone")
+    finally:
+        plugin.close()
+
+
+@pytest.fixture(scope="module")
+def go_plugin_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_go_plugin(tmp_path_factory.mktemp("go-plugin"))
+
+
+async def pods_at_the_plugin(address: str) -> list[str]:
+    """The UIDs the plugin holds, asked as a second node process would ask."""
+    settings = GrpcSettings(address, call_timeout_seconds=5, connect_timeout_seconds=5)
+    client = provider_for(settings, await asyncio.to_thread(plugin_info, settings, "test"))
+    try:
+        return [state.ref.uid for state in await client.list_pods()]
+    finally:
+        await client.aclose()
+
+
+async def test_a_grpc_node_on_the_go_plugin_streams_logs_and_converges_after_either_side_is_killed(  # noqa: PLR0917
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+    socket_dir: Path,
+    go_plugin_binary: Path,
+    control_plane: cluster.ClusterState,
+) -> None:
+    node_name = f"vk-go-{random.randrange(16**6):06x}"  # noqa: S311 - a name, not a secret
+    address = f"unix://{socket_dir / 'go.sock'}"
+    plugin = ManagedProcess(
+        folder=tmp_path / "plugin",
+        arguments=["--address", address],
+        program=(str(go_plugin_binary),),
+        log_name="plugin.log",
+    )
+    plugin.start()
+    try:
+        daemon = await start_node(
+            "grpc",
+            node_name=node_name,
+            provider_config={"address": address, "call_timeout_seconds": 10},
+            health_check_interval_seconds=1,
+        )
+        core = client.CoreV1Api(kube_api)
+        pod = {
+            "metadata": {"name": "go-pod"},
+            "spec": {
+                "nodeName": node_name,
+                "tolerations": TOLERATE_ALL,
+                "containers": [
+                    {"name": "server", "image": "example/server:1", "ports": [{"containerPort": 8080}]}
+                ],
+            },
+        }
+        uid = (await core.create_namespaced_pod(namespace, pod)).metadata.uid
+
+        async def running() -> bool:
+            return str((await core.read_namespaced_pod("go-pod", namespace)).status.phase) == "Running"
+
+        await wait_for(running, timeout_seconds=60, what=f"the pod to run:\n{daemon.log_tail()}")
+        assert await pods_at_the_plugin(address) == [uid]
+
+        # kubectl logs -f: the ten lines at once, then one a second, through the node and the plugin.
+        follow = await asyncio.create_subprocess_exec(
+            str(control_plane.bin_dir / "kubectl"),
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "logs",
+            "-f",
+            "go-pod",
+            "-n",
+            namespace,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert follow.stdout is not None
+            async with asyncio.timeout(60):
+                lines = [await follow.stdout.readline() for _ in range(12)]
+            assert lines[0] == b"line 1 of server\n"
+            assert lines[11] == b"line 12 of server\n"  # followed: written after the call began
+        finally:
+            follow.kill()
+            await follow.wait()
+
+        daemon.kill()  # kill -9 of the node: its successor adopts, and creates nothing twice
+        daemon.start()
+
+        async def taken_over_again() -> bool:
+            return daemon.log_path.read_text().count("took over in") == 2
+
+        await wait_for(taken_over_again, timeout_seconds=60, what=f"the node back:\n{daemon.log_tail()}")
+        await wait_for_node_ready(kube_api, daemon)
+        assert await pods_at_the_plugin(address) == [uid]
+        assert await running()
+
+        plugin.kill()  # kill -9 of the plugin: its pods were in its memory
+
+        async def provider_is(wanted: str) -> bool:
+            return await provider_available(core, node_name) == wanted
+
+        await wait_for(lambda: provider_is("False"), timeout_seconds=60, what="ProviderAvailable=False")
+        assert (await core.read_namespaced_pod("go-pod", namespace)).metadata.uid == uid  # not evicted
+        plugin.start()
+        await wait_for(lambda: provider_is("True"), timeout_seconds=90, what="ProviderAvailable=True")
+
+        async def recreated() -> bool:
+            return await pods_at_the_plugin(address) == [uid] and await running()
+
+        await wait_for(
+            recreated, timeout_seconds=90, what=f"the pod back at the plugin:\n{daemon.log_tail()}"
+        )
+
+        await core.delete_namespaced_pod("go-pod", namespace)
+
+        async def gone() -> bool:
+            listing = await core.list_namespaced_pod(namespace, field_selector="metadata.name=go-pod")
+            return not listing.items and await pods_at_the_plugin(address) == []
+
+        await wait_for(gone, timeout_seconds=60, what="the pod gone from the cluster and the plugin")
     finally:
         plugin.close()

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder, InvolvedObject
-from vk_provider.errors import ProviderError
+from vk_provider.errors import CapabilityMissingError, ProviderError
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
 from vk_provider.kit.timestamps import format_micro_timestamp
 from vk_provider.node import nodeobject
@@ -69,6 +69,8 @@ class NodeKeeper:
             return {}
         try:
             self._capacity = dict(await self._provider.node_capacity())
+        except CapabilityMissingError as error:  # a plugin that turns out not to offer it
+            logger.debug("node %s: %s", self._settings.node_name, error)
         except Exception as error:  # a provider's bug must not stop the node's status either
             logger.warning(
                 "node %s: the provider cannot say its capacity (%s); advertising what it said last",

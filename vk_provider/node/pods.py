@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -447,6 +447,18 @@ class PodReconciler:
 
     # -- start-up and garbage collection -------------------------------------------------------
 
+    def _missing_from(self, states: Sequence[PodState]) -> set[str]:
+        """The pods we hold a workload for, still meant to run, that the provider did not list."""
+        listed = {state.ref.uid for state in states}
+        missing = set()
+        for uid in self.known.keys() - listed:
+            pod = self._pods.objects.get(uid)
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                missing.add(uid)
+        return missing
+
     async def adopt(self) -> int:
         """After the pod cache is synced: take back what the provider already runs for existing pods."""
         adopted = 0
@@ -459,9 +471,12 @@ class PodReconciler:
         return adopted
 
     async def run_orphan_sweeps(self) -> None:
-        """Delete provider workloads without a pod, but only once seen in two consecutive lists."""
+        """Delete provider workloads without a pod, but only once seen in two consecutive lists; and
+        reconcile the pods the provider has lost (a plugin that restarted with its pods in memory,
+        say), also once missing from two lists, since a push may never say they are gone."""
         await self._pods.synced.wait()
         suspects: set[str] = set()
+        lost: set[str] = set()
         while True:
             try:
                 async with self._metrics.time_provider_call("list_pods"):
@@ -469,8 +484,13 @@ class PodReconciler:
             except Exception as error:
                 logger.warning("listing the provider's pods failed (%s); orphan sweep skipped", error)
                 states = []
-                suspects = set()
+                suspects, lost = set(), set()
             else:
+                missing = self._missing_from(states)
+                for uid in missing & lost:
+                    logger.warning("the provider no longer lists pod %s; reconciling it", self.known[uid])
+                    self.work.queue.add(uid)
+                lost = missing - lost
                 orphans = {
                     state.ref.uid: state.ref for state in states if state.ref.uid not in self._pods.objects
                 }

@@ -3,7 +3,9 @@
 Settings (the provider's section of the node configuration):
 - `address`: the plugin's `unix:///path/to/socket` (a sidecar in the node's pod) or `host:port`;
 - `call_timeout_seconds` (default 30): the deadline of each call;
-- `connect_timeout_seconds` (default 60): how long the node waits at start for the plugin to answer.
+- `connect_timeout_seconds` (default 10): how long the node waits at start for the plugin to answer;
+  a plugin that has not answered by then is asked again when first needed (the node starts anyway,
+  the provider unavailable until the plugin answers).
 
 The plugin API is `vk_provider/plugin/v1/provider.proto`; `vk_provider.plugin.serve` serves any
 Python provider as a plugin.
@@ -11,13 +13,29 @@ Python provider as a plugin.
 
 from __future__ import annotations
 
+import logging
+
 from vk_provider.provider import PodLifecycle, ProviderContext
-from vk_providers.grpc.provider import GrpcProvider, GrpcSettings, parse_settings, plugin_info, provider_for
+from vk_providers.grpc.provider import (
+    GrpcProvider,
+    GrpcSettings,
+    PluginUnreachableError,
+    parse_settings,
+    plugin_info,
+    provider_for,
+)
+
+logger = logging.getLogger(__name__)
 
 
 def create_provider(context: ProviderContext) -> PodLifecycle:
     settings = parse_settings(context.config)
-    return provider_for(settings, plugin_info(settings, context.node_name))
+    try:
+        info = plugin_info(settings, context.node_name)
+    except PluginUnreachableError as error:
+        logger.warning("%s; the node starts without it and goes on once it answers", error)
+        info = None
+    return provider_for(settings, info)
 
 
 __all__ = ["GrpcProvider", "GrpcSettings", "create_provider"]

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from vk_provider.errors import TemporaryProviderError
+from vk_provider.errors import CapabilityMissingError, InvalidPodError, TemporaryProviderError
 from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kit.resilience.settings import ConfigValues
 from vk_provider.plugin import convert
@@ -54,8 +54,9 @@ class GrpcSettings:
     address: str
     """`unix:///path/to/plugin.sock` (a sidecar's socket) or `host:port`."""
     call_timeout_seconds: float = 30.0
-    connect_timeout_seconds: float = 60.0
-    """How long the node waits, when it starts, for the plugin to answer GetPluginInfo."""
+    connect_timeout_seconds: float = 10.0
+    """How long the node waits, when it starts, for the plugin to answer GetPluginInfo (then it starts
+    without it: see `provider_for`)."""
 
 
 def parse_settings(config: Mapping[str, Any]) -> GrpcSettings:
@@ -84,6 +85,14 @@ class PluginError(RuntimeError):
     """The plugin could not be reached or is not a v1 plugin; the message says which and why."""
 
 
+class PluginUnreachableError(PluginError):
+    """The plugin did not answer in time (not listening yet, or down)."""
+
+
+class PluginIncompatibleError(PluginError):
+    """The plugin answered, but speaks another version of the plugin API."""
+
+
 def plugin_info(settings: GrpcSettings, node_name: str) -> pb.PluginInfo:
     """GetPluginInfo, waiting for the plugin to listen (blocking: called once, when the node starts)."""
     with grpc.insecure_channel(settings.address, options=CHANNEL_OPTIONS) as channel:
@@ -101,26 +110,47 @@ def plugin_info(settings: GrpcSettings, node_name: str) -> pb.PluginInfo:
         except grpc.RpcError as error:
             code = error.code() if isinstance(error, grpc.Call) else None
             details = error.details() if isinstance(error, grpc.Call) else str(error)
-            raise PluginError(
+            raise PluginUnreachableError(
                 f"grpc provider: the plugin at {settings.address} did not answer GetPluginInfo within "
                 f"{settings.connect_timeout_seconds:g} s ({code.name if code else 'no status'}: {details})"
             ) from None
+    check_api_version(info, settings.address)
+    return info
+
+
+def check_api_version(info: pb.PluginInfo, address: str) -> None:
     if info.api_version != API_VERSION:
-        raise PluginError(
-            f"grpc provider: the plugin at {settings.address} ({info.name} {info.version}) speaks plugin "
+        raise PluginIncompatibleError(
+            f"grpc provider: the plugin at {address} ({info.name} {info.version}) speaks plugin "
             f"API {info.api_version or '(none)'!r}, not {API_VERSION!r}"
         )
-    return info
 
 
 class GrpcProvider:
     """The required operations; `connect` adds the capability mixins the plugin declares."""
 
-    def __init__(self, settings: GrpcSettings, info: pb.PluginInfo) -> None:
+    def __init__(self, settings: GrpcSettings, info: pb.PluginInfo | None) -> None:
         self.settings = settings
-        self.info = info
+        self.info = info or pb.PluginInfo(name=f"at {settings.address}")
+        self._declared: frozenset[int] | None = None if info is None else frozenset(info.capabilities)
+        """What the plugin declares; None until it has been reached (see `provider_for`)."""
         self._channel: grpc.aio.Channel | None = None
         self._closed = False
+
+    async def require(self, capability: int, what: str) -> None:
+        """Go on only if the plugin declares `capability`, asking it first if it was never reached."""
+        if self._declared is None:
+            info = await self.call("GetPluginInfo", pb.GetPluginInfoRequest(), pb.PluginInfo)
+            try:
+                check_api_version(info, self.settings.address)
+            except PluginIncompatibleError as error:
+                raise InvalidPodError(str(error)) from None
+            self.info, self._declared = info, frozenset(info.capabilities)
+            logger.info(
+                "plugin %s %s reached: it declares %s", info.name, info.version, sorted(self._declared)
+            )
+        if capability not in self._declared:
+            raise CapabilityMissingError(f"the plugin {self.info.name} does not offer {what}")
 
     def __repr__(self) -> str:
         return f"<grpc provider: plugin {self.info.name} {self.info.version} at {self.settings.address}>"
@@ -213,6 +243,7 @@ class GrpcProvider:
 
 class StatusPush(GrpcProvider):
     async def watch_states(self) -> AsyncIterator[PodState]:
+        await self.require(pb.CAPABILITY_STATUS_PUSH, "status push")
         failures = 0
         while not self._closed:
             try:
@@ -233,6 +264,7 @@ class StatusPush(GrpcProvider):
 
 class PodAddress(GrpcProvider):
     async def pod_address(self, ref: PodRef) -> str:
+        await self.require(pb.CAPABILITY_POD_ADDRESS, "pod addresses")
         answer = await self.call(
             "GetPodAddress", pb.GetPodAddressRequest(ref=convert.ref_message(ref)), pb.GetPodAddressResponse
         )
@@ -241,6 +273,7 @@ class PodAddress(GrpcProvider):
 
 class Logs(GrpcProvider):
     async def stream_logs(self, ref: PodRef, container: str, options: LogOptions) -> AsyncIterator[bytes]:
+        await self.require(pb.CAPABILITY_LOGS, "logs")
         request = convert.logs_request_message(ref, container, options)
         async for chunk in self.stream("StreamLogs", request, pb.LogChunk):
             yield chunk.data
@@ -248,6 +281,7 @@ class Logs(GrpcProvider):
 
 class Usage(GrpcProvider):
     async def usage(self, ref: PodRef) -> Sequence[ContainerUsage]:
+        await self.require(pb.CAPABILITY_USAGE, "usage")
         answer = await self.call(
             "GetUsage", pb.GetUsageRequest(ref=convert.ref_message(ref)), pb.GetUsageResponse
         )
@@ -256,12 +290,14 @@ class Usage(GrpcProvider):
 
 class NodeCapacity(GrpcProvider):
     async def node_capacity(self) -> Mapping[str, str]:
+        await self.require(pb.CAPABILITY_NODE_CAPACITY, "node capacity")
         answer = await self.call("GetNodeCapacity", pb.GetNodeCapacityRequest(), pb.GetNodeCapacityResponse)
         return dict(answer.capacity)
 
 
 class GpuCatalog(GrpcProvider):
     async def gpu_offers(self, *, gpu_count: int = 1) -> Sequence[GpuOffer]:
+        await self.require(pb.CAPABILITY_GPU_CATALOG, "a GPU catalog")
         answer = await self.call(
             "ListGpuOffers", pb.ListGpuOffersRequest(gpu_count=gpu_count), pb.ListGpuOffersResponse
         )
@@ -281,9 +317,15 @@ MIXINS: Mapping[int, type[GrpcProvider]] = {
 }
 
 
-def provider_for(settings: GrpcSettings, info: pb.PluginInfo) -> PodLifecycle:
-    """A provider with the plugin's declared capabilities (unknown ones, from a newer plugin, ignored)."""
-    mixins = tuple(dict.fromkeys(MIXINS[number] for number in info.capabilities if number in MIXINS))
+def provider_for(settings: GrpcSettings, info: pb.PluginInfo | None) -> PodLifecycle:
+    """A provider with the plugin's declared capabilities (unknown ones, from a newer plugin, ignored).
+
+    `info` None: the plugin could not be reached when the node started. The provider then has every
+    capability, each resolved when first used (an undeclared one raises CapabilityMissingError), so
+    the node comes up, reports the provider unavailable and goes on once the plugin listens, instead of
+    failing to start (a node that does not run goes NotReady, and its pods are evicted)."""
+    numbers = MIXINS if info is None else [number for number in info.capabilities if number in MIXINS]
+    mixins = tuple(dict.fromkeys(MIXINS[number] for number in numbers))
     kind = type("GrpcProvider", (*mixins, GrpcProvider), {}) if mixins else GrpcProvider
     provider: PodLifecycle = kind(settings, info)
     return provider

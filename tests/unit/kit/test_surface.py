@@ -1,7 +1,8 @@
 """The provider kit's public surface: what a provider may import from vk-provider, and nothing more.
 
 A provider imports the contract (`vk_provider.provider`), `vk_provider.errors`, `vk_provider.plugins`,
-`vk_provider.testing` and the kit (`vk_provider.kit.*`); those modules import only each other, so a
+`vk_provider.testing`, the kit (`vk_provider.kit.*`) and the plugin API (`vk_provider.plugin`: what the
+`grpc` provider speaks and plugins serve); those modules import only each other, so a
 provider never reaches the node, the router, the controller or the Kubernetes machinery through them.
 No provider imports another, and vk-provider itself finds providers through entry points only.
 """
@@ -21,6 +22,7 @@ SURFACE = (
     "vk_provider.plugins",
     "vk_provider.testing",
     "vk_provider.kit",
+    "vk_provider.plugin",
 )
 ROOT_NAMES = ("vk_provider.__version__",)
 """What the surface itself may take from the package's root."""

@@ -12,15 +12,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[3]
-EXAMPLE = ROOT / "examples" / "plugin-go"
+from tests.unit.plugin.goexample import EXAMPLE, build_go_plugin
 
 
 @pytest.fixture(scope="module")
 def go_plugin_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    binary = tmp_path_factory.mktemp("go-plugin") / "plugin-go-example"
-    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=EXAMPLE, check=True, timeout=900)
-    return binary
+    return build_go_plugin(tmp_path_factory.mktemp("go-plugin"))
 
 
 @pytest.fixture

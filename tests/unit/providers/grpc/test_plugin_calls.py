@@ -22,6 +22,7 @@ from vk_provider.errors import (
     ProviderUnavailableError,
     TemporaryProviderError,
 )
+from vk_provider.plugin import serving
 from vk_provider.plugin.server import SERVICE
 from vk_provider.plugin.v1 import provider_pb2 as pb
 from vk_provider.provider import (
@@ -29,6 +30,7 @@ from vk_provider.provider import (
     PodRef,
     PodRequest,
     PodState,
+    ProviderContext,
     SupportsGpuCatalog,
     SupportsLogs,
     SupportsNodeCapacity,
@@ -36,7 +38,8 @@ from vk_provider.provider import (
     SupportsStatusPush,
     SupportsUsage,
 )
-from vk_provider.testing.contract import new_uid, wait_running
+from vk_provider.testing.contract import eventually, health, new_uid, wait_running
+from vk_providers.grpc import create_provider
 from vk_providers.grpc.provider import GrpcSettings, PluginError, plugin_info, provider_for
 
 REF = PodRef("default", "p", "uid-1")
@@ -254,3 +257,38 @@ async def test_a_plugin_of_another_api_version_is_refused_at_start() -> None:
         settings = GrpcSettings(address, connect_timeout_seconds=5)
         with pytest.raises(PluginError, match="speaks plugin API 'v2', not 'v1'"):
             await asyncio.to_thread(plugin_info, settings, "n")
+
+
+async def test_a_node_started_before_its_plugin_comes_up_and_learns_the_capabilities_later(
+    tmp_path: Path,
+) -> None:
+    async with socket_folder() as sockets:
+        address = f"unix://{sockets / 'late'}"
+        context = ProviderContext(
+            "n",
+            {"address": address, "connect_timeout_seconds": 0.5, "call_timeout_seconds": 2},
+            "127.0.0.1",
+            tmp_path,
+        )
+        client = await asyncio.to_thread(create_provider, context)  # no plugin yet: no error either
+        assert isinstance(client, SupportsLogs)  # every capability, until the plugin says which
+        assert isinstance(client, SupportsGpuCatalog)
+        with pytest.raises(ProviderUnavailableError):
+            await client.check_health()
+        with pytest.raises(TemporaryProviderError):
+            await client.node_capacity()
+        harness = MockHarness(tmp_path)
+        async with serving(harness.provider, address, name="late"):
+            # As the node's health checks do: unavailable until the channel's next reconnection.
+            await eventually(lambda: health(client), lambda error: error is None, what="the plugin healthy")
+            request = harness.pod("late", uid=new_uid())
+            await client.create_pod(request)
+            await wait_running(client, request.ref)
+            lines = [
+                chunk async for chunk in client.stream_logs(request.ref, "server", LogOptions(tail_lines=2))
+            ]
+            assert b"".join(lines).count(b"\n") == 2
+            with pytest.raises(CapabilityMissingError, match="does not offer a GPU catalog"):
+                await client.gpu_offers()
+        await client.aclose()
+        await harness.provider.aclose()
