@@ -104,3 +104,16 @@ async def test_a_plugin_that_declares_what_it_does_not_implement_fails_the_kit(t
         done = await asyncio.to_thread(kit, "--plugin", address, cwd=tmp_path)
     assert done.returncode == 1
     assert "does not implement CreatePod" in done.stdout
+
+
+def test_the_local_provider_passes_the_kit_in_process(tmp_path: Path) -> None:
+    config = tmp_path / "local.yaml"
+    config.write_text("address_range: 127.80.0.0/16\n")
+    done = kit(
+        "--provider", "local", "--provider-config", str(config), "--pod-command", "sleep 600", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    passed = {line.rsplit("::", 1)[-1] for line in done.stdout.splitlines() if line.startswith("PASSED")}
+    # In-process, a second node is another instance: the listing test runs too.
+    assert "test_list_gives_full_references_of_this_nodes_pods_only" in passed, done.stdout
+    assert "test_list_after_a_restart_finds_every_pod" in passed, done.stdout
