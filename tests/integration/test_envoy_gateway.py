@@ -114,12 +114,13 @@ async def following_status(rig: Rig) -> AsyncIterator[WeightLog]:
     controller; the windows start after the propagation margin)."""
     log = WeightLog(rig.api, rig.namespace)
     log.record(await rig.offload())
-    task = asyncio.create_task(log.follow())
+    tasks = [asyncio.create_task(log.follow()), asyncio.create_task(log.measure_stalls())]
     try:
         yield log
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def test_envoy_gateway_carries_each_weight_the_controller_writes_with_no_failed_request(

@@ -36,6 +36,9 @@ SIGHTING_LAG_MARGIN_SECONDS = 1.0
 when its event loop is busy (the load generator shares it), and stamps a request's start before it
 is sent: on a loaded machine a request stamped before the test saw the next weight can reach a data
 plane that applied it already."""
+LAG_SAMPLE_SECONDS = 0.05
+LAG_LOOKBACK_SECONDS = 5.0
+"""How far before a sighting the test's own event-loop stalls widen the margin (see `WeightLog.steps`)."""
 SHARE_TOLERANCE_POINTS = 5.0
 MIN_REQUESTS_PER_STEP = 500
 
@@ -55,6 +58,24 @@ class WeightLog:
         self.applied: list[tuple[float, int]] = []
         """(monotonic time, weight) each time the data plane's applied weight changed."""
         self.phases: list[str] = []
+        self.stalls: list[tuple[float, float]] = []
+        """(monotonic time, seconds) each time the test's event loop ran late by more than a sample."""
+
+    async def measure_stalls(self) -> None:
+        """Sample the event loop's lateness: while it stalls, the test sees weights late and sends the
+        requests it stamped before (a deliberate sampling loop)."""
+        while True:
+            asked = time.monotonic()
+            await asyncio.sleep(LAG_SAMPLE_SECONDS)  # sampling the loop's lateness (noqa: sleep-ok)
+            late = time.monotonic() - asked - LAG_SAMPLE_SECONDS
+            if late > LAG_SAMPLE_SECONDS:
+                self.stalls.append((time.monotonic(), late))
+
+    def _stall_before(self, moment: float) -> float:
+        """The longest stall of the loop in the seconds before `moment`."""
+        return max(
+            (late for at, late in self.stalls if moment - LAG_LOOKBACK_SECONDS <= at <= moment), default=0.0
+        )
 
     async def follow_data_plane(self) -> None:
         """Poll the weight the data plane applies (a deliberate sampling loop)."""
@@ -106,11 +127,12 @@ class WeightLog:
     def steps(self, until: float) -> list[tuple[int, float, float]]:
         """(weight, start, end) for each weight seen: from when the router applied it (or the status
         showed it) plus the propagation margin, to the first sighting of the next one less the
-        sighting-lag margin."""
-        ends = [
-            self._first_sighting(weight, seen, previous) - SIGHTING_LAG_MARGIN_SECONDS
+        sighting-lag margin and the longest stall of the test's loop just before that sighting."""
+        sightings = [
+            self._first_sighting(weight, seen, previous)
             for (previous, _), (seen, weight) in itertools.pairwise(self.changes)
         ]
+        ends = [at - SIGHTING_LAG_MARGIN_SECONDS - self._stall_before(at) for at in sightings]
         return [
             (weight, self._applied_since(weight, start) + PROPAGATION_MARGIN_SECONDS, end)
             for (start, weight), end in zip(self.changes, [*ends, until], strict=True)
@@ -121,7 +143,11 @@ class WeightLog:
 async def following(rig: Rig) -> AsyncIterator[WeightLog]:
     log = WeightLog(rig.api, rig.namespace, rig.applied_weight)
     log.record(await rig.offload())
-    tasks = [asyncio.create_task(log.follow()), asyncio.create_task(log.follow_data_plane())]
+    tasks = [
+        asyncio.create_task(log.follow()),
+        asyncio.create_task(log.follow_data_plane()),
+        asyncio.create_task(log.measure_stalls()),
+    ]
     try:
         yield log
     finally:
@@ -175,7 +201,13 @@ def assert_shares_follow_weights(
             continue  # the resting weights before and after: nothing to measure against
         sides = share_by(served, rig.side_of)
         away_share = 100.0 * sides["away"] / max(1, len(served))
-        report.append(f"weight {weight}: {len(served)} requests, {away_share:.1f}% away")
+        stall = max(
+            (late for at, late in log.stalls if start - LAG_LOOKBACK_SECONDS <= at <= end), default=0.0
+        )
+        report.append(
+            f"weight {weight}: {len(served)} requests, {away_share:.1f}% away"
+            f" (the test's loop stalled up to {stall:.2f} s)"
+        )
         assert len(served) >= MIN_REQUESTS_PER_STEP, report
         assert sides["unknown"] == 0, report
         assert abs(away_share - weight) <= SHARE_TOLERANCE_POINTS, report
