@@ -255,6 +255,9 @@ def _add_plugin_command(subparsers: argparse._SubParsersAction[argparse.Argument
         "--state-dir", type=Path, required=True, help="a folder the provider keeps its files in"
     )
     serve.add_argument("--host-ip", default="127.0.0.1", help="the node's address (default: 127.0.0.1)")
+    serve.add_argument("--tls-cert", type=Path, help="with TCP: the plugin's certificate (mutual TLS)")
+    serve.add_argument("--tls-key", type=Path, help="with TCP: the plugin's key")
+    serve.add_argument("--tls-client-ca", type=Path, help="with TCP: the CA of the nodes' certificates")
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
     serve.set_defaults(run_command=_run_plugin_command)
 
@@ -266,7 +269,7 @@ def _run_plugin_command(arguments: argparse.Namespace) -> int:
     import yaml  # noqa: PLC0415
 
     from vk_provider import plugins  # noqa: PLC0415
-    from vk_provider.plugin import serving  # noqa: PLC0415
+    from vk_provider.plugin import ServerTls, serving  # noqa: PLC0415
     from vk_provider.provider import ProviderContext  # noqa: PLC0415
     from vk_provider.runtime import eventloop  # noqa: PLC0415
     from vk_provider.runtime.signals import until_signalled  # noqa: PLC0415
@@ -280,10 +283,19 @@ def _run_plugin_command(arguments: argparse.Namespace) -> int:
     arguments.state_dir.mkdir(parents=True, exist_ok=True)
     context = ProviderContext(arguments.node_name, config, arguments.host_ip, arguments.state_dir)
 
+    tls_files = (arguments.tls_cert, arguments.tls_key, arguments.tls_client_ca)
+    if any(tls_files) and not all(tls_files):
+        print(
+            "vk-provider plugin serve: error: --tls-cert, --tls-key and --tls-client-ca go together",
+            file=sys.stderr,
+        )
+        return 2
+    tls = ServerTls(*tls_files) if all(tls_files) else None
+
     async def serve(stop: asyncio.Event) -> None:
         provider = plugins.build(arguments.provider, context)
         try:
-            async with serving(provider, arguments.address, name=arguments.provider):
+            async with serving(provider, arguments.address, name=arguments.provider, tls=tls):
                 await stop.wait()
         finally:
             await provider.aclose()

@@ -236,3 +236,36 @@ def test_router_and_controller_may_do_what_they_do_and_nothing_more(kubectl: Kub
     excess = [(verb, res) for verb, res, ns in forbidden if can_i_as(kubectl, user, verb, res, ns) != "no"]
     assert missing == []
     assert excess == []
+
+
+PLUGIN_NODE = BASE.parent / "examples" / "grpc-plugin-node"
+
+
+def test_the_plugin_sidecar_shares_its_socket_with_a_grpc_node(kubectl: Kubectl) -> None:
+    """manifests/components/grpc-plugin, as manifests/examples/grpc-plugin-node uses it: the plugin
+    container and the node share the socket's folder, and the node's grpc provider names that socket;
+    the apiserver accepts the whole (server-side dry run)."""
+    rendered = list(yaml.safe_load_all(kubectl("kustomize", str(PLUGIN_NODE)).stdout))
+    (deployment,) = [item for item in rendered if item["kind"] == "Deployment"]
+    (config,) = [
+        item
+        for item in rendered
+        if item["kind"] == "ConfigMap" and item["metadata"]["name"] == "vk-provider-node"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    containers = {container["name"]: container for container in pod["containers"]}
+    assert set(containers) == {"node", "plugin"}
+    mounts = {
+        name: {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+        for name, container in containers.items()
+    }
+    assert mounts["node"]["plugin-socket"] == mounts["plugin"]["plugin-socket"] == "/run/vk-provider"
+    assert {"config", "credentials", "state"} <= mounts["node"].keys()  # the base's mounts are kept
+    assert any(volume["name"] == "plugin-socket" and "emptyDir" in volume for volume in pod["volumes"])
+    settings = yaml.safe_load(config["data"]["node.yaml"])
+    assert settings["provider"] == "grpc"
+    socket = settings["provider_config"]["address"]
+    assert containers["plugin"]["args"] == ["--address", socket]
+    assert socket.startswith("unix:///run/vk-provider/")
+    kubectl("apply", "-f", str(BASE / "namespace.yaml"))
+    kubectl("apply", "-k", str(PLUGIN_NODE), "--dry-run=server")

@@ -4,6 +4,6 @@
 node's side of the connection.
 """
 
-from vk_provider.plugin.server import serve, serving
+from vk_provider.plugin.server import ServerTls, serve, serving
 
-__all__ = ["serve", "serving"]
+__all__ = ["ServerTls", "serve", "serving"]

@@ -13,8 +13,10 @@ statuses `status.py` lists, anything else INTERNAL (logged with its traceback: p
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -186,12 +188,37 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: Exception) 
     await context.abort(code, details)
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerTls:
+    """Mutual TLS for a plugin on TCP: its certificate and key, and the CA its clients' certificates
+    must come from (every client must present one)."""
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials(
+            [(self.key_file.read_bytes(), self.cert_file.read_bytes())],
+            root_certificates=self.client_ca_file.read_bytes(),
+            require_client_auth=True,
+        )
+
+
 @contextlib.asynccontextmanager
-async def serving(provider: PodLifecycle, address: str, *, name: str) -> AsyncIterator[grpc.aio.Server]:
-    """The plugin listening on `address` (`unix:///path` or `host:port`) while the block runs."""
+async def serving(
+    provider: PodLifecycle, address: str, *, name: str, tls: ServerTls | None = None
+) -> AsyncIterator[grpc.aio.Server]:
+    """The plugin listening on `address` (`unix:///path`, or `host:port` best with `tls`) while the
+    block runs."""
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((PluginService(provider, name=name).handler(),))
-    if server.add_insecure_port(address) == 0:
+    bound = (
+        server.add_insecure_port(address)
+        if tls is None
+        else server.add_secure_port(address, tls.credentials())
+    )
+    if bound == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
     logger.info("plugin %s serves on %s", name, address)
@@ -201,10 +228,10 @@ async def serving(provider: PodLifecycle, address: str, *, name: str) -> AsyncIt
         await server.stop(grace=5)
 
 
-async def serve(provider: PodLifecycle, address: str, *, name: str) -> None:
+async def serve(provider: PodLifecycle, address: str, *, name: str, tls: ServerTls | None = None) -> None:
     """Serve until cancelled (or the process is stopped), then close the provider."""
     try:
-        async with serving(provider, address, name=name) as server:
+        async with serving(provider, address, name=name, tls=tls) as server:
             await server.wait_for_termination()
     finally:
         await provider.aclose()

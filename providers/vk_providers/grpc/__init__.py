@@ -2,6 +2,8 @@
 
 Settings (the provider's section of the node configuration):
 - `address`: the plugin's `unix:///path/to/socket` (a sidecar in the node's pod) or `host:port`;
+- `tls_ca_file`, and for mutual TLS `tls_cert_file` and `tls_key_file` (a TCP plugin's connection;
+  `tls_server_name` when the plugin's certificate names another host than the address's);
 - `call_timeout_seconds` (default 30): the deadline of each call;
 - `connect_timeout_seconds` (default 10): how long the node waits at start for the plugin to answer;
   a plugin that has not answered by then is asked again when first needed (the node starts anyway,

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -54,6 +55,13 @@ class GrpcSettings:
     address: str
     """`unix:///path/to/plugin.sock` (a sidecar's socket) or `host:port`."""
     call_timeout_seconds: float = 30.0
+    tls_ca_file: Path | None = None
+    """With TCP: the CA the plugin's certificate must come from; set, the connection is TLS."""
+    tls_cert_file: Path | None = None
+    """The node's client certificate (mutual TLS), with `tls_key_file`."""
+    tls_key_file: Path | None = None
+    tls_server_name: str | None = None
+    """The name the plugin's certificate must carry, when not the address's host."""
     connect_timeout_seconds: float = 10.0
     """How long the node waits, when it starts, for the plugin to answer GetPluginInfo (then it starts
     without it: see `provider_for`)."""
@@ -66,14 +74,49 @@ def parse_settings(config: Mapping[str, Any]) -> GrpcSettings:
     if not isinstance(address, str) or not address:
         raise ValueError(f"grpc provider: address must be unix:///path or host:port, not {address!r}")
     defaults = GrpcSettings(address)
+    tls = {key: values.optional_path(key) for key in ("tls_ca_file", "tls_cert_file", "tls_key_file")}
+    if (tls["tls_cert_file"] is None) != (tls["tls_key_file"] is None):
+        raise ValueError("grpc provider: tls_cert_file and tls_key_file go together")
+    if tls["tls_cert_file"] is not None and tls["tls_ca_file"] is None:
+        raise ValueError("grpc provider: a client certificate needs tls_ca_file (mutual TLS is TLS first)")
+    if tls["tls_ca_file"] is not None and address.startswith("unix:"):
+        raise ValueError("grpc provider: TLS is for TCP plugins; a unix socket is guarded by its file mode")
+    server_name = config.get("tls_server_name")
+    if server_name is not None and not isinstance(server_name, str):
+        raise ValueError(f"grpc provider: tls_server_name must be a string, not {server_name!r}")
     return GrpcSettings(
         address=address,
+        tls_ca_file=tls["tls_ca_file"],
+        tls_cert_file=tls["tls_cert_file"],
+        tls_key_file=tls["tls_key_file"],
+        tls_server_name=server_name,
         call_timeout_seconds=values.seconds(
             "call_timeout_seconds", defaults.call_timeout_seconds, positive=True
         ),
         connect_timeout_seconds=values.seconds(
             "connect_timeout_seconds", defaults.connect_timeout_seconds, positive=True
         ),
+    )
+
+
+def open_channel(settings: GrpcSettings, *, aio: bool) -> Any:
+    """The channel to the plugin: plain on a unix socket, TLS (mutual with a client certificate) on TCP
+    when `tls_ca_file` is set. Files are read when the channel is made, so rotated ones take effect at
+    the next connection the node makes."""
+    options: list[tuple[str, Any]] = list(CHANNEL_OPTIONS)
+    if settings.tls_ca_file is None:
+        return (grpc.aio.insecure_channel if aio else grpc.insecure_channel)(
+            settings.address, options=options
+        )
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=settings.tls_ca_file.read_bytes(),
+        private_key=None if settings.tls_key_file is None else settings.tls_key_file.read_bytes(),
+        certificate_chain=None if settings.tls_cert_file is None else settings.tls_cert_file.read_bytes(),
+    )
+    if settings.tls_server_name:
+        options.append(("grpc.ssl_target_name_override", settings.tls_server_name))
+    return (grpc.aio.secure_channel if aio else grpc.secure_channel)(
+        settings.address, credentials, options=options
     )
 
 
@@ -95,7 +138,7 @@ class PluginIncompatibleError(PluginError):
 
 def plugin_info(settings: GrpcSettings, node_name: str) -> pb.PluginInfo:
     """GetPluginInfo, waiting for the plugin to listen (blocking: called once, when the node starts)."""
-    with grpc.insecure_channel(settings.address, options=CHANNEL_OPTIONS) as channel:
+    with open_channel(settings, aio=False) as channel:
         call = channel.unary_unary(
             _path("GetPluginInfo"),
             request_serializer=pb.GetPluginInfoRequest.SerializeToString,
@@ -157,7 +200,7 @@ class GrpcProvider:
 
     def channel(self) -> grpc.aio.Channel:
         if self._channel is None:  # made in the event loop that uses it
-            self._channel = grpc.aio.insecure_channel(self.settings.address, options=CHANNEL_OPTIONS)
+            self._channel = open_channel(self.settings, aio=True)
         return self._channel
 
     async def call(
