@@ -36,7 +36,7 @@ from vk_provider.provider import (
     PodState,
     ProviderContext,
 )
-from vk_provider.testing.contract import eventually
+from vk_provider.testing.contract import wait_stopped
 
 GRPC_PROVIDER = "grpc"
 """The provider that talks to plugins, found like any other through its entry point."""
@@ -140,11 +140,7 @@ async def _delete_everything(provider: PodLifecycle) -> None:
     for _ in range(2):  # again once stopped: some providers forget a pod only then
         await asyncio.gather(*(provider.delete_pod(ref, grace_period_seconds=0) for ref in left))
         for ref in left:
-            await eventually(
-                lambda ref=ref: provider.get_pod_state(ref),  # type: ignore[misc]
-                lambda state: state is None or state.terminated,
-                what=f"{ref}, left by the test, to stop",
-            )
+            await wait_stopped(provider, ref, what=f"{ref}, left by the test, to stop")
 
 
 class Successor:

@@ -121,6 +121,15 @@ async def wait_running(provider: PodLifecycle, ref: PodRef) -> PodState:
     return state
 
 
+async def wait_stopped(provider: PodLifecycle, ref: PodRef, *, what: str = "") -> None:
+    """Until the provider holds nothing for the pod, or holds it stopped (a deleted pod's end)."""
+    await eventually(
+        lambda: provider.get_pod_state(ref),
+        lambda state: state is None or state.terminated,
+        what=what or f"{ref} to stop",
+    )
+
+
 async def health(provider: PodLifecycle) -> BaseException | None:
     try:
         await provider.check_health()
@@ -177,11 +186,7 @@ class ProviderContract:
         await harness.provider.create_pod(request)
         await wait_running(harness.provider, request.ref)
         await harness.provider.delete_pod(request.ref, grace_period_seconds=0)
-        await eventually(
-            lambda: harness.provider.get_pod_state(request.ref),
-            lambda state: state is None or state.terminated,
-            what="the deleted pod to stop",
-        )
+        await wait_stopped(harness.provider, request.ref, what="the deleted pod to stop")
         await harness.provider.delete_pod(request.ref, grace_period_seconds=0)
         assert request.ref not in [state.ref for state in await harness.provider.list_pods()]
 
@@ -209,11 +214,7 @@ class ProviderContract:
         for request in requests:  # an orphan found by listing can be deleted by its reference
             await restarted.delete_pod(request.ref, grace_period_seconds=0)
         for request in requests:  # once stopped, and deleted again, it leaves the list
-            await eventually(
-                lambda ref=request.ref: restarted.get_pod_state(ref),  # type: ignore[misc]
-                lambda state: state is None or state.terminated,
-                what=f"the orphan {request.ref} to stop",
-            )
+            await wait_stopped(restarted, request.ref, what=f"the orphan {request.ref} to stop")
             await restarted.delete_pod(request.ref, grace_period_seconds=0)
         assert await restarted.list_pods() == []
 
@@ -293,11 +294,7 @@ class ProviderContract:
             *(harness.provider.delete_pod(request.ref, grace_period_seconds=0) for request in requests * 2)
         )
         for request in requests:
-            await eventually(
-                lambda ref=request.ref: harness.provider.get_pod_state(ref),  # type: ignore[misc]
-                lambda state: state is None or state.terminated,
-                what=f"{request.ref} to stop",
-            )
+            await wait_stopped(harness.provider, request.ref)
 
     async def test_status_push_reports_a_created_pod(self, harness: ProviderHarness) -> None:
         provider = harness.provider
