@@ -628,11 +628,17 @@ async def test_a_killed_controller_s_successor_does_not_flip_again(rig_args: dic
             f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 90)
         )
 
+        async def chat_flips_started() -> list[RawObject]:
+            events = await rig.events("FlipOutStarted", "Offload")
+            return [e for e in events if e["involvedObject"]["name"] == "chat"]
+
         async def flipping() -> bool:
             offload = await rig.offload("chat")
             return (
                 offload["spec"]["placement"] == "away"
                 and (offload.get("status") or {}).get("phase") != "Succeeded"
+                # Events are written after the flip, in the background: kill only once it is out.
+                and bool(await chat_flips_started())
             )
 
         await wait_for(
@@ -652,9 +658,7 @@ async def test_a_killed_controller_s_successor_does_not_flip_again(rig_args: dic
         spare = await rig.offload("spare")
         assert spare["spec"]["placement"] == "home"
         assert POLICY_FLIPS_ANNOTATION not in (spare["metadata"].get("annotations") or {})
-        started = [
-            e for e in await rig.events("FlipOutStarted", "Offload") if e["involvedObject"]["name"] == "chat"
-        ]
+        started = await chat_flips_started()
         assert len(started) == 1, [e["message"] for e in started]
         await generator.stop()
         assert not failures(generator.outcomes)
