@@ -9,23 +9,32 @@ without evicting anything, until it is back and the node goes on.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
 
 from tests.integration.conftest import wait_for_node_ready
 from tests.integration.daemons import ManagedProcess, processes_with_argument
+from tests.integration.migration_rig import pod_range
 from tests.integration.nodes import TOLERATE_ALL
+from tests.integration.test_exec import BIG_FILE_BYTES, box_pod, kubectl_bytes, kubectl_process, sha256_in_pod
 from tests.integration.test_local_node import LOCAL_SETTINGS, StartNode, sleeper
+from tests.integration.test_port_forward import forwarded_port
 from tests.integration.waiting import wait_for
 from tests.unit.plugin.goexample import build_go_plugin
+from tests.unit.providers.grpc.support import RawPlugin, serving_raw
 from vk_devtools.devcluster import cluster
+from vk_provider.plugin.v1 import provider_pb2 as pb
 from vk_providers.grpc.provider import GrpcSettings, plugin_info, provider_for
 
 
@@ -37,10 +46,12 @@ def socket_dir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def plugin_process(folder: Path, node_name: str, address: str) -> ManagedProcess:
+def plugin_process(
+    folder: Path, node_name: str, address: str, config_values: dict[str, Any] | None = None
+) -> ManagedProcess:
     config = folder / "local.yaml"
     folder.mkdir(parents=True, exist_ok=True)
-    config.write_text(yaml.safe_dump(LOCAL_SETTINGS["provider_config"]))
+    config.write_text(yaml.safe_dump({**LOCAL_SETTINGS["provider_config"], **(config_values or {})}))
     return ManagedProcess(
         folder=folder,
         log_name="plugin.log",
@@ -131,6 +142,167 @@ async def test_a_grpc_node_runs_pods_through_a_plugin_and_rides_out_the_plugins_
         await wait_for(gone, timeout_seconds=60, what="the pod and its process to be gone")
     finally:
         plugin.close()
+
+
+async def test_kubectl_exec_and_port_forward_reach_a_pod_through_the_plugin(  # noqa: PLR0917 (fixtures)
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    control_plane: cluster.ClusterState,
+    tmp_path: Path,
+    socket_dir: Path,
+) -> None:
+    """The plugin's Exec and PortForward calls, end to end: kubectl -> apiserver -> node -> plugin."""
+    node_name = f"vk-grpc-{random.randrange(16**6):06x}"  # noqa: S311 - a name, not a secret
+    address = f"unix://{socket_dir / 'plugin.sock'}"
+    plugin = plugin_process(tmp_path / "plugin", node_name, address, {"address_range": pod_range()})
+    plugin.start()
+    forwarder = None
+    try:
+        await start_node("grpc", node_name=node_name, provider_config={"address": address})
+        core = client.CoreV1Api(kube_api)
+        await core.create_namespaced_pod(namespace, box_pod(node_name))
+
+        async def ready() -> bool:
+            pod = await core.read_namespaced_pod("box", namespace)
+            return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or ())
+
+        await wait_for(ready, timeout_seconds=90, what=f"the box pod Ready:\n{plugin.log_tail()}")
+
+        script = "cat; echo to-stderr >&2; exit 3"
+        done = await asyncio.to_thread(
+            kubectl_bytes,
+            control_plane,
+            "exec",
+            "-i",
+            "-n",
+            namespace,
+            "box",
+            "--",
+            "sh",
+            "-c",
+            script,
+            stdin=b"piped through the plugin\n",
+        )
+        assert done.stdout == b"piped through the plugin\n"
+        assert done.stderr == b"to-stderr\ncommand terminated with exit code 3\n"
+        assert done.returncode == 3
+
+        forwarder = kubectl_process(
+            control_plane, "port-forward", "-n", namespace, "pod/box", "0:8000", stdout=subprocess.PIPE
+        )
+        port = await asyncio.to_thread(forwarded_port, forwarder)
+        digest, size = hashlib.sha256(), 0
+        timeout = aiohttp.ClientTimeout(total=120)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as http,
+            http.get(f"http://127.0.0.1:{port}/big.bin") as response,
+        ):
+            assert response.status == 200
+            async for chunk in response.content.iter_chunked(1024 * 1024):
+                digest.update(chunk)
+                size += len(chunk)
+        assert size == BIG_FILE_BYTES
+        assert digest.hexdigest() == await asyncio.to_thread(
+            sha256_in_pod, control_plane, namespace, "big.bin"
+        )
+
+        await core.delete_namespaced_pod("box", namespace)  # while the plugin is there to stop it
+
+        async def gone() -> bool:
+            listing = await core.list_namespaced_pod(namespace, field_selector="metadata.name=box")
+            return not listing.items
+
+        await wait_for(gone, timeout_seconds=60, what="the box pod to be gone")
+    finally:
+        if forwarder is not None:
+            forwarder.terminate()
+            forwarder.wait(10)
+            if forwarder.stdout is not None:
+                forwarder.stdout.close()
+        plugin.close()
+
+
+async def test_a_node_on_a_plugin_that_hangs_lies_or_answers_garbage_says_so_and_keeps_running(
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    control_plane: cluster.ClusterState,
+    socket_dir: Path,
+) -> None:
+    """The plugin is served by this test: it declares logs and has none, offers no CreatePod, hangs on
+    CheckHealth, then answers it with bytes that are no message. Each shows on the node, in words."""
+    plugin = RawPlugin(
+        answers={
+            "GetPodState": pb.GetPodStateResponse(),
+            "ListPods": pb.ListPodsResponse(),
+            "DeletePod": pb.DeletePodResponse(),
+        },
+        hangs={"CheckHealth"},
+    )
+    core = client.CoreV1Api(kube_api)
+    async with serving_raw(plugin, socket_dir / "liar.sock") as address:
+        daemon = await start_node(
+            "grpc",
+            provider_config={"address": address, "call_timeout_seconds": 2},
+            health_check_interval_seconds=1,
+        )
+
+        async def provider_condition(words: str) -> bool:
+            node = await core.read_node(daemon.node_name)
+            condition = next(c for c in node.status.conditions or () if c.type == "ProviderAvailable")
+            return condition.status == "False" and words in (condition.message or "")
+
+        async def node_event(reason: str, words: str) -> bool:
+            selector = f"involvedObject.name={daemon.node_name},reason={reason}"
+            listing = await core.list_event_for_all_namespaces(field_selector=selector)
+            return any(words in (event.message or "") for event in listing.items)
+
+        hanging = "the plugin did not answer CheckHealth in time"
+        await wait_for(
+            lambda: provider_condition(hanging), timeout_seconds=60, what=f"ProviderAvailable: {hanging}"
+        )
+        await wait_for(
+            lambda: node_event("ProviderUnavailable", hanging), timeout_seconds=30, what="its Event"
+        )
+
+        plugin.hangs.clear()
+        plugin.garbage.add("CheckHealth")
+        garbage = "liar answered CheckHealth with a message the node cannot read: bytes that are not a"
+        await wait_for(
+            lambda: provider_condition(garbage), timeout_seconds=60, what=f"ProviderAvailable: {garbage}"
+        )
+
+        plugin.garbage.clear()
+        plugin.answers["CheckHealth"] = pb.CheckHealthResponse()
+        await wait_for(
+            lambda: node_event("ProviderAvailable", "the provider recovered"),
+            timeout_seconds=60,
+            what="the node's ProviderAvailable Event",
+        )
+
+        await core.create_namespaced_pod(namespace, sleeper("refused", daemon.node_name, "600"))
+
+        async def refused() -> bool:
+            listing = await core.list_namespaced_event(
+                namespace, field_selector="involvedObject.name=refused,reason=ProviderCreateFailed"
+            )
+            return any("does not implement CreatePod" in (event.message or "") for event in listing.items)
+
+        await wait_for(refused, timeout_seconds=60, what="the pod's ProviderCreateFailed Event")
+        logs = await asyncio.to_thread(
+            kubectl_bytes, control_plane, "logs", "-n", namespace, "refused", timeout=60
+        )
+        assert logs.returncode != 0
+        assert b"does not implement StreamLogs" in logs.stderr, logs.stderr
+        assert daemon.alive()
+        await core.delete_namespaced_pod("refused", namespace)
+
+        async def gone() -> bool:
+            listing = await core.list_namespaced_pod(namespace, field_selector="metadata.name=refused")
+            return not listing.items
+
+        await wait_for(gone, timeout_seconds=60, what="the refused pod to be gone")
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from tests.unit.providers.grpc.support import socket_folder
-from tests.unit.providers.grpc.test_plugin_calls import raw_plugin
+from tests.unit.providers.grpc.support import raw_plugin, socket_folder
 from vk_provider.plugin.v1 import provider_pb2 as pb
 
 KIT = [sys.executable, "-m", "vk_provider", "conformance"]

@@ -23,16 +23,19 @@ import grpc
 
 from vk_provider import __version__
 from vk_provider.errors import CapabilityMissingError, InvalidPodError, ProviderError
-from vk_provider.plugin import convert
+from vk_provider.plugin import convert, sessions
 from vk_provider.plugin.convert import MessageError
 from vk_provider.plugin.status import status_of
 from vk_provider.plugin.v1 import provider_pb2 as pb
 from vk_provider.provider import (
     PodLifecycle,
+    SupportsAttach,
+    SupportsExec,
     SupportsGpuCatalog,
     SupportsLogs,
     SupportsNodeCapacity,
     SupportsPodAddress,
+    SupportsPortForward,
     SupportsStatusPush,
     SupportsUsage,
 )
@@ -48,6 +51,9 @@ CAPABILITIES: Sequence[tuple[type, pb.Capability]] = (
     (SupportsUsage, pb.CAPABILITY_USAGE),
     (SupportsNodeCapacity, pb.CAPABILITY_NODE_CAPACITY),
     (SupportsGpuCatalog, pb.CAPABILITY_GPU_CATALOG),
+    (SupportsExec, pb.CAPABILITY_EXEC),
+    (SupportsAttach, pb.CAPABILITY_ATTACH),
+    (SupportsPortForward, pb.CAPABILITY_PORT_FORWARD),
 )
 
 
@@ -72,14 +78,14 @@ class PluginService:
             response_type = method.output_type.name
             request_class = getattr(pb, request_type.name)
             response_class = getattr(pb, response_type)
-            make = (
-                grpc.unary_stream_rpc_method_handler
-                if method.server_streaming
-                else grpc.unary_unary_rpc_method_handler
-            )
-            wrapped = (
-                self._streaming(implementation) if method.server_streaming else self._unary(implementation)
-            )
+            make: Callable[..., grpc.RpcMethodHandler[Any, Any]]
+            wrapped: Callable[..., Any]
+            if method.client_streaming:  # the sessions: exec, attach, port-forward
+                make, wrapped = grpc.stream_stream_rpc_method_handler, self._session(implementation)
+            elif method.server_streaming:
+                make, wrapped = grpc.unary_stream_rpc_method_handler, self._streaming(implementation)
+            else:
+                make, wrapped = grpc.unary_unary_rpc_method_handler, self._unary(implementation)
             handlers[method.name] = make(
                 wrapped,
                 request_deserializer=request_class.FromString,
@@ -111,6 +117,17 @@ class PluginService:
                 await _abort(context, error)
 
         return streamed
+
+    def _session(
+        self, call: Callable[[AsyncIterator[Any], grpc.aio.ServicerContext[Any, Any]], Awaitable[None]]
+    ) -> Callable[[AsyncIterator[Any], grpc.aio.ServicerContext[Any, Any]], Awaitable[None]]:
+        async def session(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            try:
+                await call(requests, context)
+            except Exception as error:
+                await _abort(context, error)
+
+        return session
 
     def _capable(self, protocol: type, what: str) -> Any:
         if not isinstance(self.provider, protocol):
@@ -176,8 +193,26 @@ class PluginService:
         offers = await provider.gpu_offers(gpu_count=request.gpu_count or 1)
         return pb.ListGpuOffersResponse(offers=[convert.offer_message(offer) for offer in offers])
 
+    async def _Exec(
+        self, requests: AsyncIterator[pb.ContainerInput], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        await sessions.exec_session(self._capable(SupportsExec, "exec"), requests, context)
+
+    async def _Attach(
+        self, requests: AsyncIterator[pb.ContainerInput], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        await sessions.attach_session(self._capable(SupportsAttach, "attach"), requests, context)
+
+    async def _PortForward(
+        self, requests: AsyncIterator[pb.PortForwardInput], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        provider: SupportsPortForward = self._capable(SupportsPortForward, "port forwarding")
+        await sessions.port_forward_session(provider, requests, context)
+
 
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: Exception) -> None:
+    if isinstance(error, ExceptionGroup):  # from a session's task group: its first failure says why
+        error = error.exceptions[0]
     if isinstance(error, MessageError):
         error = InvalidPodError(f"the node sent a message the plugin cannot read: {error}")
     if not isinstance(error, ProviderError):

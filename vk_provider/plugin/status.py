@@ -60,10 +60,10 @@ def error_of(
         return NotFoundError(message)
     if code is grpc.StatusCode.UNIMPLEMENTED:
         return CapabilityMissingError(f"the plugin does not implement {call}: {message}")
-    if health_check:
-        return ProviderUnavailableError(message)
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         message = f"the plugin did not answer {call} in time"
+    if health_check:
+        return ProviderUnavailableError(message)
     return TemporaryProviderError(message, retry_after_seconds=_retry_after(metadata))
 
 

@@ -53,6 +53,9 @@ const (
 	Capability_CAPABILITY_USAGE         Capability = 4
 	Capability_CAPABILITY_NODE_CAPACITY Capability = 5
 	Capability_CAPABILITY_GPU_CATALOG   Capability = 6
+	Capability_CAPABILITY_EXEC          Capability = 7
+	Capability_CAPABILITY_ATTACH        Capability = 8
+	Capability_CAPABILITY_PORT_FORWARD  Capability = 9
 )
 
 // Enum value maps for Capability.
@@ -65,6 +68,9 @@ var (
 		4: "CAPABILITY_USAGE",
 		5: "CAPABILITY_NODE_CAPACITY",
 		6: "CAPABILITY_GPU_CATALOG",
+		7: "CAPABILITY_EXEC",
+		8: "CAPABILITY_ATTACH",
+		9: "CAPABILITY_PORT_FORWARD",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":   0,
@@ -74,6 +80,9 @@ var (
 		"CAPABILITY_USAGE":         4,
 		"CAPABILITY_NODE_CAPACITY": 5,
 		"CAPABILITY_GPU_CATALOG":   6,
+		"CAPABILITY_EXEC":          7,
+		"CAPABILITY_ATTACH":        8,
+		"CAPABILITY_PORT_FORWARD":  9,
 	}
 )
 
@@ -2818,6 +2827,612 @@ func (x *ListGpuOffersResponse) GetOffers() []*GpuOffer {
 	return nil
 }
 
+type ContainerStreamStart struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Ref       *PodRef                `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Container string                 `protobuf:"bytes,2,opt,name=container,proto3" json:"container,omitempty"`
+	Command   []string               `protobuf:"bytes,3,rep,name=command,proto3" json:"command,omitempty"` // Exec only
+	// Which streams the client asked for. Without `stdin` the process's input is closed at once; with
+	// `tty` there is no stderr (the terminal mixes both into stdout).
+	Stdin         bool `protobuf:"varint,4,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Stdout        bool `protobuf:"varint,5,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr        bool `protobuf:"varint,6,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Tty           bool `protobuf:"varint,7,opt,name=tty,proto3" json:"tty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerStreamStart) Reset() {
+	*x = ContainerStreamStart{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerStreamStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerStreamStart) ProtoMessage() {}
+
+func (x *ContainerStreamStart) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerStreamStart.ProtoReflect.Descriptor instead.
+func (*ContainerStreamStart) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ContainerStreamStart) GetRef() *PodRef {
+	if x != nil {
+		return x.Ref
+	}
+	return nil
+}
+
+func (x *ContainerStreamStart) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *ContainerStreamStart) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *ContainerStreamStart) GetStdin() bool {
+	if x != nil {
+		return x.Stdin
+	}
+	return false
+}
+
+func (x *ContainerStreamStart) GetStdout() bool {
+	if x != nil {
+		return x.Stdout
+	}
+	return false
+}
+
+func (x *ContainerStreamStart) GetStderr() bool {
+	if x != nil {
+		return x.Stderr
+	}
+	return false
+}
+
+func (x *ContainerStreamStart) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+type TerminalSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Width         uint32                 `protobuf:"varint,1,opt,name=width,proto3" json:"width,omitempty"`   // columns
+	Height        uint32                 `protobuf:"varint,2,opt,name=height,proto3" json:"height,omitempty"` // rows
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSize) Reset() {
+	*x = TerminalSize{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSize) ProtoMessage() {}
+
+func (x *TerminalSize) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
+func (*TerminalSize) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *TerminalSize) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *TerminalSize) GetHeight() uint32 {
+	if x != nil {
+		return x.Height
+	}
+	return 0
+}
+
+type ContainerInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*ContainerInput_Start
+	//	*ContainerInput_Stdin
+	//	*ContainerInput_StdinClosed
+	//	*ContainerInput_Resize
+	Input         isContainerInput_Input `protobuf_oneof:"input"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerInput) Reset() {
+	*x = ContainerInput{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerInput) ProtoMessage() {}
+
+func (x *ContainerInput) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerInput.ProtoReflect.Descriptor instead.
+func (*ContainerInput) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ContainerInput) GetInput() isContainerInput_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ContainerInput) GetStart() *ContainerStreamStart {
+	if x != nil {
+		if x, ok := x.Input.(*ContainerInput_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ContainerInput) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Input.(*ContainerInput_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *ContainerInput) GetStdinClosed() bool {
+	if x != nil {
+		if x, ok := x.Input.(*ContainerInput_StdinClosed); ok {
+			return x.StdinClosed
+		}
+	}
+	return false
+}
+
+func (x *ContainerInput) GetResize() *TerminalSize {
+	if x != nil {
+		if x, ok := x.Input.(*ContainerInput_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+type isContainerInput_Input interface {
+	isContainerInput_Input()
+}
+
+type ContainerInput_Start struct {
+	Start *ContainerStreamStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"` // first, and only first
+}
+
+type ContainerInput_Stdin struct {
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type ContainerInput_StdinClosed struct {
+	StdinClosed bool `protobuf:"varint,3,opt,name=stdin_closed,json=stdinClosed,proto3,oneof"` // the client closed its input (EOF for the process)
+}
+
+type ContainerInput_Resize struct {
+	Resize *TerminalSize `protobuf:"bytes,4,opt,name=resize,proto3,oneof"` // with a tty: first the initial size, then each change
+}
+
+func (*ContainerInput_Start) isContainerInput_Input() {}
+
+func (*ContainerInput_Stdin) isContainerInput_Input() {}
+
+func (*ContainerInput_StdinClosed) isContainerInput_Input() {}
+
+func (*ContainerInput_Resize) isContainerInput_Input() {}
+
+type ContainerOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Output:
+	//
+	//	*ContainerOutput_Stdout
+	//	*ContainerOutput_Stderr
+	//	*ContainerOutput_ExitCode
+	//	*ContainerOutput_Ended
+	Output        isContainerOutput_Output `protobuf_oneof:"output"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerOutput) Reset() {
+	*x = ContainerOutput{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerOutput) ProtoMessage() {}
+
+func (x *ContainerOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerOutput.ProtoReflect.Descriptor instead.
+func (*ContainerOutput) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ContainerOutput) GetOutput() isContainerOutput_Output {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ContainerOutput) GetStdout() []byte {
+	if x != nil {
+		if x, ok := x.Output.(*ContainerOutput_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return nil
+}
+
+func (x *ContainerOutput) GetStderr() []byte {
+	if x != nil {
+		if x, ok := x.Output.(*ContainerOutput_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return nil
+}
+
+func (x *ContainerOutput) GetExitCode() int32 {
+	if x != nil {
+		if x, ok := x.Output.(*ContainerOutput_ExitCode); ok {
+			return x.ExitCode
+		}
+	}
+	return 0
+}
+
+func (x *ContainerOutput) GetEnded() bool {
+	if x != nil {
+		if x, ok := x.Output.(*ContainerOutput_Ended); ok {
+			return x.Ended
+		}
+	}
+	return false
+}
+
+type isContainerOutput_Output interface {
+	isContainerOutput_Output()
+}
+
+type ContainerOutput_Stdout struct {
+	Stdout []byte `protobuf:"bytes,1,opt,name=stdout,proto3,oneof"`
+}
+
+type ContainerOutput_Stderr struct {
+	Stderr []byte `protobuf:"bytes,2,opt,name=stderr,proto3,oneof"`
+}
+
+type ContainerOutput_ExitCode struct {
+	ExitCode int32 `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3,oneof"` // Exec: the last message, once the output has been sent
+}
+
+type ContainerOutput_Ended struct {
+	Ended bool `protobuf:"varint,4,opt,name=ended,proto3,oneof"` // Attach: the last message, once the process has ended
+}
+
+func (*ContainerOutput_Stdout) isContainerOutput_Output() {}
+
+func (*ContainerOutput_Stderr) isContainerOutput_Output() {}
+
+func (*ContainerOutput_ExitCode) isContainerOutput_Output() {}
+
+func (*ContainerOutput_Ended) isContainerOutput_Output() {}
+
+type PortForwardStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ref           *PodRef                `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForwardStart) Reset() {
+	*x = PortForwardStart{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForwardStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForwardStart) ProtoMessage() {}
+
+func (x *PortForwardStart) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForwardStart.ProtoReflect.Descriptor instead.
+func (*PortForwardStart) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PortForwardStart) GetRef() *PodRef {
+	if x != nil {
+		return x.Ref
+	}
+	return nil
+}
+
+func (x *PortForwardStart) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+type PortForwardInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*PortForwardInput_Start
+	//	*PortForwardInput_Data
+	//	*PortForwardInput_CloseWrite
+	Input         isPortForwardInput_Input `protobuf_oneof:"input"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForwardInput) Reset() {
+	*x = PortForwardInput{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForwardInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForwardInput) ProtoMessage() {}
+
+func (x *PortForwardInput) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForwardInput.ProtoReflect.Descriptor instead.
+func (*PortForwardInput) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *PortForwardInput) GetInput() isPortForwardInput_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *PortForwardInput) GetStart() *PortForwardStart {
+	if x != nil {
+		if x, ok := x.Input.(*PortForwardInput_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *PortForwardInput) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Input.(*PortForwardInput_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *PortForwardInput) GetCloseWrite() bool {
+	if x != nil {
+		if x, ok := x.Input.(*PortForwardInput_CloseWrite); ok {
+			return x.CloseWrite
+		}
+	}
+	return false
+}
+
+type isPortForwardInput_Input interface {
+	isPortForwardInput_Input()
+}
+
+type PortForwardInput_Start struct {
+	Start *PortForwardStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"` // first, and only first
+}
+
+type PortForwardInput_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type PortForwardInput_CloseWrite struct {
+	CloseWrite bool `protobuf:"varint,3,opt,name=close_write,json=closeWrite,proto3,oneof"`
+}
+
+func (*PortForwardInput_Start) isPortForwardInput_Input() {}
+
+func (*PortForwardInput_Data) isPortForwardInput_Input() {}
+
+func (*PortForwardInput_CloseWrite) isPortForwardInput_Input() {}
+
+type PortForwardOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Output:
+	//
+	//	*PortForwardOutput_Data
+	//	*PortForwardOutput_Closed
+	Output        isPortForwardOutput_Output `protobuf_oneof:"output"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForwardOutput) Reset() {
+	*x = PortForwardOutput{}
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForwardOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForwardOutput) ProtoMessage() {}
+
+func (x *PortForwardOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_vk_provider_plugin_v1_provider_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForwardOutput.ProtoReflect.Descriptor instead.
+func (*PortForwardOutput) Descriptor() ([]byte, []int) {
+	return file_vk_provider_plugin_v1_provider_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *PortForwardOutput) GetOutput() isPortForwardOutput_Output {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *PortForwardOutput) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Output.(*PortForwardOutput_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *PortForwardOutput) GetClosed() bool {
+	if x != nil {
+		if x, ok := x.Output.(*PortForwardOutput_Closed); ok {
+			return x.Closed
+		}
+	}
+	return false
+}
+
+type isPortForwardOutput_Output interface {
+	isPortForwardOutput_Output()
+}
+
+type PortForwardOutput_Data struct {
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3,oneof"`
+}
+
+type PortForwardOutput_Closed struct {
+	Closed bool `protobuf:"varint,2,opt,name=closed,proto3,oneof"` // the last message: both directions are done
+}
+
+func (*PortForwardOutput_Data) isPortForwardOutput_Output() {}
+
+func (*PortForwardOutput_Closed) isPortForwardOutput_Output() {}
+
 var File_vk_provider_plugin_v1_provider_proto protoreflect.FileDescriptor
 
 const file_vk_provider_plugin_v1_provider_proto_rawDesc = "" +
@@ -3069,7 +3684,43 @@ const file_vk_provider_plugin_v1_provider_proto_rawDesc = "" +
 	"\n" +
 	"_max_count\"P\n" +
 	"\x15ListGpuOffersResponse\x127\n" +
-	"\x06offers\x18\x01 \x03(\v2\x1f.vk_provider.plugin.v1.GpuOfferR\x06offers*\xc5\x01\n" +
+	"\x06offers\x18\x01 \x03(\v2\x1f.vk_provider.plugin.v1.GpuOfferR\x06offers\"\xd7\x01\n" +
+	"\x14ContainerStreamStart\x12/\n" +
+	"\x03ref\x18\x01 \x01(\v2\x1d.vk_provider.plugin.v1.PodRefR\x03ref\x12\x1c\n" +
+	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x18\n" +
+	"\acommand\x18\x03 \x03(\tR\acommand\x12\x14\n" +
+	"\x05stdin\x18\x04 \x01(\bR\x05stdin\x12\x16\n" +
+	"\x06stdout\x18\x05 \x01(\bR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x06 \x01(\bR\x06stderr\x12\x10\n" +
+	"\x03tty\x18\a \x01(\bR\x03tty\"<\n" +
+	"\fTerminalSize\x12\x14\n" +
+	"\x05width\x18\x01 \x01(\rR\x05width\x12\x16\n" +
+	"\x06height\x18\x02 \x01(\rR\x06height\"\xda\x01\n" +
+	"\x0eContainerInput\x12C\n" +
+	"\x05start\x18\x01 \x01(\v2+.vk_provider.plugin.v1.ContainerStreamStartH\x00R\x05start\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12#\n" +
+	"\fstdin_closed\x18\x03 \x01(\bH\x00R\vstdinClosed\x12=\n" +
+	"\x06resize\x18\x04 \x01(\v2#.vk_provider.plugin.v1.TerminalSizeH\x00R\x06resizeB\a\n" +
+	"\x05input\"\x86\x01\n" +
+	"\x0fContainerOutput\x12\x18\n" +
+	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
+	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12\x1d\n" +
+	"\texit_code\x18\x03 \x01(\x05H\x00R\bexitCode\x12\x16\n" +
+	"\x05ended\x18\x04 \x01(\bH\x00R\x05endedB\b\n" +
+	"\x06output\"W\n" +
+	"\x10PortForwardStart\x12/\n" +
+	"\x03ref\x18\x01 \x01(\v2\x1d.vk_provider.plugin.v1.PodRefR\x03ref\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\x95\x01\n" +
+	"\x10PortForwardInput\x12?\n" +
+	"\x05start\x18\x01 \x01(\v2'.vk_provider.plugin.v1.PortForwardStartH\x00R\x05start\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12!\n" +
+	"\vclose_write\x18\x03 \x01(\bH\x00R\n" +
+	"closeWriteB\a\n" +
+	"\x05input\"M\n" +
+	"\x11PortForwardOutput\x12\x14\n" +
+	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x12\x18\n" +
+	"\x06closed\x18\x02 \x01(\bH\x00R\x06closedB\b\n" +
+	"\x06output*\x8e\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -3078,13 +3729,15 @@ const file_vk_provider_plugin_v1_provider_proto_rawDesc = "" +
 	"\x0fCAPABILITY_LOGS\x10\x03\x12\x14\n" +
 	"\x10CAPABILITY_USAGE\x10\x04\x12\x1c\n" +
 	"\x18CAPABILITY_NODE_CAPACITY\x10\x05\x12\x1a\n" +
-	"\x16CAPABILITY_GPU_CATALOG\x10\x06*\xa3\x01\n" +
+	"\x16CAPABILITY_GPU_CATALOG\x10\x06\x12\x13\n" +
+	"\x0fCAPABILITY_EXEC\x10\a\x12\x15\n" +
+	"\x11CAPABILITY_ATTACH\x10\b\x12\x1b\n" +
+	"\x17CAPABILITY_PORT_FORWARD\x10\t*\xa3\x01\n" +
 	"\x12ContainerStateKind\x12$\n" +
 	" CONTAINER_STATE_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cCONTAINER_STATE_KIND_WAITING\x10\x01\x12 \n" +
 	"\x1cCONTAINER_STATE_KIND_RUNNING\x10\x02\x12#\n" +
-	"\x1fCONTAINER_STATE_KIND_TERMINATED\x10\x032\x99\n" +
-	"\n" +
+	"\x1fCONTAINER_STATE_KIND_TERMINATED\x10\x032\xb7\f\n" +
 	"\bProvider\x12_\n" +
 	"\rGetPluginInfo\x12+.vk_provider.plugin.v1.GetPluginInfoRequest\x1a!.vk_provider.plugin.v1.PluginInfo\x12^\n" +
 	"\tCreatePod\x12'.vk_provider.plugin.v1.CreatePodRequest\x1a(.vk_provider.plugin.v1.CreatePodResponse\x12^\n" +
@@ -3099,7 +3752,10 @@ const file_vk_provider_plugin_v1_provider_proto_rawDesc = "" +
 	"StreamLogs\x12(.vk_provider.plugin.v1.StreamLogsRequest\x1a\x1f.vk_provider.plugin.v1.LogChunk0\x01\x12[\n" +
 	"\bGetUsage\x12&.vk_provider.plugin.v1.GetUsageRequest\x1a'.vk_provider.plugin.v1.GetUsageResponse\x12p\n" +
 	"\x0fGetNodeCapacity\x12-.vk_provider.plugin.v1.GetNodeCapacityRequest\x1a..vk_provider.plugin.v1.GetNodeCapacityResponse\x12j\n" +
-	"\rListGpuOffers\x12+.vk_provider.plugin.v1.ListGpuOffersRequest\x1a,.vk_provider.plugin.v1.ListGpuOffersResponseb\x06proto3"
+	"\rListGpuOffers\x12+.vk_provider.plugin.v1.ListGpuOffersRequest\x1a,.vk_provider.plugin.v1.ListGpuOffersResponse\x12Y\n" +
+	"\x04Exec\x12%.vk_provider.plugin.v1.ContainerInput\x1a&.vk_provider.plugin.v1.ContainerOutput(\x010\x01\x12[\n" +
+	"\x06Attach\x12%.vk_provider.plugin.v1.ContainerInput\x1a&.vk_provider.plugin.v1.ContainerOutput(\x010\x01\x12d\n" +
+	"\vPortForward\x12'.vk_provider.plugin.v1.PortForwardInput\x1a(.vk_provider.plugin.v1.PortForwardOutput(\x010\x01b\x06proto3"
 
 var (
 	file_vk_provider_plugin_v1_provider_proto_rawDescOnce sync.Once
@@ -3114,7 +3770,7 @@ func file_vk_provider_plugin_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_vk_provider_plugin_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vk_provider_plugin_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_vk_provider_plugin_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_vk_provider_plugin_v1_provider_proto_goTypes = []any{
 	(Capability)(0),                 // 0: vk_provider.plugin.v1.Capability
 	(ContainerStateKind)(0),         // 1: vk_provider.plugin.v1.ContainerStateKind
@@ -3162,13 +3818,20 @@ var file_vk_provider_plugin_v1_provider_proto_goTypes = []any{
 	(*LocationAvailability)(nil),    // 43: vk_provider.plugin.v1.LocationAvailability
 	(*GpuOffer)(nil),                // 44: vk_provider.plugin.v1.GpuOffer
 	(*ListGpuOffersResponse)(nil),   // 45: vk_provider.plugin.v1.ListGpuOffersResponse
-	nil,                             // 46: vk_provider.plugin.v1.ContainerSpec.RequestsEntry
-	nil,                             // 47: vk_provider.plugin.v1.ContainerSpec.LimitsEntry
-	nil,                             // 48: vk_provider.plugin.v1.PodRequest.LabelsEntry
-	nil,                             // 49: vk_provider.plugin.v1.PodRequest.AnnotationsEntry
-	nil,                             // 50: vk_provider.plugin.v1.PodRequest.VolumeFilesEntry
-	nil,                             // 51: vk_provider.plugin.v1.GetNodeCapacityResponse.CapacityEntry
-	(*timestamppb.Timestamp)(nil),   // 52: google.protobuf.Timestamp
+	(*ContainerStreamStart)(nil),    // 46: vk_provider.plugin.v1.ContainerStreamStart
+	(*TerminalSize)(nil),            // 47: vk_provider.plugin.v1.TerminalSize
+	(*ContainerInput)(nil),          // 48: vk_provider.plugin.v1.ContainerInput
+	(*ContainerOutput)(nil),         // 49: vk_provider.plugin.v1.ContainerOutput
+	(*PortForwardStart)(nil),        // 50: vk_provider.plugin.v1.PortForwardStart
+	(*PortForwardInput)(nil),        // 51: vk_provider.plugin.v1.PortForwardInput
+	(*PortForwardOutput)(nil),       // 52: vk_provider.plugin.v1.PortForwardOutput
+	nil,                             // 53: vk_provider.plugin.v1.ContainerSpec.RequestsEntry
+	nil,                             // 54: vk_provider.plugin.v1.ContainerSpec.LimitsEntry
+	nil,                             // 55: vk_provider.plugin.v1.PodRequest.LabelsEntry
+	nil,                             // 56: vk_provider.plugin.v1.PodRequest.AnnotationsEntry
+	nil,                             // 57: vk_provider.plugin.v1.PodRequest.VolumeFilesEntry
+	nil,                             // 58: vk_provider.plugin.v1.GetNodeCapacityResponse.CapacityEntry
+	(*timestamppb.Timestamp)(nil),   // 59: google.protobuf.Timestamp
 }
 var file_vk_provider_plugin_v1_provider_proto_depIdxs = []int32{
 	0,  // 0: vk_provider.plugin.v1.PluginInfo.capabilities:type_name -> vk_provider.plugin.v1.Capability
@@ -3178,8 +3841,8 @@ var file_vk_provider_plugin_v1_provider_proto_depIdxs = []int32{
 	8,  // 4: vk_provider.plugin.v1.Probe.exec:type_name -> vk_provider.plugin.v1.ExecAction
 	11, // 5: vk_provider.plugin.v1.ContainerSpec.env:type_name -> vk_provider.plugin.v1.EnvVar
 	10, // 6: vk_provider.plugin.v1.ContainerSpec.ports:type_name -> vk_provider.plugin.v1.ContainerPort
-	46, // 7: vk_provider.plugin.v1.ContainerSpec.requests:type_name -> vk_provider.plugin.v1.ContainerSpec.RequestsEntry
-	47, // 8: vk_provider.plugin.v1.ContainerSpec.limits:type_name -> vk_provider.plugin.v1.ContainerSpec.LimitsEntry
+	53, // 7: vk_provider.plugin.v1.ContainerSpec.requests:type_name -> vk_provider.plugin.v1.ContainerSpec.RequestsEntry
+	54, // 8: vk_provider.plugin.v1.ContainerSpec.limits:type_name -> vk_provider.plugin.v1.ContainerSpec.LimitsEntry
 	9,  // 9: vk_provider.plugin.v1.ContainerSpec.readiness_probe:type_name -> vk_provider.plugin.v1.Probe
 	9,  // 10: vk_provider.plugin.v1.ContainerSpec.liveness_probe:type_name -> vk_provider.plugin.v1.Probe
 	9,  // 11: vk_provider.plugin.v1.ContainerSpec.startup_probe:type_name -> vk_provider.plugin.v1.Probe
@@ -3187,19 +3850,19 @@ var file_vk_provider_plugin_v1_provider_proto_depIdxs = []int32{
 	4,  // 13: vk_provider.plugin.v1.PodRequest.ref:type_name -> vk_provider.plugin.v1.PodRef
 	12, // 14: vk_provider.plugin.v1.PodRequest.containers:type_name -> vk_provider.plugin.v1.ContainerSpec
 	12, // 15: vk_provider.plugin.v1.PodRequest.init_containers:type_name -> vk_provider.plugin.v1.ContainerSpec
-	48, // 16: vk_provider.plugin.v1.PodRequest.labels:type_name -> vk_provider.plugin.v1.PodRequest.LabelsEntry
-	49, // 17: vk_provider.plugin.v1.PodRequest.annotations:type_name -> vk_provider.plugin.v1.PodRequest.AnnotationsEntry
-	50, // 18: vk_provider.plugin.v1.PodRequest.volume_files:type_name -> vk_provider.plugin.v1.PodRequest.VolumeFilesEntry
-	52, // 19: vk_provider.plugin.v1.ContainerTermination.started_at:type_name -> google.protobuf.Timestamp
-	52, // 20: vk_provider.plugin.v1.ContainerTermination.finished_at:type_name -> google.protobuf.Timestamp
+	55, // 16: vk_provider.plugin.v1.PodRequest.labels:type_name -> vk_provider.plugin.v1.PodRequest.LabelsEntry
+	56, // 17: vk_provider.plugin.v1.PodRequest.annotations:type_name -> vk_provider.plugin.v1.PodRequest.AnnotationsEntry
+	57, // 18: vk_provider.plugin.v1.PodRequest.volume_files:type_name -> vk_provider.plugin.v1.PodRequest.VolumeFilesEntry
+	59, // 19: vk_provider.plugin.v1.ContainerTermination.started_at:type_name -> google.protobuf.Timestamp
+	59, // 20: vk_provider.plugin.v1.ContainerTermination.finished_at:type_name -> google.protobuf.Timestamp
 	1,  // 21: vk_provider.plugin.v1.ContainerState.state:type_name -> vk_provider.plugin.v1.ContainerStateKind
-	52, // 22: vk_provider.plugin.v1.ContainerState.started_at:type_name -> google.protobuf.Timestamp
+	59, // 22: vk_provider.plugin.v1.ContainerState.started_at:type_name -> google.protobuf.Timestamp
 	16, // 23: vk_provider.plugin.v1.ContainerState.termination:type_name -> vk_provider.plugin.v1.ContainerTermination
 	16, // 24: vk_provider.plugin.v1.ContainerState.last_termination:type_name -> vk_provider.plugin.v1.ContainerTermination
 	4,  // 25: vk_provider.plugin.v1.PodState.ref:type_name -> vk_provider.plugin.v1.PodRef
 	17, // 26: vk_provider.plugin.v1.PodState.containers:type_name -> vk_provider.plugin.v1.ContainerState
 	17, // 27: vk_provider.plugin.v1.PodState.init_containers:type_name -> vk_provider.plugin.v1.ContainerState
-	52, // 28: vk_provider.plugin.v1.PodState.started_at:type_name -> google.protobuf.Timestamp
+	59, // 28: vk_provider.plugin.v1.PodState.started_at:type_name -> google.protobuf.Timestamp
 	18, // 29: vk_provider.plugin.v1.PodState.placement:type_name -> vk_provider.plugin.v1.Placement
 	15, // 30: vk_provider.plugin.v1.CreatePodRequest.pod:type_name -> vk_provider.plugin.v1.PodRequest
 	15, // 31: vk_provider.plugin.v1.UpdatePodRequest.pod:type_name -> vk_provider.plugin.v1.PodRequest
@@ -3209,45 +3872,56 @@ var file_vk_provider_plugin_v1_provider_proto_depIdxs = []int32{
 	19, // 35: vk_provider.plugin.v1.ListPodsResponse.pods:type_name -> vk_provider.plugin.v1.PodState
 	4,  // 36: vk_provider.plugin.v1.GetPodAddressRequest.ref:type_name -> vk_provider.plugin.v1.PodRef
 	4,  // 37: vk_provider.plugin.v1.StreamLogsRequest.ref:type_name -> vk_provider.plugin.v1.PodRef
-	52, // 38: vk_provider.plugin.v1.StreamLogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	59, // 38: vk_provider.plugin.v1.StreamLogsRequest.since_time:type_name -> google.protobuf.Timestamp
 	4,  // 39: vk_provider.plugin.v1.GetUsageRequest.ref:type_name -> vk_provider.plugin.v1.PodRef
-	52, // 40: vk_provider.plugin.v1.ContainerUsage.timestamp:type_name -> google.protobuf.Timestamp
+	59, // 40: vk_provider.plugin.v1.ContainerUsage.timestamp:type_name -> google.protobuf.Timestamp
 	38, // 41: vk_provider.plugin.v1.GetUsageResponse.containers:type_name -> vk_provider.plugin.v1.ContainerUsage
-	51, // 42: vk_provider.plugin.v1.GetNodeCapacityResponse.capacity:type_name -> vk_provider.plugin.v1.GetNodeCapacityResponse.CapacityEntry
+	58, // 42: vk_provider.plugin.v1.GetNodeCapacityResponse.capacity:type_name -> vk_provider.plugin.v1.GetNodeCapacityResponse.CapacityEntry
 	43, // 43: vk_provider.plugin.v1.GpuOffer.locations:type_name -> vk_provider.plugin.v1.LocationAvailability
 	44, // 44: vk_provider.plugin.v1.ListGpuOffersResponse.offers:type_name -> vk_provider.plugin.v1.GpuOffer
-	14, // 45: vk_provider.plugin.v1.PodRequest.VolumeFilesEntry.value:type_name -> vk_provider.plugin.v1.VolumeFiles
-	2,  // 46: vk_provider.plugin.v1.Provider.GetPluginInfo:input_type -> vk_provider.plugin.v1.GetPluginInfoRequest
-	20, // 47: vk_provider.plugin.v1.Provider.CreatePod:input_type -> vk_provider.plugin.v1.CreatePodRequest
-	22, // 48: vk_provider.plugin.v1.Provider.UpdatePod:input_type -> vk_provider.plugin.v1.UpdatePodRequest
-	24, // 49: vk_provider.plugin.v1.Provider.DeletePod:input_type -> vk_provider.plugin.v1.DeletePodRequest
-	26, // 50: vk_provider.plugin.v1.Provider.GetPodState:input_type -> vk_provider.plugin.v1.GetPodStateRequest
-	28, // 51: vk_provider.plugin.v1.Provider.ListPods:input_type -> vk_provider.plugin.v1.ListPodsRequest
-	30, // 52: vk_provider.plugin.v1.Provider.CheckHealth:input_type -> vk_provider.plugin.v1.CheckHealthRequest
-	32, // 53: vk_provider.plugin.v1.Provider.WatchPodStates:input_type -> vk_provider.plugin.v1.WatchPodStatesRequest
-	33, // 54: vk_provider.plugin.v1.Provider.GetPodAddress:input_type -> vk_provider.plugin.v1.GetPodAddressRequest
-	35, // 55: vk_provider.plugin.v1.Provider.StreamLogs:input_type -> vk_provider.plugin.v1.StreamLogsRequest
-	37, // 56: vk_provider.plugin.v1.Provider.GetUsage:input_type -> vk_provider.plugin.v1.GetUsageRequest
-	40, // 57: vk_provider.plugin.v1.Provider.GetNodeCapacity:input_type -> vk_provider.plugin.v1.GetNodeCapacityRequest
-	42, // 58: vk_provider.plugin.v1.Provider.ListGpuOffers:input_type -> vk_provider.plugin.v1.ListGpuOffersRequest
-	3,  // 59: vk_provider.plugin.v1.Provider.GetPluginInfo:output_type -> vk_provider.plugin.v1.PluginInfo
-	21, // 60: vk_provider.plugin.v1.Provider.CreatePod:output_type -> vk_provider.plugin.v1.CreatePodResponse
-	23, // 61: vk_provider.plugin.v1.Provider.UpdatePod:output_type -> vk_provider.plugin.v1.UpdatePodResponse
-	25, // 62: vk_provider.plugin.v1.Provider.DeletePod:output_type -> vk_provider.plugin.v1.DeletePodResponse
-	27, // 63: vk_provider.plugin.v1.Provider.GetPodState:output_type -> vk_provider.plugin.v1.GetPodStateResponse
-	29, // 64: vk_provider.plugin.v1.Provider.ListPods:output_type -> vk_provider.plugin.v1.ListPodsResponse
-	31, // 65: vk_provider.plugin.v1.Provider.CheckHealth:output_type -> vk_provider.plugin.v1.CheckHealthResponse
-	19, // 66: vk_provider.plugin.v1.Provider.WatchPodStates:output_type -> vk_provider.plugin.v1.PodState
-	34, // 67: vk_provider.plugin.v1.Provider.GetPodAddress:output_type -> vk_provider.plugin.v1.GetPodAddressResponse
-	36, // 68: vk_provider.plugin.v1.Provider.StreamLogs:output_type -> vk_provider.plugin.v1.LogChunk
-	39, // 69: vk_provider.plugin.v1.Provider.GetUsage:output_type -> vk_provider.plugin.v1.GetUsageResponse
-	41, // 70: vk_provider.plugin.v1.Provider.GetNodeCapacity:output_type -> vk_provider.plugin.v1.GetNodeCapacityResponse
-	45, // 71: vk_provider.plugin.v1.Provider.ListGpuOffers:output_type -> vk_provider.plugin.v1.ListGpuOffersResponse
-	59, // [59:72] is the sub-list for method output_type
-	46, // [46:59] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	4,  // 45: vk_provider.plugin.v1.ContainerStreamStart.ref:type_name -> vk_provider.plugin.v1.PodRef
+	46, // 46: vk_provider.plugin.v1.ContainerInput.start:type_name -> vk_provider.plugin.v1.ContainerStreamStart
+	47, // 47: vk_provider.plugin.v1.ContainerInput.resize:type_name -> vk_provider.plugin.v1.TerminalSize
+	4,  // 48: vk_provider.plugin.v1.PortForwardStart.ref:type_name -> vk_provider.plugin.v1.PodRef
+	50, // 49: vk_provider.plugin.v1.PortForwardInput.start:type_name -> vk_provider.plugin.v1.PortForwardStart
+	14, // 50: vk_provider.plugin.v1.PodRequest.VolumeFilesEntry.value:type_name -> vk_provider.plugin.v1.VolumeFiles
+	2,  // 51: vk_provider.plugin.v1.Provider.GetPluginInfo:input_type -> vk_provider.plugin.v1.GetPluginInfoRequest
+	20, // 52: vk_provider.plugin.v1.Provider.CreatePod:input_type -> vk_provider.plugin.v1.CreatePodRequest
+	22, // 53: vk_provider.plugin.v1.Provider.UpdatePod:input_type -> vk_provider.plugin.v1.UpdatePodRequest
+	24, // 54: vk_provider.plugin.v1.Provider.DeletePod:input_type -> vk_provider.plugin.v1.DeletePodRequest
+	26, // 55: vk_provider.plugin.v1.Provider.GetPodState:input_type -> vk_provider.plugin.v1.GetPodStateRequest
+	28, // 56: vk_provider.plugin.v1.Provider.ListPods:input_type -> vk_provider.plugin.v1.ListPodsRequest
+	30, // 57: vk_provider.plugin.v1.Provider.CheckHealth:input_type -> vk_provider.plugin.v1.CheckHealthRequest
+	32, // 58: vk_provider.plugin.v1.Provider.WatchPodStates:input_type -> vk_provider.plugin.v1.WatchPodStatesRequest
+	33, // 59: vk_provider.plugin.v1.Provider.GetPodAddress:input_type -> vk_provider.plugin.v1.GetPodAddressRequest
+	35, // 60: vk_provider.plugin.v1.Provider.StreamLogs:input_type -> vk_provider.plugin.v1.StreamLogsRequest
+	37, // 61: vk_provider.plugin.v1.Provider.GetUsage:input_type -> vk_provider.plugin.v1.GetUsageRequest
+	40, // 62: vk_provider.plugin.v1.Provider.GetNodeCapacity:input_type -> vk_provider.plugin.v1.GetNodeCapacityRequest
+	42, // 63: vk_provider.plugin.v1.Provider.ListGpuOffers:input_type -> vk_provider.plugin.v1.ListGpuOffersRequest
+	48, // 64: vk_provider.plugin.v1.Provider.Exec:input_type -> vk_provider.plugin.v1.ContainerInput
+	48, // 65: vk_provider.plugin.v1.Provider.Attach:input_type -> vk_provider.plugin.v1.ContainerInput
+	51, // 66: vk_provider.plugin.v1.Provider.PortForward:input_type -> vk_provider.plugin.v1.PortForwardInput
+	3,  // 67: vk_provider.plugin.v1.Provider.GetPluginInfo:output_type -> vk_provider.plugin.v1.PluginInfo
+	21, // 68: vk_provider.plugin.v1.Provider.CreatePod:output_type -> vk_provider.plugin.v1.CreatePodResponse
+	23, // 69: vk_provider.plugin.v1.Provider.UpdatePod:output_type -> vk_provider.plugin.v1.UpdatePodResponse
+	25, // 70: vk_provider.plugin.v1.Provider.DeletePod:output_type -> vk_provider.plugin.v1.DeletePodResponse
+	27, // 71: vk_provider.plugin.v1.Provider.GetPodState:output_type -> vk_provider.plugin.v1.GetPodStateResponse
+	29, // 72: vk_provider.plugin.v1.Provider.ListPods:output_type -> vk_provider.plugin.v1.ListPodsResponse
+	31, // 73: vk_provider.plugin.v1.Provider.CheckHealth:output_type -> vk_provider.plugin.v1.CheckHealthResponse
+	19, // 74: vk_provider.plugin.v1.Provider.WatchPodStates:output_type -> vk_provider.plugin.v1.PodState
+	34, // 75: vk_provider.plugin.v1.Provider.GetPodAddress:output_type -> vk_provider.plugin.v1.GetPodAddressResponse
+	36, // 76: vk_provider.plugin.v1.Provider.StreamLogs:output_type -> vk_provider.plugin.v1.LogChunk
+	39, // 77: vk_provider.plugin.v1.Provider.GetUsage:output_type -> vk_provider.plugin.v1.GetUsageResponse
+	41, // 78: vk_provider.plugin.v1.Provider.GetNodeCapacity:output_type -> vk_provider.plugin.v1.GetNodeCapacityResponse
+	45, // 79: vk_provider.plugin.v1.Provider.ListGpuOffers:output_type -> vk_provider.plugin.v1.ListGpuOffersResponse
+	49, // 80: vk_provider.plugin.v1.Provider.Exec:output_type -> vk_provider.plugin.v1.ContainerOutput
+	49, // 81: vk_provider.plugin.v1.Provider.Attach:output_type -> vk_provider.plugin.v1.ContainerOutput
+	52, // 82: vk_provider.plugin.v1.Provider.PortForward:output_type -> vk_provider.plugin.v1.PortForwardOutput
+	67, // [67:83] is the sub-list for method output_type
+	51, // [51:67] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_vk_provider_plugin_v1_provider_proto_init() }
@@ -3270,13 +3944,34 @@ func file_vk_provider_plugin_v1_provider_proto_init() {
 	file_vk_provider_plugin_v1_provider_proto_msgTypes[17].OneofWrappers = []any{}
 	file_vk_provider_plugin_v1_provider_proto_msgTypes[33].OneofWrappers = []any{}
 	file_vk_provider_plugin_v1_provider_proto_msgTypes[42].OneofWrappers = []any{}
+	file_vk_provider_plugin_v1_provider_proto_msgTypes[46].OneofWrappers = []any{
+		(*ContainerInput_Start)(nil),
+		(*ContainerInput_Stdin)(nil),
+		(*ContainerInput_StdinClosed)(nil),
+		(*ContainerInput_Resize)(nil),
+	}
+	file_vk_provider_plugin_v1_provider_proto_msgTypes[47].OneofWrappers = []any{
+		(*ContainerOutput_Stdout)(nil),
+		(*ContainerOutput_Stderr)(nil),
+		(*ContainerOutput_ExitCode)(nil),
+		(*ContainerOutput_Ended)(nil),
+	}
+	file_vk_provider_plugin_v1_provider_proto_msgTypes[49].OneofWrappers = []any{
+		(*PortForwardInput_Start)(nil),
+		(*PortForwardInput_Data)(nil),
+		(*PortForwardInput_CloseWrite)(nil),
+	}
+	file_vk_provider_plugin_v1_provider_proto_msgTypes[50].OneofWrappers = []any{
+		(*PortForwardOutput_Data)(nil),
+		(*PortForwardOutput_Closed)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vk_provider_plugin_v1_provider_proto_rawDesc), len(file_vk_provider_plugin_v1_provider_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   50,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,9 @@ const (
 	Provider_GetUsage_FullMethodName        = "/vk_provider.plugin.v1.Provider/GetUsage"
 	Provider_GetNodeCapacity_FullMethodName = "/vk_provider.plugin.v1.Provider/GetNodeCapacity"
 	Provider_ListGpuOffers_FullMethodName   = "/vk_provider.plugin.v1.Provider/ListGpuOffers"
+	Provider_Exec_FullMethodName            = "/vk_provider.plugin.v1.Provider/Exec"
+	Provider_Attach_FullMethodName          = "/vk_provider.plugin.v1.Provider/Attach"
+	Provider_PortForward_FullMethodName     = "/vk_provider.plugin.v1.Provider/PortForward"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -81,6 +84,24 @@ type ProviderClient interface {
 	GetNodeCapacity(ctx context.Context, in *GetNodeCapacityRequest, opts ...grpc.CallOption) (*GetNodeCapacityResponse, error)
 	// CAPABILITY_GPU_CATALOG: the GPUs offered now, with prices and stock.
 	ListGpuOffers(ctx context.Context, in *ListGpuOffersRequest, opts ...grpc.CallOption) (*ListGpuOffersResponse, error)
+	// The streams of `kubectl exec`, `attach` and `port-forward`, one call per session:
+	//   - The node's first message is `start`. It writes nothing more until the plugin has sent its
+	//     response headers, which the plugin sends once it takes input (grpc-go: SendHeader; Python:
+	//     send_initial_metadata; sending output sends them too). A session refused at once (no such
+	//     container, say) thus ends with its status, never racing the node's writes.
+	//   - The plugin's last message says how the session ended (`exit_code`, `ended`, `closed`); then it
+	//     ends the call with OK, whatever input is still on its way. Errors are statuses, as elsewhere.
+	//   - The node cancels the call when the client leaves: end the process (exec) or detach (attach),
+	//     and let go of everything.
+	//
+	// CAPABILITY_EXEC: run `start.command` in the container.
+	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ContainerInput, ContainerOutput], error)
+	// CAPABILITY_ATTACH: the streams of the container's running process, until it ends.
+	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ContainerInput, ContainerOutput], error)
+	// CAPABILITY_PORT_FORWARD: one TCP connection to a port of the pod, bytes both ways. The node's
+	// `close_write` closes the connection for writing; the plugin sends `closed` once both directions
+	// are done.
+	PortForward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PortForwardInput, PortForwardOutput], error)
 }
 
 type providerClient struct {
@@ -239,6 +260,45 @@ func (c *providerClient) ListGpuOffers(ctx context.Context, in *ListGpuOffersReq
 	return out, nil
 }
 
+func (c *providerClient) Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ContainerInput, ContainerOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Provider_ServiceDesc.Streams[2], Provider_Exec_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ContainerInput, ContainerOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_ExecClient = grpc.BidiStreamingClient[ContainerInput, ContainerOutput]
+
+func (c *providerClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ContainerInput, ContainerOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Provider_ServiceDesc.Streams[3], Provider_Attach_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ContainerInput, ContainerOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_AttachClient = grpc.BidiStreamingClient[ContainerInput, ContainerOutput]
+
+func (c *providerClient) PortForward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PortForwardInput, PortForwardOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Provider_ServiceDesc.Streams[4], Provider_PortForward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PortForwardInput, PortForwardOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_PortForwardClient = grpc.BidiStreamingClient[PortForwardInput, PortForwardOutput]
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -265,6 +325,24 @@ type ProviderServer interface {
 	GetNodeCapacity(context.Context, *GetNodeCapacityRequest) (*GetNodeCapacityResponse, error)
 	// CAPABILITY_GPU_CATALOG: the GPUs offered now, with prices and stock.
 	ListGpuOffers(context.Context, *ListGpuOffersRequest) (*ListGpuOffersResponse, error)
+	// The streams of `kubectl exec`, `attach` and `port-forward`, one call per session:
+	//   - The node's first message is `start`. It writes nothing more until the plugin has sent its
+	//     response headers, which the plugin sends once it takes input (grpc-go: SendHeader; Python:
+	//     send_initial_metadata; sending output sends them too). A session refused at once (no such
+	//     container, say) thus ends with its status, never racing the node's writes.
+	//   - The plugin's last message says how the session ended (`exit_code`, `ended`, `closed`); then it
+	//     ends the call with OK, whatever input is still on its way. Errors are statuses, as elsewhere.
+	//   - The node cancels the call when the client leaves: end the process (exec) or detach (attach),
+	//     and let go of everything.
+	//
+	// CAPABILITY_EXEC: run `start.command` in the container.
+	Exec(grpc.BidiStreamingServer[ContainerInput, ContainerOutput]) error
+	// CAPABILITY_ATTACH: the streams of the container's running process, until it ends.
+	Attach(grpc.BidiStreamingServer[ContainerInput, ContainerOutput]) error
+	// CAPABILITY_PORT_FORWARD: one TCP connection to a port of the pod, bytes both ways. The node's
+	// `close_write` closes the connection for writing; the plugin sends `closed` once both directions
+	// are done.
+	PortForward(grpc.BidiStreamingServer[PortForwardInput, PortForwardOutput]) error
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -313,6 +391,15 @@ func (UnimplementedProviderServer) GetNodeCapacity(context.Context, *GetNodeCapa
 }
 func (UnimplementedProviderServer) ListGpuOffers(context.Context, *ListGpuOffersRequest) (*ListGpuOffersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGpuOffers not implemented")
+}
+func (UnimplementedProviderServer) Exec(grpc.BidiStreamingServer[ContainerInput, ContainerOutput]) error {
+	return status.Error(codes.Unimplemented, "method Exec not implemented")
+}
+func (UnimplementedProviderServer) Attach(grpc.BidiStreamingServer[ContainerInput, ContainerOutput]) error {
+	return status.Error(codes.Unimplemented, "method Attach not implemented")
+}
+func (UnimplementedProviderServer) PortForward(grpc.BidiStreamingServer[PortForwardInput, PortForwardOutput]) error {
+	return status.Error(codes.Unimplemented, "method PortForward not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -555,6 +642,27 @@ func _Provider_ListGpuOffers_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_Exec_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ProviderServer).Exec(&grpc.GenericServerStream[ContainerInput, ContainerOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_ExecServer = grpc.BidiStreamingServer[ContainerInput, ContainerOutput]
+
+func _Provider_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ProviderServer).Attach(&grpc.GenericServerStream[ContainerInput, ContainerOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_AttachServer = grpc.BidiStreamingServer[ContainerInput, ContainerOutput]
+
+func _Provider_PortForward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ProviderServer).PortForward(&grpc.GenericServerStream[PortForwardInput, PortForwardOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Provider_PortForwardServer = grpc.BidiStreamingServer[PortForwardInput, PortForwardOutput]
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -617,6 +725,24 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "StreamLogs",
 			Handler:       _Provider_StreamLogs_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Exec",
+			Handler:       _Provider_Exec_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Attach",
+			Handler:       _Provider_Attach_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "PortForward",
+			Handler:       _Provider_PortForward_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "vk_provider/plugin/v1/provider.proto",

@@ -21,7 +21,12 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from vk_provider.errors import CapabilityMissingError, InvalidPodError, TemporaryProviderError
+from vk_provider.errors import (
+    CapabilityMissingError,
+    InvalidPodError,
+    ProviderUnavailableError,
+    TemporaryProviderError,
+)
 from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kit.resilience.settings import ConfigValues
 from vk_provider.plugin import convert
@@ -30,6 +35,8 @@ from vk_provider.plugin.server import API_VERSION, SERVICE
 from vk_provider.plugin.status import error_of
 from vk_provider.plugin.v1 import provider_pb2 as pb
 from vk_provider.provider import (
+    ByteSink,
+    ContainerStreams,
     ContainerUsage,
     GpuOffer,
     LogOptions,
@@ -38,6 +45,7 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
 )
+from vk_providers.grpc import sessions
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +126,10 @@ def open_channel(settings: GrpcSettings, *, aio: bool) -> Any:
     return (grpc.aio.secure_channel if aio else grpc.secure_channel)(
         settings.address, credentials, options=options
     )
+
+
+def garbage_error(expected: type[Message]) -> MessageError:
+    return MessageError(f"bytes that are not a {expected.DESCRIPTOR.name} message")
 
 
 def _path(method: str) -> str:
@@ -212,9 +224,12 @@ class GrpcProvider:
             response_deserializer=response.FromString,
         )
         try:
-            answer: M = await stub(request, timeout=self.settings.call_timeout_seconds)
+            answer: M | None = await stub(request, timeout=self.settings.call_timeout_seconds)
         except grpc.aio.AioRpcError as error:
             raise self.error(error, method, health_check=health_check) from None
+        if answer is None:  # grpc logs why the bytes did not parse, and gives None
+            garbage = self.unreadable(method, garbage_error(response))
+            raise ProviderUnavailableError(str(garbage)) if health_check else garbage
         return answer
 
     async def stream(self, method: str, request: Message, response: type[M]) -> AsyncIterator[M]:
@@ -227,11 +242,22 @@ class GrpcProvider:
         call = stub(request)
         try:
             async for item in call:
+                if item is None:
+                    raise self.unreadable(method, garbage_error(response))
                 yield item
         except grpc.aio.AioRpcError as error:
             raise self.error(error, method) from None
         finally:
             call.cancel()
+
+    def session_call(self, method: str) -> grpc.aio.StreamStreamCall[Message, pb.ContainerOutput]:
+        """An Exec or Attach call, open (no deadline: it lasts the client's session)."""
+        stub = self.channel().stream_stream(
+            _path(method),
+            request_serializer=pb.ContainerInput.SerializeToString,
+            response_deserializer=pb.ContainerOutput.FromString,
+        )
+        return stub()
 
     def error(self, error: grpc.aio.AioRpcError, method: str, *, health_check: bool = False) -> Exception:
         metadata = tuple((str(key), str(value)) for key, value in (error.trailing_metadata() or ()))
@@ -350,6 +376,72 @@ class GpuCatalog(GrpcProvider):
             raise self.unreadable("ListGpuOffers", error) from None
 
 
+def _stream_start(
+    ref: PodRef, container: str, streams: ContainerStreams, command: Sequence[str] = ()
+) -> pb.ContainerStreamStart:
+    return pb.ContainerStreamStart(
+        ref=convert.ref_message(ref),
+        container=container,
+        command=command,
+        stdin=streams.stdin is not None,
+        stdout=streams.stdout is not None,
+        stderr=streams.stderr is not None,
+        tty=streams.tty,
+    )
+
+
+class Exec(GrpcProvider):
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        await self.require(pb.CAPABILITY_EXEC, "exec")
+        start = _stream_start(ref, container, streams, command)
+        try:
+            ending = await sessions.container_session(self.session_call("Exec"), start, streams)
+        except grpc.aio.AioRpcError as error:
+            raise self.error(error, "Exec") from None
+        except MessageError as error:
+            raise self.unreadable("Exec", error) from None
+        if ending is None or ending.WhichOneof("output") != "exit_code":
+            raise TemporaryProviderError(f"the plugin {self.info.name} ended Exec without an exit code")
+        return ending.exit_code
+
+
+class Attach(GrpcProvider):
+    async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
+        await self.require(pb.CAPABILITY_ATTACH, "attach")
+        start = _stream_start(ref, container, streams)
+        try:
+            ending = await sessions.container_session(self.session_call("Attach"), start, streams)
+        except grpc.aio.AioRpcError as error:
+            raise self.error(error, "Attach") from None
+        except MessageError as error:
+            raise self.unreadable("Attach", error) from None
+        if ending is None:
+            raise TemporaryProviderError(f"the plugin {self.info.name} ended Attach without saying so")
+
+
+class PortForward(GrpcProvider):
+    async def port_forward(
+        self, ref: PodRef, port: int, incoming: AsyncIterator[bytes], send: ByteSink
+    ) -> None:
+        await self.require(pb.CAPABILITY_PORT_FORWARD, "port forwarding")
+        call = self.channel().stream_stream(
+            _path("PortForward"),
+            request_serializer=pb.PortForwardInput.SerializeToString,
+            response_deserializer=pb.PortForwardOutput.FromString,
+        )()
+        start = pb.PortForwardStart(ref=convert.ref_message(ref), port=port)
+        try:
+            await sessions.port_forward_session(call, start, incoming, send)
+        except grpc.aio.AioRpcError as error:
+            raise self.error(error, "PortForward") from None
+        except MessageError as error:
+            raise self.unreadable("PortForward", error) from None
+        except ConnectionError as error:
+            raise TemporaryProviderError(f"the plugin {self.info.name}: {error}") from None
+
+
 MIXINS: Mapping[int, type[GrpcProvider]] = {
     pb.CAPABILITY_STATUS_PUSH: StatusPush,
     pb.CAPABILITY_POD_ADDRESS: PodAddress,
@@ -357,6 +449,9 @@ MIXINS: Mapping[int, type[GrpcProvider]] = {
     pb.CAPABILITY_USAGE: Usage,
     pb.CAPABILITY_NODE_CAPACITY: NodeCapacity,
     pb.CAPABILITY_GPU_CATALOG: GpuCatalog,
+    pb.CAPABILITY_EXEC: Exec,
+    pb.CAPABILITY_ATTACH: Attach,
+    pb.CAPABILITY_PORT_FORWARD: PortForward,
 }
 
 

@@ -348,9 +348,20 @@ class KubernetesProvider:
         except ApiStatusError as error:
             if error.status == 404:
                 raise NotFoundError(f"pod {ref} has no remote pod") from None
+            container = dict(query).get("container")
+            if error.status == 400 and container and not await self._has_container(path, container):
+                # The apiserver refuses an unknown container with a 400 whose body the handshake
+                # drops; the contract's answer is NotFoundError, as for a local container.
+                raise NotFoundError(f"pod {ref} has no container {container!r}") from None
             raise ProviderError(f"remote {subresource}: {error.detail or error.reason}") from None
         except (aiohttp.ClientError, OSError) as error:
             raise ProviderError(f"remote {subresource}: {error}") from None
+
+    async def _has_container(self, subresource_path: str, container: str) -> bool:
+        remote = await self._call("read pod", self._remote.get, subresource_path.rsplit("/", 1)[0])
+        spec = (remote or {}).get("spec") or {}
+        kinds = ("containers", "initContainers", "ephemeralContainers")
+        return any(item.get("name") == container for kind in kinds for item in spec.get(kind) or ())
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from vk_provider.kubelet.routes import KubeletBackend, build_app
 from vk_provider.provider import (
     ContainerSpec,
+    ContainerStreams,
     LogOptions,
     PodLifecycle,
     PodRef,
@@ -167,6 +168,25 @@ class BareProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+class Hanging(BareProvider):
+    """An exec that runs until cancelled, and says when it was."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def exec_in_container(
+        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
+    ) -> int:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.cancelled.set()
+        return 0
 
 
 class ScriptedLogs(BareProvider):

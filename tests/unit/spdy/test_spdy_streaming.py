@@ -7,18 +7,17 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from tests.unit.kubelet import BareProvider, FakeClock, backend_for, pod_json, running_mock
+from tests.unit.kubelet import BareProvider, FakeClock, Hanging, backend_for, pod_json, running_mock
 from tests.unit.spdy.peer import SpdyPeer
 from vk_provider.kubelet.routes import build_app
 from vk_provider.kubelet.streaming import StreamingBackend, StreamTimeouts
-from vk_provider.provider import ContainerStreams, PodRef
 from vk_providers.mock import MockProvider
 
 pytestmark = pytest.mark.unit
@@ -199,25 +198,6 @@ async def test_an_idle_connection_is_closed(tmp_path: Path) -> None:
         assert peer is not None
         await asyncio.wait_for(peer.closed.wait(), 5)
         await peer.close()
-
-
-class Hanging(BareProvider):
-    """An exec that runs until cancelled, and says when it was."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.started = asyncio.Event()
-        self.cancelled = asyncio.Event()
-
-    async def exec_in_container(
-        self, ref: PodRef, container: str, command: Sequence[str], streams: ContainerStreams
-    ) -> int:
-        self.started.set()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            self.cancelled.set()
-        return 0
 
 
 async def test_a_vanished_client_cancels_the_command(tmp_path: Path) -> None:

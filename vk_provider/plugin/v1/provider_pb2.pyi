@@ -19,6 +19,9 @@ class Capability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CAPABILITY_USAGE: _ClassVar[Capability]
     CAPABILITY_NODE_CAPACITY: _ClassVar[Capability]
     CAPABILITY_GPU_CATALOG: _ClassVar[Capability]
+    CAPABILITY_EXEC: _ClassVar[Capability]
+    CAPABILITY_ATTACH: _ClassVar[Capability]
+    CAPABILITY_PORT_FORWARD: _ClassVar[Capability]
 
 class ContainerStateKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -33,6 +36,9 @@ CAPABILITY_LOGS: Capability
 CAPABILITY_USAGE: Capability
 CAPABILITY_NODE_CAPACITY: Capability
 CAPABILITY_GPU_CATALOG: Capability
+CAPABILITY_EXEC: Capability
+CAPABILITY_ATTACH: Capability
+CAPABILITY_PORT_FORWARD: Capability
 CONTAINER_STATE_KIND_UNSPECIFIED: ContainerStateKind
 CONTAINER_STATE_KIND_WAITING: ContainerStateKind
 CONTAINER_STATE_KIND_RUNNING: ContainerStateKind
@@ -515,3 +521,79 @@ class ListGpuOffersResponse(_message.Message):
     OFFERS_FIELD_NUMBER: _ClassVar[int]
     offers: _containers.RepeatedCompositeFieldContainer[GpuOffer]
     def __init__(self, offers: _Optional[_Iterable[_Union[GpuOffer, _Mapping]]] = ...) -> None: ...
+
+class ContainerStreamStart(_message.Message):
+    __slots__ = ("ref", "container", "command", "stdin", "stdout", "stderr", "tty")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    ref: PodRef
+    container: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    tty: bool
+    def __init__(self, ref: _Optional[_Union[PodRef, _Mapping]] = ..., container: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., stdin: _Optional[bool] = ..., stdout: _Optional[bool] = ..., stderr: _Optional[bool] = ..., tty: _Optional[bool] = ...) -> None: ...
+
+class TerminalSize(_message.Message):
+    __slots__ = ("width", "height")
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    width: int
+    height: int
+    def __init__(self, width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
+
+class ContainerInput(_message.Message):
+    __slots__ = ("start", "stdin", "stdin_closed", "resize")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_FIELD_NUMBER: _ClassVar[int]
+    start: ContainerStreamStart
+    stdin: bytes
+    stdin_closed: bool
+    resize: TerminalSize
+    def __init__(self, start: _Optional[_Union[ContainerStreamStart, _Mapping]] = ..., stdin: _Optional[bytes] = ..., stdin_closed: _Optional[bool] = ..., resize: _Optional[_Union[TerminalSize, _Mapping]] = ...) -> None: ...
+
+class ContainerOutput(_message.Message):
+    __slots__ = ("stdout", "stderr", "exit_code", "ended")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    ended: bool
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ..., ended: _Optional[bool] = ...) -> None: ...
+
+class PortForwardStart(_message.Message):
+    __slots__ = ("ref", "port")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    ref: PodRef
+    port: int
+    def __init__(self, ref: _Optional[_Union[PodRef, _Mapping]] = ..., port: _Optional[int] = ...) -> None: ...
+
+class PortForwardInput(_message.Message):
+    __slots__ = ("start", "data", "close_write")
+    START_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_WRITE_FIELD_NUMBER: _ClassVar[int]
+    start: PortForwardStart
+    data: bytes
+    close_write: bool
+    def __init__(self, start: _Optional[_Union[PortForwardStart, _Mapping]] = ..., data: _Optional[bytes] = ..., close_write: _Optional[bool] = ...) -> None: ...
+
+class PortForwardOutput(_message.Message):
+    __slots__ = ("data", "closed")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    closed: bool
+    def __init__(self, data: _Optional[bytes] = ..., closed: _Optional[bool] = ...) -> None: ...

@@ -10,10 +10,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
-from tests.unit.providers.grpc.support import plugin_for, socket_folder
+from tests.unit.providers.grpc.support import RawPlugin, plugin_for, raw_plugin, serving_raw, socket_folder
 from tests.unit.providers.mock.test_contract import MockHarness
 from vk_provider.errors import (
     CapabilityMissingError,
@@ -23,7 +22,6 @@ from vk_provider.errors import (
     TemporaryProviderError,
 )
 from vk_provider.plugin import serving
-from vk_provider.plugin.server import SERVICE
 from vk_provider.plugin.v1 import provider_pb2 as pb
 from vk_provider.provider import (
     LogOptions,
@@ -196,43 +194,6 @@ async def test_a_plugin_that_is_not_there_is_unavailable_and_named_at_start() ->
         await client.aclose()
 
 
-@contextlib.asynccontextmanager
-async def raw_plugin(socket: Path, answers: dict[str, Any], *, api_version: str = "v1") -> AsyncIterator[str]:
-    """A plugin written by hand: GetPluginInfo declares logs, ListPods answers `answers`' message, and
-    every other operation is UNIMPLEMENTED (what a plugin that lies about its capabilities does)."""
-
-    async def info(request: Any, context: Any) -> pb.PluginInfo:
-        return pb.PluginInfo(
-            name="liar", version="0", api_version=api_version, capabilities=[pb.CAPABILITY_LOGS]
-        )
-
-    async def list_pods(request: Any, context: Any) -> pb.ListPodsResponse:
-        response: pb.ListPodsResponse = answers["ListPods"]
-        return response
-
-    handlers = {
-        "GetPluginInfo": grpc.unary_unary_rpc_method_handler(
-            info,
-            request_deserializer=pb.GetPluginInfoRequest.FromString,
-            response_serializer=pb.PluginInfo.SerializeToString,
-        ),
-        "ListPods": grpc.unary_unary_rpc_method_handler(
-            list_pods,
-            request_deserializer=pb.ListPodsRequest.FromString,
-            response_serializer=pb.ListPodsResponse.SerializeToString,
-        ),
-    }
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
-    address = f"unix://{socket}"
-    server.add_insecure_port(address)
-    await server.start()
-    try:
-        yield address
-    finally:
-        await server.stop(grace=None)
-
-
 async def test_garbage_and_capabilities_declared_but_missing_are_clear_errors() -> None:
     garbage = pb.ListPodsResponse(
         pods=[pb.PodState(ref=pb.PodRef(namespace="d", name="p", uid="u"), phase="Asleep")]
@@ -292,3 +253,26 @@ async def test_a_node_started_before_its_plugin_comes_up_and_learns_the_capabili
                 await client.gpu_offers()
         await client.aclose()
         await harness.provider.aclose()
+
+
+async def test_bytes_that_are_no_message_and_silence_are_named_with_the_call() -> None:
+    plugin = RawPlugin(garbage={"CheckHealth", "GetPodState"}, hangs={"ListPods"})
+    async with socket_folder() as sockets, serving_raw(plugin, sockets / "raw") as address:
+        settings = GrpcSettings(address, call_timeout_seconds=0.5, connect_timeout_seconds=5)
+        client = provider_for(settings, await asyncio.to_thread(plugin_info, settings, "n"))
+        unreadable = "liar answered {} with a message the node cannot read: bytes that are not a {} message"
+        with pytest.raises(
+            ProviderUnavailableError, match=unreadable.format("CheckHealth", "CheckHealthResponse")
+        ):
+            await client.check_health()
+        with pytest.raises(
+            TemporaryProviderError, match=unreadable.format("GetPodState", "GetPodStateResponse")
+        ):
+            await client.get_pod_state(REF)
+        with pytest.raises(TemporaryProviderError, match="did not answer ListPods in time"):
+            await client.list_pods()
+        plugin.garbage.clear()
+        plugin.hangs.add("CheckHealth")
+        with pytest.raises(ProviderUnavailableError, match="did not answer CheckHealth in time"):
+            await client.check_health()
+        await client.aclose()
