@@ -487,3 +487,36 @@ async def test_a_pod_runs_in_the_remote_cluster_with_its_environment_logs_and_tr
         remote_empty, timeout_seconds=60, what=f"the remote namespace {remote_namespace} to be empty"
     )
     remote_plane.kubectl("delete", "namespace", remote_namespace, "--wait=false")
+
+
+async def test_the_conformance_kit_passes_against_the_remote_cluster(
+    remote_plane: RemotePlane, tmp_path: Path
+) -> None:
+    """`vk-provider conformance --provider kubernetes`, as a provider's author would run it."""
+    namespace = f"vk-kit-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "kubernetes.yaml"
+    config.write_text(json.dumps(remote_plane.provider_settings(namespace=namespace)))
+    command = [sys.executable, "-m", "vk_provider", "conformance", "--provider", "kubernetes"]
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            "--provider-config",
+            str(config),
+            "--pod-command",
+            "sleep 600",
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        async with asyncio.timeout(600):
+            output, _ = await process.communicate()
+    finally:
+        remote_plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+    report = output.decode()
+    assert process.returncode == 0, report
+    passed = {line.rsplit("::", 1)[-1] for line in report.splitlines() if line.startswith("PASSED")}
+    assert {
+        "test_created_pod_runs_and_reports_itself",
+        "test_logs_honour_limit_bytes_and_refuse_an_unknown_container",
+        "test_exec_gives_the_output_and_exit_code_and_refuses_an_unknown_container",
+    } <= passed, report

@@ -11,8 +11,16 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+import yaml
 
 from tests.unit.providers.grpc.support import raw_plugin, socket_folder
+from tests.unit.providers.runpod.support import provider_config as runpod_config
+from tests.unit.providers.runpod.support import write_key
+from tests.unit.providers.sagemaker.support import IMAGE as SAGEMAKER_IMAGE
+from tests.unit.providers.sagemaker.support import provider_config as sagemaker_config
+from tests.unit.providers.sagemaker.support import write_credentials
+from vk_devtools.standins.runpod.standin import FakeRunPod
+from vk_devtools.standins.sagemaker import MotoSageMaker
 from vk_provider.plugin.v1 import provider_pb2 as pb
 
 KIT = [sys.executable, "-m", "vk_provider", "conformance"]
@@ -116,3 +124,57 @@ def test_the_local_provider_passes_the_kit_in_process(tmp_path: Path) -> None:
     # In-process, a second node is another instance: the listing test runs too.
     assert "test_list_gives_full_references_of_this_nodes_pods_only" in passed, done.stdout
     assert "test_list_after_a_restart_finds_every_pod" in passed, done.stdout
+
+
+async def kit_beside(*arguments: str, cwd: Path) -> tuple[int, str]:
+    """The kit in a child process while this loop goes on serving a stand-in."""
+    process = await asyncio.create_subprocess_exec(
+        *KIT, *arguments, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    async with asyncio.timeout(300):
+        output, _ = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+def passed_tests(report: str) -> set[str]:
+    return {line.rsplit("::", 1)[-1] for line in report.splitlines() if line.startswith("PASSED")}
+
+
+async def test_the_runpod_provider_passes_the_kit_on_its_stand_in(tmp_path: Path) -> None:
+    async with FakeRunPod() as fake:
+        config = tmp_path / "runpod.yaml"
+        key = write_key(tmp_path / "runpod-key", fake.api_key)
+        config.write_text(yaml.safe_dump(runpod_config(fake, key)))
+        code, report = await kit_beside(
+            "--provider", "runpod", "--provider-config", str(config), cwd=tmp_path
+        )
+    assert code == 0, report
+    assert {
+        "test_created_pod_runs_and_reports_itself",
+        "test_list_after_a_restart_finds_every_pod",
+        "test_logs_honour_limit_bytes_and_refuse_an_unknown_container",
+    } <= passed_tests(report), report
+
+
+async def test_the_sagemaker_provider_passes_the_kit_on_moto(tmp_path: Path) -> None:
+    credentials = tmp_path / "aws-credentials"
+    write_credentials(credentials)
+    with MotoSageMaker() as moto:
+        config = tmp_path / "sagemaker.yaml"
+        config.write_text(yaml.safe_dump(sagemaker_config(moto, credentials)))
+        code, report = await kit_beside(
+            "--provider",
+            "sagemaker",
+            "--provider-config",
+            str(config),
+            "--pod-image",
+            SAGEMAKER_IMAGE,
+            cwd=tmp_path,
+        )
+    assert code == 0, report
+    assert {
+        "test_created_pod_runs_and_reports_itself",
+        "test_list_after_a_restart_finds_every_pod",
+        "test_concurrent_creates_and_deletes_leave_each_pod_once",
+    } <= passed_tests(report), report

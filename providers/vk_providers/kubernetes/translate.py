@@ -268,9 +268,12 @@ def _container(
 ) -> RawObject:
     remote: RawObject = {"name": container.name, "image": container.image}
     # As written, not as expanded at home: the remote kubelet expands them with the remote variables.
+    # A request with no pod object behind it (the conformance kit's) has only the expanded ones.
     for field in ("command", "args"):
         if raw.get(field):
             remote[field] = list(raw[field])
+        elif not raw and getattr(container, field):
+            remote[field] = list(getattr(container, field))
     remote["env"] = _environment(container, raw, secret_name, secret_data)
     if container.ports:
         remote["ports"] = [_port(port) for port in raw.get("ports") or []] or [

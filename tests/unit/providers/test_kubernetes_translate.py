@@ -12,7 +12,7 @@ import pytest
 from tests.unit.environment_fakes import FakeReader, make_pod
 from vk_provider.errors import InvalidPodError
 from vk_provider.node.podrequest import build_pod_request
-from vk_provider.provider import ContainerStateKind, LogOptions, PodRef, PodRequest
+from vk_provider.provider import ContainerSpec, ContainerStateKind, LogOptions, PodRef, PodRequest
 from vk_providers.kubernetes.config import KubernetesSettings
 from vk_providers.kubernetes.states import (
     failed_containers_without_message,
@@ -354,3 +354,11 @@ def test_log_options_become_the_remote_log_query() -> None:
         "sinceTime": "2026-12-02T09:00:05Z",
     }
     assert log_query("server", LogOptions()) == {"container": "server"}
+
+
+def test_a_request_without_a_pod_object_keeps_its_command_and_arguments() -> None:
+    """As the conformance kit and plugin hosts send them: resolved values only, no raw pod."""
+    container = ContainerSpec(name="server", image="example/llm:1", command=("sleep",), args=("600",))
+    request = PodRequest(ref=REF, node_name=NODE, containers=(container,))
+    (remote,) = remote_objects(request, SETTINGS, NODE).pod["spec"]["containers"]
+    assert (remote["command"], remote["args"]) == (["sleep"], ["600"])
