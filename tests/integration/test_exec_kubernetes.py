@@ -14,7 +14,7 @@ from tests.integration.conftest import REMOTE_PLANE_GROUP
 from tests.integration.remote_plane import RemotePlane
 from tests.integration.test_kubernetes_provider import KubernetesHarness
 from tests.integration.waiting import wait_for
-from vk_provider.errors import ProviderError
+from vk_provider.errors import NotFoundError, ProviderError
 from vk_provider.provider import ContainerStreams
 
 pytestmark = [pytest.mark.integration, REMOTE_PLANE_GROUP]
@@ -58,7 +58,7 @@ async def test_remote_exec_separates_outputs_returns_the_exit_code_and_pipes_std
     assert await provider.exec_in_container(request.ref, "server", ["sha256sum"], streams) == 0
     assert bytes(digest.data).split()[0].decode() == hashlib.sha256(payload).hexdigest()
 
-    with pytest.raises(ProviderError, match="remote"):
+    with pytest.raises(NotFoundError, match="has no container 'nope'"):  # the contract's answer
         await provider.exec_in_container(request.ref, "nope", ["true"], ContainerStreams(stdout=Collected()))
 
 
