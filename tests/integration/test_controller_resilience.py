@@ -157,6 +157,8 @@ async def test_lost_away_workloads_bring_home_back_without_a_person(rig_for: Rig
         )
         await generator.stop()
         assert await rig.events("EmergencyOver")
+        # The emergency migration home and the gated one back away, at least, each counted as it ended.
+        assert await metric_value(metrics_url, "vk_provider_controller_migrations_ended_total") >= 2
         assert (await rig.deployment(NAME))["spec"]["replicas"] == 0
 
         async def home_pods_gone() -> bool:  # so that the rig's teardown finds nothing terminating

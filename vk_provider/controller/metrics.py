@@ -24,6 +24,14 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._ended = Counter(
+            "migrations_ended",
+            "Migrations that ended, by outcome (Succeeded, RolledBack, Failed) and reason (GatesFailed, "
+            "Aborted, SevereFailure, ProgressDeadlineExceeded, ...).",
+            ["namespace", "name", "outcome", "reason"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         self._severe = Counter(
             "severe_rollbacks",
             "Migrations rolled back at once because the receiving side's error rate was severe.",
@@ -31,6 +39,9 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+
+    def migration_ended(self, namespace: str, name: str, outcome: str, reason: str) -> None:
+        self._ended.labels(namespace, name, outcome, reason).inc()
 
     def emergency_migration(self, namespace: str, name: str, lost_side: str) -> None:
         self._emergencies.labels(namespace, name, lost_side).inc()

@@ -718,6 +718,7 @@ class Reconciler:
         )
         work.set(phase=outcome, message=message, step_started_at=None)
         work.condition("Progressing", "False", reason, message)
+        self._metrics.migration_ended(spec.namespace, spec.name, outcome.value, reason)
         self._event(
             work.offload,
             "Normal" if outcome is Phase.SUCCEEDED else "Warning",

@@ -17,7 +17,16 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from vk_devtools.devcluster import cluster, envoygateway, hints, kueue, metricsserver, runpodstandin, traffic
+from vk_devtools.devcluster import (
+    cluster,
+    envoygateway,
+    helm,
+    hints,
+    kueue,
+    metricsserver,
+    runpodstandin,
+    traffic,
+)
 from vk_devtools.devcluster import restart as restarting
 from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
 from vk_devtools.devcluster.processes import ComponentFailedError
@@ -28,9 +37,15 @@ EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
 
 
-BUILDS: list[GoBuild] = [CONTROL_PLANE, metricsserver.METRICS_SERVER, kueue.KUEUE, envoygateway.ENVOY_GATEWAY]
-"""What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`), and Envoy
-Gateway, which the tests of the `gatewayapi` data plane run."""
+BUILDS: list[GoBuild] = [
+    CONTROL_PLANE,
+    metricsserver.METRICS_SERVER,
+    kueue.KUEUE,
+    envoygateway.ENVOY_GATEWAY,
+    helm.HELM,
+]
+"""What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`), Envoy
+Gateway, which the tests of the `gatewayapi` data plane run, and Helm, which the chart's tests run."""
 
 
 def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
