@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint build-plane proto clean
+.PHONY: demo test test-unit test-integration lint build-plane proto image clean
 
 $(STAMP): pyproject.toml devtools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,23 @@ test: lint build-plane
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. vk_provider/plugin/v1/provider.proto
 	PYTHON=$(BIN)/python examples/plugin-go/generate.sh
+
+# The container image: the Containerfile, with the first builder that works here (podman, buildah, or
+# docker with a daemon); without one, the same image from Debian's packages, as an OCI layout in
+# build/image (`vk-provider dev image`, which needs root).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' vk_provider/__init__.py)
+IMAGE ?= vk-provider:$(VERSION)
+image: $(STAMP)
+	@if command -v podman >/dev/null && podman info >/dev/null 2>&1; then builder=podman; \
+	elif command -v buildah >/dev/null; then builder=buildah; \
+	elif command -v docker >/dev/null && docker info >/dev/null 2>&1; then builder=docker; fi; \
+	if [ -n "$$builder" ]; then \
+		$$builder build -f Containerfile -t $(IMAGE) --build-arg VERSION=$(VERSION) \
+			--build-arg REVISION=$$(git rev-parse HEAD) .; \
+	else \
+		echo "no container builder works here: the same image from Debian's packages, in build/image"; \
+		$(BIN)/vk-provider dev image --output build/image --tag $(VERSION); \
+	fi
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

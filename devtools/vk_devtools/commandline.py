@@ -180,12 +180,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mode.add_argument(
         "--no-wait", action="store_true", help="fail at once if another build is under way instead of waiting"
     )
+    image = dev_commands.add_parser(
+        "image",
+        help="build the container image as an OCI layout, from Debian's packages (needs root)",
+        description=(
+            "Build the image of the node, the router and the controller without a registry: a Debian root "
+            "made by mmdebstrap, the project installed into it offline, packed by umoci into an OCI "
+            "image layout (push it with `skopeo copy oci:FOLDER:TAG docker://...`). Where a container "
+            "builder and a registry exist, `make image` builds the Containerfile instead."
+        ),
+    )
+    image.add_argument(
+        "--output", type=Path, default=Path("build/image"), help="the OCI layout folder (replaced)"
+    )
+    image.add_argument("--tag", default=None, help="the image's tag (default: the project's version)")
 
 
 def run(arguments: argparse.Namespace) -> int:
     command: str = arguments.dev_command
-    if command == "build":
-        return commands.build(background=arguments.background, wait=not arguments.no_wait)
+    if command in ("build", "image"):  # the builds: no cluster folder
+        return _build(arguments)
     directory: Path = arguments.dir or cluster.default_directory()
     if command == "up":
         settings = cluster.ClusterSettings(
@@ -213,3 +227,9 @@ def run(arguments: argparse.Namespace) -> int:
         "env": commands.env,
     }
     return by_directory[command](directory)
+
+
+def _build(arguments: argparse.Namespace) -> int:
+    if arguments.dev_command == "image":
+        return commands.image(arguments.output, tag=arguments.tag)
+    return commands.build(background=arguments.background, wait=not arguments.no_wait)

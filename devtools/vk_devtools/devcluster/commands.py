@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import TextIO
 
+from vk_devtools import image as building_image
 from vk_devtools.devcluster import (
     cluster,
     envoygateway,
@@ -30,6 +32,7 @@ from vk_devtools.devcluster import (
 from vk_devtools.devcluster import restart as restarting
 from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
 from vk_devtools.devcluster.processes import ComponentFailedError
+from vk_provider import __version__
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -46,6 +49,40 @@ BUILDS: list[GoBuild] = [
 ]
 """What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`), Envoy
 Gateway, which the tests of the `gatewayapi` data plane run, and Helm, which the chart's tests run."""
+
+
+def image(output: Path, *, tag: str | None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """`dev image`: the container image as an OCI layout (see `vk_devtools.image`)."""
+    source = Path(__file__).resolve().parents[3]
+    if not (source / "pyproject.toml").is_file():
+        print(f"dev image builds from a checkout of vk-provider; {source} is not one", file=err)
+        return EXIT_USAGE
+    try:
+        built = building_image.build_image(
+            source,
+            output.resolve(),
+            tag=tag or __version__,
+            version=__version__,
+            revision=_git(source, "rev-parse", "HEAD") or "unknown",
+            source_url=_git(source, "config", "--get", "remote.origin.url"),
+            log=err,
+        )
+    except building_image.ImageBuildError as error:
+        print(error, file=err)
+        return EXIT_FAILED
+    print(
+        f"built {built.reference}: one layer of {built.layer_bytes / 2**20:.1f} MiB compressed, "
+        f"{built.root_bytes / 2**20:.1f} MiB unpacked",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def _git(source: Path, *arguments: str) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(source), *arguments], capture_output=True, text=True, timeout=30, check=False
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
