@@ -475,7 +475,9 @@ async def test_kueue_restarted_and_controller_killed_mid_way_end_ready_without_a
 
         async def moving() -> bool:
             offload = await rig.offload("chat")
-            return bool(offload["spec"]["placement"] == "away")
+            # Events are written after the flip, in the background: kill only once it is out.
+            started = await rig.events("FlipOutStarted", "OffloadPolicy")
+            return bool(offload["spec"]["placement"] == "away") and bool(started)
 
         await wait_for(moving, timeout_seconds=90, what=f"chat flipped away:\n{rig.log()}")
         # Mid-way: the flip is written, the check still Pending. Both controllers go down.
