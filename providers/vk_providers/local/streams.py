@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
 import signal
 import struct
 import subprocess
 import termios
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from vk_provider.errors import ProviderError
@@ -27,8 +28,11 @@ from vk_provider.provider import ByteSink, ContainerStreams, TerminalSize
 
 READ_CHUNK_BYTES = 64 * 1024
 DRAIN_AFTER_EXIT_SECONDS = 2.0
-"""How long output is still read after the command exited: a background child holding the pipe open
-must not keep the exit code from the client forever (the monitor has the same rule)."""
+"""How long, after the command exited, a copier may wait for more output: a background child holding
+the terminal open must not keep the exit code from the client forever (the monitor has the same rule;
+with pipes, Python 3.11's `Process.wait()` itself returns only once the pipes close). Time spent
+handing output to a slow client does not count: what the command wrote is all delivered."""
+DRAIN_POLL_SECONDS = 0.05
 
 
 async def exec_process(
@@ -74,16 +78,16 @@ async def _exec_with_pipes(
         stdout=pipe if streams.stdout is not None else devnull,
         stderr=pipe if streams.stderr is not None else devnull,
     )
-    outputs = [
-        asyncio.ensure_future(_pump(source, sink))
+    copiers = [
+        _Copier(functools.partial(source.read, READ_CHUNK_BYTES), sink)
         for source, sink in ((process.stdout, streams.stdout), (process.stderr, streams.stderr))
         if source is not None and sink is not None
     ]
+    outputs = [asyncio.ensure_future(copier.run()) for copier in copiers]
     feeder = asyncio.ensure_future(_feed(streams.stdin, process.stdin))
     try:
         returncode = await process.wait()
-        if outputs:
-            await asyncio.wait(outputs, timeout=DRAIN_AFTER_EXIT_SECONDS)
+        await _drain(copiers, outputs)
         for task in outputs:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
@@ -92,9 +96,47 @@ async def _exec_with_pipes(
         await _end(process, [*outputs, feeder])
 
 
-async def _pump(source: asyncio.StreamReader, sink: ByteSink) -> None:
-    while chunk := await source.read(READ_CHUNK_BYTES):
-        await sink(chunk)
+class _Copier:
+    """Copies a source to a sink, and knows since when it has been waiting on the source (None while it
+    delivers), so that the drain after exit cuts only a wait for output, never a delivery."""
+
+    def __init__(self, read: Callable[[], Awaitable[bytes]], sink: ByteSink | None) -> None:
+        self._read = read
+        self._sink = sink
+        self._loop = asyncio.get_running_loop()
+        self.waiting_since: float | None = None
+
+    async def run(self) -> None:
+        while True:
+            self.waiting_since = self._loop.time()
+            chunk = await self._read()
+            self.waiting_since = None
+            if not chunk:
+                return
+            if self._sink is not None:
+                await self._sink(chunk)
+
+
+async def _drain(copiers: Sequence[_Copier], tasks: Sequence[asyncio.Future[None]]) -> None:
+    """After the command exited: let each copier finish, unless it has waited on its source for
+    DRAIN_AFTER_EXIT_SECONDS since the exit (a background child keeps the output open); `_end` then
+    cancels it."""
+    loop = asyncio.get_running_loop()
+    exited_at = loop.time()
+    pending = {task: copier for task, copier in zip(tasks, copiers, strict=True)}
+    while pending:
+        done, _ = await asyncio.wait(pending, timeout=DRAIN_POLL_SECONDS)
+        for task in done:
+            del pending[task]
+        now = loop.time()
+        stalled = [
+            task
+            for task, copier in pending.items()
+            if copier.waiting_since is not None
+            and now - max(copier.waiting_since, exited_at) >= DRAIN_AFTER_EXIT_SECONDS
+        ]
+        for task in stalled:
+            del pending[task]
 
 
 async def _feed(chunks: AsyncIterator[bytes] | None, target: asyncio.StreamWriter | None) -> None:
@@ -153,14 +195,15 @@ async def _exec_with_tty(
         os.close(replica)
     os.set_blocking(controller, False)
     terminal = _Terminal(controller)
+    output = _Copier(terminal.read, streams.stdout)
     tasks = [
-        asyncio.ensure_future(_pump_terminal(terminal, streams.stdout)),
+        asyncio.ensure_future(output.run()),
         asyncio.ensure_future(_feed_terminal(streams.stdin, terminal)),
         asyncio.ensure_future(_follow_sizes(streams.resize, controller)),
     ]
     try:
         returncode = await process.wait()
-        await asyncio.wait(tasks[:1], timeout=DRAIN_AFTER_EXIT_SECONDS)
+        await _drain([output], tasks[:1])
         return _exit_code(returncode)
     finally:
         await _end(process, tasks)
@@ -208,12 +251,6 @@ class _Terminal:  # also any other non-blocking descriptor (the attach FIFO)
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
-
-
-async def _pump_terminal(terminal: _Terminal, sink: ByteSink | None) -> None:
-    while chunk := await terminal.read():
-        if sink is not None:
-            await sink(chunk)
 
 
 async def _feed_terminal(chunks: AsyncIterator[bytes] | None, terminal: _Terminal) -> None:

@@ -142,3 +142,19 @@ async def test_port_forward_copies_both_ways_and_half_closes() -> None:
 async def test_port_forward_to_a_closed_port_says_so() -> None:
     with pytest.raises(ProviderError, match=r"dial tcp 127\.0\.0\.1:1: "):
         await forward_port("127.0.0.1", 1, chunks([]), Collected())
+
+
+async def test_a_slow_client_gets_all_the_output_after_the_command_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain after exit bounds waiting for output, not delivering it (a client behind a plugin
+    under load took longer than the drain and lost `echo`'s line before this)."""
+    monkeypatch.setattr("vk_providers.local.streams.DRAIN_AFTER_EXIT_SECONDS", 0.2)
+    delivered = bytearray()
+
+    async def slow(chunk: bytes) -> None:
+        await asyncio.sleep(0.5)  # a client slower than the drain (noqa: sleep-ok)
+        delivered.extend(chunk)
+
+    assert await run(["sh", "-c", "echo one; echo two >&2"], tmp_path, stdout=slow, stderr=slow) == 0
+    assert sorted(bytes(delivered).splitlines()) == [b"one", b"two"]
