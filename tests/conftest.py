@@ -31,6 +31,9 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_kubernetes_provider.py": "remote-plane",
     "tests/integration/test_exec_kubernetes.py": "remote-plane",
     "tests/integration/test_envoy_gateway.py": "envoy-gateway",
+    "tests/integration/test_manifests.py": "manifests",
+    "tests/integration/test_chart.py": "manifests",
+    "tests/integration/test_image.py": "image",
 }
 """Test modules whose tests run on one xdist worker, one after another, by group (why: the group
 constants in tests/integration/conftest.py). Each such module also carries its group's

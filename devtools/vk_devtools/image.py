@@ -45,6 +45,8 @@ STATE_DIR = "/var/lib/vk-provider"
 WHEELS_INSIDE = "/opt/wheels"
 """Where the wheels wait inside the root while they are installed (removed after)."""
 STEP_TIMEOUT_SECONDS = 900
+PROJECT_FILES = ("pyproject.toml", "README.md", "vk_provider", "providers")
+"""What the image is built from, as the Containerfile copies it."""
 
 
 class ImageBuildError(RuntimeError):
@@ -130,9 +132,18 @@ def _debian_root(root: Path, log: TextIO) -> None:
 
 
 def _install_project(source: Path, root: Path, wheels: Path, log: TextIO) -> None:
+    # From a copy: setuptools builds in the tree it is given (its build/ folder), and the checkout's
+    # own must stay the user's (two builds at once collided there).
+    tree = wheels.with_name("source")
+    tree.mkdir()
+    for name in PROJECT_FILES:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source / name, tree / name)
     _run(
         "wheels of the project and its dependencies",
-        [sys.executable, "-m", "pip", "wheel", "--quiet", source, "-w", wheels],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", tree, "-w", wheels],
         log,
     )
     inside = root / WHEELS_INSIDE.lstrip("/")

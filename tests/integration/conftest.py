@@ -55,6 +55,11 @@ DEV_CLUSTER_GROUP = pytest.mark.xdist_group("dev-cluster")
 REMOTE_PLANE_GROUP = pytest.mark.xdist_group("remote-plane")
 """Tests of the `kubernetes` provider: on one worker, so that they share one remote plane."""
 ENVOY_GATEWAY_GROUP = pytest.mark.xdist_group("envoy-gateway")
+MANIFESTS_GROUP = pytest.mark.xdist_group("manifests")
+"""The kustomize base's and the chart's RBAC tests apply objects of the same names (the node's
+ClusterRole, ...), and the base's module fixture deletes them at its end: one worker, in turn."""
+IMAGE_GROUP = pytest.mark.xdist_group("image")
+"""The image is built once per module (a minute, in the source tree's copy): one worker."""
 """Tests on Envoy Gateway: on one worker, so that one Envoy Gateway serves them (two would both act on
 every Gateway of their class)."""
 

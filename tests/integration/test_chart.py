@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import MANIFESTS_GROUP, Kubectl
 from tests.integration.test_manifests import (
     CONTROLLER,
     FORBIDDEN,
@@ -25,6 +25,8 @@ from tests.integration.test_manifests import (
     can_i_as,
 )
 from vk_devtools.devcluster.helm import helm_binary
+
+pytestmark = MANIFESTS_GROUP
 
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "charts" / "vk-provider"

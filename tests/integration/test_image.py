@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import IMAGE_GROUP
 from vk_devtools.devcluster.debian import debian_program
 from vk_devtools.image import ENTRYPOINT, STATE_DIR, USER_ID, BuiltImage, build_image, image_config, umoci
 from vk_provider import __version__
@@ -23,9 +24,10 @@ TAG = "test"
 LAYER_LIMIT_BYTES = 150 * 2**20
 """A regression guard: the layer is 101.5 MiB compressed (300.7 MiB unpacked) today."""
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="building the image needs root (mmdebstrap, chroot)"
-)
+pytestmark = [
+    IMAGE_GROUP,
+    pytest.mark.skipif(os.geteuid() != 0, reason="building the image needs root (mmdebstrap, chroot)"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from tests.integration.conftest import Kubectl
+from tests.integration.conftest import MANIFESTS_GROUP, Kubectl
 from tests.integration.daemons import NodeDaemon
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.waiting import wait_for
@@ -18,6 +18,8 @@ from vk_devtools.devcluster import cluster
 from vk_provider.offload.names import OFFLOAD_LABEL
 
 BASE = Path(__file__).parents[2] / "manifests" / "base"
+pytestmark = MANIFESTS_GROUP
+
 NAMESPACE = "vk-provider-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:vk-provider-node"
 
