@@ -368,6 +368,6 @@ class ProviderContract:
             code = await provider.exec_in_container(request.ref, container, ["echo", "conformance"], streams)
         except CapabilityMissingError as error:  # a chain's member without it: declared, not offered here
             pytest.skip(f"refused for this pod: {error}")
-        assert (code, bytes(output)) == (0, b"conformance\n")
+        assert (code, bytes(output)) == (0, b"conformance\n"), f"exit code {code}, output {bytes(output)!r}"
         with pytest.raises(NotFoundError):
             await provider.exec_in_container(request.ref, "no-such-container", ["echo", "x"], streams)
