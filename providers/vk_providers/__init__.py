@@ -5,5 +5,3 @@ Each provider lives in its own subpackage (`vk_providers.<name>`) and is registe
 providers the same way. The folder is called `providers/` in the repository; the import name is
 `vk_providers` so that it can never clash with another distribution's top-level `providers`.
 """
-
-import vk_provider  # noqa: F401 - first: it sets how gRPC handles fork before a provider imports grpc
