@@ -119,6 +119,11 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     node.add_argument(
         "--orphan-sweep-interval-seconds", help="seconds between sweeps for provider orphans (default: 30)"
     )
+    node.add_argument(
+        "--token-refresh-fraction",
+        help="for a provider that mounts ServiceAccount tokens: replace a token after this part of its "
+        "lifetime (default: 0.8, as the kubelet)",
+    )
     node.add_argument("--kubelet-bind-address", help="address the kubelet API listens on (default: 0.0.0.0)")
     node.add_argument(
         "--kubelet-serving-cert-file",

@@ -21,6 +21,8 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
   by a provider that chooses among others, such as `chain`).
 - `SupportsExec`, `SupportsAttach`, `SupportsPortForward`: `kubectl exec` (and `cp`), `kubectl attach`
   and `kubectl port-forward`; the node serves the protocols, the provider only moves bytes.
+- `SupportsServiceAccountTokens`: the provider mounts projected volumes whole, ServiceAccount tokens
+  included, as a kubelet does; the node then requests the tokens and hands fresh ones before they expire.
 
 A provider that chooses where each pod goes (the `chain`) says what it chose in `PodState.placement`;
 the node writes that on the pod (see `vk_provider.kit.placement`).
@@ -321,6 +323,27 @@ class SupportsLogs(Protocol):
 class SupportsUsage(Protocol):
     async def usage(self, ref: PodRef) -> Sequence[ContainerUsage]:
         """Current usage of each running container of the pod."""
+
+
+@runtime_checkable
+class SupportsServiceAccountTokens(Protocol):
+    """A provider that mounts a pod's projected volumes whole, its ServiceAccount token among them.
+
+    When `mounts_service_account_tokens()` says so (it may depend on the provider's settings), the node
+    resolves every source of the pod's projected volumes into `PodRequest.volume_files`: ConfigMaps and
+    Secrets as always, the downward API's `fieldRef` items, and `serviceAccountToken` sources as bound
+    tokens from the TokenRequest API (bound to the pod, for its ServiceAccount, with the source's
+    audience and lifetime). Before a token has lived 80% of its lifetime the node requests a new one and
+    hands the pod's files again through `update_volume_files`, as the kubelet rotates projected tokens.
+    The node's identity then needs `create` on `serviceaccounts/token`."""
+
+    def mounts_service_account_tokens(self) -> bool:
+        """True when the node should resolve and rotate ServiceAccount tokens for this provider."""
+
+    async def update_volume_files(
+        self, ref: PodRef, volume_files: Mapping[str, tuple[VolumeFile, ...]]
+    ) -> None:
+        """Replace the files of the pod's volumes (each volume whole, atomically for its readers)."""
 
 
 @runtime_checkable

@@ -170,6 +170,7 @@ def test_the_package_exports_the_public_api() -> None:
         "MandatoryReferenceError",
         "ReferenceReader",
         "ResolvedEnvironment",
+        "TokenIssuer",
         "expand",
         "parse_quantity",
         "resolve_container_environment",

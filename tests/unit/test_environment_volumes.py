@@ -180,3 +180,59 @@ async def test_the_pod_request_carries_the_files_and_other_pods_carry_none() -> 
         make_pod(), reader=reader(), pod_ip="", host_ip="", node_allocatable={}
     )
     assert plain.volume_files == {}
+
+
+class RecordingIssuer:
+    """Hands out numbered tokens and remembers what each request asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, int]] = []
+
+    async def service_account_token(
+        self, pod: dict[str, Any], *, audience: str, expiration_seconds: int
+    ) -> bytes:
+        self.asked.append((pod["metadata"]["uid"], audience, expiration_seconds))
+        return f"token-{len(self.asked)}".encode()
+
+
+KUBE_API_ACCESS = {
+    "name": "kube-api-access-abcde",
+    "projected": {
+        "defaultMode": 0o644,
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "settings", "items": [{"key": "level", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]
+                }
+            },
+        ],
+    },
+}
+
+
+async def test_with_a_token_issuer_the_api_access_volume_resolves_whole() -> None:
+    issuer = RecordingIssuer()
+    audience = {
+        "name": "vault",
+        "projected": {"sources": [{"serviceAccountToken": {"audience": "vault", "path": "t"}}]},
+    }
+    resolved = await resolve_volume_files(
+        make_pod(volumes=[KUBE_API_ACCESS, audience]), reader(), tokens=issuer
+    )
+    assert resolved["kube-api-access-abcde"] == (
+        VolumeFile("token", b"token-1", 0o644),
+        VolumeFile("ca.crt", b"debug", 0o644),
+        VolumeFile("namespace", NAMESPACE.encode(), 0o644),
+    )
+    assert resolved["vault"] == (VolumeFile("t", b"token-2", 0o644),)
+    # The source's lifetime, else the API's default hour; the audience, else the API server's ("").
+    assert issuer.asked == [("uid-1234", "", 3607), ("uid-1234", "vault", 3600)]
+
+
+async def test_a_downward_item_this_node_cannot_mount_fails_the_pod_by_name() -> None:
+    cpu = {"path": "cpu", "resourceFieldRef": {"containerName": "app", "resource": "limits.cpu"}}
+    volume = {"name": "info", "projected": {"sources": [{"downwardAPI": {"items": [cpu]}}]}}
+    with pytest.raises(ValueError, match='volume "info", item "cpu": only fieldRef items'):
+        await resolve_volume_files(make_pod(volumes=[volume]), reader(), tokens=RecordingIssuer())

@@ -31,6 +31,7 @@ from vk_provider.environment.model import (
     MandatoryReferenceError,
     ReferenceReader,
     ResolvedEnvironment,
+    TokenIssuer,
 )
 from vk_provider.environment.resolve import resolve_container_environment
 from vk_provider.environment.volumes import resolve_volume_files
@@ -43,6 +44,7 @@ __all__ = [
     "MandatoryReferenceError",
     "ReferenceReader",
     "ResolvedEnvironment",
+    "TokenIssuer",
     "expand",
     "parse_quantity",
     "resolve_container_environment",

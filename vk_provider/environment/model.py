@@ -36,6 +36,18 @@ class ReferenceReader(Protocol):
         ...
 
 
+class TokenIssuer(Protocol):
+    """Where a projected volume's `serviceAccountToken` source gets its token (the TokenRequest API).
+
+    Failures propagate unchanged, as the reader's do: a pod whose token cannot be had must not start."""
+
+    async def service_account_token(
+        self, pod: Mapping[str, Any], *, audience: str, expiration_seconds: int
+    ) -> bytes:
+        """A token for the pod's ServiceAccount, bound to the pod; `audience` "" means the API server's."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class EnvironmentEvent:
     """An event the caller should record on the pod, as the kubelet would."""

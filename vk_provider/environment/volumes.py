@@ -5,7 +5,10 @@ the node reads the objects, as it does for the environment, and hands the provid
 
 Resolved: `configMap` and `secret` volumes, and `projected` volumes whose sources are all `configMap`
 or `secret` (a projected volume with a token, downward API or trust bundle source is left out, so the
-home token volume costs no reads; providers refuse or drop what they cannot carry). The kubelet's
+home token volume costs no reads; providers refuse or drop what they cannot carry). Given a token
+issuer (for a provider that mounts tokens, see `SupportsServiceAccountTokens`), projected volumes with
+`serviceAccountToken` and `downwardAPI` (`fieldRef`) sources resolve too: the API server's own
+`kube-api-access-*` volume (token, `ca.crt`, `namespace`) for one. The kubelet's
 rules: without `items` every key is a file named after it (a ConfigMap's `data` and `binaryData`
 alike); with `items` only those keys, at their paths; an item's `mode`, else the volume's
 `defaultMode`, else 0o644. A missing object or key is excused by `optional: true` (the volume gets
@@ -19,7 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from vk_provider.environment.model import EnvironmentEvent, MandatoryReferenceError, ReferenceReader
+from vk_provider.environment.field_refs import PodFields, field_ref_value
+from vk_provider.environment.model import (
+    EnvironmentEvent,
+    MandatoryReferenceError,
+    ReferenceReader,
+    SelectorError,
+    TokenIssuer,
+)
 from vk_provider.environment.resolve import DEFAULT_NAMESPACE
 from vk_provider.provider import VolumeFile
 
@@ -27,31 +37,43 @@ FAILED_MOUNT_REASON = "FailedMount"
 DEFAULT_MODE = 0o644
 """The API's default `defaultMode`; pods read from the API have it set already."""
 _KINDS = ("configMap", "secret")
+_PROJECTED_WITH_TOKENS = (*_KINDS, "downwardAPI", "serviceAccountToken")
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600
+"""A `serviceAccountToken` source's lifetime when it names none (the API's default)."""
 
 
 async def resolve_volume_files(
-    pod: Mapping[str, Any], reader: ReferenceReader
+    pod: Mapping[str, Any], reader: ReferenceReader, *, tokens: TokenIssuer | None = None
 ) -> dict[str, tuple[VolumeFile, ...]]:
     """Volume name -> its files, for the volumes this module resolves (see the module docstring)."""
     namespace = str(pod["metadata"].get("namespace") or DEFAULT_NAMESPACE)
     objects = _ObjectCache(reader, namespace)
     resolved: dict[str, tuple[VolumeFile, ...]] = {}
+    projected_kinds = _KINDS if tokens is None else _PROJECTED_WITH_TOKENS
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         name = str(volume.get("name", ""))
-        sources = _sources(volume)
+        sources = _sources(volume, projected_kinds)
         if sources is None:
             continue
         default_mode = _mode(volume, sources)
         files: dict[str, VolumeFile] = {}  # by path: a later projected source overwrites, as in the kubelet
         for kind, source in sources:
-            for file in await _source_files(name, kind, source, default_mode, objects):
+            if kind == "serviceAccountToken" and tokens is not None:
+                found = [await _token_file(pod, source, default_mode, tokens)]
+            elif kind == "downwardAPI":
+                found = _downward_files(pod, name, source, default_mode)
+            else:
+                found = await _source_files(name, kind, source, default_mode, objects)
+            for file in found:
                 files[file.path] = file
         resolved[name] = tuple(files.values())
     return resolved
 
 
-def _sources(volume: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]] | None:
-    """(kind, source) of each ConfigMap or Secret the volume shows; None for a volume not resolved here."""
+def _sources(
+    volume: Mapping[str, Any], projected_kinds: Sequence[str]
+) -> list[tuple[str, Mapping[str, Any]]] | None:
+    """(kind, source) of each source the volume shows; None for a volume not resolved here."""
     for kind in _KINDS:
         if volume.get(kind) is not None:
             return [(kind, volume[kind])]
@@ -60,11 +82,45 @@ def _sources(volume: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]] |
         return None
     sources: list[tuple[str, Mapping[str, Any]]] = []
     for source in projected.get("sources") or []:
-        kinds = [kind for kind in _KINDS if source.get(kind) is not None]
+        kinds = [kind for kind in projected_kinds if source.get(kind) is not None]
         if len(kinds) != 1 or len(source) != 1:
-            return None  # a token, downward API or trust bundle source: not ours to carry
+            return None  # a source of a kind not carried (a token without an issuer, a trust bundle)
         sources.append((kinds[0], source[kinds[0]]))
     return sources
+
+
+async def _token_file(
+    pod: Mapping[str, Any], source: Mapping[str, Any], mode: int, tokens: TokenIssuer
+) -> VolumeFile:
+    lifetime = source.get("expirationSeconds")
+    token = await tokens.service_account_token(
+        pod,
+        audience=str(source.get("audience") or ""),
+        expiration_seconds=DEFAULT_TOKEN_EXPIRATION_SECONDS if lifetime is None else int(lifetime),
+    )
+    return VolumeFile(path=str(source.get("path") or "token"), content=token, mode=mode)
+
+
+def _downward_files(
+    pod: Mapping[str, Any], volume: str, source: Mapping[str, Any], default_mode: int
+) -> list[VolumeFile]:
+    """A projected downward API source's items: pod fields (`fieldRef`); a container's resources
+    (`resourceFieldRef`) are not carried."""
+    fields = PodFields(pod, pod_ip="", host_ip="")  # the API refuses status fields in volumes
+    files = []
+    for item in source.get("items") or []:
+        path = str(item.get("path", ""))
+        if item.get("fieldRef") is None:
+            raise ValueError(f'volume "{volume}", item "{path}": only fieldRef items can be mounted here')
+        try:
+            value = field_ref_value(item["fieldRef"], fields)
+        except SelectorError as error:
+            raise ValueError(f'volume "{volume}", item "{path}": {error}') from None
+        mode = item.get("mode")
+        files.append(
+            VolumeFile(path=path, content=value.encode(), mode=default_mode if mode is None else int(mode))
+        )
+    return files
 
 
 def _mode(volume: Mapping[str, Any], sources: Sequence[tuple[str, Mapping[str, Any]]]) -> int:

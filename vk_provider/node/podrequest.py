@@ -14,6 +14,7 @@ from typing import Any, cast
 from vk_provider.environment import (
     EnvironmentEvent,
     ReferenceReader,
+    TokenIssuer,
     expand,
     resolve_container_environment,
     resolve_volume_files,
@@ -133,8 +134,10 @@ async def build_pod_request(
     pod_ip: str,
     host_ip: str,
     node_allocatable: Mapping[str, str],
+    tokens: TokenIssuer | None = None,
 ) -> tuple[PodRequest, list[EnvironmentEvent]]:
     """The request plus the environment events to record (optional references that were missing).
+    With `tokens`, projected volumes resolve whole, ServiceAccount tokens included.
 
     Raises MandatoryReferenceError (nothing may be created: a missing reference of the environment or
     of a volume) or a ValueError for a spec we cannot run.
@@ -157,7 +160,7 @@ async def build_pod_request(
     init_containers = [await convert(container) for container in spec.get("initContainers", [])]
     # After the environment, as the kubelet mounts volumes before it makes containers; a missing
     # mandatory object stops the pod the same way (MandatoryReferenceError, here with FailedMount).
-    volume_files = await resolve_volume_files(pod, reader)
+    volume_files = await resolve_volume_files(pod, reader, tokens=tokens)
     metadata = pod["metadata"]
     request = PodRequest(
         ref=pod_ref(pod),

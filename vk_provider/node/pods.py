@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
@@ -38,8 +38,16 @@ from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.podrequest import build_pod_request, pod_ref
 from vk_provider.node.settings import NodeSettings
+from vk_provider.node.tokens import ServiceAccountTokens
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
-from vk_provider.provider import PodLifecycle, PodRef, PodRequest, PodState, SupportsPodAddress
+from vk_provider.provider import (
+    PodLifecycle,
+    PodRef,
+    PodRequest,
+    PodState,
+    SupportsPodAddress,
+    SupportsServiceAccountTokens,
+)
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, Retry, WorkLoop
 
 logger = logging.getLogger(__name__)
@@ -186,6 +194,14 @@ class PodReconciler:
         again."""
         self._written: dict[str, _Written] = {}
         """The node's last status write of each pod while the watch cache may lag it, by UID."""
+        self._tokens = (
+            ServiceAccountTokens(api, refresh_fraction=settings.token_refresh_fraction)
+            if isinstance(provider, SupportsServiceAccountTokens) and provider.mounts_service_account_tokens()
+            else None
+        )
+        """Set when the provider mounts ServiceAccount tokens: the node requests and rotates them."""
+        self._tokenless: set[str] = set()
+        """Pods (by UID) whose volumes hold no token: nothing to rotate."""
         self.reconciles = 0
         self.failures = 0
 
@@ -271,9 +287,26 @@ class PodReconciler:
             await self._update_if_changed(pod, ref)
         self.known[uid] = ref
         self._applied.setdefault(uid, spec_fingerprint(pod))
-        if phase not in ("Succeeded", "Failed"):
-            await self._write_status(pod, state)
-        return None
+        if phase in ("Succeeded", "Failed"):
+            return None
+        await self._write_status(pod, state)
+        return await self._rotate_tokens(pod, ref, state)
+
+    async def _rotate_tokens(self, pod: dict[str, Any], ref: PodRef, state: PodState) -> float | None:
+        """Hand the provider fresh tokens when they are due (or unknown: adopted after a restart), and
+        say when to look again."""
+        if self._tokens is None or ref.uid in self._tokenless or state.phase in ("Succeeded", "Failed"):
+            return None
+        due = self._tokens.seconds_until_due(ref.uid)
+        if due is None or due <= 0:
+            request = await self._request_for(pod, ref)
+            provider = cast(SupportsServiceAccountTokens, self._provider)
+            async with self._metrics.time_provider_call("update_volume_files"):
+                await provider.update_volume_files(ref, request.volume_files)
+            due = self._tokens.seconds_until_due(ref.uid)
+            if due is None:
+                self._tokenless.add(ref.uid)
+        return due
 
     async def _admit(self, pod: dict[str, Any]) -> bool:
         """The node's admission (`admission`); a refused pod is Failed with the kubelet's reason."""
@@ -316,9 +349,12 @@ class PodReconciler:
         if isinstance(self._provider, SupportsPodAddress):
             async with self._metrics.time_provider_call("pod_address"):
                 pod_ip = await self._provider.pod_address(ref)
+        if self._tokens is not None:
+            self._tokens.start_over(ref.uid)  # every token of the pod is requested afresh below
         request, environment_events = await build_pod_request(
             pod,
             reader=self._reader,
+            tokens=self._tokens,
             pod_ip=pod_ip,
             host_ip=self._settings.host_ip,
             node_allocatable=self._node_allocatable,
@@ -437,9 +473,15 @@ class PodReconciler:
         self._costs.stop(uid)
         self._admissions.forget(uid)
         self._stopping.pop(uid, None)
+        self._forget_tokens(uid)
         self.work.forget(uid)
         if ref is not None:
             await self._delete_in_provider(ref, grace_period_seconds=0)
+
+    def _forget_tokens(self, uid: str) -> None:
+        self._tokenless.discard(uid)
+        if self._tokens is not None:
+            self._tokens.start_over(uid)
 
     async def _delete_in_provider(self, ref: PodRef, *, grace_period_seconds: float) -> None:
         async with self._metrics.time_provider_call("delete_pod"):

@@ -74,6 +74,9 @@ class NodeSettings:
     retry_initial_seconds: float = 1.0
     retry_max_seconds: float = 60.0
     orphan_sweep_interval_seconds: float = 30.0
+    token_refresh_fraction: float = 0.8
+    """For a provider that mounts ServiceAccount tokens: replace a token once it has lived this part of
+    its lifetime (the kubelet's 80%); in (0, 1]."""
     log_level: str = "INFO"
     api_qps: float = 0.0
     """A hard ceiling on the node's requests a second to the apiserver, its Lease and Node heartbeats
@@ -253,6 +256,13 @@ def _non_negative_number(name: str) -> Callable[[Any, str], float]:
     return convert
 
 
+def _fraction(name: str, value: Any, source: str) -> float:
+    number = _positive_number(name)(value, source)
+    if number > 1:
+        raise SettingsError(f"{source}: {name} must be a fraction in (0, 1], not {value!r}")
+    return number
+
+
 def _optional(convert: Callable[[Any, str], Any], value: Any, source: str) -> Any:
     """None for an empty value ("no ceiling"), else `convert`'s."""
     return None if value in (None, "") else convert(value, source)
@@ -284,6 +294,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "api_burst": _non_negative_int("api_burst"),
     "api_qps": _non_negative_number("api_qps"),
     "lease_duration_seconds": _positive_int("lease_duration_seconds"),
+    "token_refresh_fraction": lambda value, source: _fraction("token_refresh_fraction", value, source),
 }
 
 

@@ -16,6 +16,9 @@ Settings (the provider's section of the node configuration):
 - `unhealthy_marker_file`: while this file exists the health check fails (to test provider outages);
 - `image_entrypoints`: image name -> argv standing in for its ENTRYPOINT, run (with `args`) by a
   container of that image that sets no `command` (like pods meant for RunPod, which takes `args` only).
+- `mount_volumes` (false): bind each container's volumes at their mount paths in a mount namespace of
+  its own, the ServiceAccount token the node requests and rotates among them (needs root; see `mounts`
+  and `volumes`).
 
 This module stays light on purpose: `python -m vk_providers.local.monitor` imports it before the
 monitor, at every container start, so the provider itself is imported only when it is created.

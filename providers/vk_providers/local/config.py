@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +39,10 @@ class LocalSettings:
     """Image -> the argv its ENTRYPOINT would run: what a container of that image without `command`
     runs (followed by its `args`). A host has no images to read entrypoints from, yet pods meant for
     providers that only take `args` (RunPod) must run here too, e.g. on a home node they migrate from."""
+    mount_volumes: bool = False
+    """Mount each container's volumes at their paths in a mount namespace of its own (see `mounts`),
+    the ServiceAccount token the node requests among them, so in-cluster clients work in local pods.
+    Needs root (CAP_SYS_ADMIN). Off: volumes are not mounted, and the node requests no tokens."""
 
 
 def parse_settings(config: Mapping[str, Any]) -> LocalSettings:
@@ -62,7 +67,24 @@ def parse_settings(config: Mapping[str, Any]) -> LocalSettings:
         capacity=_capacity(config.get("capacity", {})),
         inherited_env=_names(config.get("inherited_env", defaults.inherited_env)),
         image_entrypoints=_entrypoints(config.get("image_entrypoints", {})),
+        mount_volumes=_mount_volumes(config),
     )
+
+
+def _mount_volumes(config: Mapping[str, Any]) -> bool:
+    wanted = _flag(config, "mount_volumes")
+    if wanted and os.geteuid() != 0:
+        raise ValueError(
+            "local provider setting mount_volumes needs root: mount namespaces need CAP_SYS_ADMIN"
+        )
+    return wanted
+
+
+def _flag(config: Mapping[str, Any], key: str) -> bool:
+    value = config.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"local provider setting {key} must be true or false, not {value!r}")
+    return value
 
 
 def _address_range(value: Any) -> ipaddress.IPv4Network:

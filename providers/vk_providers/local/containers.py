@@ -90,6 +90,8 @@ class Launch:
     working_dir: str
     stdin: bool = False
     """The container asked for a stdin (`stdin: true`): `kubectl attach -i` can write to it."""
+    mounts: tuple[Mapping[str, Any], ...] = ()
+    """Its volumes (`source`, `target`, `read_only`), bound in a mount namespace of its own (`mounts`)."""
 
 
 def container_environment(
@@ -245,6 +247,7 @@ class ContainerRuntime:
                 "env": dict(launch.env),
                 "working_dir": launch.working_dir,
                 "stdin": launch.stdin,
+                "mounts": list(launch.mounts),
             },
         )
         # Created here rather than by the monitor, so the log can be read as soon as the run exists.

@@ -37,6 +37,7 @@ from typing import Any
 
 from vk_provider.kit import procfs
 from vk_providers.local.crilog import STDERR, STDOUT, encode_records, format_timestamp
+from vk_providers.local.mounts import MountError, enter_private_mounts
 
 READ_CHUNK_BYTES = 64 * 1024
 DRAIN_AFTER_EXIT_SECONDS = 2.0
@@ -78,6 +79,8 @@ class Monitor:
         working_dir = self.spec.get("working_dir")
         stdin: int = subprocess.DEVNULL
         try:
+            if self.spec.get("mounts"):
+                enter_private_mounts(self.spec["mounts"])  # the container inherits the namespace
             if self.spec.get("stdin"):
                 with contextlib.suppress(FileExistsError):
                     os.mkfifo(self.stdin_path, 0o600)
@@ -197,6 +200,8 @@ class Monitor:
 
 
 def describe_start_error(error: BaseException, argv: list[str], working_dir: str | None) -> str:
+    if isinstance(error, MountError):
+        return f"failed to mount the container's volumes: {error.strerror}"
     if isinstance(error, OSError):
         if working_dir is not None and error.filename == working_dir:
             what = f"working directory {working_dir!r}"

@@ -39,6 +39,7 @@ from vk_providers.local.records import (
     write_json_atomically,
 )
 from vk_providers.local.runs import MonitoredRun
+from vk_providers.local.volumes import plan_mounts
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,9 @@ class PodRuntime:
             env=env,
             working_dir=working_dir,
             stdin=self._wants_stdin(spec.name),
+            mounts=plan_mounts(self.request, self.directory, spec.name)
+            if self.settings.mount_volumes
+            else (),
         )
         return ContainerRuntime(
             spec,

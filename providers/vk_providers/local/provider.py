@@ -24,6 +24,7 @@ calls `delete_pod` for it again, or `terminated_pod_retention_seconds` pass; the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -50,14 +51,17 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
     ProviderContext,
+    VolumeFile,
 )
 from vk_providers.local.addresses import AddressBook
 from vk_providers.local.config import parse_settings
 from vk_providers.local.logs import read_log
+from vk_providers.local.mounts import joining_mounts_of
 from vk_providers.local.pods import RECORD_NAME, PodRuntime
 from vk_providers.local.records import read_json
 from vk_providers.local.streams import attach_process, exec_process, forward_port
 from vk_providers.local.usage import process_group_usage
+from vk_providers.local.volumes import prepare_volumes, volume_folder, write_volume
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +133,9 @@ class LocalProvider:
             return
         _validate(pod, self._settings.image_entrypoints)
         pod_ip = self._addresses.reserve(uid)
+        if self._settings.mount_volumes:
+            (self._pods_dir / uid).mkdir(exist_ok=True, mode=0o700)
+            prepare_volumes(pod, self._pods_dir / uid)  # before the runtime plans its mounts on them
         runtime = PodRuntime(
             pod,
             pod_ip=pod_ip,
@@ -166,6 +173,18 @@ class LocalProvider:
         if (pod.labels, pod.annotations) != (current.labels, current.annotations):
             runtime.request = _with_metadata(current, pod)
             runtime.persist()
+
+    # SupportsServiceAccountTokens
+
+    def mounts_service_account_tokens(self) -> bool:
+        return self._settings.mount_volumes
+
+    async def update_volume_files(
+        self, ref: PodRef, volume_files: Mapping[str, tuple[VolumeFile, ...]]
+    ) -> None:
+        runtime = self._pod(ref)
+        for name, files in volume_files.items():
+            write_volume(volume_folder(runtime.directory, name), files)
 
     async def delete_pod(self, ref: PodRef, *, grace_period_seconds: float) -> None:
         """Start stopping the pod and return; its state becomes `terminated` once everything has stopped."""
@@ -268,7 +287,14 @@ class LocalProvider:
         if found.running_status() is None:
             raise ProviderError(f"container {container!r} of pod {ref} is not running")
         launch = found.launch
-        return await exec_process(command, streams, env=launch.env, working_dir=launch.working_dir)
+        status = found.running_status()
+        with contextlib.ExitStack() as stack:
+            mounts_of = None
+            if launch.mounts and status is not None and status.container_pid is not None:
+                mounts_of = stack.enter_context(joining_mounts_of(status.container_pid))
+            return await exec_process(
+                command, streams, env=launch.env, working_dir=launch.working_dir, enter=mounts_of
+            )
 
     async def attach_to_container(self, ref: PodRef, container: str, streams: ContainerStreams) -> None:
         runtime = self._pod(ref)

@@ -36,14 +36,23 @@ DRAIN_POLL_SECONDS = 0.05
 
 
 async def exec_process(
-    command: Sequence[str], streams: ContainerStreams, *, env: Mapping[str, str], working_dir: str
+    command: Sequence[str],
+    streams: ContainerStreams,
+    *,
+    env: Mapping[str, str],
+    working_dir: str,
+    enter: Callable[[], None] | None = None,
 ) -> int:
-    """Run `command` to its end with `streams`; its exit code (128+N when killed by signal N)."""
+    """Run `command` to its end with `streams`; its exit code (128+N when killed by signal N).
+
+    `enter` runs in the child before the command (joining the container's mount namespace)."""
     if not command:
         raise ProviderError("exec needs a command")
     if streams.tty:
-        return await _exec_with_tty(command, streams, env={"TERM": "xterm", **env}, working_dir=working_dir)
-    return await _exec_with_pipes(command, streams, env=env, working_dir=working_dir)
+        return await _exec_with_tty(
+            command, streams, env={"TERM": "xterm", **env}, working_dir=working_dir, enter=enter
+        )
+    return await _exec_with_pipes(command, streams, env=env, working_dir=working_dir, enter=enter)
 
 
 async def _start(command: Sequence[str], working_dir: str, **options: object) -> asyncio.subprocess.Process:
@@ -67,12 +76,18 @@ def _exit_code(returncode: int) -> int:
 
 
 async def _exec_with_pipes(
-    command: Sequence[str], streams: ContainerStreams, *, env: Mapping[str, str], working_dir: str
+    command: Sequence[str],
+    streams: ContainerStreams,
+    *,
+    env: Mapping[str, str],
+    working_dir: str,
+    enter: Callable[[], None] | None,
 ) -> int:
     pipe, devnull = subprocess.PIPE, subprocess.DEVNULL
     process = await _start(
         command,
         working_dir,
+        preexec_fn=enter,
         env=dict(env),
         stdin=pipe if streams.stdin is not None else devnull,
         stdout=pipe if streams.stdout is not None else devnull,
@@ -175,8 +190,18 @@ def set_terminal_size(fd: int, size: TerminalSize) -> None:
 
 
 async def _exec_with_tty(
-    command: Sequence[str], streams: ContainerStreams, *, env: Mapping[str, str], working_dir: str
+    command: Sequence[str],
+    streams: ContainerStreams,
+    *,
+    env: Mapping[str, str],
+    working_dir: str,
+    enter: Callable[[], None] | None,
 ) -> int:
+    def prepare_child() -> None:
+        if enter is not None:
+            enter()
+        _make_controlling_terminal()
+
     controller, replica = os.openpty()
     try:
         process = await _start(
@@ -186,7 +211,7 @@ async def _exec_with_tty(
             stdin=replica,
             stdout=replica,
             stderr=replica,
-            preexec_fn=_make_controlling_terminal,  # an ioctl only: no lock is taken
+            preexec_fn=prepare_child,  # system calls only (setns, an ioctl): no lock is taken
         )
     except BaseException:
         os.close(controller)
