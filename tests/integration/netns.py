@@ -1,7 +1,7 @@
 """A routable address for a test node, inside a network namespace the test creates and removes.
 
 The node gets the namespace's address (198.18.N.2, from the range reserved for network testing); the
-daemon listens on the root side of the veth pair (198.18.N.1) and `relay.py`, inside the namespace,
+daemon listens on the root side of the veth pair (198.18.N.1) and a relay, inside the namespace,
 forwards between the two. Traffic never leaves this machine.
 """
 
@@ -15,9 +15,8 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
-RELAY = Path(__file__).with_name("relay.py")
+from vk_devtools.devcluster import relay as relay_module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +91,17 @@ def relay(
     *,
     inside: NetworkNamespace | None = None,
 ) -> Iterator[None]:
-    """`relay.py` forwarding TCP from one address to another, on this host or `inside` a namespace."""
-    command = [sys.executable, str(RELAY), listen_host, str(listen_port), target_host, str(target_port)]
+    """`vk_devtools.devcluster.relay` forwarding TCP from one address to another, on this host or
+    `inside` a namespace."""
+    command = [
+        sys.executable,
+        "-m",
+        relay_module.__name__,
+        listen_host,
+        str(listen_port),
+        target_host,
+        str(target_port),
+    ]
     process = subprocess.Popen(
         inside.command(*command) if inside else command, stdout=subprocess.PIPE, text=True
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,39 @@ async def test_config_map_and_empty_dir_volumes_are_mounted_and_a_subpath_is_ref
 
     message = await wait_for(refused, timeout_seconds=60, what="the subPath refusal")
     assert 'volume mount "settings"' in message
+
+
+IN_CLUSTER_CLIENT = """
+import asyncio
+from vk_provider.kit.kube import KubeApi
+
+async def main():
+    api = await KubeApi.from_kubeconfig(None)  # in-cluster: KUBERNETES_SERVICE_HOST and the mounted token
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    answer = await api.create("/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+    print("I am", answer["status"]["userInfo"]["username"], flush=True)
+    await api.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_an_in_cluster_client_in_a_local_pod_reaches_the_apiserver_through_the_kubernetes_service(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str
+) -> None:
+    daemon = await mounting_node(start_node)
+    core = client.CoreV1Api(kube_api)
+    service = await core.read_namespaced_service("kubernetes", "default")
+    assert service.spec.cluster_ip.startswith("198.19.")  # the dev pod network, routed to this host
+    pod = sleeper("client", daemon.node_name, "600", restartPolicy="Never")
+    pod["spec"]["containers"][0]["command"] = [sys.executable, "-c", IN_CLUSTER_CLIENT]
+    await core.create_namespaced_pod(namespace, pod)
+
+    async def finished() -> str | None:
+        phase = (await core.read_namespaced_pod("client", namespace)).status.phase
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = await wait_for(finished, timeout_seconds=60, what="the client pod to finish")
+    log = await core.read_namespaced_pod_log("client", namespace)
+    assert phase == "Succeeded", log
+    assert log.strip() == f"I am system:serviceaccount:{namespace}:default"

@@ -38,6 +38,7 @@ from vk_devtools.devcluster import (
     podnetwork,
     processes,
     runpodstandin,
+    servicenetwork,
     traffic,
 )
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
@@ -50,7 +51,6 @@ from vk_devtools.devcluster.pki import (
 from vk_devtools.devcluster.ports import LOOPBACK, PortPicker
 from vk_devtools.devcluster.processes import ComponentFailedError, ProcessRecord
 
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stop order is the reverse: clients first, storage last.
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -329,11 +329,11 @@ class _Launch:
         self.state.save()
 
 
-def _prepare_pki(directory: Path) -> dict[str, KeyPair]:
+def _prepare_pki(directory: Path, service_subnet: int) -> dict[str, KeyPair]:
     pki = directory / "pki"
     ca = CertificateAuthority.create(pki)
     loopback = ipaddress.ip_address(LOOPBACK)
-    first_service_ip = ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE)[1]
+    first_service_ip = servicenetwork.kubernetes_service_address(service_subnet)
     pairs = {
         "ca": ca.paths,
         "apiserver": ca.issue_serving(
@@ -393,7 +393,7 @@ def _apiserver_argv(
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={pki['sa'].cert}",
         f"--service-account-signing-key-file={pki['sa'].key}",
-        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        f"--service-cluster-ip-range={servicenetwork.service_range(ports[servicenetwork.SUBNET_KEY])}",
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
         f"--default-not-ready-toleration-seconds={toleration}",
@@ -496,6 +496,9 @@ def health_check(
             f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz", _insecure_ssl_context()
         ),
         runpodstandin.COMPONENT: lambda: runpodstandin.is_answering(state.directory),
+        servicenetwork.COMPONENT: lambda: servicenetwork.reaches_its_apiserver(
+            ports[servicenetwork.SUBNET_KEY], state.ca_cert
+        ),
         metricsserver.COMPONENT: lambda: metricsserver.is_available(
             apiserver_request(state, metricsserver.APISERVICE_PATH)
         ),
@@ -574,7 +577,7 @@ def up(
     _reset_directory(directory)
 
     ports = _pick_ports(settings)
-    pki = _prepare_pki(directory)
+    pki = _prepare_pki(directory, ports[servicenetwork.SUBNET_KEY])
     server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
     write_kubeconfig(
         directory / "kubeconfig", server=server, ca_cert=pki["ca"].cert, client=pki["admin"], user=ADMIN.user
@@ -629,6 +632,7 @@ def up(
             is None
         ):
             raise RuntimeError("could not bind system:kubelet-api-admin to the apiserver's kubelet client")
+        _start_kubernetes_service(launch, settings.start_timeout_seconds, out)
         if settings.local_node:
             _start_node(
                 launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
@@ -675,8 +679,12 @@ def _pick_ports(settings: ClusterSettings) -> dict[str, int]:
         pickers["burst-node-kubelet"] = PortPicker(localnode.AWAY.address(directory))
         pickers[metricsserver.COMPONENT] = PortPicker(metricsserver.address(directory))
     return {
-        name: pickers.get(name, loopback).pick(preferred if settings.use_preferred_ports else None)
-        for name, preferred in PREFERRED_PORTS.items()
+        **{
+            name: pickers.get(name, loopback).pick(preferred if settings.use_preferred_ports else None)
+            for name, preferred in PREFERRED_PORTS.items()
+        },
+        # Not a port, but picked the same way (what is free now) and kept with them in the state.
+        servicenetwork.SUBNET_KEY: servicenetwork.pick_subnet(settings.directory),
     }
 
 
@@ -720,6 +728,21 @@ def _start_node(
         f"({time.monotonic() - started:.1f}s)",
         file=out,
     )
+
+
+def _start_kubernetes_service(launch: _Launch, timeout_seconds: float, out: TextIO) -> None:
+    """The relay that makes the `kubernetes` Service's address reach the apiserver (`servicenetwork`).
+    Without root to route the pod network it is left out, and `up` says what pods will miss."""
+    try:
+        podnetwork.ensure_local_route()
+    except podnetwork.PodNetworkError as error:
+        print(f"pods cannot reach the `kubernetes` Service (in-cluster clients will fail): {error}", file=out)
+        return
+    subnet = launch.state.ports[servicenetwork.SUBNET_KEY]
+    argv = servicenetwork.relay_argv(subnet, LOOPBACK, launch.state.ports["kube-apiserver"])
+    _start_served(launch, servicenetwork.COMPONENT, argv, timeout_seconds)
+    address = servicenetwork.kubernetes_service_address(subnet)
+    print(f"the `kubernetes` Service ({address}:443) reaches the apiserver", file=out)
 
 
 def _start_metrics_server(

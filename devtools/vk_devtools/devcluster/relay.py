@@ -1,10 +1,12 @@
-"""A TCP relay, run inside a test network namespace: listen on one address, forward to another.
+"""A TCP relay: listen on one address, forward each connection to another. TLS passes through as is.
 
-The apiserver's node proxy only dials routable node addresses. The tests give a node such an address
-inside a network namespace they create (a veth pair, never a real network), and this relay carries the
-connections from there to the daemon, which listens on the veth's other end. TLS passes through as is.
+Two uses. The development plane's `kubernetes` Service: nothing here routes cluster IPs, so a relay on
+the Service's address and port carries pods' connections to the apiserver (see `servicenetwork`), as
+kube-proxy would. And the tests' network namespaces: the apiserver's node proxy only dials routable
+node addresses, so the tests give a node such an address inside a namespace (a veth pair, never a real
+network), and a relay there carries the connections to the daemon on the veth's other end.
 
-    python relay.py LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT
+    python -m vk_devtools.devcluster.relay LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT
 """
 
 from __future__ import annotations

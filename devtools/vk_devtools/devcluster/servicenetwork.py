@@ -1,0 +1,100 @@
+"""The development plane's Service addresses, and the `kubernetes` Service that pods can reach.
+
+Nothing in the development cluster routes cluster IPs (there is no kube-proxy), so a pod's in-cluster
+client, which dials `KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT` (the `kubernetes` Service, 443),
+would reach nothing. Two things make it reach the apiserver:
+
+- the plane's Service range is a /24 of the dev pod network (`podnetwork`), which is routed to this
+  host, so the `kubernetes` Service's address (the range's first) can be bound here. The /24s 240..255
+  are Service ranges, clear of those development nodes (2..15) and tests (16..239) give pods; a plane
+  takes the first whose `kubernetes` address is free, starting from its folder's group, and keeps it in
+  its state (`ports["kubernetes-service-subnet"]`), because the apiserver stores the range;
+- a relay (`relay`) listens on that address, port 443, and carries each connection to the apiserver on
+  loopback, as kube-proxy would; TLS passes through, and the apiserver's certificate names the address.
+Only the `kubernetes` Service is relayed; other Services are reached through their endpoints (the
+router, Envoy) as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+import ssl
+import sys
+from pathlib import Path
+
+from vk_devtools.devcluster import podnetwork
+from vk_devtools.devcluster import relay as relay_module
+
+COMPONENT = "kubernetes-service"
+SUBNET_KEY = "kubernetes-service-subnet"
+"""Where the plane's state keeps which /24 of the pod network is its Service range."""
+FIRST_SUBNET = 240
+SUBNET_COUNT = 16
+KUBERNETES_SERVICE_PORT = 443
+
+
+def pick_subnet(directory: Path) -> int:
+    """A Service /24 whose `kubernetes` address no other plane here serves (the folder's group's own
+    when free). Without the pod network routed here nothing can be bound: the group's own, unchecked."""
+    start = podnetwork.folder_group(directory)
+    candidates = [FIRST_SUBNET + (start + offset) % SUBNET_COUNT for offset in range(SUBNET_COUNT)]
+    try:
+        podnetwork.ensure_local_route()
+    except podnetwork.PodNetworkError:
+        return candidates[0]
+    for index in candidates:
+        if _bindable(kubernetes_service_address(index)):
+            return index
+    raise RuntimeError(
+        f"every Service range of the dev pod network ({len(candidates)}) has its `kubernetes` address "
+        "taken by another plane on this host; stop one (`vk-provider dev down --dir ...`)"
+    )
+
+
+def _bindable(address: ipaddress.IPv4Address) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((str(address), KUBERNETES_SERVICE_PORT))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
+def service_range(subnet: int) -> ipaddress.IPv4Network:
+    return podnetwork.subnet(subnet)
+
+
+def kubernetes_service_address(subnet: int) -> ipaddress.IPv4Address:
+    """The `kubernetes` Service's cluster IP: the range's first address, as the apiserver allocates it."""
+    return service_range(subnet)[1]
+
+
+def relay_argv(subnet: int, apiserver_host: str, apiserver_port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        relay_module.__name__,
+        str(kubernetes_service_address(subnet)),
+        str(KUBERNETES_SERVICE_PORT),
+        apiserver_host,
+        str(apiserver_port),
+    ]
+
+
+def reaches_its_apiserver(subnet: int, ca_cert: Path) -> bool:
+    """Whether a TLS client trusting this plane's CA gets through the Service's address: another
+    plane's relay on it would present another CA's certificate, and this says no."""
+    address = str(kubernetes_service_address(subnet))
+    context = ssl.create_default_context(cafile=str(ca_cert))
+    try:
+        with (
+            socket.create_connection((address, KUBERNETES_SERVICE_PORT), timeout=3) as connection,
+            context.wrap_socket(connection, server_hostname=address),
+        ):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
