@@ -577,6 +577,37 @@ def up(
     _reset_directory(directory)
 
     ports = _pick_ports(settings)
+    service_subnet = servicenetwork.reserve_subnet(directory)
+    # Not a port, but picked the same way (what is free now) and kept with them in the state.
+    ports[servicenetwork.SUBNET_KEY] = service_subnet.subnet
+    try:
+        return _start_plane(
+            settings,
+            bin_dir=bin_dir,
+            kubernetes_version=kubernetes_version,
+            out=out,
+            metrics_server_bin_dir=metrics_server_bin_dir,
+            ports=ports,
+            service_subnet=service_subnet,
+            started_at=started_at,
+        )
+    finally:
+        service_subnet.release()
+
+
+def _start_plane(
+    settings: ClusterSettings,
+    *,
+    bin_dir: Path,
+    kubernetes_version: str,
+    out: TextIO,
+    metrics_server_bin_dir: Path | None,
+    ports: dict[str, int],
+    service_subnet: servicenetwork.Reservation,
+    started_at: float,
+) -> UpResult:
+    """`up` once the ports and the Service range are chosen."""
+    directory = settings.directory
     pki = _prepare_pki(directory, ports[servicenetwork.SUBNET_KEY])
     server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
     write_kubeconfig(
@@ -633,6 +664,7 @@ def up(
         ):
             raise RuntimeError("could not bind system:kubelet-api-admin to the apiserver's kubelet client")
         _start_kubernetes_service(launch, settings.start_timeout_seconds, out)
+        service_subnet.release()  # the relay serves there now
         if settings.local_node:
             _start_node(
                 launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
@@ -683,8 +715,6 @@ def _pick_ports(settings: ClusterSettings) -> dict[str, int]:
             name: pickers.get(name, loopback).pick(preferred if settings.use_preferred_ports else None)
             for name, preferred in PREFERRED_PORTS.items()
         },
-        # Not a port, but picked the same way (what is free now) and kept with them in the state.
-        servicenetwork.SUBNET_KEY: servicenetwork.pick_subnet(settings.directory),
     }
 
 

@@ -37,7 +37,9 @@ async def main(listen_host: str, listen_port: int, target_host: str, target_port
             return
         await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
 
-    server = await asyncio.start_server(handle, listen_host, listen_port)
+    # reuse_port: the development plane holds the `kubernetes` Service's address with a socket of its
+    # own until this relay serves there (see servicenetwork).
+    server = await asyncio.start_server(handle, listen_host, listen_port, reuse_port=True)
     print("relay ready", flush=True)
     async with server:
         await server.serve_forever()

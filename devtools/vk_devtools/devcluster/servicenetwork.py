@@ -8,7 +8,10 @@ would reach nothing. Two things make it reach the apiserver:
   host, so the `kubernetes` Service's address (the range's first) can be bound here. The /24s 240..255
   are Service ranges, clear of those development nodes (2..15) and tests (16..239) give pods; a plane
   takes the first whose `kubernetes` address is free, starting from its folder's group, and keeps it in
-  its state (`ports["kubernetes-service-subnet"]`), because the apiserver stores the range;
+  its state (`ports["kubernetes-service-subnet"]`), because the apiserver stores the range. Planes start
+  at once (the tests start several), so the choice is held from the moment it is made: a socket bound
+  (never listening) to the address, with SO_REUSEPORT so that the relay can bind beside it, and closed
+  once the relay serves; another plane's check, a bind without SO_REUSEPORT, fails all along;
 - a relay (`relay`) listens on that address, port 443, and carries each connection to the apiserver on
   loopback, as kube-proxy would; TLS passes through, and the apiserver's certificate names the address.
 Only the `kubernetes` Service is relayed; other Services are reached through their endpoints (the
@@ -17,6 +20,7 @@ router, Envoy) as before.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import ipaddress
 import socket
@@ -35,33 +39,57 @@ SUBNET_COUNT = 16
 KUBERNETES_SERVICE_PORT = 443
 
 
-def pick_subnet(directory: Path) -> int:
-    """A Service /24 whose `kubernetes` address no other plane here serves (the folder's group's own
-    when free). Without the pod network routed here nothing can be bound: the group's own, unchecked."""
+@dataclasses.dataclass
+class Reservation:
+    """A Service /24 chosen for a plane, held (see the module docstring) until `release`."""
+
+    subnet: int
+    held: socket.socket | None
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.close()
+            self.held = None
+
+
+def reserve_subnet(directory: Path) -> Reservation:
+    """A Service /24 whose `kubernetes` address no other plane here holds (the folder's group's own
+    when free). Without the pod network routed here nothing can be bound: the group's own, unheld."""
     start = podnetwork.folder_group(directory)
     candidates = [FIRST_SUBNET + (start + offset) % SUBNET_COUNT for offset in range(SUBNET_COUNT)]
     try:
         podnetwork.ensure_local_route()
     except podnetwork.PodNetworkError:
-        return candidates[0]
+        return Reservation(candidates[0], None)
     for index in candidates:
-        if _bindable(kubernetes_service_address(index)):
-            return index
+        held = _hold(kubernetes_service_address(index))
+        if held is not None:
+            return Reservation(index, held)
     raise RuntimeError(
         f"every Service range of the dev pod network ({len(candidates)}) has its `kubernetes` address "
         "taken by another plane on this host; stop one (`vk-provider dev down --dir ...`)"
     )
 
 
-def _bindable(address: ipaddress.IPv4Address) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+def _hold(address: ipaddress.IPv4Address) -> socket.socket | None:
+    """A socket bound to the address's port 443 with SO_REUSEPORT; None if any other socket is bound
+    there (the first bind, without the option, is the check)."""
+    target = (str(address), KUBERNETES_SERVICE_PORT)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as check:
         try:
-            probe.bind((str(address), KUBERNETES_SERVICE_PORT))
+            check.bind(target)
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
-                return False
+                return None
             raise
-    return True
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        held.bind(target)
+    except OSError:
+        held.close()
+        return None  # taken in the microseconds between the two binds
+    return held
 
 
 def service_range(subnet: int) -> ipaddress.IPv4Network:
