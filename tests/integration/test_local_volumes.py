@@ -104,7 +104,7 @@ async def test_the_pod_reads_its_bound_token_ca_and_namespace_and_the_token_is_r
     assert not (await review(kube_api, first)).authenticated
 
 
-async def test_config_map_and_empty_dir_volumes_are_mounted_and_a_subpath_is_refused_by_name(
+async def test_config_map_and_empty_dir_volumes_are_mounted_seen_by_exec_and_probes_and_a_subpath_is_refused(
     start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
 ) -> None:
     daemon = await mounting_node(start_node)
@@ -120,15 +120,21 @@ async def test_config_map_and_empty_dir_volumes_are_mounted_and_a_subpath_is_ref
     ]
     box = sleeper("box", daemon.node_name, f"42{random.randrange(10**6):06d}.5", volumes=volumes)  # noqa: S311
     box["spec"]["containers"][0]["volumeMounts"] = mounts
+    # An exec probe sees what the container sees: the file exists only in its mount namespace.
+    box["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["cat", f"{place}/settings/mode"]},
+        "periodSeconds": 1,
+    }
     await core.create_namespaced_pod(namespace, box)
     bad = sleeper("bad", daemon.node_name, "600", volumes=volumes)
     bad["spec"]["containers"][0]["volumeMounts"] = [{**mounts[0], "subPath": "mode"}]
     await core.create_namespaced_pod(namespace, bad)
 
-    async def running() -> bool:
-        return (await core.read_namespaced_pod("box", namespace)).status.phase == "Running"
+    async def ready() -> bool:
+        conditions = (await core.read_namespaced_pod("box", namespace)).status.conditions or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
-    await wait_for(running, timeout_seconds=60, what="the pod to run")
+    await wait_for(ready, timeout_seconds=60, what="the pod to be Ready by its exec probe")
     assert (
         await asyncio.to_thread(read_in_pod, control_plane, namespace, "box", f"{place}/settings/mode")
         == b"fast"

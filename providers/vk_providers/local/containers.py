@@ -319,7 +319,17 @@ class ContainerRuntime:
             set_ready=functools.partial(self._set_ready, pod),
             kill=functools.partial(self._kill_after_probe_failure, run, pod),
         )
-        target = ProbeTarget(pod_ip=pod.pod_ip, env=self.launch.env, working_dir=self.launch.working_dir)
+
+        def container_pid() -> int | None:
+            status = run.status()
+            return status.container_pid if status is not None and status.running else None
+
+        target = ProbeTarget(
+            pod_ip=pod.pod_ip,
+            env=self.launch.env,
+            working_dir=self.launch.working_dir,
+            mounted_process=container_pid if self.launch.mounts else None,
+        )
         try:
             await run_probes(self.spec, target, pod.http_session, listener, resumed=resumed)
         except Exception:

@@ -20,6 +20,7 @@ import aiohttp
 
 from vk_provider.kit import procfs
 from vk_provider.provider import ContainerSpec, ExecAction, HttpGetAction, Probe, TcpSocketAction
+from vk_providers.local.mounts import joining_mounts_of
 
 EXEC_OUTPUT_IN_MESSAGE_BYTES = 1024
 USER_AGENT = "kube-probe/vk-provider-local"
@@ -34,6 +35,9 @@ class ProbeTarget:
     pod_ip: str
     env: Mapping[str, str]
     working_dir: str | None
+    mounted_process: Callable[[], int | None] | None = None
+    """With mounted volumes: the container's process now (None between runs), whose mount namespace an
+    exec probe joins, so that it sees the files the container sees."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -191,15 +195,19 @@ async def _tcp_connect(action: TcpSocketAction, target: ProbeTarget) -> ProbeRes
 
 async def _exec(action: ExecAction, target: ProbeTarget, timeout_seconds: float) -> ProbeResult:
     try:
-        process = await asyncio.create_subprocess_exec(
-            *action.command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=dict(target.env),
-            cwd=target.working_dir,
-            start_new_session=True,  # so a timeout can end everything the command started
-        )
+        with contextlib.ExitStack() as stack:
+            pid = target.mounted_process() if target.mounted_process is not None else None
+            enter = stack.enter_context(joining_mounts_of(pid)) if pid is not None else None
+            process = await asyncio.create_subprocess_exec(
+                *action.command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=dict(target.env),
+                cwd=target.working_dir,
+                start_new_session=True,  # so a timeout can end everything the command started
+                preexec_fn=enter,
+            )
     except (OSError, ValueError) as error:
         return ProbeResult(False, f"exec {list(action.command)}: {error}")
     try:
