@@ -196,3 +196,29 @@ async def test_an_in_cluster_client_in_a_local_pod_reaches_the_apiserver_through
     log = await core.read_namespaced_pod_log("client", namespace)
     assert phase == "Succeeded", log
     assert log.strip() == f"I am system:serviceaccount:{namespace}:default"
+
+
+async def test_a_label_change_mounts_the_tokens_it_requested_so_rotation_stays_on_time(
+    start_node: StartNode, kube_api: client.ApiClient, namespace: str, control_plane: cluster.ClusterState
+) -> None:
+    # Rotation due only after an hour: a token that changes sooner came with the update.
+    daemon = await start_node(
+        "local",
+        token_refresh_fraction=1.0,
+        provider_config={**LOCAL_SETTINGS["provider_config"], "mount_volumes": True},
+    )
+    core = client.CoreV1Api(kube_api)
+    await core.create_namespaced_pod(namespace, sleeper("relabelled", daemon.node_name, "600"))
+
+    async def running() -> bool:
+        return (await core.read_namespaced_pod("relabelled", namespace)).status.phase == "Running"
+
+    await wait_for(running, timeout_seconds=60, what="the pod to run")
+    path = f"{TOKEN_FOLDER}/token"
+    first = await asyncio.to_thread(read_in_pod, control_plane, namespace, "relabelled", path)
+    await core.patch_namespaced_pod("relabelled", namespace, {"metadata": {"labels": {"tier": "gold"}}})
+
+    async def replaced() -> bool:
+        return await asyncio.to_thread(read_in_pod, control_plane, namespace, "relabelled", path) != first
+
+    await wait_for(replaced, timeout_seconds=60, what="the update's token to be mounted")

@@ -299,10 +299,7 @@ class PodReconciler:
             return None
         due = self._tokens.seconds_until_due(ref.uid)
         if due is None or due <= 0:
-            request = await self._request_for(pod, ref)
-            provider = cast(SupportsServiceAccountTokens, self._provider)
-            async with self._metrics.time_provider_call("update_volume_files"):
-                await provider.update_volume_files(ref, request.volume_files)
+            await self._hand_volume_files(ref, await self._request_for(pod, ref))
             due = self._tokens.seconds_until_due(ref.uid)
             if due is None:
                 self._tokenless.add(ref.uid)
@@ -333,6 +330,9 @@ class PodReconciler:
         request = await self._request_for(pod, ref)
         async with self._metrics.time_provider_call("update_pod"):
             await self._provider.update_pod(request)
+        if self._tokens is not None:
+            # The request came with fresh tokens, and the next rotation is timed from them: mount them.
+            await self._hand_volume_files(ref, request)
         self._applied[ref.uid] = fingerprint
 
     async def _create(self, pod: dict[str, Any], ref: PodRef) -> None:
@@ -477,6 +477,11 @@ class PodReconciler:
         self.work.forget(uid)
         if ref is not None:
             await self._delete_in_provider(ref, grace_period_seconds=0)
+
+    async def _hand_volume_files(self, ref: PodRef, request: PodRequest) -> None:
+        provider = cast(SupportsServiceAccountTokens, self._provider)
+        async with self._metrics.time_provider_call("update_volume_files"):
+            await provider.update_volume_files(ref, request.volume_files)
 
     def _forget_tokens(self, uid: str) -> None:
         self._tokenless.discard(uid)
