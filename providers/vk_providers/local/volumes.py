@@ -26,7 +26,6 @@ from vk_provider.errors import InvalidPodError
 from vk_provider.provider import PodRequest, VolumeFile
 
 DATA_LINK = "..data"
-_FOLDER_KINDS = ("emptyDir", "hostPath")
 
 
 def volume_folder(pod_directory: Path, volume: str) -> Path:
