@@ -113,10 +113,16 @@ async def test_config_map_and_empty_dir_volumes_are_mounted_seen_by_exec_and_pro
         namespace, {"metadata": {"name": "settings"}, "data": {"mode": "fast", "level": "3"}}
     )
     place = f"/tmp/vkp-volumes-{random.randrange(10**9)}"  # noqa: S108,S311 - a mount point, made by the provider
-    volumes = [{"name": "settings", "configMap": {"name": "settings"}}, {"name": "scratch", "emptyDir": {}}]
+    volumes = [
+        {"name": "settings", "configMap": {"name": "settings"}},
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "inner", "emptyDir": {}},
+    ]
     mounts = [
         {"name": "settings", "mountPath": f"{place}/settings", "readOnly": True},
         {"name": "scratch", "mountPath": f"{place}/scratch"},
+        # Inside a read-only mount, as credentials under a ConfigMap's folder: its point is made first.
+        {"name": "inner", "mountPath": f"{place}/settings/inner"},
     ]
     box = sleeper("box", daemon.node_name, f"42{random.randrange(10**6):06d}.5", volumes=volumes)  # noqa: S311
     box["spec"]["containers"][0]["volumeMounts"] = mounts
@@ -148,9 +154,11 @@ async def test_config_map_and_empty_dir_volumes_are_mounted_seen_by_exec_and_pro
         "--",
         "sh",
         "-c",
-        f"echo kept > {place}/scratch/note && cat {place}/scratch/note; touch {place}/settings/new",
+        f"echo kept > {place}/scratch/note && cat {place}/scratch/note; echo in > {place}/settings/inner/x"
+        f" && cat {place}/settings/inner/x; cat /proc/sys/kernel/hostname; touch {place}/settings/new",
     )
-    assert written.stdout == b"kept\n"
+    # The pod's own host name, as in any pod: its name.
+    assert written.stdout == b"kept\nin\nbox\n"
     assert b"Read-only file system" in written.stderr
 
     async def refused() -> str | None:

@@ -92,6 +92,13 @@ class Launch:
     """The container asked for a stdin (`stdin: true`): `kubectl attach -i` can write to it."""
     mounts: tuple[Mapping[str, Any], ...] = ()
     """Its volumes (`source`, `target`, `read_only`), bound in a mount namespace of its own (`mounts`)."""
+    host_name: str | None = None
+    """Its host name, in a UTS namespace of its own; None: the host's."""
+
+    @property
+    def has_namespaces(self) -> bool:
+        """Whether it runs in namespaces of its own, which an exec or an exec probe must join."""
+        return bool(self.mounts) or self.host_name is not None
 
 
 def container_environment(
@@ -248,6 +255,7 @@ class ContainerRuntime:
                 "working_dir": launch.working_dir,
                 "stdin": launch.stdin,
                 "mounts": list(launch.mounts),
+                "host_name": launch.host_name,
             },
         )
         # Created here rather than by the monitor, so the log can be read as soon as the run exists.
@@ -328,7 +336,7 @@ class ContainerRuntime:
             pod_ip=pod.pod_ip,
             env=self.launch.env,
             working_dir=self.launch.working_dir,
-            mounted_process=container_pid if self.launch.mounts else None,
+            mounted_process=container_pid if self.launch.has_namespaces else None,
         )
         try:
             await run_probes(self.spec, target, pod.http_session, listener, resumed=resumed)

@@ -79,8 +79,9 @@ class Monitor:
         working_dir = self.spec.get("working_dir")
         stdin: int = subprocess.DEVNULL
         try:
-            if self.spec.get("mounts"):
-                enter_private_mounts(self.spec["mounts"])  # the container inherits the namespace
+            if self.spec.get("mounts") or self.spec.get("host_name"):
+                # The container inherits the namespaces.
+                enter_private_mounts(self.spec["mounts"], host_name=self.spec.get("host_name"))
             if self.spec.get("stdin"):
                 with contextlib.suppress(FileExistsError):
                     os.mkfifo(self.stdin_path, 0o600)

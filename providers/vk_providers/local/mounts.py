@@ -7,6 +7,9 @@ mounts do not propagate back to the host, with each volume's folder bind-mounted
 exec joins that namespace (`joining_mounts_of`). Mount namespaces need CAP_SYS_ADMIN: the local provider
 mounts volumes only when `mount_volumes` is on, and refuses to start without the capability.
 
+Such a container also gets a UTS namespace with the pod's name as its host name, as in any pod: what
+`socket.gethostname()` returns there names the pod (a leader-election identity, for one), not the host.
+
 A mount point that does not exist on the host is created (an empty folder), as a container runtime
 creates it in the image's root; the folder stays behind, empty, once the pod is gone.
 
@@ -23,6 +26,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+HOST_NAME_MAX = 63
+"""What the kubelet cuts a pod's host name to: a DNS label."""
 MS_RDONLY = 0x1
 MS_REMOUNT = 0x20
 MS_BIND = 0x1000
@@ -49,33 +55,56 @@ def _check(result: int, what: str) -> None:
         raise MountError(error, f"{what}: {os.strerror(error)}")
 
 
-def enter_private_mounts(mounts: Iterable[Mapping[str, Any]]) -> None:
-    """Move this process into a new mount namespace and bind each mount's `source` at its `target`."""
+def pod_host_name(pod_name: str) -> str:
+    """The host name of a pod's containers, cut as the kubelet cuts it."""
+    return pod_name[:HOST_NAME_MAX].rstrip("-.")
+
+
+def enter_private_mounts(mounts: Iterable[Mapping[str, Any]], *, host_name: str | None = None) -> None:
+    """Move this process into a new mount namespace and bind each mount's `source` at its `target`;
+    with `host_name`, also into a new UTS namespace of that host name.
+
+    Every mount is bound before any is made read-only: a mount inside a read-only one (credentials
+    under a ConfigMap's folder) needs its mount point created first."""
     libc = _c()
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    if host_name:
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWUTS), "unshare(CLONE_NEWNS | CLONE_NEWUTS)")
+        name = host_name.encode()
+        _check(libc.sethostname(name, len(name)), f"sethostname({host_name})")
+    else:
+        _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
+    mounts = list(mounts)
     for mount in mounts:
         source, target = os.fsencode(mount["source"]), os.fsencode(mount["target"])
         os.makedirs(target, exist_ok=True)
         _check(libc.mount(source, target, None, MS_BIND | MS_REC, None), f"binding {mount['target']}")
+    for mount in mounts:
         if mount.get("read_only"):
             flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC
+            target = os.fsencode(mount["target"])
             _check(libc.mount(None, target, None, flags, None), f"making {mount['target']} read-only")
 
 
 @contextlib.contextmanager
 def joining_mounts_of(pid: int) -> Iterator[Callable[[], None]]:
     """A function for a child process to run between fork and exec (`preexec_fn`): it joins `pid`'s
-    mount namespace. The namespace is opened here, in the parent, and closed when the block ends, so
-    the child makes one system call and takes no lock."""
-    descriptor = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    mount and UTS namespaces. They are opened here, in the parent, and closed when the block ends, so
+    the child makes only system calls and takes no lock."""
+    mounts = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        host = os.open(f"/proc/{pid}/ns/uts", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        os.close(mounts)
+        raise
     setns = _c().setns
 
     def join() -> None:
-        if setns(descriptor, CLONE_NEWNS) != 0:
+        if setns(mounts, CLONE_NEWNS) != 0 or setns(host, CLONE_NEWUTS) != 0:
             os._exit(126)  # it could not see the container's files: fail, never run beside them
 
     try:
         yield join
     finally:
-        os.close(descriptor)
+        os.close(mounts)
+        os.close(host)

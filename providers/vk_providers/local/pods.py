@@ -30,6 +30,7 @@ from vk_provider.provider import (
 )
 from vk_providers.local.config import LocalSettings
 from vk_providers.local.containers import ContainerRuntime, Launch, container_environment
+from vk_providers.local.mounts import pod_host_name
 from vk_providers.local.records import (
     Json,
     pod_request_from_json,
@@ -101,6 +102,8 @@ class PodRuntime:
             mounts=plan_mounts(self.request, self.directory, spec.name)
             if self.settings.mount_volumes
             else (),
+            # Namespaces need the same privilege as mounts, so a pod gets its host name with them.
+            host_name=pod_host_name(self.ref.name) if self.settings.mount_volumes else None,
         )
         return ContainerRuntime(
             spec,

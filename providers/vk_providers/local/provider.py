@@ -290,7 +290,7 @@ class LocalProvider:
         status = found.running_status()
         with contextlib.ExitStack() as stack:
             mounts_of = None
-            if launch.mounts and status is not None and status.container_pid is not None:
+            if launch.has_namespaces and status is not None and status.container_pid is not None:
                 mounts_of = stack.enter_context(joining_mounts_of(status.container_pid))
             return await exec_process(
                 command, streams, env=launch.env, working_dir=launch.working_dir, enter=mounts_of
