@@ -275,6 +275,13 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
             tasks.create_task(controller.run(), name="offloads")
             tasks.create_task(policy.run(), name="policy")
 
+    # A standby says so: otherwise its log stays empty until it leads, which looks like a hang.
+    logger.info(
+        "controller %s waits for the leader Lease %s/%s",
+        identity,
+        arguments.leader_election_namespace,
+        arguments.lease_name,
+    )
     tasks = [
         asyncio.create_task(events.run(), name="events"),
         asyncio.create_task(elector.run(lead), name="leader-election"),
