@@ -57,6 +57,8 @@ class LoadSettings:
     url: str
     """Base URL of the service (the router), e.g. http://127.0.0.1:8080; requests use its scheme,
     host and port, with the paths /v1/completions and /."""
+    more_urls: tuple[str, ...] = ()
+    """Further base URLs of the same service (router replicas): requests take `url` and these in turn."""
     host_header: str | None = None
     """Host header to send: the router picks the route by it. None sends the URL's host."""
     rate: float = 100.0
@@ -178,9 +180,9 @@ class LoadGenerator:
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
         self._scheduler: asyncio.Task[None] | None = None
-        base = URL(settings.url)
-        self._completions_url = base.with_path(COMPLETIONS_PATH)
-        self._root_url = base.with_path("/")
+        bases = [URL(url) for url in (settings.url, *settings.more_urls)]
+        self._completions_urls = [base.with_path(COMPLETIONS_PATH) for base in bases]
+        self._root_urls = [base.with_path("/") for base in bases]
 
     @property
     def in_flight(self) -> int:
@@ -239,16 +241,16 @@ class LoadGenerator:
                 await asyncio.sleep(delay)
             kind: Kind = "stream" if is_stream(self.issued, self.settings.stream_share) else "short"
             self.issued += 1
-            task = asyncio.create_task(self._request(session, kind))
+            task = asyncio.create_task(self._request(session, kind, self.issued - 1))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _request(self, session: aiohttp.ClientSession, kind: Kind) -> None:
+    async def _request(self, session: aiohttp.ClientSession, kind: Kind, index: int) -> None:
         attempt = _Attempt(kind, time.monotonic())
         broken = BROKEN_STREAM if kind == "stream" else BROKEN_RESPONSE
         failure: str | None
         try:
-            failure = await self._send(session, attempt)
+            failure = await self._send(session, attempt, index)
         except asyncio.CancelledError:
             self._record(attempt, CANCELLED)
             raise
@@ -262,16 +264,17 @@ class LoadGenerator:
             failure = f"unexpected {type(error).__name__}"
         self._record(attempt, failure)
 
-    async def _send(self, session: aiohttp.ClientSession, attempt: _Attempt) -> str | None:
+    async def _send(self, session: aiohttp.ClientSession, attempt: _Attempt, index: int) -> str | None:
         tokens = self.settings.stream_tokens
+        completions_url = self._completions_urls[index % len(self._completions_urls)]
         if attempt.kind == "stream":
             body = {"prompt": self.settings.prompt, "max_tokens": tokens, "stream": True}
-            request = session.post(self._completions_url, json=body)
+            request = session.post(completions_url, json=body)
         elif self.settings.short_request == "completion":
             body = {"prompt": self.settings.prompt, "max_tokens": tokens, "stream": False}
-            request = session.post(self._completions_url, json=body)
+            request = session.post(completions_url, json=body)
         else:
-            request = session.get(self._root_url)
+            request = session.get(self._root_urls[index % len(self._root_urls)])
         async with request as response:
             attempt.status = response.status
             attempt.served_by = response.headers.get(SERVED_BY)

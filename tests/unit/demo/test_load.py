@@ -302,3 +302,24 @@ async def test_the_host_header_is_sent() -> None:
     async with serving(app) as url:
         await _outcomes_from(url, count=2, short_request="root", stream_share=0, host_header="chat.example")
     assert set(hosts) == {"chat.example"}
+
+
+async def test_requests_take_the_urls_in_turn() -> None:
+    def answering(name: str) -> web.Application:
+        async def root(request: web.Request) -> web.Response:
+            return web.Response(text=name, headers={"X-Served-By": name})
+
+        app = web.Application()
+        app.router.add_get("/", root)
+        return app
+
+    async with serving(answering("first")) as first, serving(answering("second")) as second:
+        generator = LoadGenerator(
+            LoadSettings(url=first, more_urls=(second,), rate=100, stream_share=0, short_request="root")
+        )
+        async with generator:
+            await until(lambda: len(generator.outcomes) >= 20)
+    assert failures(generator.outcomes) == []
+    served = share_by(generator.outcomes, lambda name: name)
+    assert set(served) == {"first", "second"}
+    assert abs(served["first"] - served["second"]) <= 2, served
