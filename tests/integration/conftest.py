@@ -60,6 +60,8 @@ MANIFESTS_GROUP = pytest.mark.xdist_group("manifests")
 ClusterRole, ...), and the base's module fixture deletes them at its end: one worker, in turn."""
 IMAGE_GROUP = pytest.mark.xdist_group("image")
 """The image is built once per module (a minute, in the source tree's copy): one worker."""
+IN_CLUSTER_GROUP = pytest.mark.xdist_group("in-cluster-stack")
+"""The tests of `dev up --in-cluster` share one development plane, started by a module fixture."""
 """Tests on Envoy Gateway: on one worker, so that one Envoy Gateway serves them (two would both act on
 every Gateway of their class)."""
 

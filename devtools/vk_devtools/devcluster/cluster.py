@@ -33,6 +33,7 @@ from typing import TextIO
 
 from vk_devtools.devcluster import (
     envoy,
+    incluster,
     localnode,
     metricsserver,
     podnetwork,
@@ -139,6 +140,9 @@ class ClusterSettings:
     """One of BURST_PROVIDERS: what backs the demo's burst node."""
     data_plane: str = "builtin"
     """What carries the demo's traffic: the router (`builtin`), or Envoys driven by `vk-provider xds`."""
+    in_cluster: bool = False
+    """With the demo: the burst node's daemon, the router and the controller run as Pods of the home
+    node, from the real manifests (`incluster`), not as host processes."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,6 +157,8 @@ class ClusterState:
     processes: tuple[ProcessRecord, ...]
     stopped: bool = False
     """True once `down` (or a failed `up`) stopped it on purpose: the next `up` may empty its folder."""
+    in_cluster: bool = False
+    """The demo's node daemon, router and controller run as Pods (`dev up --in-cluster`)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -171,6 +177,7 @@ class ClusterState:
                 "ports": self.ports,
                 "processes": [record.to_json() for record in self.processes],
                 "stopped": self.stopped,
+                "in_cluster": self.in_cluster,
             },
             indent=2,
         )
@@ -187,6 +194,7 @@ class ClusterState:
                 ports=dict(raw["ports"]),
                 processes=tuple(ProcessRecord.from_json(record) for record in raw["processes"]),
                 stopped=bool(raw.get("stopped", False)),
+                in_cluster=bool(raw.get("in_cluster", False)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -211,10 +219,22 @@ class ClusterState:
         return "envoy" if self.record("xds") is not None else "builtin"
 
     @property
+    def has_demo(self) -> bool:
+        """Whether `up` started the demo's traffic half (as host processes or as Pods)."""
+        return self.in_cluster or self.record("router") is not None
+
+    @property
     def traffic_url(self) -> str:
         """Where the demo's requests go: the router, or the Envoys' shared listener."""
         port = self.ports["envoy"] if self.data_plane == "envoy" else self.ports["router"]
         return f"http://{LOOPBACK}:{port}"
+
+    def traffic_urls(self, *, timeout_seconds: float = 60.0) -> list[str]:
+        """Where the demo's requests go: `traffic_url`, or with `--in-cluster` each Ready router Pod
+        (nothing routes the router Service's cluster IP here, but every Pod address is local)."""
+        if not self.in_cluster:
+            return [self.traffic_url]
+        return incluster.wait_for_router_urls(self.bin_dir, self.kubeconfig, timeout_seconds=timeout_seconds)
 
     def is_fully_running(self) -> bool:
         running = self.running()
@@ -629,6 +649,7 @@ def _start_plane(
             server=server,
             ports=ports,
             processes=(),
+            in_cluster=settings.local_node and settings.demo and settings.in_cluster,
         )
     )
     plans = {
@@ -667,7 +688,12 @@ def _start_plane(
         service_subnet.release()  # the relay serves there now
         if settings.local_node:
             _start_node(
-                launch, localnode.HOME, ports["local-node-kubelet"], settings.start_timeout_seconds, out
+                launch,
+                localnode.HOME,
+                ports["local-node-kubelet"],
+                settings.start_timeout_seconds,
+                out,
+                runs_the_stack=launch.state.in_cluster,
             )
             if metrics_server_bin_dir is not None:
                 _start_metrics_server(
@@ -678,7 +704,9 @@ def _start_plane(
                     timeout_seconds=settings.start_timeout_seconds,
                     out=out,
                 )
-        if settings.local_node and settings.demo:
+        if launch.state.in_cluster:
+            _start_stack_in_cluster(launch, settings, out)
+        elif settings.local_node and settings.demo:
             on_standin = settings.burst_provider == runpodstandin.PROVIDER_CHOICE
             if on_standin:
                 _start_runpod_standin(launch, settings.start_timeout_seconds, out)
@@ -726,9 +754,21 @@ def _start_node(
     out: TextIO,
     *,
     on_runpod_standin: bool = False,
+    runs_the_stack: bool = False,
 ) -> None:
+    """Start a dev node's daemon and wait until it is Ready. A home node that `runs_the_stack`
+    (`--in-cluster`) also mounts its Pods' volumes (`localnode.stack_provider_config`)."""
     state = launch.state
-    if on_runpod_standin:
+    if runs_the_stack:
+        provider = "local"
+        config = localnode.write_config(
+            state.directory,
+            node,
+            kubeconfig=state.kubeconfig,
+            kubelet_port=kubelet_port,
+            provider_config=localnode.stack_provider_config(state.directory, node, DEV_CLUSTER_MARK),
+        )
+    elif on_runpod_standin:
         provider = "runpod"
         config = runpodstandin.write_node_config(
             state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
@@ -857,6 +897,25 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     )
     print(
         f"traffic goes through {through}; the migration controller is running; "
+        f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
+        file=out,
+    )
+
+
+def _start_stack_in_cluster(launch: _Launch, settings: ClusterSettings, out: TextIO) -> None:
+    """The demo's example service, then the node daemon, router and controller as Pods (`incluster`)."""
+    state = launch.state
+    started = time.monotonic()
+    traffic.install(state.bin_dir, state.kubeconfig)
+    gpus = int(localnode.GPU_CAPACITY["nvidia.com/gpu"])
+    traffic.install_gpu_exporter(state.bin_dir, state.kubeconfig, state.directory, localnode.HOME.name, gpus)
+    incluster.install(
+        state.bin_dir, state.kubeconfig, state.directory, timeout_seconds=settings.start_timeout_seconds
+    )
+    print(
+        f"in {incluster.NAMESPACE}, from manifests/base and manifests/traffic: the node daemon "
+        f"(virtual node {localnode.AWAY.name} is Ready), the router and the migration controller run as "
+        f"Pods of {localnode.HOME.name} ({time.monotonic() - started:.1f}s); "
         f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
         file=out,
     )

@@ -24,6 +24,7 @@ from vk_devtools.devcluster import (
     envoygateway,
     helm,
     hints,
+    incluster,
     kueue,
     metricsserver,
     runpodstandin,
@@ -190,9 +191,13 @@ def print_started(result: cluster.UpResult, *, out: TextIO) -> None:
     print(f"kubeconfig: {state.kubeconfig}", file=out)
     print(f"use it with: {hints.env(directory)}; kubectl get nodes", file=out)
     print(f"stop it with: {hints.dev(directory, 'down')}", file=out)
-    if state.record("router") is None:
+    if not state.has_demo:
         return
-    router = state.traffic_url
+    try:
+        router = state.traffic_urls()[0]
+    except RuntimeError as error:
+        print(f"warning: {error}", file=out)
+        return
     name = traffic.EXAMPLE_NAME
     print(
         f"""
@@ -208,6 +213,11 @@ the demo runs: {name} serves at home (node local-gpu); {_burst_node_role(state)}
 
 
 def _burst_node_role(state: cluster.ClusterState) -> str:
+    if state.in_cluster:
+        return (
+            f"node burst-gpu plays the external GPU provider, registered by the node daemon's Pod in "
+            f"{incluster.NAMESPACE} (`kubectl get pods -n {incluster.NAMESPACE}`)"
+        )
     if state.burst_provider != runpodstandin.PROVIDER_CHOICE:
         return "node burst-gpu plays the external GPU provider"
     addresses = runpodstandin.read_addresses(state.directory)

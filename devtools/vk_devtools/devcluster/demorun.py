@@ -53,9 +53,15 @@ async def _offload(state: cluster.ClusterState, *arguments: str) -> int:
 
 
 async def _moves(
-    state: cluster.ClusterState, router_url: str, out: TextIO, *, manual: bool, kueue: bool = False
+    state: cluster.ClusterState, router_urls: list[str], out: TextIO, *, manual: bool, kueue: bool = False
 ) -> int:
-    settings = LoadSettings(url=router_url, host_header=traffic.EXAMPLE_HOST, rate=RATE, stream_share=0.3)
+    settings = LoadSettings(
+        url=router_urls[0],
+        more_urls=tuple(router_urls[1:]),
+        host_header=traffic.EXAMPLE_HOST,
+        rate=RATE,
+        stream_share=0.3,
+    )
     if not manual:
         # A person's flip in an earlier (manual) run holds the service against the policy: let go.
         print(f"\n$ kubectl offload auto on {traffic.EXAMPLE_NAME}", file=out, flush=True)
@@ -64,7 +70,8 @@ async def _moves(
     began = time.monotonic()
     async with LoadGenerator(settings) as load:
         print(
-            f"sending {RATE:.0f} requests/s (30% streaming) to {router_url} with Host {traffic.EXAMPLE_HOST}",
+            f"sending {RATE:.0f} requests/s (30% streaming) to {' and '.join(router_urls)} "
+            f"with Host {traffic.EXAMPLE_HOST}",
             file=out,
             flush=True,
         )
@@ -119,7 +126,7 @@ async def _training_story(state: cluster.ClusterState, out: TextIO, *, kueue: bo
 
 def run(directory: Path, *, manual: bool = False, kueue: bool = False, out: TextIO = sys.stdout) -> int:
     state = cluster.ClusterState.load(directory)
-    if state is None or state.stopped or state.record("router") is None:
+    if state is None or state.stopped or not state.has_demo:
         print(
             f"error: no demo cluster is running in {directory}; start it with `{hints.dev(directory, 'up')}`",
             file=out,
@@ -146,5 +153,9 @@ def run(directory: Path, *, manual: bool = False, kueue: bool = False, out: Text
         except (BuildError, ComponentFailedError, RuntimeError) as error:
             print(f"error: Kueue could not be started: {error}", file=out)
             return EXIT_FAILED
-    router_url = state.traffic_url
-    return asyncio.run(_moves(state, router_url, out, manual=manual, kueue=kueue))
+    try:
+        router_urls = state.traffic_urls(timeout_seconds=READY_TIMEOUT_SECONDS)
+    except RuntimeError as error:
+        print(f"error: {error}", file=out)
+        return EXIT_FAILED
+    return asyncio.run(_moves(state, router_urls, out, manual=manual, kueue=kueue))

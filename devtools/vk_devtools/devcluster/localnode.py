@@ -29,14 +29,18 @@ import yaml
 
 from vk_devtools.devcluster import podnetwork
 from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
+from vk_providers.local.config import DEFAULT_INHERITED_ENV
 
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
 GPU_CAPACITY = {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}
 TOKENS_IMAGE = "vk-provider/tokens:0.1.0"
 """The example service's image (manifests/examples/inference.yaml): its container passes `args` only."""
+VK_PROVIDER_IMAGE = "vk-provider:0.1.0"
+"""vk-provider's own image, as manifests/ name it: node daemon, router and controller (`--in-cluster`)."""
 IMAGE_ENTRYPOINTS = {
     TOKENS_IMAGE: [sys.executable, "-m", "vk_devtools.demo.tokens"],
     DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
+    VK_PROVIDER_IMAGE: [sys.executable, "-m", "vk_provider"],
 }
 """What those images' ENTRYPOINTs would run, for `local` nodes, which run no images: this Python, so
 vk-provider is importable, as in the image. The dcgm-exporter stand-in's lets the GPU policy scrape a
@@ -80,6 +84,17 @@ def local_provider_config(directory: Path, node: DevNode) -> dict[str, Any]:
         "capacity": GPU_CAPACITY,
         "address_range": node.subnet(directory),
         "image_entrypoints": IMAGE_ENTRYPOINTS,
+    }
+
+
+def stack_provider_config(directory: Path, node: DevNode, cluster_mark: str) -> dict[str, Any]:
+    """A home node that runs vk-provider's own Pods (`dev up --in-cluster`): it mounts their volumes
+    (the ServiceAccount token, the node's ConfigMap), and passes `cluster_mark` to its containers, so
+    the workloads a node daemon Pod starts carry it too and `dev down` finds them."""
+    return {
+        **local_provider_config(directory, node),
+        "mount_volumes": True,
+        "inherited_env": [*DEFAULT_INHERITED_ENV, cluster_mark],
     }
 
 

@@ -1,0 +1,101 @@
+"""`dev up --in-cluster`: the overlay over the real manifests, the node's settings, the router addresses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vk_devtools.devcluster import incluster, localnode
+from vk_devtools.devcluster.traffic import MANIFESTS
+from vk_provider.cli import main
+from vk_provider.node.settings import load_settings
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [document for document in yaml.safe_load_all(path.read_text()) if document]
+
+
+def _deployment(name: str) -> dict[str, Any]:
+    for path in [*(MANIFESTS / "base").glob("*.yaml"), *(MANIFESTS / "traffic").glob("*.yaml")]:
+        for document in _documents(path):
+            if document.get("kind") == "Deployment" and document["metadata"]["name"] == name:
+                return document
+    raise AssertionError(f"no Deployment {name} in manifests/")
+
+
+def _at(document: dict[str, Any], pointer: str) -> Any:
+    value: Any = document
+    for part in pointer.strip("/").split("/"):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def test_the_argument_patches_test_what_the_manifests_really_say(tmp_path: Path) -> None:
+    """Each listen-address patch tests the argument it replaces: the manifests must still have it."""
+    patches = incluster.kustomization(tmp_path)["patches"]
+    tested = 0
+    for patch in patches:
+        deployment = _deployment(patch["target"]["name"])
+        for operation in json.loads(patch["patch"]):
+            if operation["op"] == "test":
+                assert _at(deployment, operation["path"]) == operation["value"]
+                tested += 1
+    assert tested == 2  # the router's --listen, the controller's --metrics-listen
+
+
+def test_the_node_pod_settings_load_as_the_daemon_loads_them(tmp_path: Path) -> None:
+    folder = incluster.write_overlay(tmp_path)
+    environ = {"VK_PROVIDER_ADDRESSES": "198.18.3.7", "VK_PROVIDER_KUBELET_BIND_ADDRESS": "198.18.3.7"}
+    settings = load_settings(config_file=folder / "node.yaml", environ=environ, flags={})
+    assert settings.node_name == localnode.AWAY.name
+    assert settings.provider == "local"
+    assert settings.kubelet_bind_address == "198.18.3.7"
+    assert settings.addresses == ("198.18.3.7",)
+    assert settings.kubeconfig is None  # the in-cluster ServiceAccount
+    assert settings.provider_config["address_range"] == localnode.AWAY.subnet(tmp_path)
+    # The provider's workloads outlive the daemon's Pod: kept in the cluster folder.
+    assert incluster.provider_folder(tmp_path).is_dir()
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert [(folder / base).resolve() for base in kustomization["resources"]] == [
+        MANIFESTS / "base",
+        MANIFESTS / "traffic",
+    ]
+    assert str(incluster.provider_folder(tmp_path)) in json.dumps(kustomization)
+
+
+def _pod(address: str | None, *, ready: bool, deleting: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": f"router-{address}"}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    status: dict[str, Any] = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    if address:
+        status["podIP"] = address
+    return {"metadata": metadata, "status": status}
+
+
+def test_router_urls_are_the_ready_pods_addresses_only() -> None:
+    pods = [
+        _pod("198.18.2.9", ready=True),
+        _pod("198.18.2.4", ready=True),
+        _pod("198.18.2.5", ready=False),
+        _pod("198.18.2.6", ready=True, deleting=True),
+        _pod(None, ready=True),
+    ]
+    assert incluster.router_urls(pods) == ["http://198.18.2.4:8080", "http://198.18.2.9:8080"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--no-demo"], ["--no-local-node"], ["--data-plane", "envoy"], ["--burst-provider", "runpod-standin"]],
+)
+def test_in_cluster_refuses_options_it_cannot_honour(
+    options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "plane"
+    assert main(["dev", "up", "--in-cluster", "--dir", str(folder), *options]) == 2
+    assert "--in-cluster" in capsys.readouterr().err
+    assert not folder.exists()  # refused before anything was started or written
