@@ -310,6 +310,9 @@ def status(directory: Path, *, out: TextIO = sys.stdout) -> int:
         word = "running" if running[record.name] else "stopped"
         print(f"  {record.name:<24} {word:<8} pid {record.pid:<8} log {record.log}", file=out)
     print(f"  readyz: {ready if ready is not None else 'unreachable'}", file=out)
+    if state.in_cluster:
+        pods = hints.dev(directory, "kubectl", "--", "get", "pods", "-n", incluster.NAMESPACE)
+        print(f"the node daemon, router and controller run as Pods: {pods}", file=out)
     print(f"kubeconfig: {state.kubeconfig}", file=out)
     stopped = [name for name, is_running in running.items() if not is_running]
     if stopped and not state.stopped:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from vk_devtools.devcluster import incluster, localnode
+from tests.unit.devtools import COMPONENTS, stopped_record, write_state
+from vk_devtools.devcluster import cluster, commands, hints, incluster, localnode
 from vk_devtools.devcluster.traffic import MANIFESTS
 from vk_provider.cli import main
 from vk_provider.node.settings import load_settings
@@ -99,3 +102,20 @@ def test_in_cluster_refuses_options_it_cannot_honour(
     assert main(["dev", "up", "--in-cluster", "--dir", str(folder), *options]) == 2
     assert "--in-cluster" in capsys.readouterr().err
     assert not folder.exists()  # refused before anything was started or written
+
+
+def test_the_state_remembers_in_cluster_and_status_points_at_the_pods(tmp_path: Path) -> None:
+    folder = tmp_path / "plane"
+    state = write_state(folder, [stopped_record(folder, name) for name in COMPONENTS], stopped=True)
+    dataclasses.replace(state, in_cluster=True).save()
+    loaded = cluster.ClusterState.load(folder)
+    assert loaded is not None
+    assert loaded.in_cluster
+    assert loaded.has_demo  # no router process: the router runs as Pods
+    out = io.StringIO()
+    commands.status(folder, out=out)
+    pods = hints.dev(folder, "kubectl", "--", "get", "pods", "-n", incluster.NAMESPACE)
+    assert f"the node daemon, router and controller run as Pods: {pods}" in out.getvalue()
+    other = cluster.ClusterState.load(write_state(tmp_path / "other", []).directory)
+    assert other is not None
+    assert not other.in_cluster
