@@ -875,9 +875,7 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     `envoy` data plane, also the xDS server and the Envoys, and the example's Offload on them)."""
     state = launch.state
     ports = state.ports
-    traffic.install(state.bin_dir, state.kubeconfig, data_plane=settings.data_plane)
-    gpus = int(localnode.GPU_CAPACITY["nvidia.com/gpu"])
-    traffic.install_gpu_exporter(state.bin_dir, state.kubeconfig, state.directory, localnode.HOME.name, gpus)
+    _install_example(state, data_plane=settings.data_plane)
     router = traffic.router_argv(state.kubeconfig, ports["router"])
     _start_served(launch, "router", router, settings.start_timeout_seconds)
     envoy_arguments: list[str] = []
@@ -902,13 +900,18 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     )
 
 
+def _install_example(state: ClusterState, *, data_plane: str) -> None:
+    """The CRDs, the example service and its Offload, the policy, and the home node's GPU exporter."""
+    traffic.install(state.bin_dir, state.kubeconfig, data_plane=data_plane)
+    gpus = int(localnode.GPU_CAPACITY["nvidia.com/gpu"])
+    traffic.install_gpu_exporter(state.bin_dir, state.kubeconfig, state.directory, localnode.HOME.name, gpus)
+
+
 def _start_stack_in_cluster(launch: _Launch, settings: ClusterSettings, out: TextIO) -> None:
     """The demo's example service, then the node daemon, router and controller as Pods (`incluster`)."""
     state = launch.state
     started = time.monotonic()
-    traffic.install(state.bin_dir, state.kubeconfig)
-    gpus = int(localnode.GPU_CAPACITY["nvidia.com/gpu"])
-    traffic.install_gpu_exporter(state.bin_dir, state.kubeconfig, state.directory, localnode.HOME.name, gpus)
+    _install_example(state, data_plane="builtin")
     incluster.install(
         state.bin_dir, state.kubeconfig, state.directory, timeout_seconds=settings.start_timeout_seconds
     )

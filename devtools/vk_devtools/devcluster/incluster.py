@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -67,14 +66,12 @@ def node_settings(directory: Path) -> dict[str, Any]:
     }
 
 
-def _listen_on_pod_address(
-    kind: str, name: str, argument_index: int, expected: str, replacement: str
-) -> dict[str, Any]:
+def _listen_on_pod_address(name: str, argument_index: int, expected: str, replacement: str) -> dict[str, Any]:
     """A JSON patch replacing one argument, after testing that it is the one the manifest has: if the
     manifest changes, kustomize fails here instead of the overlay quietly patching something else."""
     container = "/spec/template/spec/containers/0"
     return {
-        "target": {"kind": kind, "name": name},
+        "target": {"kind": "Deployment", "name": name},
         "patch": json.dumps(
             [
                 {"op": "test", "path": f"{container}/args/{argument_index}", "value": expected},
@@ -136,14 +133,12 @@ def kustomization(directory: Path) -> dict[str, Any]:
         "patches": [
             {"target": {"kind": "Deployment", "name": NODE_DEPLOYMENT}, "patch": json.dumps(node_patch)},
             _listen_on_pod_address(
-                "Deployment",
                 ROUTER_DEPLOYMENT,
                 1,
                 f"--listen=0.0.0.0:{ROUTER_PORT}",
                 f"--listen=$(POD_IP):{ROUTER_PORT}",
             ),
             _listen_on_pod_address(
-                "Deployment",
                 CONTROLLER_DEPLOYMENT,
                 5,
                 "--metrics-listen=0.0.0.0:8081",
@@ -226,11 +221,7 @@ def wait_for_router_urls(bin_dir: Path, kubeconfig: Path, *, timeout_seconds: fl
 
 
 def kubectl_json(bin_dir: Path, kubeconfig: Path, *arguments: str) -> dict[str, Any]:
-    command = [str(bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", *arguments]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    if completed.returncode != 0:
-        raise RuntimeError(f"`kubectl {' '.join(arguments)}` failed: {completed.stderr.strip()}")
-    loaded = json.loads(completed.stdout)
+    loaded = json.loads(kubectl_apply(bin_dir, kubeconfig, *arguments))
     if not isinstance(loaded, dict):
         raise RuntimeError(f"`kubectl {' '.join(arguments)}` printed no object")
     return loaded

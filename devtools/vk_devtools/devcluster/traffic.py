@@ -32,11 +32,13 @@ EXAMPLE_HOST = "tokens.demo"
 LEASE_NAMESPACE = "default"
 
 
-def kubectl_apply(bin_dir: Path, kubeconfig: Path, *arguments: str) -> None:
+def kubectl_apply(bin_dir: Path, kubeconfig: Path, *arguments: str) -> str:
+    """Run kubectl against the plane; its output, or RuntimeError with its message."""
     command = [str(bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", *arguments]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if completed.returncode != 0:
         raise RuntimeError(f"`kubectl {' '.join(arguments)}` failed: {completed.stderr.strip()}")
+    return completed.stdout
 
 
 def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> None:
