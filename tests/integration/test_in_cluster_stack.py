@@ -213,7 +213,7 @@ async def test_deleting_the_node_daemon_pod_keeps_the_node_and_its_pods(stack: c
             node = await asyncio.to_thread(get, stack, "node", BURST)
             if not is_ready(node):
                 not_ready.append(json.dumps(node["status"]["conditions"]))
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the watch's sampling period (noqa: sleep-ok)
 
     urls = stack.traffic_urls()
     load = LoadGenerator(
@@ -223,19 +223,22 @@ async def test_deleting_the_node_daemon_pod_keeps_the_node_and_its_pods(stack: c
     watcher = asyncio.create_task(watch_node())
     try:
         deleted_at = time.monotonic()
-        kubectl(stack, "delete", "pod", "-n", NAMESPACE, leader_name, "--wait=false")
+        # kubectl runs in threads from here on: the load generator shares this event loop.
+        await asyncio.to_thread(kubectl, stack, "delete", "pod", "-n", NAMESPACE, leader_name, "--wait=false")
 
-        async def taken_over() -> str:
+        def taken_over() -> str:
             holder = lease_holder(stack)
             return holder if holder and holder != old_holder else ""
 
         new_holder = await wait_for(
-            taken_over, timeout_seconds=TIMEOUT_SECONDS, what="another daemon to lead"
+            lambda: asyncio.to_thread(taken_over),
+            timeout_seconds=TIMEOUT_SECONDS,
+            what="another daemon to lead",
         )
         print(f"the standby led {time.monotonic() - deleted_at:.1f}s after the leader's Pod was deleted")
         assert not new_holder.startswith(leader_name + "_")
 
-        async def replaced() -> bool:
+        def replaced() -> bool:
             pods = stack_pods(stack, incluster.NODE_DEPLOYMENT)
             names = {pod["metadata"]["name"] for pod in pods}
             return (
@@ -244,15 +247,23 @@ async def test_deleting_the_node_daemon_pod_keeps_the_node_and_its_pods(stack: c
                 and all(pod["status"].get("phase") == "Running" for pod in pods)
             )
 
-        await wait_for(replaced, timeout_seconds=TIMEOUT_SECONDS, what="the Deployment to replace the Pod")
+        await wait_for(
+            lambda: asyncio.to_thread(replaced),
+            timeout_seconds=TIMEOUT_SECONDS,
+            what="the Deployment to replace the Pod",
+        )
 
-        async def converged() -> bool:
+        def converged() -> bool:
             node = get(stack, "node", BURST)
             address = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
             holder_pod = pod_of_identity(stack_pods(stack, incluster.NODE_DEPLOYMENT), lease_holder(stack))
             return holder_pod is not None and address == [holder_pod["status"]["podIP"]]
 
-        await wait_for(converged, timeout_seconds=TIMEOUT_SECONDS, what="the node to name its new daemon")
+        await wait_for(
+            lambda: asyncio.to_thread(converged),
+            timeout_seconds=TIMEOUT_SECONDS,
+            what="the node to name its new daemon",
+        )
     finally:
         watching = False
         await watcher

@@ -66,6 +66,11 @@ def node_settings(directory: Path) -> dict[str, Any]:
     }
 
 
+def _pod_address_variable(name: str) -> dict[str, Any]:
+    """An env entry holding the Pod's address (the downward API's status.podIP)."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+
+
 def _listen_on_pod_address(name: str, argument_index: int, expected: str, replacement: str) -> dict[str, Any]:
     """A JSON patch replacing one argument, after testing that it is the one the manifest has: if the
     manifest changes, kustomize fails here instead of the overlay quietly patching something else."""
@@ -76,13 +81,10 @@ def _listen_on_pod_address(name: str, argument_index: int, expected: str, replac
             [
                 {"op": "test", "path": f"{container}/args/{argument_index}", "value": expected},
                 {"op": "replace", "path": f"{container}/args/{argument_index}", "value": replacement},
-                {"op": "add", "path": f"{container}/env", "value": [_POD_IP]},
+                {"op": "add", "path": f"{container}/env", "value": [_pod_address_variable("POD_IP")]},
             ]
         ),
     }
-
-
-_POD_IP = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 
 def _relative(target: Path, directory: Path) -> str:
@@ -96,10 +98,7 @@ def kustomization(directory: Path) -> dict[str, Any]:
         {
             "op": "add",
             "path": "/spec/template/spec/containers/0/env/-",
-            "value": {
-                "name": "VK_PROVIDER_KUBELET_BIND_ADDRESS",
-                "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
-            },
+            "value": _pod_address_variable("VK_PROVIDER_KUBELET_BIND_ADDRESS"),
         },
         {
             "op": "add",
