@@ -107,6 +107,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "home node mounts their volumes); with the default burst provider and data plane only",
     )
     up.add_argument(
+        "--any-free-ports",
+        action="store_true",
+        help="take any free loopback ports instead of the usual ones (6443, 2379, 10257, 8080, ...): for "
+        "planes started side by side, which could otherwise both see a usual port free and then race for it",
+    )
+    up.add_argument(
         "--with-kueue",
         action="store_true",
         help="also run Kueue (built from the pinned module, cached) with its CRDs, RBAC and webhooks; "
@@ -233,6 +239,7 @@ def _up(arguments: argparse.Namespace, directory: Path) -> int:
         burst_provider=arguments.burst_provider,
         data_plane=arguments.data_plane,
         in_cluster=arguments.in_cluster,
+        use_preferred_ports=not arguments.any_free_ports,
     )
     return commands.up(settings, with_kueue=arguments.with_kueue)
 

@@ -113,7 +113,7 @@ def test_a_component_that_exits_during_start_is_named_with_its_log_and_the_other
 
 def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Path) -> None:
     directory = tmp_path / "with-node"
-    up = vk_provider("dev", "up", "--dir", str(directory))
+    up = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
     try:
         assert up.returncode == 0, up.stderr
         assert "virtual node local-gpu (local provider, home-gpu) is Ready" in up.stderr
@@ -169,7 +169,9 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
     tmp_path: Path,
 ) -> None:
     directory = tmp_path / "on-runpod"
-    up = vk_provider("dev", "up", "--dir", str(directory), "--burst-provider", "runpod-standin")
+    up = vk_provider(
+        "dev", "up", "--any-free-ports", "--dir", str(directory), "--burst-provider", "runpod-standin"
+    )
     state = cluster.ClusterState.load(directory)
     try:
         assert up.returncode == 0, up.stderr
@@ -213,7 +215,7 @@ def state_port(directory: Path, component: str) -> int:
 
 def test_dev_up_with_the_envoy_data_plane_serves_the_demo_through_two_envoys(tmp_path: Path) -> None:
     directory = tmp_path / "on-envoy"
-    up = vk_provider("dev", "up", "--dir", str(directory), "--data-plane", "envoy")
+    up = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory), "--data-plane", "envoy")
     state = cluster.ClusterState.load(directory)
     try:
         assert up.returncode == 0, up.stderr
@@ -272,7 +274,7 @@ async def test_a_dead_controller_leaves_the_dev_tools_working_restart_brings_it_
 ) -> None:
     directory = tmp_path / "one dead"
     dir_option = f"--dir '{directory}'"  # as the hints print it (quoted: the folder has a space)
-    up = vk_provider("dev", "up", "--dir", str(directory))
+    up = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
     try:
         assert up.returncode == 0, up.stderr
         hints = [line for line in up.stdout.splitlines() if "vk-provider dev" in line]
@@ -310,7 +312,7 @@ async def test_a_dead_controller_leaves_the_dev_tools_working_restart_brings_it_
         assert restart_hint in kubectl.stderr
 
         # `up` starts nothing and deletes nothing while the rest of the plane runs.
-        refused = vk_provider("dev", "up", "--dir", str(directory))
+        refused = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
         assert refused.returncode == 1
         assert "partly running" in refused.stderr
         assert restart_hint in refused.stderr

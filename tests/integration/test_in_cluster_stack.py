@@ -59,7 +59,7 @@ def vk_provider(*arguments: str, timeout: float = 600) -> subprocess.CompletedPr
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.ClusterState]:
     directory = tmp_path_factory.mktemp("in-cluster") / "plane"
-    up = vk_provider("dev", "up", "--in-cluster", "--dir", str(directory))
+    up = vk_provider("dev", "up", "--in-cluster", "--any-free-ports", "--dir", str(directory))
     state = cluster.ClusterState.load(directory)
     try:
         assert up.returncode == 0, up.stdout + up.stderr

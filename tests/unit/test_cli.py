@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from vk_devtools.devcluster import cluster, commands
 from vk_provider import __version__
 from vk_provider.cli import main, offload_main
 from vk_provider.node.settings import FIELDS
@@ -65,3 +67,18 @@ def test_node_rejects_a_bad_setting_with_exit_2(capsys: pytest.CaptureFixture[st
         main(["node", "--taint", "oops"])
     assert exited.value.code == 2
     assert "must look like KEY=VALUE:EFFECT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("options", "preferred"), [([], True), (["--any-free-ports"], False)])
+def test_dev_up_takes_the_usual_ports_unless_told_any_free_ones(
+    options: list[str], preferred: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[cluster.ClusterSettings] = []
+
+    def record(settings: cluster.ClusterSettings, *, with_kueue: bool) -> int:
+        started.append(settings)
+        return 0
+
+    monkeypatch.setattr(commands, "up", record)
+    assert main(["dev", "up", "--dir", str(tmp_path), *options]) == 0
+    assert [settings.use_preferred_ports for settings in started] == [preferred]

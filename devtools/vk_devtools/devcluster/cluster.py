@@ -128,7 +128,8 @@ class ClusterSettings:
     default_toleration_seconds: int = 300
     """Added to every pod as not-ready/unreachable tolerations: how long before eviction."""
     use_preferred_ports: bool = True
-    """Use the well-known ports (6443, 2379, ...) when free; tests set False to stay out of the way."""
+    """Use the well-known ports (6443, 2379, ...) when free. A port is probed when the plane is planned and
+    bound seconds later, so planes started side by side (the tests, `dev up --any-free-ports`) set False."""
     start_timeout_seconds: float = 180.0
     extra_args: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     """Extra flags per component name, for debugging and for the tests of start-up failures."""
