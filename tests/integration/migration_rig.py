@@ -41,7 +41,7 @@ from tests.integration.identities import service_account_kubeconfig
 from tests.integration.runpod_away import TOKEN_DELAY_SECONDS
 from tests.integration.runpod_fleet import runpod_config
 from tests.integration.waiting import wait_for
-from vk_devtools.devcluster import cluster, podnetwork, servicenetwork
+from vk_devtools.devcluster import cluster, localnode, podnetwork, servicenetwork
 from vk_devtools.devcluster.ports import PortPicker
 from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
@@ -65,15 +65,17 @@ StartNode = Callable[..., Awaitable[NodeDaemon]]
 
 
 def _ranges_of_this_process() -> list[int]:
-    """/24s 2..15 belong to development clusters (see devcluster.localnode), 240 and up are Service
-    ranges (devcluster.servicenetwork); the rest is dealt out
-    among the xdist workers of this run (every worker_count-th to each), in a random order (so two
-    test runs at once rarely meet), each once per run before any comes round again: two nodes of one
-    range would give two pods one address, and the router would reach the wrong one."""
+    """/24s below `localnode.FIRST_TEST_SUBNET` belong to development planes, 240 and up are Service
+    ranges (devcluster.servicenetwork); the rest is dealt out among the xdist workers of this run
+    (every worker_count-th to each), in a random order (so two test runs at once rarely meet), each
+    once per run before any comes round again: two nodes of one range would give two pods one
+    address, and the router would reach the wrong one."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     mine = [
-        number for number in range(16, servicenetwork.FIRST_SUBNET) if number % count == int(worker) % count
+        number
+        for number in range(localnode.FIRST_TEST_SUBNET, servicenetwork.FIRST_SUBNET)
+        if number % count == int(worker) % count
     ]
     return random.sample(mine, k=len(mine))
 
@@ -82,7 +84,7 @@ _FREE_RANGES = collections.deque(_ranges_of_this_process())
 
 
 def pod_range() -> str:
-    """A /24 of the dev pod network no other node of this run holds (224 nodes before one repeats)."""
+    """A /24 of the dev pod network no other node of this run holds (206 nodes before one repeats)."""
     number = _FREE_RANGES.popleft()
     _FREE_RANGES.append(number)
     return str(podnetwork.subnet(number))

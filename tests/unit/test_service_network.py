@@ -25,6 +25,7 @@ def test_a_held_range_is_skipped_by_the_next_plane_and_the_relay_can_serve_besid
         second = servicenetwork.reserve_subnet(tmp_path / "one")  # the same folder: the same first choice
         try:
             assert second.subnet != first.subnet
+            assert second.group != first.group  # and so none of the plane's pod or host addresses
         finally:
             second.release()
         address = str(servicenetwork.kubernetes_service_address(first.subnet))

@@ -166,6 +166,11 @@ class ClusterState:
         return self.directory / "kubeconfig"
 
     @property
+    def address_group(self) -> int:
+        """Where the plane's pods and host processes take their addresses (`podnetwork`)."""
+        return servicenetwork.group_of(self.ports[servicenetwork.SUBNET_KEY])
+
+    @property
     def ca_cert(self) -> Path:
         return self.directory / "pki" / "ca.crt"
 
@@ -373,7 +378,7 @@ def _prepare_pki(directory: Path, service_subnet: int) -> dict[str, KeyPair]:
     front_proxy_ca = CertificateAuthority.create(pki / "front-proxy", common_name="front-proxy-ca")
     pairs["front-proxy-ca"] = front_proxy_ca.paths
     pairs["front-proxy-client"] = front_proxy_ca.issue_client(pki / "front-proxy", FRONT_PROXY_CLIENT)
-    pairs.update(metricsserver.issue_certificates(ca, directory))
+    pairs.update(metricsserver.issue_certificates(ca, directory, servicenetwork.group_of(service_subnet)))
     return pairs
 
 
@@ -597,11 +602,11 @@ def up(
             )
     _reset_directory(directory)
 
-    ports = _pick_ports(settings)
     service_subnet = servicenetwork.reserve_subnet(directory)
-    # Not a port, but picked the same way (what is free now) and kept with them in the state.
-    ports[servicenetwork.SUBNET_KEY] = service_subnet.subnet
     try:
+        ports = _pick_ports(settings, service_subnet.group)
+        # Not a port, but picked the same way (what is free now) and kept with them in the state.
+        ports[servicenetwork.SUBNET_KEY] = service_subnet.subnet
         return _start_plane(
             settings,
             bin_dir=bin_dir,
@@ -727,18 +732,17 @@ def _start_plane(
     return UpResult(launch.state, already_running=False, seconds=time.monotonic() - started_at)
 
 
-def _pick_ports(settings: ClusterSettings) -> dict[str, int]:
+def _pick_ports(settings: ClusterSettings, group: int) -> dict[str, int]:
     """A port per component. The nodes and metrics-server listen on their own addresses of the pod
-    network, so their ports are probed there (another cluster may hold that address, not loopback),
-    once the network is local."""
+    network (in the plane's address `group`), so their ports are probed there, once the network is
+    local."""
     loopback = PortPicker()
     pickers: dict[str, PortPicker] = {}
     if settings.local_node:
         podnetwork.ensure_local_route()
-        directory = settings.directory
-        pickers["local-node-kubelet"] = PortPicker(localnode.HOME.address(directory))
-        pickers["burst-node-kubelet"] = PortPicker(localnode.AWAY.address(directory))
-        pickers[metricsserver.COMPONENT] = PortPicker(metricsserver.address(directory))
+        pickers["local-node-kubelet"] = PortPicker(localnode.HOME.address(group))
+        pickers["burst-node-kubelet"] = PortPicker(localnode.AWAY.address(group))
+        pickers[metricsserver.COMPONENT] = PortPicker(metricsserver.address(group))
     return {
         **{
             name: pickers.get(name, loopback).pick(preferred if settings.use_preferred_ports else None)
@@ -765,19 +769,28 @@ def _start_node(
         config = localnode.write_config(
             state.directory,
             node,
+            group=state.address_group,
             kubeconfig=state.kubeconfig,
             kubelet_port=kubelet_port,
-            provider_config=localnode.stack_provider_config(state.directory, node, DEV_CLUSTER_MARK),
+            provider_config=localnode.stack_provider_config(state.address_group, node, DEV_CLUSTER_MARK),
         )
     elif on_runpod_standin:
         provider = "runpod"
         config = runpodstandin.write_node_config(
-            state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
+            state.directory,
+            node,
+            group=state.address_group,
+            kubeconfig=state.kubeconfig,
+            kubelet_port=kubelet_port,
         )
     else:
         provider = "local"
         config = localnode.write_config(
-            state.directory, node, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
+            state.directory,
+            node,
+            group=state.address_group,
+            kubeconfig=state.kubeconfig,
+            kubelet_port=kubelet_port,
         )
     name = f"{NODE_PREFIX}{node.name}"
     log_path = state.directory / "logs" / f"node-{node.name}.log"
@@ -828,7 +841,7 @@ def _start_metrics_server(
     """metrics-server, its RBAC, Service, EndpointSlice and APIService; ready once the API is Available."""
     state = launch.state
     directory = state.directory
-    listen_address = metricsserver.address(directory)
+    listen_address = metricsserver.address(state.address_group)
     kubeconfig = write_kubeconfig(
         directory / "kubeconfigs" / "metrics-server.kubeconfig",
         server=state.server,
@@ -914,7 +927,11 @@ def _start_stack_in_cluster(launch: _Launch, settings: ClusterSettings, out: Tex
     started = time.monotonic()
     _install_example(state, data_plane="builtin")
     incluster.install(
-        state.bin_dir, state.kubeconfig, state.directory, timeout_seconds=settings.start_timeout_seconds
+        state.bin_dir,
+        state.kubeconfig,
+        state.directory,
+        group=state.address_group,
+        timeout_seconds=settings.start_timeout_seconds,
     )
     print(
         f"in {incluster.NAMESPACE}, from manifests/base and manifests/traffic: the node daemon "

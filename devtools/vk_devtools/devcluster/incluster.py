@@ -49,8 +49,9 @@ def provider_folder(directory: Path) -> Path:
     return directory / "nodes" / f"{localnode.AWAY.name}-provider"
 
 
-def node_settings(directory: Path) -> dict[str, Any]:
-    """The node daemon Pod's node.yaml: the demo's burst node, a `local` node on its own /24."""
+def node_settings(group: int) -> dict[str, Any]:
+    """The node daemon Pod's node.yaml: the demo's burst node, a `local` node on its own /24 of the
+    plane's address `group`."""
     node = localnode.AWAY
     return {
         "node_name": node.name,
@@ -62,7 +63,7 @@ def node_settings(directory: Path) -> dict[str, Any]:
         # The Pod's address (VK_PROVIDER_ADDRESSES) is the Node's InternalIP; the serving certificate
         # the daemon requests names it, and the dev cluster lets the daemon approve it.
         "kubelet_csr_self_approve": True,
-        "provider_config": localnode.local_provider_config(directory, node),
+        "provider_config": localnode.local_provider_config(group, node),
     }
 
 
@@ -147,18 +148,18 @@ def kustomization(directory: Path) -> dict[str, Any]:
     }
 
 
-def write_overlay(directory: Path) -> Path:
+def write_overlay(directory: Path, group: int) -> Path:
     folder = overlay_folder(directory)
     folder.mkdir(parents=True, exist_ok=True)
     provider_folder(directory).mkdir(parents=True, exist_ok=True)
-    (folder / "node.yaml").write_text(yaml.safe_dump(node_settings(directory), sort_keys=False))
+    (folder / "node.yaml").write_text(yaml.safe_dump(node_settings(group), sort_keys=False))
     (folder / "kustomization.yaml").write_text(yaml.safe_dump(kustomization(directory), sort_keys=False))
     return folder
 
 
-def install(bin_dir: Path, kubeconfig: Path, directory: Path, *, timeout_seconds: float) -> None:
+def install(bin_dir: Path, kubeconfig: Path, directory: Path, *, group: int, timeout_seconds: float) -> None:
     """Apply the overlay and wait until every Deployment is rolled out and the burst node is Ready."""
-    kubectl_apply(bin_dir, kubeconfig, "apply", "--server-side", "-k", str(write_overlay(directory)))
+    kubectl_apply(bin_dir, kubeconfig, "apply", "--server-side", "-k", str(write_overlay(directory, group)))
     for deployment in DEPLOYMENTS:
         kubectl_apply(
             bin_dir,

@@ -47,9 +47,10 @@ vk-provider is importable, as in the image. The dcgm-exporter stand-in's lets th
 home node's (pretend) GPUs from a pod on it."""
 
 
-DEV_SUBNET_PAIRS = podnetwork.FOLDER_GROUPS
-"""Development clusters take /24s 2..15 of the pod network, a pair per cluster folder (tests take
-16 and up), so two clusters in different folders rarely share an address."""
+FIRST_DEV_SUBNET = 2
+FIRST_TEST_SUBNET = FIRST_DEV_SUBNET + 2 * podnetwork.ADDRESS_GROUPS
+"""Development planes give their nodes /24s 2..33 of the pod network, a pair per address group, so two
+running planes never share a pod address; the tests' own nodes take /24s from here up."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,13 +66,13 @@ class DevNode:
     def labels(self) -> dict[str, str]:
         return {"vk-provider.dev/role": self.role}
 
-    def subnet(self, directory: Path) -> str:
-        pair = podnetwork.folder_group(directory)
-        return str(podnetwork.subnet(2 + 2 * pair + self.pair_offset))
+    def subnet(self, group: int) -> str:
+        """The node's pod range in the plane holding address `group`."""
+        return str(podnetwork.subnet(FIRST_DEV_SUBNET + 2 * group + self.pair_offset))
 
-    def address(self, directory: Path) -> str:
+    def address(self, group: int) -> str:
         """The node's InternalIP, where its kubelet API listens."""
-        return podnetwork.host_address(directory, self.host_slot)
+        return podnetwork.host_address(group, self.host_slot)
 
 
 HOME = DevNode(name="local-gpu", role="home-gpu", tainted=False, pair_offset=0, host_slot=1)
@@ -79,20 +80,20 @@ AWAY = DevNode(name="burst-gpu", role="burst-gpu", tainted=True, pair_offset=1, 
 NODE_NAME = HOME.name
 
 
-def local_provider_config(directory: Path, node: DevNode) -> dict[str, Any]:
+def local_provider_config(group: int, node: DevNode) -> dict[str, Any]:
     return {
         "capacity": GPU_CAPACITY,
-        "address_range": node.subnet(directory),
+        "address_range": node.subnet(group),
         "image_entrypoints": IMAGE_ENTRYPOINTS,
     }
 
 
-def stack_provider_config(directory: Path, node: DevNode, cluster_mark: str) -> dict[str, Any]:
+def stack_provider_config(group: int, node: DevNode, cluster_mark: str) -> dict[str, Any]:
     """A home node that runs vk-provider's own Pods (`dev up --in-cluster`): it mounts their volumes
     (the ServiceAccount token, the node's ConfigMap), and passes `cluster_mark` to its containers, so
     the workloads a node daemon Pod starts carry it too and `dev down` finds them."""
     return {
-        **local_provider_config(directory, node),
+        **local_provider_config(group, node),
         "mount_volumes": True,
         "inherited_env": [*DEFAULT_INHERITED_ENV, cluster_mark],
     }
@@ -102,14 +103,15 @@ def write_config(
     directory: Path,
     node: DevNode,
     *,
+    group: int,
     kubeconfig: Path,
     kubelet_port: int,
     provider: str = "local",
     provider_config: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Path:
-    """The node's configuration file; `provider_config` defaults to a `local` node's, `extra` adds
-    node settings."""
+    """The node's configuration file in the plane holding address `group`; `provider_config` defaults
+    to a `local` node's, `extra` adds node settings."""
     config: dict[str, Any] = {
         "node_name": node.name,
         "provider": provider,
@@ -120,8 +122,8 @@ def write_config(
         # Not loopback: the apiserver's node proxy (`kubectl get --raw /api/v1/nodes/<node>/proxy/...`)
         # and metrics-server refuse or cannot use a loopback node address. The serving certificate
         # names this address (the CSR's IP SAN), so the apiserver can verify it.
-        "addresses": [node.address(directory)],
-        "kubelet_bind_address": node.address(directory),
+        "addresses": [node.address(group)],
+        "kubelet_bind_address": node.address(group),
         # The development cluster approves its nodes' serving certificates itself.
         "kubelet_csr_self_approve": True,
         "state_dir": str(directory / "nodes" / node.name),
@@ -131,7 +133,7 @@ def write_config(
         # back its own Lease at once instead of waiting out the dead process's 15 s.
         "leader_election_identity": f"{node.name}-dev",
         "provider_config": (
-            local_provider_config(directory, node) if provider_config is None else provider_config
+            local_provider_config(group, node) if provider_config is None else provider_config
         ),
         **(extra or {}),
     }

@@ -72,17 +72,18 @@ METRICS_SERVER = GoBuild(
 )
 
 
-def address(directory: Path) -> str:
-    """Where metrics-server listens: the EndpointSlice's address."""
-    return podnetwork.host_address(directory, HOST_SLOT)
+def address(group: int) -> str:
+    """Where metrics-server listens in the plane holding address `group`: the EndpointSlice's address."""
+    return podnetwork.host_address(group, HOST_SLOT)
 
 
 def service_dns_names() -> tuple[str, ...]:
     return (SERVICE, f"{SERVICE}.{NAMESPACE}", f"{SERVICE}.{NAMESPACE}.svc")
 
 
-def issue_certificates(ca: CertificateAuthority, directory: Path) -> dict[str, KeyPair]:
-    """Its serving certificate (the name the apiserver verifies, and its address) and client identity."""
+def issue_certificates(ca: CertificateAuthority, directory: Path, group: int) -> dict[str, KeyPair]:
+    """Its serving certificate (the name the apiserver verifies, and its address in the plane's address
+    `group`) and client identity."""
     folder = directory / "pki" / "metrics-server"
     folder.mkdir(parents=True, exist_ok=True)
     return {
@@ -91,7 +92,7 @@ def issue_certificates(ca: CertificateAuthority, directory: Path) -> dict[str, K
             SERVING_STEM,
             common_name=f"{SERVICE}.{NAMESPACE}.svc",
             dns_names=service_dns_names(),
-            ip_addresses=(ipaddress.ip_address(address(directory)),),
+            ip_addresses=(ipaddress.ip_address(address(group)),),
         ),
         IDENTITY.file_stem: ca.issue_client(folder, IDENTITY),
     }

@@ -11,8 +11,12 @@ give their network namespaces.
 The same range gives the development cluster's own host processes addresses the apiserver accepts:
 its virtual nodes (the apiserver's node proxy refuses a loopback node address, so `kubectl get --raw
 /api/v1/nodes/<node>/proxy/...` and metrics-server could not reach them) and metrics-server (the
-endpoint of the aggregated `metrics.k8s.io` API). They come from /24 number 1 (`HOST_SUBNET`), which
-no node hands out to pods: 16 addresses per cluster folder, one slot per process.
+endpoint of the aggregated `metrics.k8s.io` API). They come from /24 number 1 (`HOST_SUBNET_INDEX`),
+which no node hands out to pods: 16 addresses per plane, one slot per process.
+
+Several planes may run on one host at once (the tests start several), so each takes an address group
+of its own when it starts: its Service /24 (`servicenetwork`, which holds the choice), its pods' pair
+of /24s (`localnode`) and its block of host addresses. Two running planes never share an address.
 """
 
 from __future__ import annotations
@@ -33,9 +37,8 @@ POD_NETWORK = ipaddress.IPv4Network("198.19.0.0/16")
 HOST_SUBNET_INDEX = 1
 """The /24 of `POD_NETWORK` that host processes of development clusters take their addresses from."""
 HOST_SLOTS_PER_CLUSTER = 16
-FOLDER_GROUPS = 7
-"""Development cluster folders fall in this many groups (by a hash of the path): each group has its
-pod /24s (see `localnode`) and its block of host addresses, so two clusters rarely share any."""
+ADDRESS_GROUPS = 16
+"""How many planes can run on one host at once: one address group each (fills the host /24)."""
 
 
 class PodNetworkError(RuntimeError):
@@ -65,16 +68,19 @@ def subnet(index: int, network: ipaddress.IPv4Network = POD_NETWORK) -> ipaddres
     return subnets[index % len(subnets)]
 
 
-def folder_group(directory: Path) -> int:
-    """Which of the `FOLDER_GROUPS` a development cluster's folder falls in (stable for a path)."""
-    return zlib.crc32(str(directory.resolve()).encode()) % FOLDER_GROUPS
+def preferred_group(directory: Path) -> int:
+    """The address group a plane in `directory` tries first (a hash of the path, so a folder's plane
+    usually gets the same addresses again); `servicenetwork.reserve_group` takes the first free one."""
+    return zlib.crc32(str(directory.resolve()).encode()) % ADDRESS_GROUPS
 
 
-def host_address(directory: Path, slot: int) -> str:
-    """The address of host process `slot` (1..15) of the development cluster in `directory`.
+def host_address(group: int, slot: int) -> str:
+    """The address of host process `slot` (1..15) of the plane holding address `group`.
 
     Slots: 1 the home node, 2 the burst node, 3 metrics-server; the rest are free."""
     if not 1 <= slot < HOST_SLOTS_PER_CLUSTER:
         raise ValueError(f"host address slot {slot} is not in 1..{HOST_SLOTS_PER_CLUSTER - 1}")
+    if not 0 <= group < ADDRESS_GROUPS:
+        raise ValueError(f"address group {group} is not in 0..{ADDRESS_GROUPS - 1}")
     block = subnet(HOST_SUBNET_INDEX)
-    return str(block[folder_group(directory) * HOST_SLOTS_PER_CLUSTER + slot])
+    return str(block[group * HOST_SLOTS_PER_CLUSTER + slot])

@@ -116,12 +116,13 @@ def is_answering(directory: Path) -> bool:
 
 
 def write_node_config(
-    directory: Path, node: localnode.DevNode, *, kubeconfig: Path, kubelet_port: int
+    directory: Path, node: localnode.DevNode, *, group: int, kubeconfig: Path, kubelet_port: int
 ) -> Path:
     """The configuration of `node` as a `runpod` node on the running stand-in."""
     return localnode.write_config(
         directory,
         node,
+        group=group,
         kubeconfig=kubeconfig,
         kubelet_port=kubelet_port,
         provider="runpod",

@@ -6,12 +6,15 @@ would reach nothing. Two things make it reach the apiserver:
 
 - the plane's Service range is a /24 of the dev pod network (`podnetwork`), which is routed to this
   host, so the `kubernetes` Service's address (the range's first) can be bound here. The /24s 240..255
-  are Service ranges, clear of those development nodes (2..15) and tests (16..239) give pods; a plane
-  takes the first whose `kubernetes` address is free, starting from its folder's group, and keeps it in
-  its state (`ports["kubernetes-service-subnet"]`), because the apiserver stores the range. Planes start
-  at once (the tests start several), so the choice is held from the moment it is made: a socket bound
-  (never listening) to the address, with SO_REUSEPORT so that the relay can bind beside it, and closed
-  once the relay serves; another plane's check, a bind without SO_REUSEPORT, fails all along;
+  are Service ranges, one per address group (`podnetwork`), clear of the /24s development nodes
+  (2..33) and tests (34..239) give pods; a plane takes the first whose `kubernetes` address is free,
+  starting from its folder's group, and keeps it in its state (`ports["kubernetes-service-subnet"]`),
+  because the apiserver stores the range. That choice is the plane's address group: its pods and host
+  processes take their addresses from the same group, so the hold below keeps every address of one
+  running plane from every other. Planes start at once (the tests start several), so the choice is held
+  from the moment it is made: a socket bound (never listening) to the address, with SO_REUSEPORT so
+  that the relay can bind beside it, and closed once the relay serves; another plane's check, a bind
+  without SO_REUSEPORT, fails all along;
 - a relay (`relay`) listens on that address, port 443, and carries each connection to the apiserver on
   loopback, as kube-proxy would; TLS passes through, and the apiserver's certificate names the address.
 Only the `kubernetes` Service is relayed; other Services are reached through their endpoints (the
@@ -35,7 +38,7 @@ COMPONENT = "kubernetes-service"
 SUBNET_KEY = "kubernetes-service-subnet"
 """Where the plane's state keeps which /24 of the pod network is its Service range."""
 FIRST_SUBNET = 240
-SUBNET_COUNT = 16
+SUBNET_COUNT = podnetwork.ADDRESS_GROUPS
 KUBERNETES_SERVICE_PORT = 443
 
 
@@ -46,6 +49,10 @@ class Reservation:
     subnet: int
     held: socket.socket | None
 
+    @property
+    def group(self) -> int:
+        return group_of(self.subnet)
+
     def release(self) -> None:
         if self.held is not None:
             self.held.close()
@@ -53,9 +60,10 @@ class Reservation:
 
 
 def reserve_subnet(directory: Path) -> Reservation:
-    """A Service /24 whose `kubernetes` address no other plane here holds (the folder's group's own
-    when free). Without the pod network routed here nothing can be bound: the group's own, unheld."""
-    start = podnetwork.folder_group(directory)
+    """A Service /24 whose `kubernetes` address no other plane here holds (the folder's preferred
+    group's when free), and with it the plane's address group. Without the pod network routed here
+    nothing can be bound: the preferred group's, unheld."""
+    start = podnetwork.preferred_group(directory)
     candidates = [FIRST_SUBNET + (start + offset) % SUBNET_COUNT for offset in range(SUBNET_COUNT)]
     try:
         podnetwork.ensure_local_route()
@@ -90,6 +98,15 @@ def _hold(address: ipaddress.IPv4Address) -> socket.socket | None:
         held.close()
         return None  # taken in the microseconds between the two binds
     return held
+
+
+def group_of(subnet: int) -> int:
+    """The address group of the plane whose Service range is /24 number `subnet`."""
+    if not FIRST_SUBNET <= subnet < FIRST_SUBNET + SUBNET_COUNT:
+        raise ValueError(
+            f"/24 number {subnet} is not a Service range ({FIRST_SUBNET}..{FIRST_SUBNET + SUBNET_COUNT - 1})"
+        )
+    return subnet - FIRST_SUBNET
 
 
 def service_range(subnet: int) -> ipaddress.IPv4Network:

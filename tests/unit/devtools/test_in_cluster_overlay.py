@@ -51,7 +51,7 @@ def test_the_argument_patches_test_what_the_manifests_really_say(tmp_path: Path)
 
 
 def test_the_node_pod_settings_load_as_the_daemon_loads_them(tmp_path: Path) -> None:
-    folder = incluster.write_overlay(tmp_path)
+    folder = incluster.write_overlay(tmp_path, 9)
     environ = {"VK_PROVIDER_ADDRESSES": "198.18.3.7", "VK_PROVIDER_KUBELET_BIND_ADDRESS": "198.18.3.7"}
     settings = load_settings(config_file=folder / "node.yaml", environ=environ, flags={})
     assert settings.node_name == localnode.AWAY.name
@@ -59,7 +59,7 @@ def test_the_node_pod_settings_load_as_the_daemon_loads_them(tmp_path: Path) -> 
     assert settings.kubelet_bind_address == "198.18.3.7"
     assert settings.addresses == ("198.18.3.7",)
     assert settings.kubeconfig is None  # the in-cluster ServiceAccount
-    assert settings.provider_config["address_range"] == localnode.AWAY.subnet(tmp_path)
+    assert settings.provider_config["address_range"] == localnode.AWAY.subnet(9) == "198.19.21.0/24"
     # The provider's workloads outlive the daemon's Pod: kept in the cluster folder.
     assert incluster.provider_folder(tmp_path).is_dir()
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())

@@ -79,20 +79,18 @@ def test_its_identity_may_scrape_nodes_and_delegate_authentication() -> None:
 
 def test_the_serving_certificate_names_the_service_and_the_address(tmp_path: Path) -> None:
     ca = CertificateAuthority.create(tmp_path / "pki")
-    pairs = metricsserver.issue_certificates(ca, tmp_path)
+    pairs = metricsserver.issue_certificates(ca, tmp_path, 5)
     serving = x509.load_pem_x509_certificate(pairs[metricsserver.SERVING_STEM].cert.read_bytes())
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "metrics-server.kube-system.svc" in names.get_values_for_type(x509.DNSName)
-    assert names.get_values_for_type(x509.IPAddress) == [
-        ipaddress.ip_address(metricsserver.address(tmp_path))
-    ]
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address(metricsserver.address(5))]
     client = x509.load_pem_x509_certificate(pairs[metricsserver.IDENTITY.file_stem].cert.read_bytes())
     assert client.subject.rfc4514_string() == "CN=system:metrics-server"
 
 
 def test_the_command_line_verifies_the_nodes_and_scrapes_faster_than_its_timeout(tmp_path: Path) -> None:
     ca = CertificateAuthority.create(tmp_path / "pki")
-    pairs = metricsserver.issue_certificates(ca, tmp_path)
+    pairs = metricsserver.issue_certificates(ca, tmp_path, 0)
     argv = metricsserver.argv(
         tmp_path / "metrics-server",
         kubeconfig=tmp_path / "kubeconfig",
