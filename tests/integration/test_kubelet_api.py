@@ -402,12 +402,15 @@ async def test_stats_metrics_and_logs_through_the_apiservers_node_proxy(
     await core.create_namespaced_pod(namespace, talker_pod(daemon.node_name))
     proxy = f"/api/v1/nodes/{daemon.node_name}/proxy"
 
-    async def three_containers_in_summary() -> dict[str, Any] | None:
+    async def three_containers_in_summary() -> dict[str, Any]:
+        # Each "not yet" raises, so that a timeout shows the last reason (wait_for keeps the last error).
         result = kubectl("get", "--raw", f"{proxy}/stats/summary", check=False)
         if result.returncode != 0:
-            return None
+            raise AssertionError(f"kubectl get --raw exited {result.returncode}: {result.stderr.strip()}")
         pods = [p for p in json.loads(result.stdout)["pods"] if p["podRef"]["namespace"] == namespace]
-        return pods[0] if pods and len(pods[0]["containers"]) == 3 else None
+        if not pods or len(pods[0]["containers"]) != 3:
+            raise AssertionError(f"not three containers in the summary yet: {pods}")
+        return pods[0]
 
     pod = await wait_for(
         three_containers_in_summary, timeout_seconds=60, what="the summary through the proxy"
