@@ -764,33 +764,23 @@ def _start_node(
     """Start a dev node's daemon and wait until it is Ready. A home node that `runs_the_stack`
     (`--in-cluster`) also mounts its Pods' volumes (`localnode.stack_provider_config`)."""
     state = launch.state
-    if runs_the_stack:
-        provider = "local"
-        config = localnode.write_config(
-            state.directory,
-            node,
-            group=state.address_group,
-            kubeconfig=state.kubeconfig,
-            kubelet_port=kubelet_port,
-            provider_config=localnode.stack_provider_config(state.address_group, node, DEV_CLUSTER_MARK),
-        )
-    elif on_runpod_standin:
+    group = state.address_group
+    if on_runpod_standin:  # the burst node; `runs_the_stack` is only ever the home node
         provider = "runpod"
         config = runpodstandin.write_node_config(
-            state.directory,
-            node,
-            group=state.address_group,
-            kubeconfig=state.kubeconfig,
-            kubelet_port=kubelet_port,
+            state.directory, node, group=group, kubeconfig=state.kubeconfig, kubelet_port=kubelet_port
         )
     else:
         provider = "local"
         config = localnode.write_config(
             state.directory,
             node,
-            group=state.address_group,
+            group=group,
             kubeconfig=state.kubeconfig,
             kubelet_port=kubelet_port,
+            provider_config=(
+                localnode.stack_provider_config(group, node, DEV_CLUSTER_MARK) if runs_the_stack else None
+            ),
         )
     name = f"{NODE_PREFIX}{node.name}"
     log_path = state.directory / "logs" / f"node-{node.name}.log"
