@@ -70,7 +70,7 @@ def subnet(index: int, network: ipaddress.IPv4Network = POD_NETWORK) -> ipaddres
 
 def preferred_group(directory: Path) -> int:
     """The address group a plane in `directory` tries first (a hash of the path, so a folder's plane
-    usually gets the same addresses again); `servicenetwork.reserve_group` takes the first free one."""
+    usually gets the same addresses again); `servicenetwork.reserve_subnet` takes the first free one."""
     return zlib.crc32(str(directory.resolve()).encode()) % ADDRESS_GROUPS
 
 
