@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -57,12 +58,22 @@ class NetworkNamespace:
         return ["ip", "netns", "exec", self.name, *arguments]
 
 
+def _unused_subnet() -> str:
+    """A random 198.18.N that no interface of this host has yet: two namespaces alive at once (other
+    tests, other workers) on one /30 would give the root namespace two routes to it, and the
+    apiserver's connections would reach the wrong one."""
+    listed = subprocess.run(["ip", "-o", "-4", "addr", "show"], check=True, capture_output=True, text=True)
+    taken = set(re.findall(r"inet 198\.18\.(\d+)\.", listed.stdout))
+    free = [number for number in range(256) if str(number) not in taken]
+    return f"198.18.{random.choice(free)}"  # noqa: S311 - a test subnet, not a secret
+
+
 @contextlib.contextmanager
 def network_namespace(*, routes_via_host: tuple[str, ...] = ()) -> Iterator[NetworkNamespace]:
     """A namespace joined to this host by a veth pair (a random /30 of 198.18.N.0/24); the networks of
     `routes_via_host` (e.g. the dev pod network, local to this host) are reached through the host."""
     name = f"vkp{uuid.uuid4().hex[:6]}"
-    subnet = f"198.18.{random.randrange(256)}"  # noqa: S311 - a test subnet, not a secret
+    subnet = _unused_subnet()
     namespace = NetworkNamespace(name=name, host_ip=f"{subnet}.1", inner_ip=f"{subnet}.2")
     _ip("netns", "add", name)
     try:
