@@ -29,8 +29,8 @@ class NodeAddress:
     port: int
 
 
-def _ip(*arguments: str) -> None:
-    subprocess.run(["ip", *arguments], check=True, capture_output=True, text=True, timeout=30)
+def _ip(*arguments: str) -> str:
+    return subprocess.run(["ip", *arguments], check=True, capture_output=True, text=True, timeout=30).stdout
 
 
 def unavailable_reason() -> str | None:
@@ -62,8 +62,7 @@ def _unused_subnet() -> str:
     """A random 198.18.N that no interface of this host has yet: two namespaces alive at once (other
     tests, other workers) on one /30 would give the root namespace two routes to it, and the
     apiserver's connections would reach the wrong one."""
-    listed = subprocess.run(["ip", "-o", "-4", "addr", "show"], check=True, capture_output=True, text=True)
-    taken = set(re.findall(r"inet 198\.18\.(\d+)\.", listed.stdout))
+    taken = set(re.findall(r"inet 198\.18\.(\d+)\.", _ip("-o", "-4", "addr", "show")))
     free = [number for number in range(256) if str(number) not in taken]
     return f"198.18.{random.choice(free)}"  # noqa: S311 - a test subnet, not a secret
 
