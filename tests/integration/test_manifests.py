@@ -202,6 +202,7 @@ TRAFFIC_RIGHTS = {
             ("patch", "offloads.offload.vk-provider.dev", "default"),  # its finalizer only
             ("get", "services", "default"),
             ("list", "pods", None),
+            ("patch", "pods", "default"),  # the deletion cost of a home pod on an unhealthy node
             ("create", "events", "default"),
             ("patch", "events", "default"),  # a repeated Event's count
             ("get", "leases.coordination.k8s.io", NAMESPACE),

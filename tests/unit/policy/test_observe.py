@@ -136,7 +136,7 @@ def test_an_offload_view_reads_its_annotations_and_home_gpus() -> None:
             "template": {"spec": {"containers": [{"resources": {"limits": {GPU: "1"}}}]}},
         }
     }
-    view = observe._offload_view(policy(), offload, deployment, [], {"gpu-0"})
+    view = observe._offload_view(policy(), offload, deployment, [], {"gpu-0"}, unhealthy=set())
     assert (view.home_gpus, view.home_gpus_held, view.order, view.auto) == (4, 0, 7, False)
     assert view.hold_next_flip  # a hold it cannot read is still a person's hold
     assert len(view.policy_flips) == 1
