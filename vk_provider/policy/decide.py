@@ -178,7 +178,12 @@ def _health(observed: Observed, policy: PolicySpec) -> list[Decision]:
 
 def _evacuate(now: datetime, policy: PolicySpec, observed: Observed) -> list[Decision]:
     """Offloads with home pods on unhealthy nodes that healthy home GPUs cannot replace: move away."""
-    free = free_gpus(observed, policy)
+    # Free GPUs an inference pod may take: the reservation taint keeps replacements off a reserved node.
+    free = sum(
+        node.free
+        for node in observed.nodes
+        if usable(node, policy) and policy.reservation.key not in node.taints
+    )
     decisions: list[Decision] = []
     stranded = (o for o in observed.offloads if o.placement == "home" and o.home_gpus_unhealthy > 0)
     for offload in sorted(stranded, key=_order):

@@ -357,3 +357,15 @@ def test_a_move_home_onto_a_node_turning_unhealthy_goes_away_again_when_nothing_
     (flip,) = of(decide(NOW, policy(), observed, GONE).decisions, Action.FLIP_OUT)
     assert flip.reason == Reason.UNHEALTHY_HOME
     assert not of(decide(NOW, policy(), observed, GONE).decisions, Action.FLIP_BACK)
+
+
+def test_free_gpus_of_a_pool_reserved_for_training_cannot_take_a_stranded_service() -> None:
+    observed = Observed(
+        nodes=(
+            node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()),
+            node("reserved", used=0, taints=frozenset({RESERVED})),
+        ),
+        offloads=(offload("chat", 2, home_gpus_unhealthy=2),),
+    )
+    (flip,) = of(decide(NOW, policy(), observed, History()).decisions, Action.FLIP_OUT)
+    assert flip.reason == Reason.UNHEALTHY_HOME
