@@ -188,6 +188,14 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
             rig, lambda s: s.get("phase") == "Shifting" and s.get("awayWeight") == 75, "away weight 75"
         )
         hot = sorted(pod["spec"]["nodeName"] for pod in await chat_pods(rig))[0]
+        weight_75_at = time.monotonic()
+
+        async def serving_from_hot() -> list[Outcome]:
+            return served_from(generator.outcomes, hot, weight_75_at)
+
+        # So that what it serves after its taint is measured on a node that really served before it.
+        await wait_for(serving_from_hot, timeout_seconds=30, what=f"{hot} serving at away weight 75")
+        marked_at = time.monotonic()
         tainted_at = await turn_unhealthy(rig, hot)
         await wait_for_placement(rig, "chat", "home")
         await wait_for_home_on(rig, pool - {hot})
@@ -195,6 +203,8 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
             lambda: rig.events("UnhealthyHome", "Offload"), timeout_seconds=30, what="UnhealthyHome"
         )
         measured["weight 75"] = last_served_after(generator, hot, tainted_at)
+        # From the external signal rather than the policy's taint: the policy's pass comes first.
+        measured["weight 75, from the node's marking"] = last_served_after(generator, hot, marked_at)
 
         # 4. Both home nodes unhealthy: no healthy GPU can replace the replicas, so the policy moves the
         #    service away; once the nodes are healthy again it comes home.
