@@ -210,11 +210,12 @@ def _gangs(policy: PolicySpec, pods: Sequence[RawObject], pool: set[str]) -> lis
 
 def _merged(pod_gangs: list[Gang], group_gangs: list[Gang]) -> list[Gang]:
     """Pod gangs and PodGroup gangs, one per namespace/name: a PodGroup's pods grouped by it are the
-    same gang, counted once, by whichever sees more of it unplaced."""
+    same gang, counted once, by whichever sees more of it unplaced; the PodGroup when both see as much,
+    since it is the scheduler's own word that the gang waits whole (and what a person looks for)."""
     merged = {(gang.namespace, gang.name): gang for gang in pod_gangs}
     for gang in group_gangs:
         known = merged.get((gang.namespace, gang.name))
-        if known is None or gang.unplaced_gpus > known.unplaced_gpus:
+        if known is None or gang.unplaced_gpus >= known.unplaced_gpus:
             merged[(gang.namespace, gang.name)] = gang
     return list(merged.values())
 
