@@ -47,11 +47,13 @@ def test_leader_election_settings_come_from_every_layer_and_are_checked() -> Non
         load_settings(config_file=None, environ={}, flags={"leader_election_renew_deadline_seconds": "15"})
 
 
-def test_the_lease_is_named_after_the_node_in_the_pods_namespace(tmp_path: Path) -> None:
+def test_the_lease_is_named_after_the_node_in_the_pods_namespace_else_in_one_every_cluster_has(
+    tmp_path: Path,
+) -> None:
     assert leadership.lease_name("burst-gpu") == "vk-provider-node-burst-gpu"
     assert len(leadership.lease_name("n" * 253)) == 253
     namespace_file = tmp_path / "namespace"
-    assert leadership.lease_namespace(NodeSettings(), namespace_file) == "vk-provider-system"
+    assert leadership.lease_namespace(NodeSettings(), namespace_file) == "kube-node-lease"
     namespace_file.write_text("infra\n")
     assert leadership.lease_namespace(NodeSettings(), namespace_file) == "infra"
     configured = NodeSettings(leader_election_namespace="elsewhere")
