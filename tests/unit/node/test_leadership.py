@@ -163,6 +163,20 @@ async def test_a_standby_takes_over_only_once_the_leaders_lease_expired_and_at_o
     assert store.holder == "a"
 
 
+async def test_a_restarted_replica_takes_its_own_unexpired_lease_back_at_once() -> None:
+    store, clock = LeaseStore(), Clock()
+    assert await elector(store, clock, "pod-a")._attempt()
+    acquired = store.lease["spec"]["acquireTime"] if store.lease else None
+    # The process died without releasing; its successor in the same pod has the same identity and a
+    # fresh clock: it need not wait out the Lease its predecessor held, and no transition is counted.
+    restarted = elector(store, Clock(), "pod-a")
+    assert await restarted._attempt()
+    assert store.holder == "pod-a"
+    assert store.lease is not None
+    assert (store.lease["spec"]["leaseTransitions"], store.lease["spec"]["acquireTime"]) == (0, acquired)
+    assert not await elector(store, Clock(), "pod-b")._attempt()  # another identity still waits
+
+
 async def test_a_missing_lease_namespace_is_said_plainly(caplog: pytest.LogCaptureFixture) -> None:
     class NoNamespace(LeaseStore):
         async def create(self, path: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
