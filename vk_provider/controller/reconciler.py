@@ -173,6 +173,11 @@ class Pass:
     def direction(self) -> Direction:
         return Direction(self.current.target_placement or self.spec.placement.value)
 
+    @property
+    def step_interval_seconds(self) -> int:
+        """The running migration's, recorded when it started (a flip's own, perhaps), else the spec's."""
+        return self.current.step_interval_seconds or self.spec.strategy.step_interval_seconds
+
     def state(self) -> MigrationState:
         current = self.current
         return MigrationState(
@@ -358,6 +363,10 @@ class Reconciler:
             return self._start(work)
         if work.spec.retry_requested(phase, work.current.handled_retry):
             return self._start(work)
+        flip = work.spec.flip_strategy
+        if flip is not None and flip.value != work.current.handled_flip_strategy:
+            # Its flip started no migration (the Offload was already there): it applies to nothing.
+            work.set(handled_flip_strategy=flip.value)
         if work.current.observed_generation != work.spec.generation:
             work.set(observed_generation=work.spec.generation)
         if self._in_emergency(work):  # the spec now names the side the emergency moved to
@@ -372,10 +381,16 @@ class Reconciler:
     def _start(
         self, work: Pass, direction: Direction | None = None, steps: tuple[int, ...] | None = None
     ) -> Requeue:
-        """Start a migration toward `direction` (default: the spec's placement) by `steps`."""
+        """Start a migration toward `direction` (default: the spec's placement) by `steps` (default: a
+        person's flip's own, else the spec's)."""
         spec = work.spec
         direction = spec.placement if direction is None else direction
-        steps = spec.strategy.steps_toward(direction) if steps is None else steps
+        handled_flip = work.current.handled_flip_strategy
+        interval = spec.strategy.step_interval_seconds
+        if steps is None:
+            steps, interval = spec.migration_pace(direction, handled_flip)
+            if spec.flip_strategy is not None:
+                handled_flip = spec.flip_strategy.value  # run by this migration, or by none
         state = plan.begin_from(
             direction, steps, work.weight, failures_before_rollback=spec.strategy.failures_before_rollback
         )
@@ -388,6 +403,7 @@ class Reconciler:
             phase=Phase.PREPARING,
             target_placement=direction.value,
             steps=state.steps,
+            step_interval_seconds=interval,
             step_index=state.step_index,
             away_weight=state.weight,
             last_good_weight=state.last_good_weight,
@@ -401,6 +417,7 @@ class Reconciler:
             last_check=None,
             handled_promotion=spec.promotion,
             handled_retry=spec.retry or None,
+            handled_flip_strategy=handled_flip,
             observed_generation=spec.generation,
             message=message,
         )
@@ -525,13 +542,13 @@ class Reconciler:
                 "StepInterval",
                 f"every router applies away weight {weight}; judging the {side} side",
             )
-            return min(float(spec.strategy.step_interval_seconds), severe_poll_seconds(spec))
+            return min(float(work.step_interval_seconds), severe_poll_seconds(spec))
         return self._within_interval(work, started, samples)
 
     def _within_interval(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
         """Judge the interval once it is over; until then, check each short window for a severe failure."""
         spec = work.spec
-        remaining = spec.strategy.step_interval_seconds - (self._monotonic() - started.started)
+        remaining = work.step_interval_seconds - (self._monotonic() - started.started)
         if remaining <= 0:
             return self._judge(work, started, samples)
         severe = self._severe_window(work, started, samples)
@@ -608,7 +625,7 @@ class Reconciler:
         # Held: a new interval starts now, from the sample just taken.
         step_key = (started.step_key[0], started.step_key[1], decision.state.consecutive_failures)
         self._begin_interval(work, step_key, samples)
-        interval_seconds = float(spec.strategy.step_interval_seconds)
+        interval_seconds = float(work.step_interval_seconds)
         if judgement.verdict is plan.Verdict.UNHEALTHY:
             self._event(work.offload, "Warning", "GateFailed", f"{decision.reason}: {judgement.message}")
             work.set(
