@@ -69,8 +69,10 @@ from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.metrics import ControllerMetrics
 from vk_provider.controller.routers import RouterUnreachable, RouteView
 from vk_provider.controller.serving import (
+    NOT_SERVING_YET_REASON,
     LossClock,
     best_usable,
+    has_served,
     needed_endpoints,
     other_side,
     routed,
@@ -792,17 +794,16 @@ class Reconciler:
             self._lost.forget(spec.key)
             return watch_seconds(spec)
         usable = best_usable(views, side)
-        if usable >= needed:
-            self._lost.forget(spec.key)
-            degraded = condition_of(work.current, "Degraded")
-            if degraded is not None and degraded.get("status") == "True":
-                work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
-            return watch_seconds(spec)
-        lost_for = self._lost.held_for(spec.key)
         what = (
             f"the {side} side has {usable} usable endpoints on the best router, fewer than {needed} "
             f"(of {desired} replicas)"
         )
+        migrated = work.current.migration_started_at is not None
+        if usable >= needed or not has_served(condition_of(work.current, "Degraded"), migrated=migrated):
+            self._lost.forget(spec.key)
+            self._not_lost(work, side, serving=usable >= needed, why=what)
+            return watch_seconds(spec)
+        lost_for = self._lost.held_for(spec.key)
         if lost_for < emergency.grace_seconds:
             work.condition(
                 "Degraded",
@@ -814,6 +815,18 @@ class Reconciler:
             return min(watch_seconds(spec), emergency.grace_seconds - lost_for)
         self._lost.forget(spec.key)
         return self._start_emergency(work, side, f"{what} for {lost_for:.0f}s")
+
+    def _not_lost(self, work: Pass, side: str, *, serving: bool, why: str) -> None:
+        """Say why the serving side is not lost (Degraded=False): it serves (again), or it never has."""
+        degraded = condition_of(work.current, "Degraded")
+        if not serving:
+            # Still coming up (a new Offload's first pods): nothing was lost, and an emergency would
+            # only pay a provider for a service that has not started.
+            work.condition("Degraded", "False", NOT_SERVING_YET_REASON, f"{why}; it has not served yet")
+        elif degraded is not None and degraded.get("status") == "True":
+            work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
+        elif degraded is None or degraded.get("reason") == NOT_SERVING_YET_REASON:
+            work.condition("Degraded", "False", "Serving", f"the {side} side serves")
 
     def _start_emergency(self, work: Pass, lost: str, why: str) -> Requeue:
         direction = Direction(other_side(lost))
