@@ -150,7 +150,8 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument(
         "--leader-election-namespace",
-        help="namespace of the leader Lease (default: the pod's own, else vk-provider-system)",
+        help="namespace of the leader Lease (default: the pod's own; outside a pod, kube-node-lease, which "
+        "every cluster has)",
     )
     node.add_argument(
         "--leader-election-identity", help="this replica's name in the Lease (default: host name + random)"

@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.conftest import Kubectl
 from tests.integration.daemons import processes_with_argument
-from tests.integration.migration_rig import API, NAME, Rig, RigFor
+from tests.integration.migration_rig import API, NAME, Rig, RigFor, token_server_template
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import Outcome, failures, share_by
@@ -280,3 +280,145 @@ async def test_deleting_an_offload_while_away_moves_home_first_and_drops_nothing
         f"{gone_at - started:.1f}s; {len(served)} requests until the route was released, 0 failed; "
         f"Deleting reasons {reasons}"
     )
+
+
+async def test_a_controller_restarted_under_its_identity_takes_its_lease_back_at_once(
+    rig_for: RigFor,
+) -> None:
+    """As the manifests run it (`--identity` the pod's name): killed and started again, as a container
+    restarted in its pod, it leads at once instead of waiting out the Lease it held (30 s here, to tell
+    the two apart), and acts."""
+    strategy = {"stepIntervalSeconds": 3, "toAwaySteps": [100], "gates": {"minRequestsPerInterval": 0}}
+    async with rig_for(strategy) as rig:
+        rig.controller.stop()  # releases the Lease: the next start leads at once anyway
+        identity = ["--identity", f"controller-of-{rig.namespace}", "--lease-duration", "30"]
+        rig.controller.arguments = [*rig.controller.arguments, *identity]
+
+        async def leads() -> bool:
+            if not rig.controller.alive():
+                raise AssertionError(f"the controller exited:\n{rig.controller.log_tail()}")
+            this_start = rig.controller.log_path.read_text().rsplit("--- start ", 1)[-1]
+            return " leads " in this_start
+
+        rig.controller.start()
+        await wait_for(leads, timeout_seconds=30, what=f"the controller to lead; {rig.controller.log_tail()}")
+        rig.controller.kill()  # the Lease stays held, renewed a moment ago
+        restarted_at = time.monotonic()
+        rig.controller.start()
+        await wait_for(leads, timeout_seconds=60, what=f"the restart to lead; {rig.controller.log_tail()}")
+        took = time.monotonic() - restarted_at
+        assert (await flip(rig, "away"))["status"]["phase"] == "Succeeded"
+    assert took < 15, took  # generous: waiting out the Lease would take 30 s
+    print(f"a controller restarted under its identity led after {took:.1f}s (Lease 30 s)")
+
+
+LATE = "late"
+"""A second Offload in the rig's namespace, created while its home pods cannot start yet."""
+
+
+async def create_late_offload(rig: Rig, strategy: dict[str, Any]) -> None:
+    """Deployment, Service and Offload `late`, its pods held Pending by a node selector no node has."""
+    template = token_server_template(rig.home.config["labels"], rig.fail_dir)
+    template["metadata"]["labels"] = {"app": LATE}
+    template["spec"]["nodeSelector"] = {"vk-provider.dev/role": "nowhere"}
+    base = f"/namespaces/{rig.namespace}"
+    await rig.api.create(
+        f"/apis/apps/v1{base}/deployments",
+        {
+            "metadata": {"name": LATE},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": LATE}}, "template": template},
+        },
+    )
+    await rig.api.create(
+        f"/api/v1{base}/services",
+        {
+            "metadata": {"name": LATE},
+            "spec": {"selector": {"app": LATE}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        },
+    )
+    await rig.api.create(
+        f"{API}{base}/offloads",
+        {
+            "apiVersion": "offload.vk-provider.dev/v1alpha1",
+            "kind": "Offload",
+            "metadata": {"name": LATE},
+            "spec": {
+                "home": {"deployment": LATE, "service": LATE},
+                "placement": "home",
+                "route": {"hosts": [f"{LATE}.{rig.namespace}.test"]},
+                "away": {"nodeSelector": rig.away.config["labels"]},
+                "strategy": strategy,
+            },
+        },
+    )
+
+
+async def remove_late_offload(rig: Rig) -> None:
+    """The Offload (released by the controller, which serves nothing away), then its Deployment."""
+    base = f"/namespaces/{rig.namespace}"
+    with contextlib.suppress(KubeApiError):
+        await rig.api.delete(f"{API}{base}/offloads/{LATE}")
+
+    async def gone() -> bool:
+        try:
+            await rig.api.get(f"{API}{base}/offloads/{LATE}")
+        except KubeApiError as error:
+            return error.not_found
+        return False
+
+    await wait_for(gone, timeout_seconds=60, what=f"Offload {LATE} to go; {rig.controller.log_tail()}")
+    deployments = f"/apis/apps/v1{base}/deployments"
+    # The away one only if an emergency moved it (the bug this guards against): left, it keeps pods.
+    for path in (f"{deployments}/{LATE}", f"{deployments}/{LATE}-away", f"/api/v1{base}/services/{LATE}"):
+        with contextlib.suppress(KubeApiError):
+            await rig.api.delete(path)
+
+
+async def test_a_new_offload_whose_home_has_not_served_yet_is_neither_degraded_nor_moved(
+    rig_for: RigFor,
+) -> None:
+    """A side never seen serving has not been lost: no ServingSideLost, no emergency migration (which
+    would pay a provider for a service still starting), and once it serves, Degraded=False `Serving`,
+    never `Recovered` for an Offload that never migrated."""
+    strategy = {"stepIntervalSeconds": 3, "toAwaySteps": [100], "emergency": {"graceSeconds": 2}}
+    async with rig_for(strategy) as rig:
+
+        async def rig_serving() -> dict[str, Any] | None:
+            found = condition((await rig.offload()).get("status") or {}, "Degraded")
+            return None if found is None or found["reason"] == "NotServingYet" else found  # still starting
+
+        degraded = await wait_for(rig_serving, timeout_seconds=60, what="the rig's Offload's Degraded")
+        assert (degraded["status"], degraded["reason"]) == ("False", "Serving"), degraded
+        seen: list[tuple[str, str]] = []
+
+        async def late_degraded(reason: str) -> None:
+            async def reached() -> bool:
+                offload = await rig.api.get(f"{API}/namespaces/{rig.namespace}/offloads/{LATE}")
+                found = condition(offload.get("status") or {}, "Degraded")
+                if found is not None and (not seen or seen[-1] != (found["status"], found["reason"])):
+                    seen.append((found["status"], found["reason"]))
+                return found is not None and found["reason"] == reason
+
+            try:
+                await wait_for(reached, timeout_seconds=120, what=f"Degraded {reason} on {LATE}")
+            except AssertionError as error:
+                raise AssertionError(f"{error}; seen {seen}; {rig.controller.log_tail()}") from None
+
+        await create_late_offload(rig, strategy)
+        try:
+            await late_degraded("NotServingYet")
+            await rig.api.patch(
+                f"/apis/apps/v1/namespaces/{rig.namespace}/deployments/{LATE}",
+                {"spec": {"template": {"spec": {"nodeSelector": rig.home.config["labels"]}}}},
+                content_type=MERGE_PATCH,
+            )
+            await late_degraded("Serving")
+            status = (await rig.api.get(f"{API}/namespaces/{rig.namespace}/offloads/{LATE}"))["status"]
+            emergencies = [
+                e for e in await rig.events("EmergencyMigration") if e["involvedObject"]["name"] == LATE
+            ]
+        finally:
+            await remove_late_offload(rig)
+    assert seen == [("False", "NotServingYet"), ("False", "Serving")], seen
+    assert (status["phase"], status["awayWeight"]) == ("Idle", 0)
+    assert not emergencies

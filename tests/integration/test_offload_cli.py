@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 from tests.integration.migration_rig import NAME, RigFor
+from tests.integration.test_migration import flip as flip_placement
+from tests.integration.test_migration import following
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings
 from vk_devtools.devcluster import cluster
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi
-from vk_provider.offload.names import RETRY_ANNOTATION
+from vk_provider.offload.names import FLIP_STRATEGY_ANNOTATION, RETRY_ANNOTATION
 from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION, HOLD_UNTIL_NEXT_FLIP
 
 API = "/apis/offload.vk-provider.dev/v1alpha1"
@@ -125,20 +127,36 @@ async def test_status_as_json_round_trips(
     assert "[--------------------]   0% away" in text.stdout
 
 
-async def test_flip_patches_placement_steps_and_interval(
+async def test_flip_carries_steps_and_interval_for_its_migration_alone_unless_saved(
     api: KubeApi, namespace: str, control_plane: cluster.ClusterState
 ) -> None:
+    """The apiserver keeps what the CLI writes: an annotation for the one migration, or with --save the
+    spec (the controller's half is in test_migration)."""
     await create_offload(api, namespace, "chat")
+    before = (await read(api, namespace, "chat"))["spec"]
 
     arguments = ["flip", "chat", "--to", "away", "--steps", "25,50,100", "--interval", "10s", "-n", namespace]
     flipped = await asyncio.to_thread(run_cli, control_plane, *arguments)
 
     assert flipped.returncode == 0, flipped.stderr
-    spec = (await read(api, namespace, "chat"))["spec"]
-    assert spec["placement"] == "away"
-    assert spec["strategy"]["toAwaySteps"] == [25, 50, 100]
-    assert spec["strategy"]["stepIntervalSeconds"] == 10
-    assert spec["strategy"]["toHomeSteps"] == [10, 25, 50, 75, 100]  # the other direction is untouched
+    assert "steps 25,50,100 and 10s per step for this migration only" in flipped.stdout
+    offload = await read(api, namespace, "chat")
+    assert offload["spec"] == {**before, "placement": "away"}
+    one_off = json.loads(offload["metadata"]["annotations"][FLIP_STRATEGY_ANNOTATION])
+    assert (one_off["placement"], one_off["steps"], one_off["stepIntervalSeconds"]) == (
+        "away",
+        [25, 50, 100],
+        10,
+    )
+
+    saved = await asyncio.to_thread(run_cli, control_plane, *arguments[:-2], "--save", "-n", namespace)
+
+    assert saved.returncode == 0, saved.stderr
+    offload = await read(api, namespace, "chat")
+    strategy = offload["spec"]["strategy"]
+    assert (strategy["toAwaySteps"], strategy["stepIntervalSeconds"]) == ([25, 50, 100], 10)
+    assert strategy["toHomeSteps"] == [10, 25, 50, 75, 100]  # the other direction is untouched
+    assert FLIP_STRATEGY_ANNOTATION not in offload["metadata"]["annotations"]
 
 
 async def test_pause_and_resume_toggle_spec_paused(
@@ -437,7 +455,7 @@ async def test_status_shows_the_gates_and_the_recent_events_of_the_offload(
     shown = await asyncio.to_thread(run_cli, control_plane, "status", "chat", "-n", namespace)
 
     assert shown.returncode == 0, shown.stderr
-    assert "Step:         1/2 (toward away: 50,100)" in shown.stdout
+    assert "Step:         1/2 (toward away: 50,100; 30s per step)" in shown.stdout
     assert "  Limits:      error rate <= 1%, p99 <= 2000 ms" in shown.stdout
     events = shown.stdout.split("Recent events:\n", 1)[1]
     assert "MigrationStarted" in events
@@ -477,3 +495,46 @@ async def test_a_retry_after_a_rollback_runs_again_with_the_real_controller(
             assert offload["status"]["handledRetry"] == offload["metadata"]["annotations"][RETRY_ANNOTATION]
         finally:
             await generator.stop()
+
+
+@pytest.mark.usefixtures("traffic_rbac")
+async def test_a_flips_own_steps_and_interval_run_its_migration_and_no_later_one(
+    control_plane: cluster.ClusterState, namespace: str, rig_for: RigFor
+) -> None:
+    """The controller's half: the migration a flip starts runs by its steps and interval (and records
+    them in status); a flip that starts none drops them; later flips that write only the placement, as
+    an OffloadPolicy's do, run by the spec."""
+    strategy = {
+        "stepIntervalSeconds": 3,
+        "toAwaySteps": [100],
+        "toHomeSteps": [100],
+        "gates": {"minRequestsPerInterval": 0},
+    }
+    one_off = ["flip", NAME, "--to", "away", "--steps", "50,100", "--interval", "1s", "-n", namespace]
+    async with rig_for(strategy) as rig, following(rig) as log:
+        flipped = await asyncio.to_thread(run_cli, control_plane, *one_off, "--wait", timeout=240)
+        assert flipped.returncode == 0, (flipped.stdout, flipped.stderr, rig.controller.log_tail())
+        offload = await rig.offload()
+        status, annotation = offload["status"], offload["metadata"]["annotations"][FLIP_STRATEGY_ANNOTATION]
+        assert (status["steps"], status["stepIntervalSeconds"]) == ([50, 100], 1)
+        assert status["handledFlipStrategy"] == annotation
+        kept = offload["spec"]["strategy"]
+        assert (kept["toAwaySteps"], kept["stepIntervalSeconds"]) == ([100], 3)  # the spec is unchanged
+
+        # Already away: this flip starts nothing, so its steps apply to nothing and are dropped.
+        again = await asyncio.to_thread(run_cli, control_plane, *one_off[:5], "25,100", "-n", namespace)
+        assert again.returncode == 0, again.stderr
+        dropped = (await rig.offload())["metadata"]["annotations"][FLIP_STRATEGY_ANNOTATION]
+        assert dropped != annotation
+
+        async def handled() -> bool:
+            return bool((await rig.offload())["status"].get("handledFlipStrategy") == dropped)
+
+        await wait_for(
+            handled, timeout_seconds=30, what=f"the flip to be dropped; {rig.controller.log_tail()}"
+        )
+        home = (await flip_placement(rig, "home"))["status"]
+        away = (await flip_placement(rig, "away"))["status"]
+    assert (home["phase"], home["steps"], home["stepIntervalSeconds"]) == ("Succeeded", [100], 3)
+    assert (away["phase"], away["steps"], away["stepIntervalSeconds"]) == ("Succeeded", [100], 3)
+    assert [weight for _, weight in log.changes] == [0, 50, 100, 0, 100]

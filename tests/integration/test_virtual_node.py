@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -10,11 +12,12 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from tests.integration.conftest import NODE_MONITOR_GRACE_PERIOD_SECONDS
-from tests.integration.daemons import NodeDaemon
+from tests.integration.daemons import ManagedProcess, NodeDaemon
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
 from vk_devtools.devcluster.ports import PortPicker
+from vk_provider.node.leadership import lease_name
 from vk_provider.offload.names import OFFLOAD_LABEL
 
 StartNode = Callable[..., Awaitable[NodeDaemon]]
@@ -100,6 +103,51 @@ async def test_the_node_registers_ready_with_its_capacity_labels_and_taint_and_r
         return bool(current.spec.renew_time > first_renewal)
 
     await wait_for(renewed, timeout_seconds=30, what="the lease to be renewed")
+
+
+async def test_the_readmes_first_node_command_gets_a_ready_node_without_a_namespace_of_ours(
+    control_plane: cluster.ClusterState, kube_api: client.ApiClient, tmp_path: Path
+) -> None:
+    """`vk-provider node` as the README's Usage runs it: outside a pod, no --leader-election-namespace,
+    no config file. Its leader Lease goes to kube-node-lease, which every cluster has, so it needs no
+    vk-provider-system (the namespace of the Lease is what the test checks: other tests may create
+    vk-provider-system on this shared plane, and a node that took its Lease there would still pass)."""
+    name = f"vk-bare-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(kube_api)
+    coordination = client.CoordinationV1Api(kube_api)
+    readme_command = ["node", "--kubeconfig", str(control_plane.kubeconfig), "--node-name", name]
+    readme_command += ["--provider", "mock", "--capacity", "nvidia.com/gpu=8", "--capacity", "cpu=64"]
+    readme_command += ["--label", "pool=burst"]
+    # Beyond the README: what a machine shared with other tests needs (a port and a state folder of
+    # its own), and the CSR approval an operator would give by hand.
+    shared_machine = ["--kubelet-port", str(PortPicker().pick()), "--kubelet-bind-address", "127.0.0.1"]
+    shared_machine += ["--state-dir", str(tmp_path / "state"), "--kubelet-csr-self-approve"]
+    daemon = ManagedProcess(folder=tmp_path, arguments=[*readme_command, *shared_machine])
+    daemon.start()
+    try:
+
+        async def ready() -> bool:
+            if not daemon.alive():
+                raise AssertionError(f"the node daemon exited:\n{daemon.log_tail()}")
+            node = await core.read_node(name)
+            return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+        try:
+            await wait_for(ready, timeout_seconds=60, what=f"node {name} to be Ready")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; the daemon's log:\n{daemon.log_tail(20)}") from None
+        leader = await coordination.read_namespaced_lease(lease_name(name), "kube-node-lease")
+        assert leader.spec.holder_identity.startswith(socket.gethostname())
+        assert "does not exist" not in daemon.log_path.read_text()
+    finally:
+        daemon.stop()
+        daemon.close()
+        for delete in (
+            core.delete_node(name),
+            coordination.delete_namespaced_lease(lease_name(name), "kube-node-lease"),
+        ):
+            with contextlib.suppress(client.ApiException):
+                await delete
 
 
 async def test_a_deployment_runs_to_ready_on_the_mock_provider(

@@ -70,8 +70,10 @@ from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.metrics import ControllerMetrics
 from vk_provider.controller.routers import RouterUnreachable, RouteView
 from vk_provider.controller.serving import (
+    NOT_SERVING_YET_REASON,
     LossClock,
     best_usable,
+    has_served,
     needed_endpoints,
     other_side,
     routed,
@@ -174,6 +176,11 @@ class Pass:
     @property
     def direction(self) -> Direction:
         return Direction(self.current.target_placement or self.spec.placement.value)
+
+    @property
+    def step_interval_seconds(self) -> int:
+        """The running migration's, recorded when it started (a flip's own, perhaps), else the spec's."""
+        return self.current.step_interval_seconds or self.spec.strategy.step_interval_seconds
 
     def state(self) -> MigrationState:
         current = self.current
@@ -363,6 +370,10 @@ class Reconciler:
             return self._start(work)
         if work.spec.retry_requested(phase, work.current.handled_retry):
             return self._start(work)
+        flip = work.spec.flip_strategy
+        if flip is not None and flip.value != work.current.handled_flip_strategy:
+            # Its flip started no migration (the Offload was already there): it applies to nothing.
+            work.set(handled_flip_strategy=flip.value)
         if work.current.observed_generation != work.spec.generation:
             work.set(observed_generation=work.spec.generation)
         if self._in_emergency(work):  # the spec now names the side the emergency moved to
@@ -377,10 +388,16 @@ class Reconciler:
     def _start(
         self, work: Pass, direction: Direction | None = None, steps: tuple[int, ...] | None = None
     ) -> Requeue:
-        """Start a migration toward `direction` (default: the spec's placement) by `steps`."""
+        """Start a migration toward `direction` (default: the spec's placement) by `steps` (default: a
+        person's flip's own, else the spec's)."""
         spec = work.spec
         direction = spec.placement if direction is None else direction
-        steps = spec.strategy.steps_toward(direction) if steps is None else steps
+        handled_flip = work.current.handled_flip_strategy
+        interval = spec.strategy.step_interval_seconds
+        if steps is None:
+            steps, interval = spec.migration_pace(direction, handled_flip)
+            if spec.flip_strategy is not None:
+                handled_flip = spec.flip_strategy.value  # run by this migration, or by none
         state = plan.begin_from(
             direction, steps, work.weight, failures_before_rollback=spec.strategy.failures_before_rollback
         )
@@ -393,6 +410,7 @@ class Reconciler:
             phase=Phase.PREPARING,
             target_placement=direction.value,
             steps=state.steps,
+            step_interval_seconds=interval,
             step_index=state.step_index,
             away_weight=state.weight,
             last_good_weight=state.last_good_weight,
@@ -406,6 +424,7 @@ class Reconciler:
             last_check=None,
             handled_promotion=spec.promotion,
             handled_retry=spec.retry or None,
+            handled_flip_strategy=handled_flip,
             observed_generation=spec.generation,
             message=message,
         )
@@ -545,13 +564,13 @@ class Reconciler:
                 "StepInterval",
                 f"every router applies away weight {weight}; judging the {side} side",
             )
-            return min(float(spec.strategy.step_interval_seconds), severe_poll_seconds(spec))
+            return min(float(work.step_interval_seconds), severe_poll_seconds(spec))
         return self._within_interval(work, started, samples)
 
     def _within_interval(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
         """Judge the interval once it is over; until then, check each short window for a severe failure."""
         spec = work.spec
-        remaining = spec.strategy.step_interval_seconds - (self._monotonic() - started.started)
+        remaining = work.step_interval_seconds - (self._monotonic() - started.started)
         if remaining <= 0:
             return self._judge(work, started, samples)
         severe = self._severe_window(work, started, samples)
@@ -628,7 +647,7 @@ class Reconciler:
         # Held: a new interval starts now, from the sample just taken.
         step_key = (started.step_key[0], started.step_key[1], decision.state.consecutive_failures)
         self._begin_interval(work, step_key, samples)
-        interval_seconds = float(spec.strategy.step_interval_seconds)
+        interval_seconds = float(work.step_interval_seconds)
         if judgement.verdict is plan.Verdict.UNHEALTHY:
             self._event(work.offload, "Warning", "GateFailed", f"{decision.reason}: {judgement.message}")
             work.set(
@@ -885,17 +904,16 @@ class Reconciler:
             self._lost.forget(spec.key)
             return watch_seconds(spec)
         usable = best_usable(views, side)
-        if usable >= needed:
-            self._lost.forget(spec.key)
-            degraded = condition_of(work.current, "Degraded")
-            if degraded is not None and degraded.get("status") == "True":
-                work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
-            return watch_seconds(spec)
-        lost_for = self._lost.held_for(spec.key)
         what = (
             f"the {side} side has {usable} usable endpoints on the best router, fewer than {needed} "
             f"(of {desired} replicas)"
         )
+        migrated = work.current.migration_started_at is not None
+        if usable >= needed or not has_served(condition_of(work.current, "Degraded"), migrated=migrated):
+            self._lost.forget(spec.key)
+            self._not_lost(work, side, serving=usable >= needed, why=what)
+            return watch_seconds(spec)
+        lost_for = self._lost.held_for(spec.key)
         if lost_for < emergency.grace_seconds:
             work.condition(
                 "Degraded",
@@ -907,6 +925,18 @@ class Reconciler:
             return min(watch_seconds(spec), emergency.grace_seconds - lost_for)
         self._lost.forget(spec.key)
         return self._start_emergency(work, side, f"{what} for {lost_for:.0f}s")
+
+    def _not_lost(self, work: Pass, side: str, *, serving: bool, why: str) -> None:
+        """Say why the serving side is not lost (Degraded=False): it serves (again), or it never has."""
+        degraded = condition_of(work.current, "Degraded")
+        if not serving:
+            # Still coming up (a new Offload's first pods): nothing was lost, and an emergency would
+            # only pay a provider for a service that has not started.
+            work.condition("Degraded", "False", NOT_SERVING_YET_REASON, f"{why}; it has not served yet")
+        elif degraded is not None and degraded.get("status") == "True":
+            work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
+        elif degraded is None or degraded.get("reason") == NOT_SERVING_YET_REASON:
+            work.condition("Degraded", "False", "Serving", f"the {side} side serves")
 
     def _start_emergency(self, work: Pass, lost: str, why: str) -> Requeue:
         direction = Direction(other_side(lost))

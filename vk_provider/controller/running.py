@@ -142,7 +142,11 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lease-renew", type=float, default=5.0, help="seconds between Lease renewals (default: 5)"
     )
-    parser.add_argument("--identity", help="this replica's name in the Lease (default: host name + random)")
+    parser.add_argument(
+        "--identity",
+        help="this replica's name in the Lease, unique among the replicas (default: host name + random); "
+        "the pod's name lets a restarted container take its own Lease back at once",
+    )
     parser.add_argument(
         "--metrics-listen",
         type=parse_listen,

@@ -18,7 +18,8 @@ simply starts again, so a loss is acted on late, never early).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from vk_provider.controller.routers import RouteView
 from vk_provider.offload.plan import MAX_WEIGHT, MIN_WEIGHT
@@ -27,6 +28,19 @@ from vk_provider.offload.plan import MAX_WEIGHT, MIN_WEIGHT
 def serving_side(weight: int) -> str | None:
     """The side getting all the traffic, or None while traffic is split (the router falls back)."""
     return {MIN_WEIGHT: "home", MAX_WEIGHT: "away"}.get(weight)
+
+
+NOT_SERVING_YET_REASON = "NotServingYet"
+"""Degraded=False: the serving side has never been seen serving (a new Offload's first pods are still
+starting), so it has not been lost either."""
+
+
+def has_served(degraded: Mapping[str, Any] | None, *, migrated: bool) -> bool:
+    """Whether the side serving all the traffic has been seen serving, so that losing it is a loss: a
+    migration has ended there (it waited for that side's endpoints), or a look found it serving (the
+    Degraded condition, set from then on, says so by any reason but `NOT_SERVING_YET_REASON`)."""
+    seen = degraded is not None and degraded.get("reason") != NOT_SERVING_YET_REASON
+    return seen or migrated
 
 
 def other_side(side: str) -> str:

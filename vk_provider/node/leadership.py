@@ -17,7 +17,10 @@ from vk_provider.kit.kube import KubeApi
 from vk_provider.node.settings import NodeSettings
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-FALLBACK_NAMESPACE = "vk-provider-system"
+FALLBACK_NAMESPACE = "kube-node-lease"
+"""Outside a pod, with nothing configured: a namespace every cluster has (where nodes' heartbeat Leases
+live), so that the README's first `vk-provider node` registers on a fresh cluster instead of waiting
+forever for a vk-provider-system nobody created."""
 LEASE_PREFIX = "vk-provider-node-"
 
 
@@ -27,7 +30,8 @@ def lease_name(node_name: str) -> str:
 
 
 def lease_namespace(settings: NodeSettings, namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
-    """The configured namespace; else the pod's own, where its Role lets it hold Leases; else the default."""
+    """The configured namespace; else the pod's own, where its Role lets it hold Leases; else
+    kube-node-lease."""
     if settings.leader_election_namespace:
         return settings.leader_election_namespace
     try:

@@ -104,8 +104,8 @@ class NodeSettings:
     On by default: a lone replica takes a free Lease at once, and a second one makes the node survive
     a crash or an upgrade of the first."""
     leader_election_namespace: str | None = None
-    """Namespace of the leader Lease; default: the pod's own (its service account mount), else
-    vk-provider-system."""
+    """Namespace of the leader Lease; default: the pod's own (its service account mount); outside a pod,
+    kube-node-lease, which every cluster has."""
     leader_election_identity: str | None = None
     """This replica's name in the Lease; default: host name (the pod's name) and a random suffix."""
     leader_election_lease_duration_seconds: float = 15.0

@@ -23,6 +23,10 @@ FINALIZER = f"{GROUP}/migrate-home"
 RETRY_ANNOTATION = f"{GROUP}/retry"
 """On the Offload: a new value asks the controller to run the last migration again after it rolled back
 or failed (`kubectl offload flip` toward the side it did not reach); `status.handledRetry` echoes it."""
+FLIP_STRATEGY_ANNOTATION = f"{GROUP}/flip-strategy"
+"""On the Offload: the steps and interval of one flip by a person, for the migration it starts alone
+(`kubectl offload flip --steps/--interval` without `--save`; see `vk_provider.offload.oneoff`);
+`status.handledFlipStrategy` echoes it."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 

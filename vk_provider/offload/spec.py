@@ -11,7 +11,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.offload.names import OFFLOAD_LABEL, PROMOTE_ANNOTATION, RETRY_ANNOTATION
+from vk_provider.offload.names import (
+    FLIP_STRATEGY_ANNOTATION,
+    OFFLOAD_LABEL,
+    PROMOTE_ANNOTATION,
+    RETRY_ANNOTATION,
+)
+from vk_provider.offload.oneoff import OneOffStrategy, parse_one_off
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -150,6 +156,8 @@ class OffloadSpec:
     retry: str = ""
     """The retry annotation's value ('' when absent): a new value after a migration rolled back or
     failed asks to run it again."""
+    flip_strategy: OneOffStrategy | None = None
+    """The steps and interval a person's flip asked for the migration it starts, and no other."""
     data_plane: str = DEFAULT_DATA_PLANE
     """Which data plane the weights are applied on and the gates read (`DATA_PLANES`)."""
     gateway_route: GatewayRoute | None = None
@@ -158,6 +166,16 @@ class OffloadSpec:
     def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
         """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
         return bool(self.retry) and self.retry != handled and phase in (Phase.ROLLED_BACK, Phase.FAILED)
+
+    def migration_pace(self, direction: Direction, handled_flip: str | None) -> tuple[tuple[int, ...], int]:
+        """The steps and step interval of a migration toward `direction` started now by the strategy:
+        a person's flip toward it not handled yet brings its own (either), else the spec's."""
+        steps, interval = self.strategy.steps_toward(direction), self.strategy.step_interval_seconds
+        one_off = self.flip_strategy
+        if one_off is not None and one_off.applies(direction, handled_flip):
+            steps = one_off.steps or steps
+            interval = one_off.step_interval_seconds or interval
+        return steps, interval
 
     @property
     def key(self) -> str:
@@ -292,6 +310,17 @@ def _emergency(strategy: Mapping[str, Any]) -> Emergency:
     )
 
 
+def _flip_strategy(value: Any) -> OneOffStrategy | None:
+    if value is None or value == "":
+        return None
+    try:
+        return parse_one_off(str(value))
+    except ValueError as error:
+        raise InvalidSpec(
+            f"metadata.annotations[{FLIP_STRATEGY_ANNOTATION}]: {error}; remove it, or flip again"
+        ) from None
+
+
 def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     """The typed spec, or InvalidSpec saying what is wrong."""
     metadata = _mapping(offload.get("metadata"), "metadata")
@@ -320,6 +349,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
     replicas = away.get("replicas")
     name = _name(metadata.get("name"), "metadata.name")
+    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidSpec(
             f"metadata.name is {len(name)} characters, more than {MAX_NAME_LENGTH}: it must fit in the "
@@ -393,13 +423,12 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             emergency=_emergency(strategy),
         ),
         paused=spec.get("paused") is True,
-        promotion=str(
-            _mapping(metadata.get("annotations"), "metadata.annotations").get(PROMOTE_ANNOTATION) or ""
-        ),
+        promotion=str(annotations.get(PROMOTE_ANNOTATION) or ""),
         deleting=metadata.get("deletionTimestamp") is not None,
         finalizers=tuple(str(item) for item in metadata.get("finalizers") or ()),
         resource_version=str(metadata.get("resourceVersion") or ""),
-        retry=str(_mapping(metadata.get("annotations"), "metadata.annotations").get(RETRY_ANNOTATION) or ""),
+        retry=str(annotations.get(RETRY_ANNOTATION) or ""),
+        flip_strategy=_flip_strategy(annotations.get(FLIP_STRATEGY_ANNOTATION)),
         data_plane=data_plane,
         gateway_route=_gateway_route(traffic) if data_plane == "gatewayapi" else None,
     )

@@ -52,6 +52,9 @@ class OffloadStatus:
     last_good_weight: int | None = None
     steps: tuple[int, ...] = ()
     """The current migration's steps, as they were when it started."""
+    step_interval_seconds: int | None = None
+    """The current migration's step interval, as it was when it started (absent: the spec's, as
+    written by a controller that did not record it)."""
     consecutive_failures: int = 0
     home_replicas: int | None = None
     """The home Deployment's replicas before it was scaled to 0, restored on the way home."""
@@ -65,6 +68,9 @@ class OffloadStatus:
     handled_promotion: str | None = None
     handled_retry: str | None = None
     """The value of the retry annotation the last migration was started for."""
+    handled_flip_strategy: str | None = None
+    """The value of the flip-strategy annotation last handled: run by a migration, or dropped when
+    its flip started none."""
     observed_generation: int | None = None
     message: str | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()
@@ -202,6 +208,7 @@ _READERS = {
     "step_index": _integer,
     "last_good_weight": _integer,
     "steps": _steps,
+    "step_interval_seconds": _integer,
     "consecutive_failures": _integer,
     "home_replicas": _integer,
     "migration_started_at": _time,
@@ -212,6 +219,7 @@ _READERS = {
     "last_check": _object,
     "handled_promotion": _text,
     "handled_retry": _text,
+    "handled_flip_strategy": _text,
     "observed_generation": _integer,
     "message": _text,
     "conditions": _conditions,

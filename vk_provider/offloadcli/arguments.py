@@ -110,7 +110,11 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
         help="re-render on each change until interrupted (Ctrl-C), whether a migration runs or not",
     )
 
-    flip = add("flip", "start a migration: set the desired placement (and optionally the strategy)")
+    flip = add(
+        "flip",
+        "start a migration: set the desired placement (optionally with steps and an interval for this "
+        "migration alone)",
+    )
     flip.add_argument("name", metavar="NAME")
     flip.add_argument("--to", required=True, choices=("home", "away"), help="the placement to move to")
     flip.add_argument(
@@ -121,6 +125,12 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
     )
     flip.add_argument(
         "--interval", type=parse_duration, metavar="DURATION", help="time per step, e.g. 30s, 2m, 90"
+    )
+    flip.add_argument(
+        "--save",
+        action="store_true",
+        help="write --steps and --interval into the Offload's spec.strategy, for every later migration "
+        "too (an OffloadPolicy's included); without it they apply to the migration this flip starts only",
     )
     flip.add_argument(
         "--hold",

@@ -27,12 +27,14 @@ from typing import Any
 
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.offload.names import (
+    FLIP_STRATEGY_ANNOTATION,
     KIND,
     PROMOTE_ANNOTATION,
     RETRY_ANNOTATION,
     offload_path,
     offloads_path,
 )
+from vk_provider.offload.oneoff import one_off_value
 from vk_provider.offload.status import Phase
 from vk_provider.offloadcli import holds, rendering
 from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
@@ -368,6 +370,11 @@ def flip_patch(
     by a person) and says so (flipped-by); those annotations travel in the same merge patch as the
     placement, so the policy never sees the one without the other. With `retry` (a fresh value), a flip
     toward where the last migration failed to go also sets the retry annotation to it.
+
+    `--steps` and `--interval` go into the flip-strategy annotation, for the migration this flip starts
+    alone (a person may flip without the right to write the status, and the spec's strategy is what
+    every later flip, an OffloadPolicy's too, runs by); with `--save`, into `spec.strategy` instead.
+    A flip without them removes an earlier flip's, so that nothing of it outlives its own migration.
     """
     status = rendering.status_of(current)
     target = status.target_placement
@@ -377,15 +384,22 @@ def flip_patch(
             f'offload "{arguments.name}" is already migrating to {target} (phase {status.phase}, '
             f"away weight {rendering.weight_text(current)}); wait for it to end, or abort it first",
         )
+    now = now or datetime.now(UTC)
     spec: dict[str, Any] = {"placement": arguments.to}
-    strategy: dict[str, Any] = {}
-    if arguments.steps is not None:
-        strategy["toAwaySteps" if arguments.to == "away" else "toHomeSteps"] = list(arguments.steps)
-    if arguments.interval is not None:
-        strategy["stepIntervalSeconds"] = arguments.interval
-    if strategy:
+    annotations: dict[str, Any] = holds.flip_annotations(now, arguments.hold)
+    annotations[FLIP_STRATEGY_ANNOTATION] = None
+    if arguments.save:
+        strategy: dict[str, Any] = {}
+        if arguments.steps is not None:
+            strategy["toAwaySteps" if arguments.to == "away" else "toHomeSteps"] = list(arguments.steps)
+        if arguments.interval is not None:
+            strategy["stepIntervalSeconds"] = arguments.interval
         spec["strategy"] = strategy
-    annotations: dict[str, Any] = holds.flip_annotations(now or datetime.now(UTC), arguments.hold)
+    elif arguments.steps is not None or arguments.interval is not None:
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # two flips with the same steps are two requests
+        annotations[FLIP_STRATEGY_ANNOTATION] = one_off_value(
+            arguments.to, arguments.steps, arguments.interval, stamp
+        )
     if retry is not None and is_retry(current, arguments.to):
         annotations[RETRY_ANNOTATION] = retry
     return {"metadata": {"annotations": annotations}, "spec": spec}
@@ -457,6 +471,20 @@ async def wait_for_end(
     return EXIT_FAILED if code is None else code
 
 
+def pace_text(arguments: argparse.Namespace) -> str | None:
+    """What the flip's --steps and --interval apply to, or None without them."""
+    parts = []
+    if arguments.steps is not None:
+        parts.append("steps " + ",".join(str(step) for step in arguments.steps))
+    if arguments.interval is not None:
+        parts.append(f"{arguments.interval}s per step")
+    if not parts:
+        return None
+    if arguments.save:
+        return f"{' and '.join(parts)} saved in spec.strategy, for every later migration too"
+    return f"{' and '.join(parts)} for this migration only (--save keeps them in spec.strategy)"
+
+
 def held_text(patched: RawObject, now: datetime) -> str:
     """What the hold just written means for the policies: `OffloadPolicies leave it alone until ...`."""
     value = holds.annotations_of(patched).get(HOLD_UNTIL_ANNOTATION)
@@ -464,6 +492,8 @@ def held_text(patched: RawObject, now: datetime) -> str:
 
 
 async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    if arguments.save and arguments.steps is None and arguments.interval is None:
+        raise CommandError(EXIT_USAGE, "--save saves --steps and --interval: give at least one")
     now = datetime.now(UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     patched = await checked_patch(
@@ -476,6 +506,8 @@ async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
         )
     else:
         emit(f"offload {arguments.name}: placement set to {arguments.to}")
+    if (pace := pace_text(arguments)) is not None:
+        emit(f"offload {arguments.name}: {pace}")
     emit(f"offload {arguments.name}: {held_text(patched, now)}")
     if not arguments.wait:
         return EXIT_OK

@@ -28,6 +28,7 @@ from vk_provider.offload.spec import (
     DEFAULT_MAX_ERROR_RATE_PERCENT,
     DEFAULT_MAX_P99_LATENCY_MS,
     DEFAULT_MIN_REQUESTS_PER_INTERVAL,
+    DEFAULT_STEP_INTERVAL_SECONDS,
 )
 from vk_provider.offload.status import InvalidStatus, OffloadStatus, Phase
 from vk_provider.offloadcli.holds import hold_lines
@@ -133,6 +134,15 @@ def migration_steps(offload: RawObject) -> tuple[int, ...]:
     if snapshot:
         return snapshot
     return steps_toward(offload, direction_placement(offload))
+
+
+def migration_interval_seconds(offload: RawObject) -> int:
+    """The step interval of the current (or last) migration: the copy in status.stepIntervalSeconds
+    (a flip's own, perhaps), as for the steps; before any migration, the spec's (or the CRD default)."""
+    snapshot = status_of(offload).step_interval_seconds
+    if snapshot:
+        return snapshot
+    return int(strategy_of(offload).get("stepIntervalSeconds") or DEFAULT_STEP_INTERVAL_SECONDS)
 
 
 def step_text(offload: RawObject) -> str:
@@ -384,7 +394,8 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"Placement:    {_placement_line(offload)}",
         f"Phase:        {status.phase or NONE}",
         f"Away weight:  {NONE if weight is None else progress_bar(int(weight))}",
-        f"Step:         {step_text(offload)} (toward {target}: {steps})",
+        f"Step:         {step_text(offload)} (toward {target}: {steps}; "
+        f"{migration_interval_seconds(offload)}s per step)",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
         *hold_lines(offload, now),
         f"Age:          {_age(offload, now)}",

@@ -72,17 +72,26 @@ def _pod_address_variable(name: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
 
 
-def _listen_on_pod_address(name: str, argument_index: int, expected: str, replacement: str) -> dict[str, Any]:
+def _listen_on_pod_address(
+    name: str, argument_index: int, expected: str, replacement: str, *, has_env: bool = False
+) -> dict[str, Any]:
     """A JSON patch replacing one argument, after testing that it is the one the manifest has: if the
-    manifest changes, kustomize fails here instead of the overlay quietly patching something else."""
+    manifest changes, kustomize fails here instead of the overlay quietly patching something else.
+    `has_env`: the container has env entries already, which an `add` at `env` would replace."""
     container = "/spec/template/spec/containers/0"
+    pod_ip = _pod_address_variable("POD_IP")
+    add_env = (
+        {"op": "add", "path": f"{container}/env/-", "value": pod_ip}
+        if has_env
+        else {"op": "add", "path": f"{container}/env", "value": [pod_ip]}
+    )
     return {
         "target": {"kind": "Deployment", "name": name},
         "patch": json.dumps(
             [
                 {"op": "test", "path": f"{container}/args/{argument_index}", "value": expected},
                 {"op": "replace", "path": f"{container}/args/{argument_index}", "value": replacement},
-                {"op": "add", "path": f"{container}/env", "value": [_pod_address_variable("POD_IP")]},
+                add_env,
             ]
         ),
     }
@@ -143,6 +152,7 @@ def kustomization(directory: Path) -> dict[str, Any]:
                 5,
                 "--metrics-listen=0.0.0.0:8081",
                 "--metrics-listen=$(POD_IP):8081",
+                has_env=True,  # POD_NAME, its identity in the leader Lease
             ),
         ],
     }

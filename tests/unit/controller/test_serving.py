@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from vk_provider.controller.routers import RouteView
 from vk_provider.controller.serving import (
+    NOT_SERVING_YET_REASON,
     LossClock,
     best_usable,
+    has_served,
     needed_endpoints,
     other_side,
     routed,
@@ -52,3 +54,13 @@ def test_a_router_without_the_route_has_no_say() -> None:
     unrouted = RouteView("http://other", None, {"home": 0, "away": 0})
     assert routed([unrouted, view(1, 2)]) == [view(1, 2)]
     assert routed([unrouted]) == []
+
+
+def test_only_a_side_seen_serving_can_be_lost() -> None:
+    assert not has_served(None, migrated=False)  # a new Offload whose first pods are starting
+    not_yet = {"type": "Degraded", "status": "False", "reason": NOT_SERVING_YET_REASON}
+    assert not has_served(not_yet, migrated=False)
+    for reason in ("Serving", "Recovered", "ServingSideLost", "PlacementChanged"):
+        assert has_served({"type": "Degraded", "reason": reason}, migrated=False), reason
+    assert has_served(None, migrated=True)  # a migration ended there: it waited for those endpoints
+    assert has_served(not_yet, migrated=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,36 @@ def test_the_argument_patches_test_what_the_manifests_really_say(tmp_path: Path)
                 assert _at(deployment, operation["path"]) == operation["value"]
                 tested += 1
     assert tested == 2  # the router's --listen, the controller's --metrics-listen
+
+
+def _patched(document: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON patch operations the overlay uses (test, replace, add; `-` appends), applied."""
+    patched = json.loads(json.dumps(document))
+    for operation in operations:
+        if operation["op"] == "test":
+            continue
+        *parents, last = operation["path"].strip("/").split("/")
+        parent = _at(patched, "/".join(parents))
+        if isinstance(parent, list) and last == "-":
+            parent.append(operation["value"])
+        elif isinstance(parent, list):
+            parent[int(last)] = operation["value"]
+        else:
+            parent[last] = operation["value"]
+    return patched
+
+
+def test_every_variable_the_patched_arguments_name_is_still_in_the_env(tmp_path: Path) -> None:
+    """An `add` at `env` replaces what the manifest has (the controller's POD_NAME, its Lease identity):
+    `$(POD_NAME)` would then stay unexpanded, and every replica would claim the same identity."""
+    for patch in incluster.kustomization(tmp_path)["patches"]:
+        deployment = _patched(_deployment(patch["target"]["name"]), json.loads(patch["patch"]))
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        defined = {variable["name"] for variable in container.get("env") or []}
+        named = {
+            name for argument in container.get("args") or [] for name in re.findall(r"\$\((\w+)\)", argument)
+        }
+        assert named <= defined, (patch["target"]["name"], named - defined)
 
 
 def test_the_node_pod_settings_load_as_the_daemon_loads_them(tmp_path: Path) -> None:

@@ -47,11 +47,13 @@ def test_leader_election_settings_come_from_every_layer_and_are_checked() -> Non
         load_settings(config_file=None, environ={}, flags={"leader_election_renew_deadline_seconds": "15"})
 
 
-def test_the_lease_is_named_after_the_node_in_the_pods_namespace(tmp_path: Path) -> None:
+def test_the_lease_is_named_after_the_node_in_the_pods_namespace_else_in_one_every_cluster_has(
+    tmp_path: Path,
+) -> None:
     assert leadership.lease_name("burst-gpu") == "vk-provider-node-burst-gpu"
     assert len(leadership.lease_name("n" * 253)) == 253
     namespace_file = tmp_path / "namespace"
-    assert leadership.lease_namespace(NodeSettings(), namespace_file) == "vk-provider-system"
+    assert leadership.lease_namespace(NodeSettings(), namespace_file) == "kube-node-lease"
     namespace_file.write_text("infra\n")
     assert leadership.lease_namespace(NodeSettings(), namespace_file) == "infra"
     configured = NodeSettings(leader_election_namespace="elsewhere")
@@ -159,6 +161,20 @@ async def test_a_standby_takes_over_only_once_the_leaders_lease_expired_and_at_o
     await second.release()
     assert await first._attempt()  # released: no need to wait for it to expire
     assert store.holder == "a"
+
+
+async def test_a_restarted_replica_takes_its_own_unexpired_lease_back_at_once() -> None:
+    store, clock = LeaseStore(), Clock()
+    assert await elector(store, clock, "pod-a")._attempt()
+    acquired = store.lease["spec"]["acquireTime"] if store.lease else None
+    # The process died without releasing; its successor in the same pod has the same identity and a
+    # fresh clock: it need not wait out the Lease its predecessor held, and no transition is counted.
+    restarted = elector(store, Clock(), "pod-a")
+    assert await restarted._attempt()
+    assert store.holder == "pod-a"
+    assert store.lease is not None
+    assert (store.lease["spec"]["leaseTransitions"], store.lease["spec"]["acquireTime"]) == (0, acquired)
+    assert not await elector(store, Clock(), "pod-b")._attempt()  # another identity still waits
 
 
 async def test_a_missing_lease_namespace_is_said_plainly(caplog: pytest.LogCaptureFixture) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from vk_provider.offload.oneoff import OneOffStrategy, one_off_value
 from vk_provider.offload.plan import Direction
 from vk_provider.offload.spec import GatewayRoute, InvalidSpec, parse_offload
 from vk_provider.offload.status import Phase
@@ -159,3 +160,48 @@ def test_the_data_plane_is_read() -> None:
     offload = copy.deepcopy(MINIMAL)
     offload["spec"]["traffic"] = {"dataPlane": "envoy"}
     assert parse_offload(offload).data_plane == "envoy"
+
+
+def with_flip(value: str) -> dict[str, Any]:
+    offload = copy.deepcopy(MINIMAL)
+    offload["metadata"]["annotations"] = {"offload.vk-provider.dev/flip-strategy": value}
+    offload["spec"]["strategy"] = {"toAwaySteps": [50, 100], "stepIntervalSeconds": 30}
+    return offload
+
+
+def test_a_flips_own_steps_and_interval_pace_only_the_migration_toward_its_placement_once() -> None:
+    value = one_off_value("away", (25, 50, 100), 5, "2026-12-06T10:00:00.000000Z")
+    spec = parse_offload(with_flip(value))
+    assert spec.flip_strategy == OneOffStrategy(value, Direction.TO_AWAY, (25, 50, 100), 5)
+    assert spec.migration_pace(Direction.TO_AWAY, None) == ((25, 50, 100), 5)
+    assert spec.migration_pace(Direction.TO_AWAY, "an earlier flip's") == ((25, 50, 100), 5)
+    # Handled once (run, or dropped): every later migration, a policy's too, runs by the spec.
+    assert spec.migration_pace(Direction.TO_AWAY, value) == ((50, 100), 30)
+    assert spec.migration_pace(Direction.TO_HOME, None) == ((10, 25, 50, 75, 100), 30)
+    # Either alone: the other comes from the spec.
+    steps_only = parse_offload(with_flip(one_off_value("away", (100,), None, "t")))
+    assert steps_only.migration_pace(Direction.TO_AWAY, None) == ((100,), 30)
+    interval_only = parse_offload(with_flip(one_off_value("away", None, 2, "t")))
+    assert interval_only.migration_pace(Direction.TO_AWAY, None) == ((50, 100), 2)
+    assert parse_offload(MINIMAL).migration_pace(Direction.TO_AWAY, None) == ((50, 100), 30)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("25,100", "must be a JSON object"),
+        ('["away"]', "must be a JSON object"),
+        ('{"placement": "sideways"}', "placement must be home or away, not 'sideways'"),
+        ('{"placement": "away", "steps": [50, 40, 100]}', "strictly increasing"),
+        ('{"placement": "away", "steps": "50,100"}', "steps must be a list"),
+        ('{"placement": "home", "stepIntervalSeconds": 0}', "stepIntervalSeconds must be a whole number"),
+        ('{"placement": "home", "stepIntervalSeconds": true}', "stepIntervalSeconds must be a whole number"),
+    ],
+)
+def test_a_bad_flip_strategy_annotation_is_named_with_what_to_do(value: str, words: str) -> None:
+    with pytest.raises(InvalidSpec) as error:
+        parse_offload(with_flip(value))
+    message = str(error.value)
+    assert message.startswith("metadata.annotations[offload.vk-provider.dev/flip-strategy]: ")
+    assert words in message
+    assert message.endswith("remove it, or flip again")

@@ -50,6 +50,8 @@ def test_a_status_reads_back_what_its_patch_wrote() -> None:
         phase=Phase.SHIFTING,
         away_weight=50,
         steps=(50, 100),
+        step_interval_seconds=5,
+        handled_flip_strategy='{"placement":"away"}',
         migration_started_at=started,
         last_check={"verdict": "Healthy"},
     )
@@ -57,6 +59,8 @@ def test_a_status_reads_back_what_its_patch_wrote() -> None:
         "phase": "Shifting",
         "awayWeight": 50,
         "steps": [50, 100],
+        "stepIntervalSeconds": 5,
+        "handledFlipStrategy": '{"placement":"away"}',
         "migrationStartedAt": "2026-12-03T09:30:05Z",
         "lastCheck": {"verdict": "Healthy"},
     }
@@ -65,6 +69,7 @@ def test_a_status_reads_back_what_its_patch_wrote() -> None:
     assert status.running
     assert status.away_weight == 50
     assert status.steps == (50, 100)
+    assert (status.step_interval_seconds, status.handled_flip_strategy) == (5, '{"placement":"away"}')
     assert status.migration_started_at == started
 
 

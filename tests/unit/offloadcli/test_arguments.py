@@ -64,8 +64,10 @@ def test_flip_takes_direction_steps_interval_and_wait(parse: Callable[..., argpa
         120,
         True,
     )
+    assert not parsed.save
     plain = parse("flip", "chat", "--to", "away")
     assert (plain.steps, plain.interval, plain.wait, plain.hold) == (None, None, False, None)
+    assert parse("flip", "chat", "--to", "away", "--interval", "5s", "--save").save
 
 
 @pytest.mark.parametrize("parse", PARSERS)

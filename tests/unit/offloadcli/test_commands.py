@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +14,8 @@ import pytest
 
 from tests.unit.offloadcli.test_status_watch import FakeApi
 from vk_provider.kit.kube import KubeApi
+from vk_provider.offload.oneoff import OneOffStrategy, parse_one_off
+from vk_provider.offload.plan import Direction
 from vk_provider.offloadcli import commands, connection, running
 from vk_provider.offloadcli.arguments import parse_steps
 
@@ -26,40 +29,86 @@ def offload(placement: str = "home", generation: int = 2, **status: Any) -> dict
 
 
 def flip(
-    to: str, steps: str | None = None, interval: int | None = None, hold: int | None = None
+    to: str,
+    steps: str | None = None,
+    interval: int | None = None,
+    hold: int | None = None,
+    *,
+    save: bool = False,
 ) -> argparse.Namespace:
     return argparse.Namespace(
         name="chat",
         to=to,
         steps=parse_steps(steps) if steps else None,
         interval=interval,
+        save=save,
         wait=False,
         hold=hold,
     )
 
 
 NOW = datetime(2026, 12, 3, 16, 0, 0, tzinfo=UTC)
-HELD = {"offload.vk-provider.dev/hold-until": "next-flip", "offload.vk-provider.dev/flipped-by": "person"}
-"""What every flip by a person writes beside the placement, without --hold."""
+FLIP_STRATEGY = "offload.vk-provider.dev/flip-strategy"
+HELD = {
+    "offload.vk-provider.dev/hold-until": "next-flip",
+    "offload.vk-provider.dev/flipped-by": "person",
+    FLIP_STRATEGY: None,
+}
+"""What every flip by a person writes beside the placement, without --hold, --steps or --interval."""
 
 
 def flip_patch(current: dict[str, Any], arguments: argparse.Namespace, **keywords: Any) -> dict[str, Any]:
     return commands.flip_patch(current, arguments, now=NOW, **keywords)
 
 
-def test_flip_patch_sets_placement_and_only_the_given_strategy_fields() -> None:
+def test_a_flips_steps_and_interval_go_in_an_annotation_for_its_migration_never_in_the_spec() -> None:
     assert flip_patch(offload(), flip("away")) == {
         "metadata": {"annotations": HELD},
         "spec": {"placement": "away"},
     }
-    assert flip_patch(offload(), flip("away", "25,50,100", 10)) == {
+    one_off = flip_patch(offload(), flip("away", "25,50,100", 10))
+    assert one_off["spec"] == {"placement": "away"}
+    value = one_off["metadata"]["annotations"][FLIP_STRATEGY]
+    assert json.loads(value) == {
+        "placement": "away",
+        "steps": [25, 50, 100],
+        "stepIntervalSeconds": 10,
+        "at": "2026-12-03T16:00:00.000000Z",
+    }
+    assert parse_one_off(value) == OneOffStrategy(value, Direction.TO_AWAY, (25, 50, 100), 10)
+    home = flip_patch(offload("away"), flip("home", "50,100"))["metadata"]["annotations"][FLIP_STRATEGY]
+    assert parse_one_off(home) == OneOffStrategy(home, Direction.TO_HOME, (50, 100), None)
+    # The same steps a moment later are another flip's: the controller tells them apart.
+    later = commands.flip_patch(offload(), flip("away", "25,50,100", 10), now=NOW + timedelta(seconds=1))
+    assert later["metadata"]["annotations"][FLIP_STRATEGY] != value
+
+
+def test_with_save_a_flips_steps_and_interval_go_in_the_spec_and_no_annotation() -> None:
+    assert flip_patch(offload(), flip("away", "25,50,100", 10, save=True)) == {
         "metadata": {"annotations": HELD},
         "spec": {"placement": "away", "strategy": {"toAwaySteps": [25, 50, 100], "stepIntervalSeconds": 10}},
     }
-    assert flip_patch(offload("away"), flip("home", "50,100")) == {
+    assert flip_patch(offload("away"), flip("home", "50,100", save=True)) == {
         "metadata": {"annotations": HELD},
         "spec": {"placement": "home", "strategy": {"toHomeSteps": [50, 100]}},
     }
+
+
+async def test_save_without_steps_or_interval_exits_2_before_any_request() -> None:
+    with pytest.raises(commands.CommandError) as refused:
+        await commands.run_flip(cast(KubeApi, object()), flip("away", save=True), "ml")
+    assert refused.value.code == 2
+    assert "--save saves --steps and --interval" in refused.value.message
+
+
+def test_the_flip_says_what_its_steps_and_interval_apply_to() -> None:
+    assert commands.pace_text(flip("away")) is None
+    assert commands.pace_text(flip("away", "25,100", 5)) == (
+        "steps 25,100 and 5s per step for this migration only (--save keeps them in spec.strategy)"
+    )
+    assert commands.pace_text(flip("home", interval=60, save=True)) == (
+        "60s per step saved in spec.strategy, for every later migration too"
+    )
 
 
 @pytest.mark.parametrize("phase", ["Preparing", "Shifting", "Paused", "Finalizing"])
@@ -69,8 +118,8 @@ def test_flip_toward_the_other_side_of_a_running_migration_exits_2(phase: str) -
         flip_patch(running, flip("home"))
     assert refused.value.code == 2
     assert "already migrating to away" in refused.value.message
-    # Toward the same side it only updates the strategy.
-    assert flip_patch(running, flip("away", interval=5))["spec"]["strategy"] == {"stepIntervalSeconds": 5}
+    # Toward the same side it is allowed (its steps and interval apply to no migration: none starts).
+    assert flip_patch(running, flip("away", interval=5))["spec"] == {"placement": "away"}
 
 
 @pytest.mark.parametrize("phase", ["Idle", "Succeeded", "RolledBack", "Failed"])

@@ -64,7 +64,9 @@ def offload(annotations: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def flip(hold: int | None) -> argparse.Namespace:
-    return argparse.Namespace(name="chat", to="away", steps=None, interval=None, wait=False, hold=hold)
+    return argparse.Namespace(
+        name="chat", to="away", steps=None, interval=None, save=False, wait=False, hold=hold
+    )
 
 
 async def test_a_flip_with_a_hold_is_one_patch_of_placement_and_annotations(

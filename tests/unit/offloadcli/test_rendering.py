@@ -77,7 +77,7 @@ def test_status_shows_placement_phase_bar_step_conditions_and_message() -> None:
     assert "Placement:    away (migrating to away)" in text
     assert "Phase:        Shifting" in text
     assert "Away weight:  [##########----------]  50% away" in text
-    assert "Step:         2/3 (toward away: 25,50,100)" in text
+    assert "Step:         2/3 (toward away: 25,50,100; 30s per step)" in text
     assert "Paused:       no" in text
     assert "Message:      step 2 of 3: 50% away" in text
     conditions = text.split("Conditions:\n", 1)[1].splitlines()
@@ -92,7 +92,7 @@ def test_status_without_a_status_yet() -> None:
     text = rendering.render_status(offload, now=NOW)
     assert "Phase:        -" in text
     assert "Away weight:  -" in text
-    assert "Step:         - (toward away: 25,50,100)" in text
+    assert "Step:         - (toward away: 25,50,100; 30s per step)" in text
     assert "  (none)" in text
 
 
@@ -251,12 +251,19 @@ def test_number_text(value: float | None, text: str) -> None:
 # -- the steps of the running migration ------------------------------------------------------------
 
 
-def test_the_steps_snapshot_in_status_wins_over_the_edited_spec() -> None:
+def test_the_steps_and_interval_snapshot_in_status_wins_over_the_edited_spec() -> None:
     offload = sample(
-        phase="Shifting", targetPlacement="away", awayWeight=50, stepIndex=2, steps=[10, 50, 100]
+        phase="Shifting",
+        targetPlacement="away",
+        awayWeight=50,
+        stepIndex=2,
+        steps=[10, 50, 100],
+        stepIntervalSeconds=5,
     )
     offload["spec"]["strategy"]["toAwaySteps"] = [100]  # edited after the migration started
-    assert "Step:         2/3 (toward away: 10,50,100)" in rendering.render_status(offload, now=NOW)
+    offload["spec"]["strategy"]["stepIntervalSeconds"] = 60
+    text = rendering.render_status(offload, now=NOW)
+    assert "Step:         2/3 (toward away: 10,50,100; 5s per step)" in text
     assert rendering.step_text(offload) == "2/3"
     assert rendering.progress_line(offload) == "offload chat: Shifting, away weight 50%, step 2/3"
     assert rendering.render_list([offload], all_namespaces=False, now=NOW).splitlines()[1].split()[4] == "2/3"
@@ -265,7 +272,11 @@ def test_the_steps_snapshot_in_status_wins_over_the_edited_spec() -> None:
 def test_without_a_snapshot_the_spec_steps_toward_the_target_are_shown() -> None:
     offload = sample(phase="Idle", targetPlacement="home", awayWeight=0, stepIndex=0)
     assert rendering.migration_steps(offload) == (10, 25, 50, 75, 100)
-    assert "Step:         0/5 (toward home: 10,25,50,75,100)" in rendering.render_status(offload, now=NOW)
+    assert "Step:         0/5 (toward home: 10,25,50,75,100; 30s per step)" in rendering.render_status(
+        offload, now=NOW
+    )
+    offload["spec"]["strategy"]["stepIntervalSeconds"] = 60
+    assert "; 60s per step)" in rendering.render_status(offload, now=NOW)
 
 
 # -- the Recent events section -----------------------------------------------------------------------
