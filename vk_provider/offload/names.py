@@ -23,6 +23,10 @@ FINALIZER = f"{GROUP}/migrate-home"
 RETRY_ANNOTATION = f"{GROUP}/retry"
 """On the Offload: a new value asks the controller to run the last migration again after it rolled back
 or failed (`kubectl offload flip` toward the side it did not reach); `status.handledRetry` echoes it."""
+ROUTE_ANNOTATION = f"{GROUP}/route"
+"""On a home Service, written by the controller when its Offload is deleted: the route the Offload held
+(JSON, see `vk_provider.offload.retained`), which the routers keep serving home until someone removes
+the annotation or deletes the Service."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
+    ROUTE_ANNOTATION,
     TRAFFIC_ADDRESS_ANNOTATION,
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
@@ -486,3 +488,74 @@ def test_a_broken_older_offload_does_not_block_a_valid_one() -> None:
     result = build_routes([broken, valid], [], [])
     assert [route.key for route in result.table.routes] == ["ml/valid"]
     assert [item.key for item in result.skipped] == ["ml/broken"]
+
+
+def _created(offload: dict[str, Any], at: str) -> dict[str, Any]:
+    offload["metadata"]["creationTimestamp"] = at
+    return offload
+
+
+def test_another_namespace_takes_no_path_of_an_owned_host_not_even_a_longer_prefix() -> None:
+    owner = _created(
+        _offload("tokens", "default", service="tokens", hosts=["tokens.demo"], prefix=None), "T1"
+    )
+    rival = _created(_offload("tokens", "team", service="tokens", hosts=["tokens.demo"], prefix="/v1"), "T2")
+    catch_all = _created(_offload("all", "team", service="tokens", hosts=None, prefix="/"), "T3")
+    slices = [_slice([_endpoint("10.0.0.1")], namespace=ns, service="tokens") for ns in ("default", "team")]
+    result = build_routes([rival, owner, catch_all], slices, [], virtual_nodes=[_node()])
+    assert [route.key for route in result.table.routes] == ["default/tokens", "team/all"]
+    (skipped,) = result.skipped
+    assert skipped.key == "team/tokens"
+    assert "belongs to namespace default" in skipped.reason
+    assert result.table.host_owners == {"tokens.demo": "default"}
+    for path in ("/v1/completions", "/v2/completions"):
+        match = result.table.match("tokens.demo", path)
+        assert match is not None
+        assert match.key == "default/tokens"
+    other = result.table.match("other.demo", "/v1")
+    assert other is not None
+    assert other.key == "team/all"
+
+
+def _marked_service(namespace: str, name: str, marker: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {ROUTE_ANNOTATION: json.dumps(marker)},
+        }
+    }
+
+
+MARKER = {
+    "offload": "chat",
+    "hosts": ["chat.test"],
+    "pathPrefix": "/v1",
+    "claimedSince": "2026-01-01T10:00:00Z",
+}
+
+
+def test_a_route_kept_on_a_service_sends_its_hosts_home_until_an_offload_takes_it_over() -> None:
+    service = _marked_service("ml", "chat-svc", MARKER)
+    slices = [_slice([_endpoint("10.0.0.1")])]
+    rival = _created(_offload("chat", "team", hosts=["chat.test"], prefix="/v1/chat"), "2026-01-01T11:00:00Z")
+    result = build_routes([rival], slices, [], virtual_nodes=[_node()], services=[service])
+    (kept,) = result.table.routes
+    assert (kept.key, kept.away_weight, kept.away) == ("ml/chat", 0, ())
+    assert kept.match == RouteMatch(hosts=("chat.test",), path_prefix="/v1")
+    assert kept.home == (Endpoint("http://10.0.0.1:8080"),)
+    assert [item.key for item in result.skipped] == ["team/chat"]
+    # A new Offload of the same Service routes in its place, with its own weight and away side.
+    heir = _created(_offload("chat-2", "ml", hosts=["chat.test"]), "2026-01-02T00:00:00Z")
+    pods = [_pod("a", offload="chat-2", address="http://10.9.0.1:9000")]
+    result = build_routes([heir, rival], slices, pods, virtual_nodes=[_node()], services=[service])
+    (route,) = result.table.routes
+    assert (route.key, route.away_weight) == ("ml/chat-2", 25)
+    assert route.away == (Endpoint("http://10.9.0.1:9000"),)
+    # A marker that loses its claim routes nothing and is reported.
+    late = _marked_service("team", "chat-svc", {**MARKER, "claimedSince": "2026-01-03T00:00:00Z"})
+    result = build_routes([], slices, [], virtual_nodes=[_node()], services=[service, late])
+    assert [route.key for route in result.table.routes] == ["ml/chat"]
+    assert [item.key for item in result.skipped] == ["team/chat"]
+    assert result.skipped[0].reason.startswith("kept route: ")
