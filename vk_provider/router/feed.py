@@ -1,7 +1,9 @@
-"""Keep the router's table in step with the cluster: watch Offloads, EndpointSlices, away pods, nodes.
+"""Keep the router's table in step with the cluster: watch Offloads, EndpointSlices, away pods, nodes
+and Services.
 
-Four reflectors mirror the objects `build_routes` needs (the virtual Nodes: only their pods may be away
-endpoints, and whether they are Ready decides when the active checks keep a pod serving); any change,
+Five reflectors mirror the objects `build_routes` needs (the virtual Nodes: only their pods may be away
+endpoints, and whether they are Ready decides when the active checks keep a pod serving; the Services:
+a deleted Offload's route is kept on its home Service); any change,
 and any new verdict of the active checks, wakes one rebuild task, which
 rebuilds the whole table from the mirrors and swaps it in when it differs from the one applied. A
 burst of changes (a Deployment scaling ten pods) costs a few rebuilds, not one per event, because the
@@ -40,7 +42,7 @@ class TableFeed:
     """Mirrors what the routes depend on and hands each new table to `apply`.
 
     `namespace` limits every watch but the Nodes' to one namespace (None: the whole cluster).
-    `synced` is set once all four mirrors hold their first list and the first table has been
+    `synced` is set once all five mirrors hold their first list and the first table has been
     applied. The active checks of away endpoints run here, with `check_settings`, counted in
     `metrics`; `events`, if given, takes the Warnings about ignored annotations (its `run` is the
     caller's).
@@ -95,7 +97,21 @@ class TableFeed:
             on_change=self._changed,
             description="virtual nodes",
         )
-        self._reflectors = (self.offloads, self.endpoint_slices, self.away_pods, self.virtual_nodes)
+        # All Services, not only the marked ones: the marker is an annotation, which no selector reads.
+        self.services = Reflector(
+            api,
+            resource_path("v1", "services", namespace=namespace),
+            query={},
+            on_change=self._changed,
+            description="services",
+        )
+        self._reflectors = (
+            self.offloads,
+            self.endpoint_slices,
+            self.away_pods,
+            self.virtual_nodes,
+            self.services,
+        )
 
     async def _changed(self, _uid: str) -> None:
         self._wake.set()
@@ -112,6 +128,7 @@ class TableFeed:
             self.away_pods.objects.values(),
             virtual_nodes=self.virtual_nodes.objects.values(),
             active_checks=self.checks.verdicts,
+            services=self.services.objects.values(),
         )
         self.rebuilds += 1
         self.checks.set_targets(result.check_targets)

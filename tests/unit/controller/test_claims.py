@@ -6,6 +6,8 @@ from typing import Any, cast
 
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.kit.kube import KubeApi
+from vk_provider.offload.names import ROUTE_ANNOTATION
+from vk_provider.offload.retained import RetainedRoute
 
 
 def _offload(namespace: str, created: str, *, deleting: bool = False) -> dict[str, Any]:
@@ -25,6 +27,7 @@ def _claims(namespace: str | None, *offloads: dict[str, Any]) -> tuple[RouteClai
     claims = RouteClaims(cast(KubeApi, None), namespace=namespace)
     claims.offloads.objects = {offload["metadata"]["uid"]: offload for offload in offloads}
     claims.offloads.synced.set()
+    claims.services.synced.set()
     queued: list[str] = []
     claims._requeue = queued.append
     return claims, queued
@@ -63,3 +66,38 @@ async def test_an_offload_being_deleted_is_never_held_back() -> None:
     first = _offload("default", "2026-01-01T10:00:00Z")
     claims, _ = _claims("team", first)
     assert await claims.conflict(_offload("team", "2026-01-01T10:00:01Z", deleting=True)) is None
+
+
+async def test_a_route_kept_on_a_service_holds_the_host_and_its_removal_requeues_the_loser() -> None:
+    kept = RetainedRoute("default", "svc", "tokens", ("chat.test",), "", (), "2026-01-01T10:00:00Z")
+    service = {
+        "metadata": {
+            "namespace": "default",
+            "name": "svc",
+            "uid": "uid-svc",
+            "annotations": {ROUTE_ANNOTATION: kept.to_annotation()},
+        }
+    }
+    rival = _offload("team", "2026-01-01T10:00:01Z")
+    claims, queued = _claims("team", rival)
+    claims.services.objects = {"uid-svc": service}
+    await claims._changed("uid-svc")
+    assert queued == ["team/tokens"]
+    conflict = await claims.conflict(rival)
+    assert conflict is not None
+    assert conflict.kept_on == "default/svc"
+    assert not await claims.holds(rival)
+    assert await claims.kept_in("default") == [kept]
+    assert await claims.kept_on("default", "svc") == kept
+    service["metadata"]["annotations"] = {}  # the operator lets the host go
+    await claims._changed("uid-svc")
+    assert queued == ["team/tokens", "team/tokens"]
+    assert await claims.holds(rival)
+
+
+async def test_an_offload_being_deleted_still_holds_its_route_or_not() -> None:
+    first = _offload("default", "2026-01-01T10:00:00Z", deleting=True)
+    second = _offload("team", "2026-01-01T10:00:01Z", deleting=True)
+    claims, _ = _claims(None, first, second)
+    assert await claims.holds(first)
+    assert not await claims.holds(second)
