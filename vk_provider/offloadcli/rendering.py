@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.offload.names import ROUTE_ANNOTATION
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -386,6 +387,7 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"Away weight:  {NONE if weight is None else progress_bar(int(weight))}",
         f"Step:         {step_text(offload)} (toward {target}: {steps})",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
+        *route_lines(offload),
         *hold_lines(offload, now),
         f"Age:          {_age(offload, now)}",
         f"Message:      {status.message or NONE}",
@@ -397,6 +399,22 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
     if events is not None:
         lines += event_lines(events, offload, now)
     return "\n".join(lines)
+
+
+def route_lines(offload: RawObject) -> list[str]:
+    """What the Offload routes, who else may route under its hosts, and what becomes of the route."""
+    route = spec_of(offload).get("route") or {}
+    home = spec_of(offload).get("home") or {}
+    hosts = ", ".join(route.get("hosts") or ()) or "every host"
+    lines = [f"Route:        {hosts}, path prefix {route.get('pathPrefix') or '/'}"]
+    allowed = route.get("allowedNamespaces") or ()
+    if allowed:
+        lines.append(f"              other namespaces may claim paths of its hosts: {', '.join(allowed)}")
+    lines.append(
+        f"              kept on Service {home.get('service', NONE)} once this Offload is deleted, until "
+        f"its annotation {ROUTE_ANNOTATION} is removed"
+    )
+    return lines
 
 
 def progress_line(offload: RawObject) -> str:
