@@ -8,7 +8,6 @@ measured (shown with `pytest -rP`): failed requests, seconds.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
@@ -25,7 +24,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import Outcome, failures, share_by
 from vk_devtools.devcluster.ports import PortPicker
 from vk_provider.kit.kube import MERGE_PATCH, KubeApiError
-from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL, ROUTE_ANNOTATION
+from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
@@ -258,17 +257,13 @@ async def test_deleting_an_offload_while_away_moves_home_first_and_drops_nothing
         assert len(after) > 60 * 40 * 0.9, len(after)
         assert {rig.side_of(o.served_by) for o in after} == {"home"}
         assert reasons[:1] == ["MigratingHome"], reasons
-        # The route is kept on the home Service until an operator removes it; then the router lets
-        # the host go (404), as it does for any host no route names.
-        service = await rig.api.get(f"/api/v1/namespaces/{rig.namespace}/services/{NAME}")
-        kept = json.loads(service["metadata"]["annotations"][ROUTE_ANNOTATION])
-        assert (kept["offload"], kept["hosts"]) == (NAME, [rig.host]), kept
-        assert kept["claimedSince"] == metadata["creationTimestamp"], kept
-        await rig.api.patch(
-            f"/api/v1/namespaces/{rig.namespace}/services/{NAME}",
-            {"metadata": {"annotations": {ROUTE_ANNOTATION: None}}},
-            content_type=MERGE_PATCH,
-        )
+        # The route is kept (a KeptRoute, owned by the home Service) until an operator deletes it;
+        # then the router lets the host go (404), as it does for any host no route names.
+        kept = await rig.api.get(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
+        assert (kept["spec"]["service"], kept["spec"]["hosts"]) == (NAME, [rig.host]), kept
+        assert kept["spec"]["claimedSince"] == metadata["creationTimestamp"], kept
+        assert [owner["kind"] for owner in kept["metadata"]["ownerReferences"]] == ["Service"]
+        await rig.api.delete(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
 
         async def host_released() -> bool:
             async with (

@@ -4,7 +4,7 @@ On the real control plane, with the real router watching every namespace and one
 namespace (each scoped with `--namespace`, as a team would run its own): the first Offload keeps all
 its traffic, the second reports `Ready=False`/`RouteConflict` with a Warning Event naming the first,
 whether it claims the same path or a longer prefix of it, until the first lets its namespace in.
-Deleting the first keeps its route on its Service; removing that hands the host to the second.
+Deleting the first keeps its route (a KeptRoute); deleting that hands the host to the second.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from tests.integration.daemons import ManagedProcess
 from tests.integration.migration_rig import API, NAME, Rig, RigFor, start_router
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, share_by
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
-from vk_provider.offload.names import ROUTE_ANNOTATION
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
@@ -212,16 +211,25 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         assert not failures(load.outcomes), failures(load.outcomes)[:5]
         assert served == {NAME: len(load.outcomes)}, served
 
-        # The first deleted: its route stays on its Service, sending the host home, and the second
+        # The first deleted: its route stays (a KeptRoute), sending the host home, and the second
         # still may not have it.
         await api.delete(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
         await _wait_gone(rig)
-        service = await api.get(f"/api/v1/namespaces/{rig.namespace}/services/{NAME}")
-        assert ROUTE_ANNOTATION in service["metadata"]["annotations"], service["metadata"]
+        kept = await api.get(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
+        assert kept["spec"]["claimedSince"] == first["metadata"]["creationTimestamp"], kept["spec"]
         assert _served_by_app(await _served_by(router_url, rig.host)) == NAME
-        condition = _ready_condition(await api.get(rival_path))
+
+        async def held_by_the_kept_route() -> dict[str, Any]:
+            condition = _ready_condition(await api.get(rival_path))
+            return condition if f"for Service {rig.namespace}/{NAME}" in condition["message"] else {}
+
+        # Its controller says so once it sees the Offload gone (it was RouteConflict all along).
+        condition = await wait_for(
+            held_by_the_kept_route,
+            timeout_seconds=30,
+            what=f"the second Offload held back by the kept route; its log:\n{controller.log_tail(30)}",
+        )
         assert condition["reason"] == "RouteConflict", condition
-        assert f"kept on Service {rig.namespace}/{NAME}" in condition["message"], condition
 
         # The first namespace lets the host go: the route passes to the second, in the router and in
         # its status.
@@ -244,7 +252,7 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
             timeout_seconds=60,
             what=f"the second Offload Ready and migrating; its controller's log:\n{controller.log_tail(30)}",
         )
-        print(f"route handed over {handed_over:.1f}s after the kept route was removed")
+        print(f"route handed over {handed_over:.1f}s after the KeptRoute was deleted")
         assert handed_over < 30
 
 
@@ -377,12 +385,8 @@ async def _wait_gone(rig: Rig) -> None:
 
 
 async def _release_kept_route(rig: Rig) -> None:
-    """What an operator does to let the host go: remove the route kept on the Service."""
-    await rig.api.patch(
-        f"/api/v1/namespaces/{rig.namespace}/services/{NAME}",
-        {"metadata": {"annotations": {ROUTE_ANNOTATION: None}}},
-        content_type=MERGE_PATCH,
-    )
+    """What an operator does to let the host go: delete the route the Offload left."""
+    await rig.api.delete(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
 
 
 async def _at_least(load: LoadGenerator, count: int) -> bool:

@@ -1,8 +1,8 @@
 """The controller's view of route claims: every Offload and kept route in the cluster, and who lost.
 
-Claims conflict across namespaces, so this mirror lists Offloads, and the Services that may carry a
-deleted Offload's route (`vk_provider.offload.retained`), cluster-wide even when the controller
-reconciles one namespace (`--namespace`); the rule itself is `vk_provider.offload.claims`, the one
+Claims conflict across namespaces, so this mirror lists Offloads, and the KeptRoutes deleted Offloads
+left (`vk_provider.offload.retained`), cluster-wide even when the controller reconciles one namespace
+(`--namespace`); the rule itself is `vk_provider.offload.claims`, the one
 the router applies, so both agree on the winner. A loser is not migrated: the reconciler reports it
 (`Ready=False`, reason `RouteConflict`, a Warning Event naming the winner) and stops there.
 
@@ -17,10 +17,10 @@ import asyncio
 from collections.abc import Callable
 
 from vk_provider._kube.watching import Reflector, uid_of
-from vk_provider.kit.kube import KubeApi, RawObject, resource_path
+from vk_provider.kit.kube import KubeApi, RawObject
 from vk_provider.offload.claims import Claims, Conflict, resolve_claims
-from vk_provider.offload.names import offloads_path
-from vk_provider.offload.retained import RetainedRoute, retained_route, retained_routes
+from vk_provider.offload.names import kept_routes_path, offloads_path
+from vk_provider.offload.retained import RetainedRoute, retained_routes
 
 
 class RouteClaims:
@@ -34,12 +34,8 @@ class RouteClaims:
         self.offloads = Reflector(
             api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
         )
-        self.services = Reflector(
-            api,
-            resource_path("v1", "services"),
-            query={},
-            on_change=self._changed,
-            description="services for kept routes",
+        self.kept_routes = Reflector(
+            api, kept_routes_path(None), query={}, on_change=self._changed, description="kept routes"
         )
 
     async def run(self, requeue: Callable[[str], None]) -> None:
@@ -47,7 +43,7 @@ class RouteClaims:
         self._requeue = requeue
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.offloads.run())
-            tasks.create_task(self.services.run())
+            tasks.create_task(self.kept_routes.run())
 
     async def conflict(self, offload: RawObject) -> Conflict | None:
         """Why this Offload (as just read) may not route, or None when it holds its claim.
@@ -67,33 +63,23 @@ class RouteClaims:
         metadata = offload.get("metadata") or {}
         return f"{metadata['namespace']}/{metadata['name']}" in (await self._resolved(offload)).winners
 
-    async def kept_on(self, namespace: str, service: str) -> RetainedRoute | None:
-        """The route kept on this Service, as the mirror last saw it."""
-        await self.services.synced.wait()
-        for item in self.services.objects.values():
-            metadata = item.get("metadata") or {}
-            if (metadata.get("namespace"), metadata.get("name")) == (namespace, service):
-                return retained_route(item)
-        return None
-
     async def kept_in(self, namespace: str) -> list[RetainedRoute]:
-        """Every route kept on a Service of this namespace."""
-        await self.services.synced.wait()
-        return [
-            route for route in retained_routes(self.services.objects.values()) if route.namespace == namespace
-        ]
+        """Every route kept in this namespace."""
+        await self.kept_routes.synced.wait()
+        return [route for route in self._kept() if route.namespace == namespace]
 
     async def _resolved(self, offload: RawObject) -> Claims:
         await self.offloads.synced.wait()
-        await self.services.synced.wait()
+        await self.kept_routes.synced.wait()
         objects = dict(self.offloads.objects)
         objects[uid_of(offload)] = offload
-        return resolve_claims(objects.values(), retained_routes(self.services.objects.values()))
+        return resolve_claims(objects.values(), self._kept())
+
+    def _kept(self) -> list[RetainedRoute]:
+        return retained_routes(self.kept_routes.objects.values())
 
     async def _changed(self, _uid: str) -> None:
-        resolved = resolve_claims(
-            self.offloads.objects.values(), retained_routes(self.services.objects.values())
-        )
+        resolved = resolve_claims(self.offloads.objects.values(), self._kept())
         losers = dict(resolved.losers)
         changed = {
             key for key in losers.keys() | self._losers.keys() if losers.get(key) != self._losers.get(key)

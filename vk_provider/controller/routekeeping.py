@@ -1,24 +1,25 @@
-"""Keep a deleted Offload's route: write it onto the home Service before the Offload lets go.
+"""Keep a deleted Offload's route: write it as a KeptRoute before the Offload lets go.
 
-The routers keep serving a route written there (`vk_provider.offload.retained`) home-only, with the
-Offload's claim age, until someone removes the annotation or deletes the Service: a pruned Offload
-brings its service home and leaves its hosts answering, not 404.
+The routers keep serving a KeptRoute (`vk_provider.offload.retained`) home-only, with the Offload's
+claim age, until someone deletes it or its Service (its owner): a pruned Offload brings its service
+home and leaves its hosts answering, not 404.
 
-Only an Offload that holds its route leaves one (a loser served nothing). If the Service already
-carries a route (an earlier Offload's, which this one took over), the older age is kept, so
-recreating an Offload never loses the host to another namespace. A route this Offload's name left on
-another Service of the namespace (it named another Service before) is removed, so one name routes
-once.
+Only an Offload that holds its route leaves one (a loser served nothing), and only while its home
+Service exists (there is nothing else to send the hosts to). The KeptRoute has the Offload's name; a
+route kept for the same Service under another name (an earlier Offload's, which this one took over)
+is replaced, and its older age carried over, so recreating an Offload never loses the host to
+another namespace.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.deployments import service_path
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
-from vk_provider.offload.names import ROUTE_ANNOTATION
+from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.offload.names import kept_routes_path
 from vk_provider.offload.retained import RetainedRoute, retained_route
 from vk_provider.offload.spec import OffloadSpec
 
@@ -32,12 +33,13 @@ class RouteKeeper:
     ) -> None:
         self._api = api
         self._get = get
+        """Reads one object, None when it does not exist."""
         self._claims = claims
 
     async def keep(self, spec: OffloadSpec, offload: RawObject) -> str | None:
-        """Make the Service carry this Offload's route. Returns what was written this pass (the
-        caller waits a pass, so every router sees it before the Offload goes), or None when the
-        route is in place, or there is none to keep."""
+        """Make the KeptRoute say this Offload's route. Returns what was written this pass (the caller
+        waits a pass, so every router has it before the Offload goes), or None when the route is
+        kept already, or there is none to keep."""
         route = spec.route
         if not (route.hosts or route.path_prefix):
             return None
@@ -45,15 +47,12 @@ class RouteKeeper:
             return None
         service = await self._get(service_path(spec.namespace, spec.home_service))
         if service is None:
-            return None  # nothing to send the hosts to
-        written = await self._remove_stale(spec)
-        current = retained_route(service)
-        since = spec.created
-        if current is not None and current.claimed_since < since:
-            since = current.claimed_since
-        created = (service.get("metadata") or {}).get("creationTimestamp")
-        if isinstance(created, str) and created > since:
-            since = created  # as a reader counts it: no marker is older than its Service
+            return None
+        path = kept_routes_path(spec.namespace, spec.name)
+        current_object = await self._get(path)
+        current = None if current_object is None else retained_route(current_object)
+        taken_over = await self._taken_over(spec)
+        since = min([spec.created, *(kept.claimed_since for kept in (*taken_over, current) if kept)])
         wanted = RetainedRoute(
             spec.namespace,
             spec.home_service,
@@ -63,24 +62,31 @@ class RouteKeeper:
             route.allowed_namespaces,
             since,
         )
-        if current != wanted:
-            await self._annotate(spec.namespace, spec.home_service, wanted.to_annotation())
-            written.append(f"keeping the route on Service {spec.home_service}")
+        written = []
+        if current_object is None:
+            body = wanted.to_object(str((service.get("metadata") or {}).get("uid") or ""))
+            await self._api.create(kept_routes_path(spec.namespace), body)
+            written.append(f"keeping its route (KeptRoute {spec.name})")
+        elif current != wanted:
+            body = wanted.to_object(str((service.get("metadata") or {}).get("uid") or ""))
+            await self._api.patch(
+                path, {"metadata": body["metadata"], "spec": body["spec"]}, content_type=MERGE_PATCH
+            )
+            written.append(f"keeping its route (KeptRoute {spec.name})")
+        for kept in taken_over:
+            # Only once this Offload's own KeptRoute holds the older age: never a moment without it.
+            if current == wanted:
+                with contextlib.suppress(KubeApiError):  # gone already: the mirror lags
+                    await self._api.delete(kept_routes_path(spec.namespace, kept.offload))
+                written.append(f"replacing KeptRoute {kept.offload}")
         return "; ".join(written) or None
 
-    async def _remove_stale(self, spec: OffloadSpec) -> list[str]:
+    async def _taken_over(self, spec: OffloadSpec) -> list[RetainedRoute]:
+        """Routes kept for this Offload's Service under another name: this Offload took them over."""
         if self._claims is None:
             return []
-        removed: list[str] = []
-        for kept in await self._claims.kept_in(spec.namespace):
-            if kept.offload == spec.name and kept.service != spec.home_service:
-                await self._annotate(spec.namespace, kept.service, None)
-                removed.append(f"removed its old route from Service {kept.service}")
-        return removed
-
-    async def _annotate(self, namespace: str, service: str, value: str | None) -> None:
-        await self._api.patch(
-            service_path(namespace, service),
-            {"metadata": {"annotations": {ROUTE_ANNOTATION: value}}},
-            content_type=MERGE_PATCH,
-        )
+        return [
+            kept
+            for kept in await self._claims.kept_in(spec.namespace)
+            if kept.service == spec.home_service and kept.offload != spec.name
+        ]

@@ -60,7 +60,8 @@ class Conflict:
     def message(self) -> str:
         host, prefix = self.key
         winner = (
-            f"the route of the deleted Offload {self.winner}, kept on Service {self.kept_on}"
+            f"the route the deleted Offload {self.winner} left (KeptRoute {self.winner}, "
+            f"for Service {self.kept_on})"
             if self.kept_on
             else f"the older Offload {self.winner}"
         )
@@ -212,7 +213,7 @@ def _kept_claims(retained: Iterable[RetainedRoute], live: list[_Claim]) -> Itera
     for route in sorted(retained, key=lambda route: (route.claimed_since, route.service)):
         keys = _keys(route.hosts, route.path_prefix)
         if not keys or route.key in seen:
-            continue  # unreadable, or an older marker of the same Offload on another Service routes
+            continue  # unreadable, or a second route of one name (hand-made: the controller keeps one)
         seen.add(route.key)
         heirs = [
             claim

@@ -13,6 +13,9 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Offload"
 PLURAL = "offloads"
+KEPT_ROUTE_KIND = "KeptRoute"
+"""A deleted Offload's route, kept by the controller for its home Service (`vk_provider.offload.retained`)."""
+KEPT_ROUTES = "keptroutes"
 
 OFFLOAD_LABEL = f"{GROUP}/offload"
 """On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
@@ -23,10 +26,6 @@ FINALIZER = f"{GROUP}/migrate-home"
 RETRY_ANNOTATION = f"{GROUP}/retry"
 """On the Offload: a new value asks the controller to run the last migration again after it rolled back
 or failed (`kubectl offload flip` toward the side it did not reach); `status.handledRetry` echoes it."""
-ROUTE_ANNOTATION = f"{GROUP}/route"
-"""On a home Service, written by the controller when its Offload is deleted: the route the Offload held
-(JSON, see `vk_provider.offload.retained`), which the routers keep serving home until someone removes
-the annotation or deletes the Service."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 
@@ -59,6 +58,11 @@ def offload_path(namespace: str, name: str, *, status: bool = False) -> str:
     return resource_path(
         API_VERSION, PLURAL, namespace=namespace, name=name, subresource="status" if status else None
     )
+
+
+def kept_routes_path(namespace: str | None = None, name: str | None = None) -> str:
+    """The KeptRoute collection (of one namespace, or of every one with None), or one KeptRoute."""
+    return resource_path(API_VERSION, KEPT_ROUTES, namespace=namespace, name=name)
 
 
 def envoy_cluster(namespace: str, name: str, side: str) -> str:

@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 
 from vk_provider.kit.timestamps import parse_timestamp
-from vk_provider.offload.names import ROUTE_ANNOTATION
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -411,8 +410,8 @@ def route_lines(offload: RawObject) -> list[str]:
     if allowed:
         lines.append(f"              other namespaces may claim paths of its hosts: {', '.join(allowed)}")
     lines.append(
-        f"              kept on Service {home.get('service', NONE)} once this Offload is deleted, until "
-        f"its annotation {ROUTE_ANNOTATION} is removed"
+        f"              kept for Service {home.get('service', NONE)} once this Offload is deleted, until "
+        f"KeptRoute {(offload.get('metadata') or {}).get('name', NONE)} is deleted"
     )
     return lines
 

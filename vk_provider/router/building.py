@@ -54,8 +54,8 @@ route either, skipped with the conflict as its reason, so an Offload in another 
 any of a service's traffic. The table carries each named host's owner, so that an every-host route of
 another namespace takes no path of that host either.
 
-A route kept on a Service after its Offload was deleted (`vk_provider.offload.retained`, read from
-`services`) becomes a home-only route under the Offload's name: away weight 0, the Service's ready
+A route kept after its Offload was deleted (a KeptRoute, `vk_provider.offload.retained`, handed in as
+`kept_routes`) becomes a home-only route under the Offload's name: away weight 0, its Service's ready
 endpoints, no away side. It claims like the Offload did, so its hosts stay with its namespace.
 """
 
@@ -158,7 +158,7 @@ def build_table(
     *,
     virtual_nodes: Iterable[Mapping[str, Any]] = (),
     active_checks: Mapping[str, bool] | None = None,
-    services: Iterable[Mapping[str, Any]] = (),
+    kept_routes: Iterable[Mapping[str, Any]] = (),
 ) -> RouteTable:
     """The route table for these objects; each skipped Offload is logged as a warning."""
     result = build_routes(
@@ -167,7 +167,7 @@ def build_table(
         away_pods,
         virtual_nodes=virtual_nodes,
         active_checks=active_checks,
-        services=services,
+        kept_routes=kept_routes,
     )
     for skipped in result.skipped:
         logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
@@ -181,15 +181,15 @@ def build_routes(
     *,
     virtual_nodes: Iterable[Mapping[str, Any]] = (),
     active_checks: Mapping[str, bool] | None = None,
-    services: Iterable[Mapping[str, Any]] = (),
+    kept_routes: Iterable[Mapping[str, Any]] = (),
 ) -> BuildResult:
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
     route's claim (no logging).
 
     `virtual_nodes` are the Node objects labelled `type=virtual-kubelet` (others are ignored); only
     pods bound to one of them are away endpoints. `active_checks` are the router's latest verdicts on
-    away addresses (URL → passing), which keep the pods of a node gone not Ready serving. `services`
-    are read only for the routes kept on them after their Offloads were deleted.
+    away addresses (URL → passing), which keep the pods of a node gone not Ready serving.
+    `kept_routes` are the KeptRoutes deleted Offloads left.
     """
     offloads = list(offloads)
     home_index = _index_home_endpoints(endpoint_slices)
@@ -209,7 +209,7 @@ def build_routes(
         routes.append(route)
     routed = {route.key for route in routes}
     claims = resolve_claims(
-        (offload for offload in offloads if _key_of(offload) in routed), retained_routes(services)
+        (offload for offload in offloads if _key_of(offload) in routed), retained_routes(kept_routes)
     )
     routes = _drop_claim_losers(claims, routes, skipped)
     routes.extend(_kept_route(kept, home_index) for kept in claims.kept)
@@ -242,7 +242,7 @@ def _drop_claim_losers(claims: Claims, routes: list[Route], skipped: list[Skippe
 
 
 def _kept_route(kept: RetainedRoute, home_index: _Index) -> Route:
-    """The home-only route kept on a Service after its Offload was deleted."""
+    """The home-only route kept after its Offload was deleted."""
     return Route(
         namespace=kept.namespace,
         name=kept.offload,

@@ -160,7 +160,7 @@ def test_the_message_names_the_winner_and_the_route() -> None:
     assert "host chat.test belongs to namespace a" in foreign
     assert "namespace b in spec.route.allowedNamespaces" in foreign
     kept_message = Conflict("b/x", "a/y", ("chat.test", "/"), foreign_host=True, kept_on="a/svc").message
-    assert "deleted Offload a/y, kept on Service a/svc" in kept_message
+    assert "deleted Offload a/y left (KeptRoute a/y, for Service a/svc)" in kept_message
 
 
 def test_a_kept_route_holds_its_hosts_at_its_age_after_the_offload_is_gone() -> None:

@@ -89,8 +89,7 @@ def test_status_shows_placement_phase_bar_step_conditions_and_message() -> None:
 def test_status_says_what_the_offload_routes_who_may_share_it_and_where_it_is_kept() -> None:
     text = rendering.render_status(SHIFTING, now=NOW)
     assert "Route:        chat.example.test, path prefix /\n" in text
-    assert "kept on Service chat once this Offload is deleted" in text
-    assert "offload.vk-provider.dev/route is removed" in text
+    assert "kept for Service chat once this Offload is deleted, until KeptRoute chat is deleted" in text
     assert "other namespaces" not in text
     shared = sample()
     shared["spec"]["route"] = {"pathPrefix": "/v1", "allowedNamespaces": ["team-a", "team-b"]}

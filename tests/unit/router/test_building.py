@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -11,12 +10,12 @@ import pytest
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
-    ROUTE_ANNOTATION,
     TRAFFIC_ADDRESS_ANNOTATION,
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
 )
+from vk_provider.offload.retained import RetainedRoute
 from vk_provider.router import Endpoint, RouteMatch
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
@@ -517,30 +516,15 @@ def test_another_namespace_takes_no_path_of_an_owned_host_not_even_a_longer_pref
     assert other.key == "team/all"
 
 
-def _marked_service(namespace: str, name: str, marker: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "namespace": namespace,
-            "name": name,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "annotations": {ROUTE_ANNOTATION: json.dumps(marker)},
-        }
-    }
+def _kept(namespace: str, service: str, since: str) -> dict[str, Any]:
+    return RetainedRoute(namespace, service, "chat", ("chat.test",), "/v1", (), since).to_object("uid")
 
 
-MARKER = {
-    "offload": "chat",
-    "hosts": ["chat.test"],
-    "pathPrefix": "/v1",
-    "claimedSince": "2026-01-01T10:00:00Z",
-}
-
-
-def test_a_route_kept_on_a_service_sends_its_hosts_home_until_an_offload_takes_it_over() -> None:
-    service = _marked_service("ml", "chat-svc", MARKER)
+def test_a_kept_route_sends_its_hosts_home_until_an_offload_takes_it_over() -> None:
+    kept_route = _kept("ml", "chat-svc", "2026-01-01T10:00:00Z")
     slices = [_slice([_endpoint("10.0.0.1")])]
     rival = _created(_offload("chat", "team", hosts=["chat.test"], prefix="/v1/chat"), "2026-01-01T11:00:00Z")
-    result = build_routes([rival], slices, [], virtual_nodes=[_node()], services=[service])
+    result = build_routes([rival], slices, [], virtual_nodes=[_node()], kept_routes=[kept_route])
     (kept,) = result.table.routes
     assert (kept.key, kept.away_weight, kept.away) == ("ml/chat", 0, ())
     assert kept.match == RouteMatch(hosts=("chat.test",), path_prefix="/v1")
@@ -549,13 +533,13 @@ def test_a_route_kept_on_a_service_sends_its_hosts_home_until_an_offload_takes_i
     # A new Offload of the same Service routes in its place, with its own weight and away side.
     heir = _created(_offload("chat-2", "ml", hosts=["chat.test"]), "2026-01-02T00:00:00Z")
     pods = [_pod("a", offload="chat-2", address="http://10.9.0.1:9000")]
-    result = build_routes([heir, rival], slices, pods, virtual_nodes=[_node()], services=[service])
+    result = build_routes([heir, rival], slices, pods, virtual_nodes=[_node()], kept_routes=[kept_route])
     (route,) = result.table.routes
     assert (route.key, route.away_weight) == ("ml/chat-2", 25)
     assert route.away == (Endpoint("http://10.9.0.1:9000"),)
-    # A marker that loses its claim routes nothing and is reported.
-    late = _marked_service("team", "chat-svc", {**MARKER, "claimedSince": "2026-01-03T00:00:00Z"})
-    result = build_routes([], slices, [], virtual_nodes=[_node()], services=[service, late])
+    # A kept route that loses its claim routes nothing and is reported.
+    late = _kept("team", "chat-svc", "2026-01-03T00:00:00Z")
+    result = build_routes([], slices, [], virtual_nodes=[_node()], kept_routes=[kept_route, late])
     assert [route.key for route in result.table.routes] == ["ml/chat"]
     assert [item.key for item in result.skipped] == ["team/chat"]
     assert result.skipped[0].reason.startswith("kept route: ")
