@@ -69,8 +69,10 @@ class RouteKeeper:
             written.append(f"keeping its route (KeptRoute {spec.name})")
         elif current != wanted:
             body = wanted.to_object(str((service.get("metadata") or {}).get("uid") or ""))
+            # A merge patch: a field the route no longer has is nulled, or the old value would stay.
+            spec_patch = dict.fromkeys(("hosts", "pathPrefix", "allowedNamespaces")) | body["spec"]
             await self._api.patch(
-                path, {"metadata": body["metadata"], "spec": body["spec"]}, content_type=MERGE_PATCH
+                path, {"metadata": body["metadata"], "spec": spec_patch}, content_type=MERGE_PATCH
             )
             written.append(f"keeping its route (KeptRoute {spec.name})")
         for kept in taken_over:

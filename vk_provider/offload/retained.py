@@ -45,14 +45,16 @@ class RetainedRoute:
         return f"{self.namespace}/{self.offload}"
 
     def spec(self) -> dict[str, Any]:
-        """The KeptRoute's spec."""
-        return {
-            "service": self.service,
-            "hosts": list(self.hosts),
-            "pathPrefix": self.path_prefix,
-            "allowedNamespaces": list(self.allowed_namespaces),
-            "claimedSince": self.claimed_since,
-        }
+        """The KeptRoute's spec (empty fields left out, as the CRD refuses an empty path prefix)."""
+        spec: dict[str, Any] = {"service": self.service, "claimedSince": self.claimed_since}
+        for field, value in (
+            ("hosts", list(self.hosts)),
+            ("pathPrefix", self.path_prefix),
+            ("allowedNamespaces", list(self.allowed_namespaces)),
+        ):
+            if value:
+                spec[field] = value
+        return spec
 
     def to_object(self, service_uid: str) -> dict[str, Any]:
         """The whole KeptRoute, owned by its Service (so deleting the Service deletes it)."""

@@ -35,7 +35,8 @@ class Cluster:
 
     async def patch(self, path: str, body: Any, *, content_type: str) -> RawObject:
         self.writes.append(("patch", path.rsplit("/", 1)[1]))
-        self.objects[path] = {**self.objects[path], **body}
+        spec = {**self.objects[path]["spec"], **body["spec"]}
+        self.objects[path] = {**self.objects[path], "spec": {k: v for k, v in spec.items() if v is not None}}
         return self.objects[path]
 
     async def delete(self, path: str) -> RawObject:
@@ -117,6 +118,21 @@ async def test_a_route_taken_over_gives_its_older_age_and_goes_only_once_the_new
     assert await keeper.keep(parse_offload(offload), offload) == "replacing KeptRoute previous"
     assert cluster.kept("previous") is None
     assert await keeper.keep(parse_offload(offload), offload) is None
+
+
+async def test_a_changed_route_is_rewritten_whole() -> None:
+    before = RetainedRoute(
+        "default", "tokens", "tokens", ("tokens.demo",), "/v2", ("x",), "2026-01-01T10:00:00Z"
+    )
+    cluster = Cluster(before.to_object("uid-svc"))
+    offload = _offload()
+    offload["spec"]["route"] = {"hosts": ["tokens.demo"]}
+    keeper = _keeper(cluster, offload)
+    assert await keeper.keep(parse_offload(offload), offload) == "keeping its route (KeptRoute tokens)"
+    assert cluster.kept("tokens") == RetainedRoute(
+        "default", "tokens", "tokens", ("tokens.demo",), "", (), "2026-01-01T10:00:00Z"
+    )
+    assert cluster.writes == [("patch", "tokens")]
 
 
 async def test_an_offload_that_lost_its_route_or_has_no_service_leaves_nothing() -> None:

@@ -16,6 +16,13 @@ def test_a_written_route_reads_back_the_same_and_is_owned_by_its_service() -> No
     assert retained_route(kept) == ROUTE
     assert ROUTE.key == "default/tokens-offload"
     assert kept["metadata"]["name"] == "tokens-offload"
+    bare = RetainedRoute("default", "tokens", "t", ("tokens.demo",), "", (), "2026-01-01T10:00:00Z")
+    assert bare.spec() == {
+        "service": "tokens",
+        "hosts": ["tokens.demo"],
+        "claimedSince": "2026-01-01T10:00:00Z",
+    }
+    assert retained_route(bare.to_object("uid-svc")) == bare
     (owner,) = kept["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Service", "tokens", "uid-svc")
 
