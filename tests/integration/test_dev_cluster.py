@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,7 @@ from vk_devtools.devcluster import cluster, kueue, processes, runpodstandin, tra
 from vk_devtools.devcluster.building import BinaryCache
 from vk_devtools.devcluster.processes import ComponentFailedError
 from vk_provider.kit import procfs
+from vk_provider.kit.timestamps import parse_timestamp
 
 pytestmark = DEV_CLUSTER_GROUP
 
@@ -184,9 +187,11 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
         assert runpodstandin.is_answering(directory)
         demo = vk_provider("dev", "demo", "--dir", str(directory))
         assert demo.returncode == 0, demo.stdout + demo.stderr
-        # Nobody flips: the training Job makes the policy move the service out and, once done, home.
+        # Nobody flips: the training gang makes the policy move the service out and, once done, home.
         for stage in (
+            "the gang waits, 0 of 8 pods bound",
             "the policy moves the service away",
+            "the scheduler admits the gang",
             "all 8 training pods are bound",
             "the Job finished: Complete",
             "the policy brings the service home",
@@ -198,6 +203,7 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
         assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
         # While away, RunPod pods served: their token servers name themselves <node>/<RunPod pod id>.
         assert re.search(r"burst-gpu/[a-z0-9]+ \d+", demo.stdout), demo.stdout
+        assert_the_training_was_bound_as_one_gang(state)
     finally:
         down = vk_provider("dev", "down", "--dir", str(directory))
     for component in ("node/local-gpu", "node/burst-gpu", runpodstandin.COMPONENT, "router", "controller"):
@@ -205,6 +211,63 @@ def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_not
     assert state is not None
     assert not any(processes.is_running(record) for record in state.processes)
     assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []
+
+
+def kubectl_json(state: cluster.ClusterState, *arguments: str) -> Any:
+    command = [str(state.bin_dir / "kubectl"), f"--kubeconfig={state.kubeconfig}", *arguments, "-o", "json"]
+    return json.loads(subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout)
+
+
+def whole_seconds(value: Any) -> datetime | None:
+    """A time the API wrote, to the second: metav1.Time is whole seconds already, an Event's eventTime
+    (MicroTime) is truncated as metav1.Time would be, so that the two compare fairly."""
+    moment = parse_timestamp(value)
+    return moment.replace(microsecond=0) if moment is not None else None
+
+
+def assert_the_training_was_bound_as_one_gang(state: cluster.ClusterState) -> None:
+    """No pod of the demo's training gang was bound before the last of them could fit. The home node
+    has 8 GPUs, the service holds 2 of them, the Job runs 8 pods of 1 GPU: its last pods fit only once
+    the policy has scaled the service's home Deployment to 0. So every pod's binding time (PodScheduled,
+    whole seconds) is no earlier than that scale-down, and all are one moment (0-1 s apart), where a
+    Job that is no gang binds 6 pods on the free GPUs at once and the last 2 seconds after the move."""
+    pods = kubectl_json(state, "get", "pods", "-n", "default", "-l", "job-name=pretrain")["items"]
+    bound_at = {
+        pod["metadata"]["name"]: whole_seconds(condition.get("lastTransitionTime"))
+        for pod in pods
+        for condition in pod["status"].get("conditions") or ()
+        if condition["type"] == "PodScheduled" and condition["status"] == "True"
+    }
+    assert len(pods) == len(bound_at) == 8, pods
+    times = [moment for moment in bound_at.values() if moment is not None]
+    assert len(times) == 8, bound_at
+    events = kubectl_json(
+        state,
+        "get",
+        "events",
+        "-n",
+        "default",
+        "--field-selector",
+        f"involvedObject.kind=Deployment,involvedObject.name={traffic.EXAMPLE_NAME},reason=ScalingReplicaSet",
+    )["items"]
+    scaled_to_zero = [
+        whole_seconds(event.get("firstTimestamp") or event.get("eventTime"))
+        for event in events
+        if re.search(r"Scaled down replica set \S+ (from \d+ )?to 0", event.get("message", ""))
+    ]
+    assert len(scaled_to_zero) == 1, [event.get("message") for event in events]  # the flip out's, once
+    [home_released] = scaled_to_zero
+    assert home_released is not None
+    first, last = min(times), max(times)
+    assert first >= home_released, (
+        f"training pods were bound from {first:%H:%M:%S}, before the home Deployment was scaled to 0 at "
+        f"{home_released:%H:%M:%S}: {bound_at}"
+    )
+    assert last - first <= timedelta(seconds=1), f"the gang was bound piecemeal: {bound_at}"
+    print(
+        f"the 8 training pods were bound {(first - home_released).total_seconds():.0f} s after the home "
+        f"Deployment was scaled to 0, within {(last - first).total_seconds():.0f} s of each other"
+    )
 
 
 def state_port(directory: Path, component: str) -> int:

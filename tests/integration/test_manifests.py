@@ -208,6 +208,7 @@ TRAFFIC_RIGHTS = {
             ("delete", "keptroutes.offload.vk-provider.dev", "default"),  # one it took over
             ("watch", "keptroutes.offload.vk-provider.dev", None),
             ("list", "pods", None),
+            ("patch", "pods", "default"),  # the deletion cost of a home pod on an unhealthy node
             ("create", "events", "default"),
             ("patch", "events", "default"),  # a repeated Event's count
             ("get", "leases.coordination.k8s.io", NAMESPACE),

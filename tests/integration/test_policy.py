@@ -173,6 +173,7 @@ async def policy_rig(
     pool_gpus: tuple[int, ...] = (4, 4),
     away: bool = True,
     node_status_interval_seconds: float | None = None,
+    ready_after_seconds: float = 0,
 ) -> AsyncIterator[PolicyRig]:
     """Nodes, services (name -> home replicas of 1 GPU each) with their Offloads, router and controller.
 
@@ -261,7 +262,9 @@ async def policy_rig(
     )
     try:
         for name, replicas in services.items():
-            await create_service(rig, name, replicas, away_label, fail_dir)
+            await create_service(
+                rig, name, replicas, away_label, fail_dir, ready_after_seconds=ready_after_seconds
+            )
         controller.start()
         for name, replicas in services.items():
             await wait_for_serving_home(rig, name, replicas)
@@ -280,11 +283,22 @@ async def policy_rig(
 
 
 async def create_service(
-    rig: PolicyRig, name: str, replicas: int, away_label: dict[str, str], fail_dir: Path
+    rig: PolicyRig,
+    name: str,
+    replicas: int,
+    away_label: dict[str, str],
+    fail_dir: Path,
+    *,
+    ready_after_seconds: float = 0,
 ) -> None:
+    """The Deployment, Service and Offload `name`; its pods are Ready `ready_after_seconds` after they
+    start at the earliest (a readiness probe's initial delay: a server loading its model)."""
     template = token_server_template(rig.pool_label, fail_dir)
     template["metadata"]["labels"] = {"app": name}
-    template["spec"]["containers"][0]["resources"] = {"limits": {GPU: "1"}}
+    container = template["spec"]["containers"][0]
+    container["resources"] = {"limits": {GPU: "1"}}
+    if ready_after_seconds:
+        container["readinessProbe"]["initialDelaySeconds"] = ready_after_seconds
     namespace = rig.namespace
     await rig.api.create(
         f"/apis/apps/v1/namespaces/{namespace}/deployments",

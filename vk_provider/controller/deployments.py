@@ -8,12 +8,18 @@ effects stay testable on their own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from vk_provider.controller import deriving
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
+from vk_provider.offload.homehealth import (
+    DELETION_COST_ANNOTATION,
+    LOWEST_DELETION_COST,
+    REPLACING_ANNOTATION,
+)
 from vk_provider.offload.names import KIND, TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import OffloadSpec
+from vk_provider.policy.selectors import InvalidSelector, parse_selector
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +141,54 @@ class Deployments:
         return await self._api.patch(
             deployment_path(namespace, name), {"spec": {"replicas": replicas}}, content_type=MERGE_PATCH
         )
+
+    async def scale_replacing(self, namespace: str, name: str, replicas: int, base: int | None) -> RawObject:
+        """Scale a home Deployment and record (or, with None, clear) its replicas before a replacement."""
+        logger.info(
+            "scaling Deployment %s/%s to %d (replicas before replacement: %s)",
+            namespace,
+            name,
+            replicas,
+            base,
+        )
+        annotations = {REPLACING_ANNOTATION: None if base is None else str(base)}
+        return await self._api.patch(
+            deployment_path(namespace, name),
+            {"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}},
+            content_type=MERGE_PATCH,
+        )
+
+    async def pods_of(self, deployment: RawObject) -> list[RawObject]:
+        """The pods the Deployment's selector selects in its namespace ([] when the selector is unusable)."""
+        metadata = deployment.get("metadata") or {}
+        try:
+            selector = parse_selector((deployment.get("spec") or {}).get("selector"), "spec.selector")
+        except InvalidSelector:
+            return []  # the apiserver validates a Deployment's selector: never seen in practice
+        if selector.empty:
+            return []
+        listing = await self._api.get(
+            resource_path("v1", "pods", namespace=metadata.get("namespace")),
+            query={"labelSelector": selector.query()},
+        )
+        return list(listing.get("items") or [])
+
+    async def nodes(self, names: Iterable[str]) -> list[RawObject]:
+        """These Nodes as they are now (one that is gone is left out)."""
+        found = [await self.get(resource_path("v1", "nodes", name=name)) for name in sorted(set(names))]
+        return [node for node in found if node is not None]
+
+    async def mark_first_to_go(self, namespace: str, pod: str) -> None:
+        """Give the pod the lowest deletion cost, so the ReplicaSet removes it first when it scales down."""
+        try:
+            await self._api.patch(
+                resource_path("v1", "pods", namespace=namespace, name=pod),
+                {"metadata": {"annotations": {DELETION_COST_ANNOTATION: LOWEST_DELETION_COST}}},
+                content_type=MERGE_PATCH,
+            )
+        except KubeApiError as error:
+            if not error.not_found:  # gone already: nothing to mark
+                raise
 
     async def away_pod_count(self, spec: OffloadSpec) -> int:
         """Pods of the away side that still exist (deleted ones leave once their provider let go)."""

@@ -41,6 +41,7 @@ removed, which lets the Offload go. The condition `Deleting` says where that sta
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -81,7 +82,7 @@ from vk_provider.controller.serving import (
 )
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
 from vk_provider.kit.timestamps import format_timestamp
-from vk_provider.offload import plan
+from vk_provider.offload import homehealth, plan
 from vk_provider.offload.names import API_VERSION, FINALIZER, KIND, PROMOTE_ANNOTATION, offload_path
 from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
 from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
@@ -93,6 +94,7 @@ from vk_provider.offload.status import (
     status_patch,
     with_patch,
 )
+from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
 from vk_provider.runtime.queueing import Requeue
 
 POLL_SECONDS = 1.0
@@ -200,8 +202,11 @@ class Reconciler:
         monotonic: Callable[[], float] = time.monotonic,
         claims: RouteClaims | None = None,
         metrics: ControllerMetrics | None = None,
+        unhealthy_taint_key: str = UNHEALTHY_TAINT_KEY,
     ) -> None:
         self._claims = claims
+        self._unhealthy_taint_key = unhealthy_taint_key
+        """The taint the OffloadPolicy puts on a home node it judges unhealthy (see `homehealth`)."""
         self._api = api
         self._deployments = Deployments(api)
         self._routes = RouteKeeper(api, self._deployments.get, claims)
@@ -370,7 +375,7 @@ class Reconciler:
             if work.weight == plan.MIN_WEIGHT:
                 return await self._release(work)
             return IDLE_RESYNC_SECONDS  # blocked: `_note_deleting` says why and what to do
-        return await self._watch_serving(work)
+        return await self._keep_serving(work)
 
     def _start(
         self, work: Pass, direction: Direction | None = None, steps: tuple[int, ...] | None = None
@@ -454,7 +459,7 @@ class Reconciler:
         # home side keeps its own count (never shrunk by a move home that moves nothing).
         away_replicas = replicas_of(await self._deployments.away(spec))
         wanted = home_replicas or away_replicas or replicas_of(work.home) or 1
-        if replicas_of(work.home) != wanted:
+        if replicas_of(work.home) != wanted and homehealth.recorded_base(work.home) is None:
             work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, wanted)
         return work.home, wanted
 
@@ -464,6 +469,11 @@ class Reconciler:
     async def _prepare(self, work: Pass) -> Requeue:
         side = receiving_side(work.direction)
         deployment, wanted = await self._receiving_deployment(work)
+        if work.direction is Direction.TO_HOME:
+            held = await self._hold_for_stranded(work, wanted)
+            if held is not None:
+                return held
+            deployment = work.home
         needed = math.ceil(wanted * work.spec.strategy.ready_threshold_percent / 100)
         ready = ready_replicas_of(deployment)
         if ready < needed:
@@ -498,6 +508,16 @@ class Reconciler:
 
     async def _shift(self, work: Pass) -> Requeue:
         spec = work.spec
+        if work.direction is Direction.TO_HOME and not self._in_emergency(work):
+            # Looked at on every pass of a move home, even at weight 100: the next step would send
+            # traffic to pods on a node turned unhealthy since the move was prepared.
+            stranded = await self._stranded_home(work)
+            if stranded.stranded:
+                return self._retreat(
+                    work,
+                    f"{len(stranded.stranded)} home pods are on unhealthy node(s) "
+                    f"{', '.join(stranded.stranded_nodes)}",
+                )
         if spec.paused:
             return self._hold_paused(work)
         if work.current.phase is Phase.PAUSED:
@@ -691,8 +711,9 @@ class Reconciler:
             return self._finalize_wait(work, lagging)
         keep_lost_side = self._in_emergency(work)  # left as it is, so that it can come back
         if weight == plan.MAX_WEIGHT and replicas_of(work.home) != 0 and not keep_lost_side:
-            # Everything goes away now: the home GPUs are free for training.
-            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, 0)
+            # Everything goes away now: the home GPUs are free for training (and a replacement of
+            # stranded home pods, if one was under way, has nothing left to replace).
+            work.home = await self._deployments.scale_replacing(spec.namespace, spec.home_deployment, 0, None)
             self._event(
                 work.offload, "Normal", "HomeScaledDown", "home Deployment scaled to 0; its GPUs are free"
             )
@@ -733,6 +754,95 @@ class Reconciler:
     def _finalize_wait(self, work: Pass, message: str) -> Requeue:
         work.condition("Progressing", "True", "Finalizing", message)
         return POLL_SECONDS
+
+    # -- home pods on unhealthy nodes -------------------------------------------------------------
+
+    async def _stranded_home(self, work: Pass) -> homehealth.HomePods:
+        """The home pods, sorted into ready ones on healthy nodes and ones stranded on unhealthy nodes."""
+        pods = await self._deployments.pods_of(work.home)
+        bound = {str(node) for pod in pods if (node := (pod.get("spec") or {}).get("nodeName"))}
+        nodes = await self._deployments.nodes(bound)
+        return homehealth.classify(pods, homehealth.unhealthy_nodes(nodes, self._unhealthy_taint_key))
+
+    async def _replace_stranded(self, work: Pass, base: int) -> str:
+        """Replace home pods on unhealthy nodes, make before break (see `homehealth`): the reason the
+        home side is not ready to serve yet, '' once no pod is stranded."""
+        spec = work.spec
+        recorded = homehealth.recorded_base(work.home)
+        move = homehealth.plan_replacement(
+            await self._stranded_home(work), base if recorded is None else recorded
+        )
+        for pod in move.drain:
+            await self._deployments.mark_first_to_go(spec.namespace, pod)
+        if replicas_of(work.home) != move.replicas or recorded != move.base:
+            work.home = await self._deployments.scale_replacing(
+                spec.namespace, spec.home_deployment, move.replicas, move.base
+            )
+        if move.waiting:
+            if recorded is None:
+                self._event(work.offload, "Warning", "ReplacingUnhealthyHome", move.waiting)
+            work.condition("HomeHealthy", "False", "PodsOnUnhealthyNodes", move.waiting)
+        elif recorded is not None:
+            message = f"no home pod is left on an unhealthy node; the home Deployment runs {move.replicas}"
+            self._event(work.offload, "Normal", "UnhealthyHomeReplaced", message)
+            work.condition("HomeHealthy", "True", "Replaced", message)
+        return move.waiting
+
+    async def _keep_serving(self, work: Pass) -> Requeue:
+        """No migration runs: home pods stranded on unhealthy nodes are replaced first (while home serves
+        any traffic), then the side serving all of it is watched."""
+        if work.weight == plan.MAX_WEIGHT or replicas_of(work.home) == 0 or self._in_emergency(work):
+            return await self._watch_serving(work)
+        replacing = await self._replace_stranded(work, replicas_of(work.home))
+        if replacing:
+            work.set(message=replacing)
+            return POLL_SECONDS
+        # Looked at again within watch_seconds even with the emergency check off: a home node turning
+        # unhealthy wakes nothing here.
+        requeue = await self._watch_serving(work)
+        return watch_seconds(work.spec) if requeue is None else min(requeue, watch_seconds(work.spec))
+
+    async def _hold_for_stranded(self, work: Pass, wanted: int) -> Requeue | None:
+        """Preparing a move home: None once no home pod is stranded on an unhealthy node; until then
+        the replacement goes on, and traffic that still reaches home goes all away again."""
+        replacing = await self._replace_stranded(work, wanted)
+        if not replacing:
+            return None
+        if plan.MIN_WEIGHT < work.weight < plan.MAX_WEIGHT and not self._in_emergency(work):
+            return self._retreat(work, replacing)
+        # The weight (all away after a retreat) reaches a data plane that does not read the status too.
+        with contextlib.suppress(RouterUnreachable):
+            await self._plane(work.spec).apply(work.spec, work.weight)
+        return self._waiting(work, "ReplacingUnhealthyHome", replacing)
+
+    def _retreat(self, work: Pass, why: str) -> Requeue:
+        """A migration home found home pods on unhealthy nodes: all traffic back away (the away side
+        still runs every replica until the migration finalizes), and prepare again from there."""
+        spec = work.spec
+        state = plan.begin_from(
+            work.direction,
+            work.current.steps or spec.strategy.steps_toward(work.direction),
+            plan.MAX_WEIGHT,
+            failures_before_rollback=spec.strategy.failures_before_rollback,
+        )
+        moved = f"back from {work.weight} to" if work.weight != plan.MAX_WEIGHT else "stays at"
+        message = (
+            f"{why}: away weight {moved} {plan.MAX_WEIGHT} until the home side runs on healthy nodes only"
+        )
+        work.set(
+            phase=Phase.PREPARING,
+            away_weight=state.weight,
+            step_index=state.step_index,
+            last_good_weight=state.last_good_weight,
+            consecutive_failures=0,
+            progress_at=work.now,
+            step_started_at=None,
+            message=message,
+        )
+        self._intervals.pop(spec.key, None)
+        work.condition("Progressing", "True", "UnhealthyHome", message)
+        self._event(work.offload, "Warning", "UnhealthyHome", message)
+        return 0.0
 
     # -- after a migration: the serving side lost, an emergency, the way back -------------------
 

@@ -39,6 +39,7 @@ from vk_provider.kit.kube import KubeApi, KubeApiError
 from vk_provider.offload.names import offloads_path
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
+from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
 
@@ -160,6 +161,13 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_INTERVAL_SECONDS,
         help=f"seconds between passes of the OffloadPolicy loop (default: {DEFAULT_INTERVAL_SECONDS:g})",
     )
+    parser.add_argument(
+        "--unhealthy-taint-key",
+        default=UNHEALTHY_TAINT_KEY,
+        help="the taint of home nodes judged unhealthy (an OffloadPolicy's spec.health.taint.key): home pods "
+        f"on such a node are replaced on healthy nodes, and a move home never serves from them "
+        f"(default: {UNHEALTHY_TAINT_KEY})",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
 
@@ -260,7 +268,14 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     async def lead() -> None:
         # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
         claims = RouteClaims(api, namespace=arguments.namespace)
-        reconciler = Reconciler(api, data_planes, events, claims=claims, metrics=metrics)
+        reconciler = Reconciler(
+            api,
+            data_planes,
+            events,
+            claims=claims,
+            metrics=metrics,
+            unhealthy_taint_key=arguments.unhealthy_taint_key,
+        )
         controller = Controller(
             api, reconciler, namespace=arguments.namespace, workers=arguments.workers, claims=claims
         )

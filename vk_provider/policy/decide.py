@@ -24,7 +24,13 @@ controller treats the reversed placement as an abort).
 
 Health. A node judged unhealthy gets the unhealthy taint (value: the reason); once it has been
 healthy for `healthyForSeconds` the taint comes off. Every taint the policy removes is one its node
-annotation says it put there: never one someone else set.
+annotation says it put there: never one someone else set. The taint only keeps new pods off: home
+pods of an Offload already on such a node are replaced on healthy nodes by the migration controller
+(make before break, `vk_provider.offload.homehealth`), as long as the usable pool has the GPUs for
+them. When it has not (the healthy GPUs that pods of it hold, plus the free ones, fall short of what
+its home side needs), the policy moves the Offload away (reason UnhealthyHome), during a move home
+too, if it is selected, automatic, not held and under `maxFlipsPerHour`; it comes home, as any
+Offload the policy moved, once there is no demand and healthy GPUs for all its home replicas.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ class Reason(enum.StrEnum):
     NO_CANDIDATE = "NoCandidate"
     DEMAND_PRESENT = "DemandPresent"
     UNHEALTHY_CAPACITY = "UnhealthyCapacity"
+    UNHEALTHY_HOME = "UnhealthyHome"
     MIGRATING = "Migrating"
 
 
@@ -124,6 +131,8 @@ def decide(now: datetime, policy: PolicySpec, observed: Observed, history: Histo
         return Outcome((), new_history)
     decisions: list[Decision] = []
     decisions += _health(observed, policy)
+    evacuated = _evacuate(now, policy, observed)
+    decisions += evacuated
     for gang in observed.gangs:
         if gang.key not in history.demand_since:
             decisions.append(
@@ -135,6 +144,9 @@ def decide(now: datetime, policy: PolicySpec, observed: Observed, history: Histo
                     gpus=gang.unplaced_gpus,
                 )
             )
+    if any(decision.action is Action.FLIP_OUT for decision in evacuated):
+        # This pass's view of the pool is about to change; demand and flips back are judged on the next.
+        return Outcome(tuple(decisions), new_history)
     if observed.gangs:
         decisions += _abort_flip_back(now, policy, observed, short)
         decisions += _flip_out(now, policy, observed, new_history, short)
@@ -161,6 +173,44 @@ def _health(observed: Observed, policy: PolicySpec) -> list[Decision]:
             )
         elif node.health.counts and key in node.taints and key in node.policy_taints:
             decisions.append(Decision(Action.UNTAINT_UNHEALTHY, "Healthy", nodes=(node.name,)))
+    return decisions
+
+
+def _evacuate(now: datetime, policy: PolicySpec, observed: Observed) -> list[Decision]:
+    """Offloads with home pods on unhealthy nodes that healthy home GPUs cannot replace: move away."""
+    # Free GPUs an inference pod may take: the reservation taint keeps replacements off a reserved node.
+    free = sum(
+        node.free
+        for node in observed.nodes
+        if usable(node, policy) and policy.reservation.key not in node.taints
+    )
+    decisions: list[Decision] = []
+    stranded = (o for o in observed.offloads if o.placement == "home" and o.home_gpus_unhealthy > 0)
+    for offload in sorted(stranded, key=_order):
+        healthy_held = offload.home_gpus_held - offload.home_gpus_unhealthy
+        lacking = offload.home_gpus - healthy_held - free
+        if lacking <= 0:
+            continue  # the migration controller replaces them at home, make before break
+        message = (
+            f"{offload.home_gpus_unhealthy} GPUs of its home pods are on unhealthy nodes, and the healthy "
+            f"pool lacks {lacking} of the {offload.home_gpus} its home side needs"
+        )
+        # Unlike a flip for training, no dwell time applies: the GPUs it is on are failing now.
+        reason = _skip_reason(offload, policy, now, dwell=False)
+        if reason is not None:
+            decisions.append(
+                Decision(Action.SKIP, reason, offloads=(offload.key,), message=message, gpus=lacking)
+            )
+            continue
+        decisions.append(
+            Decision(
+                Action.FLIP_OUT,
+                Reason.UNHEALTHY_HOME,
+                offloads=(offload.key,),
+                message=f"{message}: moving away",
+                gpus=offload.home_gpus,
+            )
+        )
     return decisions
 
 
@@ -217,14 +267,18 @@ def _abort_flip_back(
     ]
 
 
-def _skip_reason(offload: OffloadView, policy: PolicySpec, now: datetime) -> Reason | None:
-    """Why a home Offload cannot be flipped out now (None: it can)."""
+def _skip_reason(
+    offload: OffloadView, policy: PolicySpec, now: datetime, *, dwell: bool = True
+) -> Reason | None:
+    """Why a home Offload cannot be flipped out now (None: it can); `dwell`: `minHomeSeconds` applies."""
     if not offload.auto:
         return Reason.AUTO_OFF
     if offload.held(now):
         return Reason.MANUAL_HOLD
-    if offload.last_change is not None and now - offload.last_change < timedelta(
-        seconds=policy.timing.min_home_seconds
+    if (
+        dwell
+        and offload.last_change is not None
+        and now - offload.last_change < timedelta(seconds=policy.timing.min_home_seconds)
     ):
         return Reason.DWELL
     if _rate_limited(offload, policy, now):

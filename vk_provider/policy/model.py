@@ -83,6 +83,8 @@ class OffloadView:
     """GPUs its home replicas need (replicas at home, or recorded before scaling to 0, x per pod)."""
     home_gpus_held: int = 0
     """GPUs its home pods request now (bound, not finished)."""
+    home_gpus_unhealthy: int = 0
+    """GPUs of those home pods bound to pool nodes judged or tainted unhealthy (part of `home_gpus_held`)."""
     order: int = 0
     auto: bool = True
     hold_until: datetime | None = None

@@ -18,6 +18,7 @@ from typing import Any
 
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.offload import homehealth
 from vk_provider.offload.names import offloads_path
 from vk_provider.policy import pods as podinfo
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION, flip_times
@@ -70,16 +71,18 @@ async def observe(
     pool = {node["metadata"]["name"] for node in nodes}
     gangs = _gangs(policy, pods, pool)
     gangs = _merged(gangs, await podgroups.demand(policy))
+    pool_nodes = tuple(
+        _pool_node(policy, node, pods, report.nodes.get(node["metadata"]["name"])) for node in nodes
+    )
+    unhealthy = {
+        node.name for node in pool_nodes if not node.health.healthy or policy.health.taint_key in node.taints
+    }
     views = []
     for _, offload in sorted(offloads.items()):
         deployment = await _home_deployment(api, offload)
-        views.append(_offload_view(policy, offload, deployment, pods, pool))
+        views.append(_offload_view(policy, offload, deployment, pods, pool, unhealthy=unhealthy))
     observed = Observed(
-        gangs=tuple(sorted(gangs, key=lambda gang: gang.key)),
-        nodes=tuple(
-            _pool_node(policy, node, pods, report.nodes.get(node["metadata"]["name"])) for node in nodes
-        ),
-        offloads=tuple(views),
+        gangs=tuple(sorted(gangs, key=lambda gang: gang.key)), nodes=pool_nodes, offloads=tuple(views)
     )
     return Observation(observed, nodes, offloads, report, tuple(problems))
 
@@ -207,11 +210,12 @@ def _gangs(policy: PolicySpec, pods: Sequence[RawObject], pool: set[str]) -> lis
 
 def _merged(pod_gangs: list[Gang], group_gangs: list[Gang]) -> list[Gang]:
     """Pod gangs and PodGroup gangs, one per namespace/name: a PodGroup's pods grouped by it are the
-    same gang, counted once, by whichever sees more of it unplaced."""
+    same gang, counted once, by whichever sees more of it unplaced; the PodGroup when both see as much,
+    since it is the scheduler's own word that the gang waits whole (and what a person looks for)."""
     merged = {(gang.namespace, gang.name): gang for gang in pod_gangs}
     for gang in group_gangs:
         known = merged.get((gang.namespace, gang.name))
-        if known is None or gang.unplaced_gpus > known.unplaced_gpus:
+        if known is None or gang.unplaced_gpus >= known.unplaced_gpus:
             merged[(gang.namespace, gang.name)] = gang
     return list(merged.values())
 
@@ -227,23 +231,33 @@ def _offload_view(
     deployment: RawObject | None,
     pods: Sequence[RawObject],
     pool: set[str],
+    *,
+    unhealthy: set[str],
 ) -> OffloadView:
     metadata = offload["metadata"]
     annotations = metadata.get("annotations") or {}
     status = offload.get("status") or {}
-    per_pod, replicas, held = 0, 0, 0
+    per_pod, replicas, held, held_unhealthy = 0, 0, 0, 0
     if deployment is not None:
         dspec = deployment.get("spec") or {}
         per_pod = podinfo.template_gpus((dspec.get("template") or {}).get("spec") or {}, policy.resource)
-        replicas = int(dspec.get("replicas") or 0) or int(status.get("homeReplicas") or 0)
+        # While the migration controller replaces home pods stranded on unhealthy nodes, the
+        # Deployment runs more than it needs: what it needs is the count recorded before.
+        replicas = homehealth.recorded_base(deployment) or int(dspec.get("replicas") or 0)
+        replicas = replicas or int(status.get("homeReplicas") or 0)
         selector = dspec.get("selector") or {}
-        held = sum(
-            podinfo.pod_gpus(pod, policy.resource)
-            for pod in pods
-            if pod["metadata"]["namespace"] == metadata["namespace"]
-            and (pod.get("spec") or {}).get("nodeName") in pool
-            and _selects(selector, pod["metadata"].get("labels") or {})
-        )
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if (
+                pod["metadata"]["namespace"] != metadata["namespace"]
+                or node not in pool
+                or not _selects(selector, pod["metadata"].get("labels") or {})
+            ):
+                continue
+            gpus = podinfo.pod_gpus(pod, policy.resource)
+            held += gpus
+            if node in unhealthy and not pod["metadata"].get("deletionTimestamp"):
+                held_unhealthy += gpus
     hold = annotations.get(HOLD_UNTIL_ANNOTATION)
     hold_until = parse_timestamp(hold) if hold and hold != HOLD_UNTIL_NEXT_FLIP else None
     flips = tuple(sorted(flip_times(annotations.get(POLICY_FLIPS_ANNOTATION))))
@@ -257,6 +271,7 @@ def _offload_view(
         target=status.get("targetPlacement"),
         home_gpus=per_pod * replicas,
         home_gpus_held=held,
+        home_gpus_unhealthy=held_unhealthy,
         order=_order(annotations.get(FLIP_ORDER_ANNOTATION)),
         auto=str(annotations.get(AUTO_ANNOTATION, "on")).lower() != "off",
         hold_until=hold_until,

@@ -2,11 +2,11 @@
 
 What a user of the development cluster wants to see in one command: the example service serving at
 home, a steady stream of short and streaming requests through the router, then, by default, the whole
-product at work by itself: a training Job arrives needing every home GPU, the OffloadPolicy moves the
-service out, reserves the home pool, the Job's pods all start, and when the Job is done the service
-comes home step by step (`policydemo`). With `--manual`, a person does the moving instead: `kubectl
-offload flip --to away --wait`, then back. At the end, the count of failed requests, which must be
-zero. Exits 1 if any request failed or a migration did not succeed.
+product at work by itself: a training gang arrives needing every home GPU, the OffloadPolicy moves the
+service out, reserves the home pool, the scheduler admits the gang and its pods all start together,
+and when the Job is done the service comes home step by step (`policydemo`). With `--manual`, a person
+does the moving instead: `kubectl offload flip --to away --wait`, then back. At the end, the count of
+failed requests, which must be zero. Exits 1 if any request failed or a migration did not succeed.
 """
 
 from __future__ import annotations
@@ -117,8 +117,9 @@ async def _training_story(state: cluster.ClusterState, out: TextIO, *, kueue: bo
     await _offload(state, "policy", "status", policydemo.POLICY_NAME)
     marks = timeline.marks
     print(
-        f"\ntraining Job created -> all its pods bound: {marks['training bound']:.1f}s; "
-        f"Job finished -> service home: {marks['served home'] - marks['training done']:.1f}s",
+        f"\ntraining Job created -> gang admitted: {marks['gang admitted']:.1f}s, all its pods bound: "
+        f"{marks['training bound']:.1f}s; Job finished -> service home: "
+        f"{marks['served home'] - marks['training done']:.1f}s",
         file=out,
     )
     return EXIT_OK

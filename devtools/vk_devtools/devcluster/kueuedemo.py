@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from vk_devtools.devcluster import cluster, kueue, policydemo, traffic
+from vk_devtools.devcluster import cluster, gangs, kueue, policydemo, traffic
 from vk_devtools.devcluster.policydemo import JOB_NAME, Timeline, _all_bound, _job_done, _until
 from vk_provider.kit.kube import KubeApi
 from vk_provider.policy.admission.names import workloads_path
@@ -33,14 +33,25 @@ def ensure_kueue(state: cluster.ClusterState, out: TextIO) -> cluster.ClusterSta
     return state
 
 
-async def _check(api: KubeApi) -> dict[str, Any]:
+async def _workload(api: KubeApi) -> dict[str, Any]:
+    """The Job's Workload ({} until Kueue made it)."""
     listing = await api.get(workloads_path("default"))
     for workload in listing.get("items") or ():
         owners = workload["metadata"].get("ownerReferences") or ()
         if any(owner.get("kind") == "Job" and owner.get("name") == JOB_NAME for owner in owners):
-            entries = (workload.get("status") or {}).get("admissionChecks") or ()
-            return next((dict(entry) for entry in entries if entry.get("name") == CHECK), {})
+            return dict(workload)
     return {}
+
+
+async def _check(api: KubeApi) -> dict[str, Any]:
+    entries = ((await _workload(api)).get("status") or {}).get("admissionChecks") or ()
+    return next((dict(entry) for entry in entries if entry.get("name") == CHECK), {})
+
+
+async def _admitted(api: KubeApi) -> bool:
+    """Kueue admitted the Workload: the Job is unsuspended, its pods created together (Kueue's gang)."""
+    conditions = ((await _workload(api)).get("status") or {}).get("conditions") or ()
+    return any(item.get("type") == "Admitted" and item.get("status") == "True" for item in conditions)
 
 
 async def _check_in(api: KubeApi, state: str) -> dict[str, Any] | None:
@@ -64,10 +75,15 @@ async def kueue_story(state: cluster.ClusterState, out: TextIO) -> Timeline:
         print(f"[{timeline.mark('flip out started'):6.1f}s] the policy moves the service away", file=out)
         ready = await _until(lambda: _check_in(api, "Ready"), f"check {CHECK} Ready")
         print(f"[{timeline.mark('check ready'):6.1f}s] check {CHECK} Ready: {ready.get('message')}", file=out)
+        await _until(lambda: _admitted(api), "Kueue to admit the Workload")
+        print(f"[{timeline.mark('gang admitted'):6.1f}s] Kueue admits the Workload", file=out, flush=True)
         await _until(lambda: _all_bound(api, parallelism), f"all {parallelism} training pods bound")
         print(
             f"[{timeline.mark('training bound'):6.1f}s] all {parallelism} training pods are bound", file=out
         )
+        if timeline.job_created_at is not None:
+            bound = gangs.bindings(await policydemo._job_pods(api), timeline.job_created_at)
+            print(f"         {bound.describe()}", file=out, flush=True)
         outcome = await _until(lambda: _job_done(api), f"the Job {JOB_NAME} to finish")
         print(f"[{timeline.mark('training done'):6.1f}s] the Job finished: {outcome}", file=out, flush=True)
         await _until(lambda: policydemo._settled(api, "home"), "the service to be served home again")

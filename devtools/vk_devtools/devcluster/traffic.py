@@ -27,7 +27,7 @@ KEPT_ROUTE_CRD = MANIFESTS / "crds" / "keptroute.yaml"
 TRAINING = MANIFESTS / "examples" / "training.yaml"
 """The PriorityClass `training` and the OffloadPolicy that moves the example service for it."""
 TRAINING_JOB = MANIFESTS / "examples" / "training-job.yaml"
-"""The demo's training Job: every GPU of the home node."""
+"""The demo's training: a gang (a PodGroup and its Job) that needs every GPU of the home node."""
 EXAMPLE_NAME = "tokens"
 EXAMPLE_HOST = "tokens.demo"
 LEASE_NAMESPACE = "default"
@@ -83,11 +83,11 @@ def install_gpu_exporter(bin_dir: Path, kubeconfig: Path, directory: Path, node:
     kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(manifest))
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
-    """The one object of a manifest file, as JSON-like data."""
-    loaded = yaml.safe_load(path.read_text())
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{path} holds no single object")
+def load_manifests(path: Path) -> list[dict[str, Any]]:
+    """The objects of a manifest file, in its order, as JSON-like data."""
+    loaded = [document for document in yaml.safe_load_all(path.read_text()) if document is not None]
+    if not loaded or not all(isinstance(document, dict) for document in loaded):
+        raise ValueError(f"{path} holds no objects, or something else than objects")
     return loaded
 
 

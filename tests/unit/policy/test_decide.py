@@ -305,3 +305,67 @@ def test_a_reservation_someone_else_set_is_neither_claimed_nor_released() -> Non
 
 def test_choose_fewest_is_none_when_everything_together_is_short() -> None:
     assert choose_fewest([offload("a", 1), offload("b", 1)], 3) is None
+
+
+def test_home_pods_on_an_unhealthy_node_stay_when_healthy_gpus_can_replace_them() -> None:
+    observed = Observed(
+        nodes=(node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()), node("fine", used=0)),
+        offloads=(offload("chat", 2, home_gpus_unhealthy=2),),
+    )
+    decisions = decide(NOW, policy(), observed, History()).decisions
+    assert not of(decisions, Action.FLIP_OUT)
+    assert not of(decisions, Action.SKIP)
+
+
+def test_home_pods_on_an_unhealthy_node_without_healthy_gpus_for_them_move_away_at_once() -> None:
+    observed = Observed(
+        nodes=(node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()), node("full", used=4)),
+        # Moved home a moment ago: no dwell time holds an evacuation from failing GPUs.
+        offloads=(offload("chat", 2, home_gpus_unhealthy=2, last_change=NOW),),
+    )
+    (flip,) = of(decide(NOW, policy(), observed, GONE).decisions, Action.FLIP_OUT)
+    assert (flip.offloads, flip.reason) == (("ns/chat",), Reason.UNHEALTHY_HOME)
+    assert "2 GPUs of its home pods are on unhealthy nodes" in flip.message
+    assert "lacks 2 of the 2" in flip.message
+
+
+def test_healthy_gpus_a_service_already_holds_count_toward_its_replacement() -> None:
+    # 4 replicas: 2 on the hot node, 2 already on a healthy node with 2 more free there.
+    observed = Observed(
+        nodes=(node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()), node("fine", used=2)),
+        offloads=(offload("chat", 4, home_gpus_unhealthy=2),),
+    )
+    assert not of(decide(NOW, policy(), observed, History()).decisions, Action.FLIP_OUT)
+
+
+def test_a_person_s_hold_keeps_a_stranded_service_home_and_says_so() -> None:
+    observed = Observed(
+        nodes=(node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()),),
+        offloads=(offload("chat", 2, home_gpus_unhealthy=2, auto=False),),
+    )
+    decisions = decide(NOW, policy(), observed, History()).decisions
+    assert not of(decisions, Action.FLIP_OUT)
+    (skip,) = of(decisions, Action.SKIP)
+    assert (skip.offloads, skip.reason) == (("ns/chat",), Reason.AUTO_OFF)
+
+
+def test_a_move_home_onto_a_node_turning_unhealthy_goes_away_again_when_nothing_can_replace_it() -> None:
+    observed = Observed(
+        nodes=(node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()),),
+        offloads=(offload("chat", 2, home_gpus_unhealthy=2, phase="Shifting", **mine()),),
+    )
+    (flip,) = of(decide(NOW, policy(), observed, GONE).decisions, Action.FLIP_OUT)
+    assert flip.reason == Reason.UNHEALTHY_HOME
+    assert not of(decide(NOW, policy(), observed, GONE).decisions, Action.FLIP_BACK)
+
+
+def test_free_gpus_of_a_pool_reserved_for_training_cannot_take_a_stranded_service() -> None:
+    observed = Observed(
+        nodes=(
+            node("hot", used=2, taints=frozenset({UNHEALTHY}), health=sick()),
+            node("reserved", used=0, taints=frozenset({RESERVED})),
+        ),
+        offloads=(offload("chat", 2, home_gpus_unhealthy=2),),
+    )
+    (flip,) = of(decide(NOW, policy(), observed, History()).decisions, Action.FLIP_OUT)
+    assert flip.reason == Reason.UNHEALTHY_HOME

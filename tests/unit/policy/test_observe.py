@@ -69,6 +69,20 @@ def test_a_pod_group_gang_is_counted_once_with_its_pods() -> None:
     }
 
 
+def test_a_gang_its_pods_and_its_pod_group_see_alike_is_named_by_the_pod_group() -> None:
+    # A Job whose pods join a PodGroup named after it (manifests/examples/training-job.yaml): all its
+    # pods wait, so both see every GPU unplaced; the PodGroup names it, and counts it once.
+    merged = observe._merged(
+        [Gang("Pods", "train", "pretrain", 8, 8)], [Gang("PodGroup", "train", "pretrain", 8, 8)]
+    )
+    assert [(g.kind, g.name, g.unplaced_gpus) for g in merged] == [("PodGroup", "pretrain", 8)]
+    # More unplaced pods than its PodGroup has seen (a PodGroup not yet looked at again) still win.
+    merged = observe._merged(
+        [Gang("Pods", "train", "pretrain", 8, 8)], [Gang("PodGroup", "train", "pretrain", 8, 6)]
+    )
+    assert [(g.kind, g.unplaced_gpus) for g in merged] == [("Pods", 8)]
+
+
 def test_template_gpus_take_the_larger_of_containers_and_an_init_container() -> None:
     spec = {
         "containers": [{"resources": {"requests": {GPU: "1"}}}, {"resources": {"limits": {GPU: "2"}}}],
@@ -136,7 +150,7 @@ def test_an_offload_view_reads_its_annotations_and_home_gpus() -> None:
             "template": {"spec": {"containers": [{"resources": {"limits": {GPU: "1"}}}]}},
         }
     }
-    view = observe._offload_view(policy(), offload, deployment, [], {"gpu-0"})
+    view = observe._offload_view(policy(), offload, deployment, [], {"gpu-0"}, unhealthy=set())
     assert (view.home_gpus, view.home_gpus_held, view.order, view.auto) == (4, 0, 7, False)
     assert view.hold_next_flip  # a hold it cannot read is still a person's hold
     assert len(view.policy_flips) == 1
