@@ -41,6 +41,8 @@ from vk_provider.kit.kube import KubeApi
 REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
 CRD_FILE = Path(__file__).parents[2] / "manifests" / "crds" / "offload.yaml"
 CRD_NAME = "offloads.offload.vk-provider.dev"
+KEPT_ROUTE_CRD_FILE = CRD_FILE.with_name("keptroute.yaml")
+KEPT_ROUTE_CRD_NAME = "keptroutes.offload.vk-provider.dev"
 NODE_MONITOR_GRACE_PERIOD_SECONDS = 20
 DEFAULT_TOLERATION_SECONDS = 30
 
@@ -245,10 +247,12 @@ def one_worker_at_a_time(worker_id: str) -> Callable[[], contextlib.AbstractCont
 def offload_crd(
     kubectl: Kubectl, one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]]
 ) -> None:
-    """The Offload CRD applied and Established; left in place for every test that needs it."""
+    """The Offload and KeptRoute CRDs applied and Established; left in place for every test that
+    needs them."""
     with one_worker_at_a_time():
-        kubectl("apply", "-f", str(CRD_FILE))
-    kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+        kubectl("apply", "-f", str(CRD_FILE), "-f", str(KEPT_ROUTE_CRD_FILE))
+    for name in (CRD_NAME, KEPT_ROUTE_CRD_NAME):
+        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
 
 
 @pytest.fixture(scope="session")

@@ -174,6 +174,8 @@ ROUTE_TABLE_RIGHTS = (
         ("watch", "pods", None),
         ("list", "nodes", None),
         ("watch", "nodes", None),
+        ("list", "keptroutes.offload.vk-provider.dev", None),  # deleted Offloads' routes
+        ("watch", "keptroutes.offload.vk-provider.dev", None),
         ("create", "events", "default"),  # the Warning about ignored traffic annotations
         ("patch", "events", "default"),  # a repeated Event's count
     ],
@@ -184,6 +186,7 @@ ROUTE_TABLE_RIGHTS = (
         ("patch", "nodes", None),
         ("get", "secrets", "default"),
         ("patch", "deployments.apps", "default"),
+        ("create", "keptroutes.offload.vk-provider.dev", "default"),
     ],
 )
 """What builds the route table (the router, and the xDS server for Envoy) may do, and may not."""
@@ -201,6 +204,9 @@ TRAFFIC_RIGHTS = {
             ("delete", "deployments.apps", "default"),  # the away side, once a deleted Offload is home
             ("patch", "offloads.offload.vk-provider.dev", "default"),  # its finalizer only
             ("get", "services", "default"),
+            ("create", "keptroutes.offload.vk-provider.dev", "default"),  # a deleted Offload's route
+            ("delete", "keptroutes.offload.vk-provider.dev", "default"),  # one it took over
+            ("watch", "keptroutes.offload.vk-provider.dev", None),
             ("list", "pods", None),
             ("patch", "pods", "default"),  # the deletion cost of a home pod on an unhealthy node
             ("create", "events", "default"),

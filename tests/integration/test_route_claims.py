@@ -1,9 +1,10 @@
-"""Routes cannot be stolen: two Offloads in two namespaces claim the same host, the older one keeps it.
+"""Routes cannot be stolen: a host belongs to the namespace whose Offload claimed it first.
 
 On the real control plane, with the real router watching every namespace and one controller per
 namespace (each scoped with `--namespace`, as a team would run its own): the first Offload keeps all
 its traffic, the second reports `Ready=False`/`RouteConflict` with a Warning Event naming the first,
-and deleting the first hands the route to the second.
+whether it claims the same path or a longer prefix of it, until the first lets its namespace in.
+Deleting the first keeps its route (a KeptRoute); deleting that hands the host to the second.
 """
 
 from __future__ import annotations
@@ -85,8 +86,13 @@ async def _start_rival(rig: Rig, namespace: str, replicas: int = 1) -> None:
     )
 
 
-async def _create_rival_offload(api: KubeApi, namespace: str, host: str, *, placement: str) -> None:
+async def _create_rival_offload(
+    api: KubeApi, namespace: str, host: str, *, placement: str, path_prefix: str | None = None
+) -> None:
     """The second namespace's Offload of the same host, its away side on no node."""
+    route: dict[str, Any] = {"hosts": [host]}
+    if path_prefix is not None:
+        route["pathPrefix"] = path_prefix
     await api.create(
         f"{API}/namespaces/{namespace}/offloads",
         {
@@ -96,7 +102,7 @@ async def _create_rival_offload(api: KubeApi, namespace: str, host: str, *, plac
             "spec": {
                 "home": {"deployment": RIVAL, "service": RIVAL},
                 "placement": placement,
-                "route": {"hosts": [host]},
+                "route": route,
                 "away": {"nodeSelector": {"vk-provider.dev/role": "nowhere"}},
             },
         },
@@ -205,15 +211,36 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         assert not failures(load.outcomes), failures(load.outcomes)[:5]
         assert served == {NAME: len(load.outcomes)}, served
 
-        # The first deleted: the route passes to the second, in the router and in its status.
-        deleted_at = time.monotonic()
+        # The first deleted: its route stays (a KeptRoute), sending the host home, and the second
+        # still may not have it.
         await api.delete(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
+        await _wait_gone(rig)
+        kept = await api.get(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
+        assert kept["spec"]["claimedSince"] == first["metadata"]["creationTimestamp"], kept["spec"]
+        assert _served_by_app(await _served_by(router_url, rig.host)) == NAME
+
+        async def held_by_the_kept_route() -> dict[str, Any]:
+            condition = _ready_condition(await api.get(rival_path))
+            return condition if f"for Service {rig.namespace}/{NAME}" in condition["message"] else {}
+
+        # Its controller says so once it sees the Offload gone (it was RouteConflict all along).
+        condition = await wait_for(
+            held_by_the_kept_route,
+            timeout_seconds=30,
+            what=f"the second Offload held back by the kept route; its log:\n{controller.log_tail(30)}",
+        )
+        assert condition["reason"] == "RouteConflict", condition
+
+        # The first namespace lets the host go: the route passes to the second, in the router and in
+        # its status.
+        released_at = time.monotonic()
+        await _release_kept_route(rig)
 
         async def rival_serves() -> bool:
             return _served_by_app(await _served_by(router_url, rig.host)) == RIVAL
 
         await wait_for(rival_serves, timeout_seconds=60, what="the router to hand the route to the second")
-        handed_over = time.monotonic() - deleted_at
+        handed_over = time.monotonic() - released_at
 
         async def rival_migrates() -> bool:
             offload = await api.get(rival_path)
@@ -225,7 +252,7 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
             timeout_seconds=60,
             what=f"the second Offload Ready and migrating; its controller's log:\n{controller.log_tail(30)}",
         )
-        print(f"route handed over {handed_over:.1f}s after the first Offload was deleted")
+        print(f"route handed over {handed_over:.1f}s after the KeptRoute was deleted")
         assert handed_over < 30
 
 
@@ -249,6 +276,8 @@ async def test_an_offload_that_starts_behind_a_conflict_serves_home_untouched_on
             what=f"RouteConflict on the second Offload; its controller's log:\n{controller.log_tail(30)}",
         )
         await api.delete(f"{API}/namespaces/{rig.namespace}/offloads/{NAME}")
+        await _wait_gone(rig)
+        await _release_kept_route(rig)
         await wait_for(
             lambda: reason_is("Resolved"),
             timeout_seconds=60,
@@ -264,6 +293,100 @@ async def test_an_offload_that_starts_behind_a_conflict_serves_home_untouched_on
             query={"fieldSelector": "involvedObject.kind=Offload,reason=MigrationStarted"},
         )
         assert started["items"] == [], [event["message"] for event in started["items"]]
+
+
+async def test_another_namespace_takes_no_path_of_the_host_with_a_longer_prefix_until_let_in(
+    rig: Rig, second_namespace: str, tmp_path: Path
+) -> None:
+    api: KubeApi = rig.api
+    async with _second_namespace_parts(rig, second_namespace, tmp_path) as (controller, router, router_url):
+        await _start_rival(rig, second_namespace)
+        await rig.offload()
+        rival_path = f"{API}/namespaces/{second_namespace}/offloads/{NAME}"
+        # The owner routes every path of the host; the rival asks for /v1, which every request of
+        # the load is under (/v1/completions).
+        await _create_rival_offload(api, second_namespace, rig.host, placement="home", path_prefix="/v1")
+
+        async def reason() -> str:
+            return str(_ready_condition(await api.get(rival_path)).get("reason"))
+
+        async def conflict_reported() -> bool:
+            return await reason() == "RouteConflict"
+
+        await wait_for(
+            conflict_reported,
+            timeout_seconds=60,
+            what=f"RouteConflict on the second Offload; its controller's log:\n{controller.log_tail(30)}",
+        )
+        message = _ready_condition(await api.get(rival_path))["message"]
+        assert f"host {rig.host} belongs to namespace {rig.namespace}" in message, message
+        await _wait_rival_ready(api, second_namespace)
+        await wait_for(
+            lambda: _served_by(router_url, rig.host),
+            timeout_seconds=60,
+            what=f"the cluster-wide router to serve {rig.host}; its log:\n{router.log_tail(30)}",
+        )
+        load = LoadGenerator(LoadSettings(url=router_url, host_header=rig.host, rate=40, stream_share=0.3))
+        await load.start()
+        await wait_for(
+            lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
+        )
+        await load.stop()
+        served = share_by(load.outcomes, _served_by_app)
+        print(
+            f"longer prefix from another namespace: {len(load.outcomes)} /v1 requests, "
+            f"served by {dict(served)}"
+        )
+        assert not failures(load.outcomes), failures(load.outcomes)[:5]
+        assert served == {NAME: len(load.outcomes)}, served
+
+        # The owner lets the second namespace in: its longer prefix is then a more specific route.
+        await rig.patch_offload({"spec": {"route": {"allowedNamespaces": [second_namespace]}}})
+
+        async def resolved() -> bool:
+            return await reason() == "Resolved"
+
+        await wait_for(
+            resolved,
+            timeout_seconds=60,
+            what=f"the second Offload Ready once let in; its controller's log:\n{controller.log_tail(30)}",
+        )
+
+        async def rival_serves_v1() -> bool:
+            return _served_by_app(await _completion_served_by(router_url, rig.host)) == RIVAL
+
+        await wait_for(rival_serves_v1, timeout_seconds=60, what="the router to send /v1 to the second")
+        assert _served_by_app(await _served_by(router_url, rig.host)) == NAME  # `/` stays the owner's
+
+
+async def _completion_served_by(router_url: str, host: str) -> str | None:
+    body = {"prompt": "x", "max_tokens": 1, "stream": False}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{router_url}/v1/completions", json=body, headers={"Host": host}) as response,
+    ):
+        await response.read()
+        return response.headers.get("X-Served-By") if response.status == 200 else None
+
+
+async def _wait_gone(rig: Rig) -> None:
+    """Wait until the rig's Offload has let go (its finalizer ran) and is gone."""
+
+    async def gone() -> bool:
+        try:
+            await rig.offload()
+        except KubeApiError as error:
+            if error.not_found:
+                return True
+            raise
+        return False
+
+    await wait_for(gone, timeout_seconds=120, what=f"the first Offload to go; {rig.controller.log_tail(30)}")
+
+
+async def _release_kept_route(rig: Rig) -> None:
+    """What an operator does to let the host go: delete the route the Offload left."""
+    await rig.api.delete(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
 
 
 async def _at_least(load: LoadGenerator, count: int) -> bool:

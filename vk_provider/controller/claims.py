@@ -1,27 +1,30 @@
-"""The controller's view of route claims: every Offload in the cluster, and who lost its route.
+"""The controller's view of route claims: every Offload and kept route in the cluster, and who lost.
 
-Claims conflict across namespaces, so this mirror lists Offloads cluster-wide even when the controller
-reconciles one namespace (`--namespace`); the rule itself is `vk_provider.offload.claims`, the one the
-router applies, so both agree on the winner. A loser is not migrated: the reconciler reports it
+Claims conflict across namespaces, so this mirror lists Offloads, and the KeptRoutes deleted Offloads
+left (`vk_provider.offload.retained`), cluster-wide even when the controller reconciles one namespace
+(`--namespace`); the rule itself is `vk_provider.offload.claims`, the one
+the router applies, so both agree on the winner. A loser is not migrated: the reconciler reports it
 (`Ready=False`, reason `RouteConflict`, a Warning Event naming the winner) and stops there.
 
-Whenever an Offload changes, the Offloads whose standing changed (a loser whose winner went away, a
-new loser, a loser now beaten by another winner) are queued again, so a loser takes the route over as
-soon as the Offload holding it is deleted, without waiting for a resync.
+Whenever an Offload or a kept route changes, the Offloads whose standing changed (a loser whose
+winner went away, a new loser, a loser now beaten by another winner) are queued again, so a loser
+takes the route over as soon as the claim holding it is gone, without waiting for a resync.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from vk_provider._kube.watching import Reflector, uid_of
 from vk_provider.kit.kube import KubeApi, RawObject
-from vk_provider.offload.claims import Conflict, resolve_claims
-from vk_provider.offload.names import offloads_path
+from vk_provider.offload.claims import Claims, Conflict, resolve_claims
+from vk_provider.offload.names import kept_routes_path, offloads_path
+from vk_provider.offload.retained import RetainedRoute, retained_routes
 
 
 class RouteClaims:
-    """A cluster-wide mirror of Offloads, resolved into route claims on demand."""
+    """A cluster-wide mirror of Offloads and kept routes, resolved into route claims on demand."""
 
     def __init__(self, api: KubeApi, *, namespace: str | None = None) -> None:
         self._namespace = namespace
@@ -31,11 +34,16 @@ class RouteClaims:
         self.offloads = Reflector(
             api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
         )
+        self.kept_routes = Reflector(
+            api, kept_routes_path(None), query={}, on_change=self._changed, description="kept routes"
+        )
 
     async def run(self, requeue: Callable[[str], None]) -> None:
         """Mirror until cancelled, handing `requeue` the key of each Offload whose standing changed."""
         self._requeue = requeue
-        await self.offloads.run()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.offloads.run())
+            tasks.create_task(self.kept_routes.run())
 
     async def conflict(self, offload: RawObject) -> Conflict | None:
         """Why this Offload (as just read) may not route, or None when it holds its claim.
@@ -44,16 +52,35 @@ class RouteClaims:
         even before the mirror has seen it. An Offload being deleted is never held back, so whatever
         its deletion does runs to the end.
         """
-        await self.offloads.synced.wait()
-        metadata = offload.get("metadata") or {}
-        if metadata.get("deletionTimestamp"):
+        if (offload.get("metadata") or {}).get("deletionTimestamp"):
             return None
+        metadata = offload.get("metadata") or {}
+        return (await self._resolved(offload)).conflict(metadata["namespace"], metadata["name"])
+
+    async def holds(self, offload: RawObject) -> bool:
+        """Whether this Offload holds its route, whether or not it is being deleted (a deleted one
+        that held its route leaves it kept on its Service)."""
+        metadata = offload.get("metadata") or {}
+        return f"{metadata['namespace']}/{metadata['name']}" in (await self._resolved(offload)).winners
+
+    async def kept_in(self, namespace: str) -> list[RetainedRoute]:
+        """Every route kept in this namespace."""
+        await self.kept_routes.synced.wait()
+        return [route for route in self._kept() if route.namespace == namespace]
+
+    async def _resolved(self, offload: RawObject) -> Claims:
+        await self.offloads.synced.wait()
+        await self.kept_routes.synced.wait()
         objects = dict(self.offloads.objects)
         objects[uid_of(offload)] = offload
-        return resolve_claims(objects.values()).conflict(metadata["namespace"], metadata["name"])
+        return resolve_claims(objects.values(), self._kept())
+
+    def _kept(self) -> list[RetainedRoute]:
+        return retained_routes(self.kept_routes.objects.values())
 
     async def _changed(self, _uid: str) -> None:
-        losers = dict(resolve_claims(self.offloads.objects.values()).losers)
+        resolved = resolve_claims(self.offloads.objects.values(), self._kept())
+        losers = dict(resolved.losers)
         changed = {
             key for key in losers.keys() | self._losers.keys() if losers.get(key) != self._losers.get(key)
         }

@@ -33,9 +33,10 @@ it can come back; once every router sees it ready again for the grace period, a 
 migration returns traffic to `spec.placement`.
 
 Deletion: the controller puts a finalizer on every Offload. A deleted Offload is migrated home by its
-strategy (at once when it already serves at home); only then is the away Deployment scaled to 0,
-its pods left, the Deployment deleted and the finalizer removed, which lets the Offload (and so its
-route in the routers) go. The condition `Deleting` says where that stands.
+strategy (at once when it already serves at home); only then is its route written onto the home
+Service (`vk_provider.controller.routekeeping`: the routers keep sending its hosts home after it is
+gone), the away Deployment scaled to 0, its pods left, the Deployment deleted and the finalizer
+removed, which lets the Offload go. The condition `Deleting` says where that stands.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from vk_provider.controller.gates import (
 )
 from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.metrics import ControllerMetrics
+from vk_provider.controller.routekeeping import RouteKeeper
 from vk_provider.controller.routers import RouterUnreachable, RouteView
 from vk_provider.controller.serving import (
     NOT_SERVING_YET_REASON,
@@ -214,6 +216,7 @@ class Reconciler:
         """The taint the OffloadPolicy puts on a home node it judges unhealthy (see `homehealth`)."""
         self._api = api
         self._deployments = Deployments(api)
+        self._routes = RouteKeeper(api, self._deployments.get, claims)
         self._data_planes = data_planes
         self._events = events
         self._wall_clock = wall_clock
@@ -1012,8 +1015,12 @@ class Reconciler:
         work.condition("Deleting", "True", reason, message)
 
     async def _release(self, work: Pass) -> Requeue:
-        """Traffic is home: scale the away side to 0, wait for its pods, delete it, drop the finalizer."""
+        """Traffic is home: keep the route on the home Service, scale the away side to 0, wait for its
+        pods, delete it, drop the finalizer."""
         spec = work.spec
+        keeping = await self._routes.keep(spec, work.offload)
+        if keeping is not None:  # a pass before letting go: the routers see the route before it is needed
+            return self._releasing(work, keeping)
         away = await self._deployments.away(spec)
         if away is not None and replicas_of(away) != 0:
             await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)

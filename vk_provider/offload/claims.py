@@ -1,22 +1,33 @@
-"""Who owns a route when several Offloads claim it: the oldest claim wins, as in the Gateway API.
+"""Who owns a route when several Offloads claim it: a host belongs to one namespace, the oldest claim's.
 
 Without this rule the router took whichever Offload sorted first, so an Offload created later in any
-namespace could take another namespace's traffic, and both reported Ready. Now the router and the
-controller apply the same pure rule to the same objects, so they agree on the winner without talking
-to each other:
+namespace could take another namespace's traffic, and both reported Ready; and even with the oldest
+route kept, a longer path prefix in another namespace still carved part of a service's traffic out.
+Now the router and the controller apply the same pure rule to the same objects, so they agree on the
+winner without talking to each other:
 
 - an Offload claims one key per host it names, `(host, path prefix)`, or `("", path prefix)` when it
-  names no host (every host). Hosts are compared as the router matches them (lower case, no trailing
-  dot); the path prefix without trailing slashes, with no prefix read as `/` (both take every path);
-- Offloads are taken oldest first (`metadata.creationTimestamp`, then `namespace/name`, the Gateway
-  API's tie-break); one whose keys are all free wins and holds them, one that meets a held key loses
-  as a whole (it gets no traffic at all, and holds nothing, so it blocks no younger Offload);
-- only identical keys conflict: a longer path prefix or a named host is a more specific route the
-  router already prefers, as in every ingress controller, not a theft of the same one.
+  names no host (every host: `""` is owned like a host). Hosts are compared as the router matches
+  them (lower case, no trailing dot); the path prefix without trailing slashes, with no prefix read
+  as `/` (both take every path);
+- claims are taken oldest first (`metadata.creationTimestamp`, then `namespace/name`, the Gateway
+  API's tie-break). The first claim that wins a host makes its namespace the host's owner, for every
+  path under it. A later claim on that host, with any path prefix, wins only from the owner's
+  namespace or from one the owning claim lists in `spec.route.allowedNamespaces` (the owner decides,
+  as a Gateway's `allowedRoutes` or a ReferenceGrant does); among those, only identical keys
+  conflict, the older keeping the key, and a longer prefix is a more specific route (longest prefix
+  wins in the router, as in every ingress controller);
+- a claim that meets a foreign host or a held key loses as a whole: it gets no traffic at all and
+  holds nothing, so it blocks no younger claim.
 
-An Offload being deleted keeps its claim until it is gone: it is still being migrated home and serving,
-and its loser takes the route over once it disappears. An Offload whose route cannot be read claims
-nothing (the router skips it anyway).
+Routes kept after their Offload was deleted (`vk_provider.offload.retained`) claim like Offloads,
+with the age the Offload had, so no other namespace takes their hosts once the Offload is gone. A
+live Offload of the same namespace naming the same Service (or with the same name) takes such a route
+over: the kept route then routes nothing, but still anchors its hosts and keys for its namespace at
+its age, so recreating an Offload never lets another namespace's younger claim in.
+
+An Offload being deleted keeps its claim until it is gone: it is still being migrated home and serving.
+An Offload whose route cannot be read claims nothing (the router skips it anyway).
 """
 
 from __future__ import annotations
@@ -25,36 +36,60 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from vk_provider.offload.retained import RetainedRoute
+
 ClaimKey = tuple[str, str]
 """(host, path prefix) as compared: host '' means every host."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Conflict:
-    """An Offload that lost its route: which key it met first, and which Offload holds that key."""
+    """A claim that lost its route: which key it met first, and which claim holds that key or host."""
 
     loser: str
-    """`namespace/name` of the Offload that gets no traffic."""
+    """`namespace/name` of the Offload (or kept route) that gets no traffic."""
     winner: str
-    """`namespace/name` of the older Offload holding the key."""
+    """`namespace/name` of the older claim holding the key, or owning the host."""
     key: ClaimKey
+    foreign_host: bool = False
+    """The host belongs to the winner's namespace, which does not allow the loser's."""
+    kept_on: str = ""
+    """`namespace/service` when the winner is a route kept after its Offload was deleted."""
 
     @property
     def message(self) -> str:
         host, prefix = self.key
+        winner = (
+            f"the route the deleted Offload {self.winner} left (KeptRoute {self.winner}, "
+            f"for Service {self.kept_on})"
+            if self.kept_on
+            else f"the older Offload {self.winner}"
+        )
+        if self.foreign_host:
+            owner = self.winner.partition("/")[0]
+            what = f"host {host}" if host else "every host (an Offload with no hosts)"
+            return (
+                f"{what} belongs to namespace {owner}, claimed first by {winner}, which does not list "
+                f"namespace {self.loser.partition('/')[0]} in spec.route.allowedNamespaces; this Offload "
+                "gets no traffic on any path of it"
+            )
         where = f"host {host} " if host else "every host, "
         return (
-            f"route ({where}path prefix {prefix}) is already claimed by the older Offload {self.winner}; "
+            f"route ({where}path prefix {prefix}) is already claimed by {winner}; "
             f"this Offload gets no traffic until that one is deleted or changes its route"
         )
 
 
 @dataclasses.dataclass(frozen=True)
 class Claims:
-    """The outcome of resolving every claim: who routes, who does not and why."""
+    """The outcome of resolving every claim: who routes, who does not and why, who owns each host."""
 
     winners: frozenset[str] = frozenset()
     losers: Mapping[str, Conflict] = dataclasses.field(default_factory=dict)
+    owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Host → the namespace owning it ('' is every host)."""
+    kept: frozenset[RetainedRoute] = frozenset()
+    """The kept routes that route (won, and not taken over by a live Offload)."""
 
     def conflict(self, namespace: str, name: str) -> Conflict | None:
         return self.losers.get(f"{namespace}/{name}")
@@ -62,40 +97,96 @@ class Claims:
 
 def claim_keys(offload: Mapping[str, Any]) -> frozenset[ClaimKey]:
     """The keys an Offload claims; empty when its route cannot be read."""
-    spec = _mapping(offload.get("spec"))
-    route = _mapping(spec.get("route"))
+    route = _mapping(_mapping(offload.get("spec")).get("route"))
     hosts = route.get("hosts") or ()
     prefix = route.get("pathPrefix") or ""
     if not isinstance(hosts, list | tuple) or not isinstance(prefix, str):
         return frozenset()
-    if not all(isinstance(host, str) and host for host in hosts):
-        return frozenset()
-    if not hosts and not prefix:
-        return frozenset()
-    path = _normalize_prefix(prefix)
-    if not hosts:
-        return frozenset({("", path)})
-    return frozenset((_normalize_host(host), path) for host in hosts)
+    return _keys(hosts, prefix)
 
 
-def resolve_claims(offloads: Iterable[Mapping[str, Any]]) -> Claims:
-    """Winners and losers among these Offloads (pure; any order in, the same answer out)."""
-    held: dict[ClaimKey, str] = {}
+def allowed_namespaces(offload: Mapping[str, Any]) -> frozenset[str]:
+    """The namespaces an Offload lets claim paths of the hosts it owns (`spec.route.allowedNamespaces`)."""
+    allowed = _mapping(_mapping(offload.get("spec")).get("route")).get("allowedNamespaces") or ()
+    if not isinstance(allowed, list | tuple):
+        return frozenset()
+    return frozenset(item for item in allowed if isinstance(item, str) and item)
+
+
+def resolve_claims(offloads: Iterable[Mapping[str, Any]], retained: Iterable[RetainedRoute] = ()) -> Claims:
+    """Winners and losers among these Offloads and kept routes (pure; any order in, the same answer out)."""
+    live = list(_live_claims(offloads))
+    claims = sorted([*live, *_kept_claims(retained, live)], key=lambda claim: claim.order)
+    owners: dict[str, tuple[str, frozenset[str], _Claim]] = {}
+    held: dict[ClaimKey, _Claim] = {}
     winners: set[str] = set()
     losers: dict[str, Conflict] = {}
-    for _, identity, keys in sorted(_claimants(offloads)):
-        taken = sorted(key for key in keys if key in held)
-        if taken:
-            losers[identity] = Conflict(identity, held[taken[0]], taken[0])
+    for claim in claims:
+        conflict = _first_conflict(claim, owners, held)
+        if conflict is not None:
+            if not claim.anchor_only:
+                losers.setdefault(claim.identity, conflict)
             continue
-        winners.add(identity)
-        held.update(dict.fromkeys(keys, identity))
-    return Claims(frozenset(winners), losers)
+        for host, _ in claim.keys:
+            owners.setdefault(host, (claim.namespace, claim.allowed, claim))
+        held.update(dict.fromkeys(claim.keys, claim))
+        if not claim.anchor_only:
+            winners.add(claim.identity)
+    return Claims(
+        frozenset(winners),
+        losers,
+        {host: namespace for host, (namespace, _, _) in owners.items()},
+        frozenset(
+            claim.retained
+            for claim in claims
+            if claim.retained is not None and not claim.anchor_only and claim.identity in winners
+        ),
+    )
 
 
-def _claimants(
-    offloads: Iterable[Mapping[str, Any]],
-) -> Iterable[tuple[str, str, frozenset[ClaimKey]]]:
+@dataclasses.dataclass(frozen=True)
+class _Claim:
+    since: str
+    identity: str
+    namespace: str
+    keys: frozenset[ClaimKey]
+    allowed: frozenset[str]
+    service: str
+    retained: RetainedRoute | None = None
+    anchor_only: bool = False
+    """A kept route taken over by a live Offload: it owns its hosts at its age, routes nothing."""
+
+    @property
+    def order(self) -> tuple[str, str, bool]:
+        # RFC 3339 in UTC with second precision, as the apiserver writes it, sorts as text. A claim
+        # without a time (only seen in hand-built test objects) counts as the youngest. At the same
+        # age a live Offload comes before a kept route of the same name.
+        return (self.since or "~", self.identity, self.retained is not None)
+
+
+def _first_conflict(
+    claim: _Claim, owners: Mapping[str, tuple[str, frozenset[str], _Claim]], held: Mapping[ClaimKey, _Claim]
+) -> Conflict | None:
+    for key in sorted(claim.keys):
+        owner = owners.get(key[0])
+        if owner is not None:
+            namespace, allowed, owning = owner
+            if namespace != claim.namespace and claim.namespace not in allowed:
+                return _conflict(claim, owning, key, foreign_host=True)
+        holder = held.get(key)
+        # A kept route taken over holds its keys against other namespaces only: its heir is meant
+        # to take them.
+        if holder is not None and not (holder.anchor_only and holder.namespace == claim.namespace):
+            return _conflict(claim, holder, key, foreign_host=False)
+    return None
+
+
+def _conflict(claim: _Claim, holder: _Claim, key: ClaimKey, *, foreign_host: bool) -> Conflict:
+    kept_on = f"{holder.namespace}/{holder.service}" if holder.retained is not None else ""
+    return Conflict(claim.identity, holder.identity, key, foreign_host=foreign_host, kept_on=kept_on)
+
+
+def _live_claims(offloads: Iterable[Mapping[str, Any]]) -> Iterable[_Claim]:
     for offload in offloads:
         metadata = _mapping(offload.get("metadata"))
         namespace, name = metadata.get("namespace"), metadata.get("name")
@@ -105,9 +196,57 @@ def _claimants(
         if not keys:
             continue
         created = metadata.get("creationTimestamp")
-        # RFC 3339 in UTC with second precision, as the apiserver writes it, sorts as text. An object
-        # without one (only seen in hand-built test objects) counts as the youngest.
-        yield (created if isinstance(created, str) and created else "~"), f"{namespace}/{name}", keys
+        service = _mapping(_mapping(offload.get("spec")).get("home")).get("service")
+        yield _Claim(
+            since=created if isinstance(created, str) else "",
+            identity=f"{namespace}/{name}",
+            namespace=namespace,
+            keys=keys,
+            allowed=allowed_namespaces(offload),
+            service=service if isinstance(service, str) else "",
+        )
+
+
+def _kept_claims(retained: Iterable[RetainedRoute], live: list[_Claim]) -> Iterable[_Claim]:
+    """Kept routes as claims; each one a live Offload took over becomes an anchor with its allowances."""
+    seen: set[str] = set()
+    for route in sorted(retained, key=lambda route: (route.claimed_since, route.service)):
+        keys = _keys(route.hosts, route.path_prefix)
+        if not keys or route.key in seen:
+            continue  # unreadable, or a second route of one name (hand-made: the controller keeps one)
+        seen.add(route.key)
+        heirs = [
+            claim
+            for claim in live
+            if (claim.namespace == route.namespace and claim.service == route.service)
+            or claim.identity == route.key
+        ]
+        # Who may share the hosts is the live Offload's to say once it took the route over.
+        allowed = frozenset(route.allowed_namespaces)
+        if heirs:
+            allowed = frozenset(namespace for heir in heirs for namespace in heir.allowed)
+        yield _Claim(
+            since=route.claimed_since,
+            identity=route.key,
+            namespace=route.namespace,
+            keys=keys,
+            allowed=allowed,
+            service=route.service,
+            retained=route,
+            anchor_only=bool(heirs),
+        )
+
+
+def _keys(hosts: Iterable[Any], prefix: str) -> frozenset[ClaimKey]:
+    hosts = tuple(hosts)
+    if not all(isinstance(host, str) and host for host in hosts):
+        return frozenset()
+    if not hosts and not prefix:
+        return frozenset()
+    path = _normalize_prefix(prefix)
+    if not hosts:
+        return frozenset({("", path)})
+    return frozenset((_normalize_host(host), path) for host in hosts)
 
 
 def _normalize_host(host: str) -> str:

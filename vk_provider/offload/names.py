@@ -13,6 +13,9 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Offload"
 PLURAL = "offloads"
+KEPT_ROUTE_KIND = "KeptRoute"
+"""A deleted Offload's route, kept by the controller for its home Service (`vk_provider.offload.retained`)."""
+KEPT_ROUTES = "keptroutes"
 
 OFFLOAD_LABEL = f"{GROUP}/offload"
 """On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
@@ -59,6 +62,11 @@ def offload_path(namespace: str, name: str, *, status: bool = False) -> str:
     return resource_path(
         API_VERSION, PLURAL, namespace=namespace, name=name, subresource="status" if status else None
     )
+
+
+def kept_routes_path(namespace: str | None = None, name: str | None = None) -> str:
+    """The KeptRoute collection (of one namespace, or of every one with None), or one KeptRoute."""
+    return resource_path(API_VERSION, KEPT_ROUTES, namespace=namespace, name=name)
 
 
 def envoy_cluster(namespace: str, name: str, side: str) -> str:

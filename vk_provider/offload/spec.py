@@ -136,6 +136,17 @@ class GatewayRoute:
 
 
 @dataclasses.dataclass(frozen=True)
+class RouteSpec:
+    """Which requests are the Offload's (`spec.route`), and who else may route under its hosts."""
+
+    hosts: tuple[str, ...] = ()
+    path_prefix: str = ""
+    allowed_namespaces: tuple[str, ...] = ()
+    """Other namespaces whose Offloads may claim paths of the hosts this one owns
+    (see `vk_provider.offload.claims`)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class OffloadSpec:
     namespace: str
     name: str
@@ -162,6 +173,9 @@ class OffloadSpec:
     """Which data plane the weights are applied on and the gates read (`DATA_PLANES`)."""
     gateway_route: GatewayRoute | None = None
     """Set exactly when `data_plane` is `gatewayapi`."""
+    route: RouteSpec = RouteSpec()
+    created: str = ""
+    """`metadata.creationTimestamp`: the age of the Offload's route claim."""
 
     def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
         """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
@@ -264,6 +278,26 @@ def _gateway_route(traffic: Mapping[str, Any]) -> GatewayRoute:
         away_service=_name(away.get("name"), "spec.traffic.awayService.name"),
         away_port=_integer(away.get("port"), "spec.traffic.awayService.port", 80, minimum=1, maximum=65535),
         away_namespace=namespace,
+    )
+
+
+def _names(value: Any, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise InvalidSpec(f"{field} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _route(spec: Mapping[str, Any]) -> RouteSpec:
+    route = _mapping(spec.get("route"), "spec.route")
+    prefix = route.get("pathPrefix") or ""
+    if not isinstance(prefix, str) or (prefix and not prefix.startswith("/")):
+        raise InvalidSpec(f"spec.route.pathPrefix must be a path starting with /, not {prefix!r}")
+    return RouteSpec(
+        hosts=_names(route.get("hosts"), "spec.route.hosts"),
+        path_prefix=prefix,
+        allowed_namespaces=_names(route.get("allowedNamespaces"), "spec.route.allowedNamespaces"),
     )
 
 
@@ -431,4 +465,6 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         flip_strategy=_flip_strategy(annotations.get(FLIP_STRATEGY_ANNOTATION)),
         data_plane=data_plane,
         gateway_route=_gateway_route(traffic) if data_plane == "gatewayapi" else None,
+        route=_route(spec),
+        created=str(metadata.get("creationTimestamp") or ""),
     )

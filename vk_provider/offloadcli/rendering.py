@@ -397,6 +397,7 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"Step:         {step_text(offload)} (toward {target}: {steps}; "
         f"{migration_interval_seconds(offload)}s per step)",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
+        *route_lines(offload),
         *hold_lines(offload, now),
         f"Age:          {_age(offload, now)}",
         f"Message:      {status.message or NONE}",
@@ -408,6 +409,22 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
     if events is not None:
         lines += event_lines(events, offload, now)
     return "\n".join(lines)
+
+
+def route_lines(offload: RawObject) -> list[str]:
+    """What the Offload routes, who else may route under its hosts, and what becomes of the route."""
+    route = spec_of(offload).get("route") or {}
+    home = spec_of(offload).get("home") or {}
+    hosts = ", ".join(route.get("hosts") or ()) or "every host"
+    lines = [f"Route:        {hosts}, path prefix {route.get('pathPrefix') or '/'}"]
+    allowed = route.get("allowedNamespaces") or ()
+    if allowed:
+        lines.append(f"              other namespaces may claim paths of its hosts: {', '.join(allowed)}")
+    lines.append(
+        f"              kept for Service {home.get('service', NONE)} once this Offload is deleted, until "
+        f"KeptRoute {(offload.get('metadata') or {}).get('name', NONE)} is deleted"
+    )
+    return lines
 
 
 def progress_line(offload: RawObject) -> str:

@@ -48,10 +48,15 @@ An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not
 home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
 `build_routes` returns it as a `SkippedOffload` for callers that want to report it (e.g. as an event).
 
-An Offload that claims a host and path prefix an older Offload already holds (see
-`vk_provider.offload.claims`) gets no route either, skipped with the conflict as its reason, so a later
-Offload in any namespace cannot take another's traffic; when the holder is deleted, the next rebuild
-gives the route to it.
+An Offload that claims a host and path prefix an older Offload already holds, or any path of a host
+another namespace owns without allowing its namespace (see `vk_provider.offload.claims`), gets no
+route either, skipped with the conflict as its reason, so an Offload in another namespace cannot take
+any of a service's traffic. The table carries each named host's owner, so that an every-host route of
+another namespace takes no path of that host either.
+
+A route kept after its Offload was deleted (a KeptRoute, `vk_provider.offload.retained`, handed in as
+`kept_routes`) becomes a home-only route under the Offload's name: away weight 0, its Service's ready
+endpoints, no away side. It claims like the Offload did, so its hosts stay with its namespace.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from typing import Any, Final
 
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
-from vk_provider.offload.claims import resolve_claims
+from vk_provider.offload.claims import Claims, resolve_claims
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
     TRAFFIC_ADDRESS_ANNOTATION,
@@ -72,6 +77,7 @@ from vk_provider.offload.names import (
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
 )
+from vk_provider.offload.retained import RetainedRoute, retained_routes
 from vk_provider.offload.status import OffloadStatus
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
 
@@ -152,10 +158,16 @@ def build_table(
     *,
     virtual_nodes: Iterable[Mapping[str, Any]] = (),
     active_checks: Mapping[str, bool] | None = None,
+    kept_routes: Iterable[Mapping[str, Any]] = (),
 ) -> RouteTable:
     """The route table for these objects; each skipped Offload is logged as a warning."""
     result = build_routes(
-        offloads, endpoint_slices, away_pods, virtual_nodes=virtual_nodes, active_checks=active_checks
+        offloads,
+        endpoint_slices,
+        away_pods,
+        virtual_nodes=virtual_nodes,
+        active_checks=active_checks,
+        kept_routes=kept_routes,
     )
     for skipped in result.skipped:
         logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
@@ -169,6 +181,7 @@ def build_routes(
     *,
     virtual_nodes: Iterable[Mapping[str, Any]] = (),
     active_checks: Mapping[str, bool] | None = None,
+    kept_routes: Iterable[Mapping[str, Any]] = (),
 ) -> BuildResult:
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
     route's claim (no logging).
@@ -176,6 +189,7 @@ def build_routes(
     `virtual_nodes` are the Node objects labelled `type=virtual-kubelet` (others are ignored); only
     pods bound to one of them are away endpoints. `active_checks` are the router's latest verdicts on
     away addresses (URL → passing), which keep the pods of a node gone not Ready serving.
+    `kept_routes` are the KeptRoutes deleted Offloads left.
     """
     offloads = list(offloads)
     home_index = _index_home_endpoints(endpoint_slices)
@@ -193,22 +207,25 @@ def build_routes(
             skipped.append(SkippedOffload(namespace, name, str(error)))
             continue
         routes.append(route)
-    routes = _drop_claim_losers(offloads, routes, skipped)
+    routed = {route.key for route in routes}
+    claims = resolve_claims(
+        (offload for offload in offloads if _key_of(offload) in routed), retained_routes(kept_routes)
+    )
+    routes = _drop_claim_losers(claims, routes, skipped)
+    routes.extend(_kept_route(kept, home_index) for kept in claims.kept)
     routes.sort(key=lambda route: (route.namespace, route.name))
     skipped.sort(key=lambda item: (item.namespace, item.name, item.reason))
-    return BuildResult(RouteTable.of(routes), tuple(skipped), away.untrusted, away.check_targets)
+    owners = {host: namespace for host, namespace in claims.owners.items() if host}
+    return BuildResult(RouteTable.of(routes, owners), tuple(skipped), away.untrusted, away.check_targets)
 
 
-def _drop_claim_losers(
-    offloads: Iterable[Mapping[str, Any]], routes: list[Route], skipped: list[SkippedOffload]
-) -> list[Route]:
+def _drop_claim_losers(claims: Claims, routes: list[Route], skipped: list[SkippedOffload]) -> list[Route]:
     """The routes of the Offloads that hold their claims; each loser is recorded as skipped.
 
-    Only Offloads that made a route claim one: a broken Offload gets no traffic, so it must not keep
-    a valid one from getting any either.
+    Only Offloads that made a route claim one (the caller resolves those alone): a broken Offload
+    gets no traffic, so it must not keep a valid one from getting any either. A kept route that lost
+    is recorded too.
     """
-    routed = {route.key for route in routes}
-    claims = resolve_claims(offload for offload in offloads if _key_of(offload) in routed)
     kept: list[Route] = []
     for route in routes:
         conflict = claims.conflict(route.namespace, route.name)
@@ -216,7 +233,24 @@ def _drop_claim_losers(
             kept.append(route)
         else:
             skipped.append(SkippedOffload(route.namespace, route.name, conflict.message))
+    live = {route.key for route in routes}
+    for key, conflict in claims.losers.items():
+        if key not in live:
+            namespace, _, name = key.partition("/")
+            skipped.append(SkippedOffload(namespace, name, f"kept route: {conflict.message}"))
     return kept
+
+
+def _kept_route(kept: RetainedRoute, home_index: _Index) -> Route:
+    """The home-only route kept after its Offload was deleted."""
+    return Route(
+        namespace=kept.namespace,
+        name=kept.offload,
+        generation=0,
+        match=RouteMatch(hosts=tuple(sorted(kept.hosts)), path_prefix=kept.path_prefix),
+        away_weight=0,
+        home=_endpoints(home_index.get((kept.namespace, kept.service), {})),
+    )
 
 
 def _key_of(offload: Mapping[str, Any]) -> str:

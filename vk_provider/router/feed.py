@@ -1,7 +1,9 @@
-"""Keep the router's table in step with the cluster: watch Offloads, EndpointSlices, away pods, nodes.
+"""Keep the router's table in step with the cluster: watch Offloads, EndpointSlices, away pods, nodes
+and KeptRoutes.
 
-Four reflectors mirror the objects `build_routes` needs (the virtual Nodes: only their pods may be away
-endpoints, and whether they are Ready decides when the active checks keep a pod serving); any change,
+Five reflectors mirror the objects `build_routes` needs (the virtual Nodes: only their pods may be away
+endpoints, and whether they are Ready decides when the active checks keep a pod serving; the
+KeptRoutes: the routes deleted Offloads left); any change,
 and any new verdict of the active checks, wakes one rebuild task, which
 rebuilds the whole table from the mirrors and swaps it in when it differs from the one applied. A
 burst of changes (a Deployment scaling ten pods) costs a few rebuilds, not one per event, because the
@@ -21,7 +23,12 @@ from collections.abc import Callable
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
-from vk_provider.offload.names import OFFLOAD_LABEL, UNTRUSTED_TRAFFIC_ANNOTATION_REASON, offloads_path
+from vk_provider.offload.names import (
+    OFFLOAD_LABEL,
+    UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
+    kept_routes_path,
+    offloads_path,
+)
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
     VIRTUAL_NODE_LABEL,
@@ -40,7 +47,7 @@ class TableFeed:
     """Mirrors what the routes depend on and hands each new table to `apply`.
 
     `namespace` limits every watch but the Nodes' to one namespace (None: the whole cluster).
-    `synced` is set once all four mirrors hold their first list and the first table has been
+    `synced` is set once all five mirrors hold their first list and the first table has been
     applied. The active checks of away endpoints run here, with `check_settings`, counted in
     `metrics`; `events`, if given, takes the Warnings about ignored annotations (its `run` is the
     caller's).
@@ -95,7 +102,16 @@ class TableFeed:
             on_change=self._changed,
             description="virtual nodes",
         )
-        self._reflectors = (self.offloads, self.endpoint_slices, self.away_pods, self.virtual_nodes)
+        self.kept_routes = Reflector(
+            api, kept_routes_path(namespace), query={}, on_change=self._changed, description="kept routes"
+        )
+        self._reflectors = (
+            self.offloads,
+            self.endpoint_slices,
+            self.away_pods,
+            self.virtual_nodes,
+            self.kept_routes,
+        )
 
     async def _changed(self, _uid: str) -> None:
         self._wake.set()
@@ -112,6 +128,7 @@ class TableFeed:
             self.away_pods.objects.values(),
             virtual_nodes=self.virtual_nodes.objects.values(),
             active_checks=self.checks.verdicts,
+            kept_routes=self.kept_routes.objects.values(),
         )
         self.rebuilds += 1
         self.checks.set_targets(result.check_targets)

@@ -9,7 +9,7 @@ Offload resources) lives elsewhere; this module only says what a table is and ho
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from vk_provider.kit.traffic_auth import TrafficAuth
@@ -101,23 +101,29 @@ class RouteTable:
     """All routes the router applies at one moment."""
 
     routes: tuple[Route, ...] = ()
+    host_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Named host → the namespace that owns it (see `vk_provider.offload.claims`)."""
 
     @classmethod
-    def of(cls, routes: Iterable[Route]) -> RouteTable:
-        return cls(tuple(routes))
+    def of(cls, routes: Iterable[Route], host_owners: Mapping[str, str] | None = None) -> RouteTable:
+        return cls(tuple(routes), dict(host_owners or {}))
 
     def match(self, host: str | None, path: str) -> Route | None:
         """The route for a request, or None.
 
         A route that names the host beats one that does not (it is the more specific claim), then
         the longest path prefix wins, as in every ingress controller, so `/v1/chat` can be carved out
-        of `/v1` without ordering the routes.
+        of `/v1` without ordering the routes. A route for every host takes no path of a host another
+        namespace owns: the owner's paths are its own, even those its routes do not name.
         """
         normalized = normalize_host(host or "")
+        owner = self.host_owners.get(normalized)
         best: Route | None = None
         best_rank = (-1, -1)
         for route in self.routes:
             if not route.match.matches(normalized, path):
+                continue
+            if owner is not None and not route.match.hosts and route.namespace != owner:
                 continue
             rank = (1 if route.match.hosts else 0, len(route.match.path_prefix))
             if rank > best_rank:

@@ -70,7 +70,7 @@ def build_resources(table: RouteTable, settings: EnvoySettings | None = None) ->
     return Resources(
         by_type={
             LISTENER_TYPE: _packed([listener(settings.listener_address, settings.listener_port)]),
-            ROUTE_CONFIGURATION_TYPE: _packed([route_configuration(plans)]),
+            ROUTE_CONFIGURATION_TYPE: _packed([route_configuration(plans, table.host_owners)]),
             CLUSTER_TYPE: _packed(clusters),
             LOAD_ASSIGNMENT_TYPE: _packed(assignments, name_field="cluster_name"),
         },

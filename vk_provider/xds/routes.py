@@ -5,6 +5,9 @@ does not, then the longest path prefix wins, and a prefix matches whole path seg
 `/v1/chat`, not `/v1x`). Envoy first picks one virtual host by the Host header and then only looks at
 its routes, in order; so each host's virtual host lists the routes naming it and then every host-less
 route (longest prefixes first in each group), and the catch-all virtual host lists the host-less routes.
+A host a namespace owns (`RouteTable.host_owners`) gets a virtual host even when no route names it,
+and lists only the host-less routes of its owner's namespace: another namespace's route for every host
+takes no path of it, as in the router.
 
 Each route splits by weight between its home and away clusters (`weighted_clusters`, weights summing
 to 100). A side with no endpoint taking requests gets no weight, whatever the table says: its share
@@ -15,7 +18,7 @@ is a 503 naming the Offload.
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vk_provider.router.table import SIDES, Side
@@ -51,16 +54,21 @@ def side_weights(plan: RoutePlan) -> dict[Side, int]:
     return {side: 100 for side in SIDES if serving[side]}
 
 
-def route_configuration(plans: Sequence[RoutePlan]) -> dict[str, Any]:
+def route_configuration(
+    plans: Sequence[RoutePlan], host_owners: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    owners = host_owners or {}
     hostless = _by_specificity([plan for plan in plans if not plan.route.match.hosts])
-    by_host: dict[str, list[RoutePlan]] = collections.defaultdict(list)
+    by_host: dict[str, list[RoutePlan]] = {host: [] for host in owners}
     for plan in plans:
         for host in plan.route.match.hosts:
-            by_host[host].append(plan)
+            by_host.setdefault(host, []).append(plan)
     # Hosts with the same routes share one virtual host; a host is never in two (Envoy refuses that).
     hosts_by_routes: dict[tuple[str, ...], list[str]] = collections.defaultdict(list)
     for host, named in by_host.items():
-        ordered = [*_by_specificity(named), *hostless]
+        owner = owners.get(host)
+        fallback = [plan for plan in hostless if owner is None or plan.route.namespace == owner]
+        ordered = [*_by_specificity(named), *fallback]
         hosts_by_routes[tuple(plan.route.key for plan in ordered)].append(host)
     plan_by_key = {plan.route.key: plan for plan in plans}
     virtual_hosts = [

@@ -23,6 +23,7 @@ MANIFESTS = SOURCE_TREE / "manifests"
 CRD = MANIFESTS / "crds" / "offload.yaml"
 EXAMPLE = MANIFESTS / "examples" / "inference.yaml"
 POLICY_CRD = MANIFESTS / "crds" / "offloadpolicy.yaml"
+KEPT_ROUTE_CRD = MANIFESTS / "crds" / "keptroute.yaml"
 TRAINING = MANIFESTS / "examples" / "training.yaml"
 """The PriorityClass `training` and the OffloadPolicy that moves the example service for it."""
 TRAINING_JOB = MANIFESTS / "examples" / "training-job.yaml"
@@ -44,13 +45,16 @@ def kubectl_apply(bin_dir: Path, kubeconfig: Path, *arguments: str) -> str:
 def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> None:
     """The CRDs (established before anything uses them), then the example service and its Offload
     (its traffic on `data_plane`), the training PriorityClass and the OffloadPolicy."""
-    kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(CRD), "-f", str(POLICY_CRD))
+    kubectl_apply(
+        bin_dir, kubeconfig, "apply", "-f", str(CRD), "-f", str(KEPT_ROUTE_CRD), "-f", str(POLICY_CRD)
+    )
     kubectl_apply(
         bin_dir,
         kubeconfig,
         "wait",
         "--for=condition=Established",
         "crd/offloads.offload.vk-provider.dev",
+        "crd/keptroutes.offload.vk-provider.dev",
         "crd/offloadpolicies.offload.vk-provider.dev",
         "--timeout=60s",
     )

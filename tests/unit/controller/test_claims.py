@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.kit.kube import KubeApi
+from vk_provider.offload.retained import RetainedRoute
 
 
 def _offload(namespace: str, created: str, *, deleting: bool = False) -> dict[str, Any]:
@@ -25,6 +26,7 @@ def _claims(namespace: str | None, *offloads: dict[str, Any]) -> tuple[RouteClai
     claims = RouteClaims(cast(KubeApi, None), namespace=namespace)
     claims.offloads.objects = {offload["metadata"]["uid"]: offload for offload in offloads}
     claims.offloads.synced.set()
+    claims.kept_routes.synced.set()
     queued: list[str] = []
     claims._requeue = queued.append
     return claims, queued
@@ -63,3 +65,32 @@ async def test_an_offload_being_deleted_is_never_held_back() -> None:
     first = _offload("default", "2026-01-01T10:00:00Z")
     claims, _ = _claims("team", first)
     assert await claims.conflict(_offload("team", "2026-01-01T10:00:01Z", deleting=True)) is None
+
+
+async def test_a_kept_route_holds_the_host_and_its_deletion_requeues_the_loser() -> None:
+    kept = RetainedRoute("default", "svc", "tokens", ("chat.test",), "", (), "2026-01-01T10:00:00Z")
+    kept_object = kept.to_object("uid-svc")
+    kept_object["metadata"]["uid"] = "uid-kept"
+    rival = _offload("team", "2026-01-01T10:00:01Z")
+    claims, queued = _claims("team", rival)
+    claims.kept_routes.objects = {"uid-kept": kept_object}
+    await claims._changed("uid-kept")
+    assert queued == ["team/tokens"]
+    conflict = await claims.conflict(rival)
+    assert conflict is not None
+    assert conflict.kept_on == "default/svc"
+    assert not await claims.holds(rival)
+    assert await claims.kept_in("default") == [kept]
+    assert await claims.kept_in("team") == []
+    del claims.kept_routes.objects["uid-kept"]  # the operator lets the host go
+    await claims._changed("uid-kept")
+    assert queued == ["team/tokens", "team/tokens"]
+    assert await claims.holds(rival)
+
+
+async def test_an_offload_being_deleted_still_holds_its_route_or_not() -> None:
+    first = _offload("default", "2026-01-01T10:00:00Z", deleting=True)
+    second = _offload("team", "2026-01-01T10:00:01Z", deleting=True)
+    claims, _ = _claims(None, first, second)
+    assert await claims.holds(first)
+    assert not await claims.holds(second)

@@ -9,7 +9,7 @@ import pytest
 
 from vk_provider.offload.oneoff import OneOffStrategy, one_off_value
 from vk_provider.offload.plan import Direction
-from vk_provider.offload.spec import GatewayRoute, InvalidSpec, parse_offload
+from vk_provider.offload.spec import GatewayRoute, InvalidSpec, RouteSpec, parse_offload
 from vk_provider.offload.status import Phase
 
 MINIMAL: dict[str, Any] = {
@@ -66,6 +66,9 @@ def test_defaults_match_the_crd() -> None:
             "spec.traffic.httpRoute.rule must be a rule's name",
         ),
         (("spec", "traffic"), "envoy", "spec.traffic must be an object"),
+        (("spec", "route"), {"allowedNamespaces": "team"}, "allowedNamespaces must be a list"),
+        (("spec", "route"), {"hosts": ["a.test", ""]}, "spec.route.hosts must be a list of non-empty"),
+        (("spec", "route"), {"pathPrefix": "v1"}, "pathPrefix must be a path starting with /"),
     ],
 )
 def test_bad_fields_are_named(path: tuple[str, ...], value: Any, message: str) -> None:
@@ -205,3 +208,13 @@ def test_a_bad_flip_strategy_annotation_is_named_with_what_to_do(value: str, wor
     assert message.startswith("metadata.annotations[offload.vk-provider.dev/flip-strategy]: ")
     assert words in message
     assert message.endswith("remove it, or flip again")
+
+
+def test_the_route_and_who_it_lets_in_are_read() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["metadata"]["creationTimestamp"] = "2026-01-01T10:00:00Z"
+    offload["spec"]["route"] = {"hosts": ["tokens.demo"], "pathPrefix": "/v1", "allowedNamespaces": ["team"]}
+    spec = parse_offload(offload)
+    assert spec.route == RouteSpec(("tokens.demo",), "/v1", ("team",))
+    assert spec.created == "2026-01-01T10:00:00Z"
+    assert parse_offload(MINIMAL).route == RouteSpec()

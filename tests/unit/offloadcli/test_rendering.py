@@ -86,6 +86,18 @@ def test_status_shows_placement_phase_bar_step_conditions_and_message() -> None:
     assert conditions[2].split()[:4] == ["Degraded", "False", "GatesHealthy", "4m"]
 
 
+def test_status_says_what_the_offload_routes_who_may_share_it_and_where_it_is_kept() -> None:
+    text = rendering.render_status(SHIFTING, now=NOW)
+    assert "Route:        chat.example.test, path prefix /\n" in text
+    assert "kept for Service chat once this Offload is deleted, until KeptRoute chat is deleted" in text
+    assert "other namespaces" not in text
+    shared = sample()
+    shared["spec"]["route"] = {"pathPrefix": "/v1", "allowedNamespaces": ["team-a", "team-b"]}
+    text = rendering.render_status(shared, now=NOW)
+    assert "Route:        every host, path prefix /v1" in text
+    assert "other namespaces may claim paths of its hosts: team-a, team-b" in text
+
+
 def test_status_without_a_status_yet() -> None:
     offload = sample()
     offload.pop("status")

@@ -15,6 +15,7 @@ from vk_provider.offload.names import (
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
 )
+from vk_provider.offload.retained import RetainedRoute
 from vk_provider.router import Endpoint, RouteMatch
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
@@ -486,3 +487,59 @@ def test_a_broken_older_offload_does_not_block_a_valid_one() -> None:
     result = build_routes([broken, valid], [], [])
     assert [route.key for route in result.table.routes] == ["ml/valid"]
     assert [item.key for item in result.skipped] == ["ml/broken"]
+
+
+def _created(offload: dict[str, Any], at: str) -> dict[str, Any]:
+    offload["metadata"]["creationTimestamp"] = at
+    return offload
+
+
+def test_another_namespace_takes_no_path_of_an_owned_host_not_even_a_longer_prefix() -> None:
+    owner = _created(
+        _offload("tokens", "default", service="tokens", hosts=["tokens.demo"], prefix=None), "T1"
+    )
+    rival = _created(_offload("tokens", "team", service="tokens", hosts=["tokens.demo"], prefix="/v1"), "T2")
+    catch_all = _created(_offload("all", "team", service="tokens", hosts=None, prefix="/"), "T3")
+    slices = [_slice([_endpoint("10.0.0.1")], namespace=ns, service="tokens") for ns in ("default", "team")]
+    result = build_routes([rival, owner, catch_all], slices, [], virtual_nodes=[_node()])
+    assert [route.key for route in result.table.routes] == ["default/tokens", "team/all"]
+    (skipped,) = result.skipped
+    assert skipped.key == "team/tokens"
+    assert "belongs to namespace default" in skipped.reason
+    assert result.table.host_owners == {"tokens.demo": "default"}
+    for path in ("/v1/completions", "/v2/completions"):
+        match = result.table.match("tokens.demo", path)
+        assert match is not None
+        assert match.key == "default/tokens"
+    other = result.table.match("other.demo", "/v1")
+    assert other is not None
+    assert other.key == "team/all"
+
+
+def _kept(namespace: str, service: str, since: str) -> dict[str, Any]:
+    return RetainedRoute(namespace, service, "chat", ("chat.test",), "/v1", (), since).to_object("uid")
+
+
+def test_a_kept_route_sends_its_hosts_home_until_an_offload_takes_it_over() -> None:
+    kept_route = _kept("ml", "chat-svc", "2026-01-01T10:00:00Z")
+    slices = [_slice([_endpoint("10.0.0.1")])]
+    rival = _created(_offload("chat", "team", hosts=["chat.test"], prefix="/v1/chat"), "2026-01-01T11:00:00Z")
+    result = build_routes([rival], slices, [], virtual_nodes=[_node()], kept_routes=[kept_route])
+    (kept,) = result.table.routes
+    assert (kept.key, kept.away_weight, kept.away) == ("ml/chat", 0, ())
+    assert kept.match == RouteMatch(hosts=("chat.test",), path_prefix="/v1")
+    assert kept.home == (Endpoint("http://10.0.0.1:8080"),)
+    assert [item.key for item in result.skipped] == ["team/chat"]
+    # A new Offload of the same Service routes in its place, with its own weight and away side.
+    heir = _created(_offload("chat-2", "ml", hosts=["chat.test"]), "2026-01-02T00:00:00Z")
+    pods = [_pod("a", offload="chat-2", address="http://10.9.0.1:9000")]
+    result = build_routes([heir, rival], slices, pods, virtual_nodes=[_node()], kept_routes=[kept_route])
+    (route,) = result.table.routes
+    assert (route.key, route.away_weight) == ("ml/chat-2", 25)
+    assert route.away == (Endpoint("http://10.9.0.1:9000"),)
+    # A kept route that loses its claim routes nothing and is reported.
+    late = _kept("team", "chat-svc", "2026-01-03T00:00:00Z")
+    result = build_routes([], slices, [], virtual_nodes=[_node()], kept_routes=[kept_route, late])
+    assert [route.key for route in result.table.routes] == ["ml/chat"]
+    assert [item.key for item in result.skipped] == ["team/chat"]
+    assert result.skipped[0].reason.startswith("kept route: ")

@@ -56,6 +56,18 @@ def test_hosts_and_prefix_must_both_hold_when_both_are_set() -> None:
     assert table.match("b", "/v1") is None
 
 
+def test_an_every_host_route_takes_no_path_of_a_host_another_namespace_owns() -> None:
+    owned = Route("default", "tokens", 1, RouteMatch(hosts=("tokens.demo",), path_prefix="/v1"), 0)
+    own_fallback = Route("default", "fallback", 1, RouteMatch(path_prefix="/"), 0)
+    foreign = Route("team", "everything", 1, RouteMatch(path_prefix="/"), 0)
+    table = RouteTable.of([owned, foreign], {"tokens.demo": "default"})
+    assert table.match("tokens.demo", "/v1/completions") == owned
+    assert table.match("Tokens.Demo:80", "/v2/completions") is None
+    assert table.match("other.demo", "/v2/completions") == foreign
+    with_own = RouteTable.of([owned, own_fallback], {"tokens.demo": "default"})
+    assert with_own.match("tokens.demo", "/v2") == own_fallback
+
+
 def test_helpers() -> None:
     assert normalize_host("[::1]:8080") == "[::1]"
     assert normalize_host("Example.org:80") == "example.org"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vk_provider.kit.traffic_auth import AwsSigV4
-from vk_provider.router.table import Endpoint
+from vk_provider.router.table import Endpoint, RouteTable
 from vk_provider.xds.clusters import UpstreamTrust
 from vk_provider.xds.names import LISTENER_TYPE, ROUTE_CONFIGURATION_NAME
 from vk_provider.xds.resources import EnvoySettings, build_resources
@@ -273,3 +273,19 @@ def test_equal_tables_give_equal_resources() -> None:
     first = build_resources(table(route(away_weight=30, home=HOME, away=AWAY)))
     assert first.same_as(build_resources(table(route(away_weight=30, home=HOME, away=AWAY))))
     assert not first.same_as(build_resources(table(route(away_weight=40, home=HOME, away=AWAY))))
+
+
+def test_an_owned_host_falls_back_only_to_its_owners_hostless_routes_even_when_no_route_names_it() -> None:
+    named = route(home=HOME, hosts=("chat.example.com",), path_prefix="/v1", name="named", namespace="a")
+    own_catch_all = route(home=HOME, hosts=(), path_prefix="/", name="any", namespace="a")
+    other = route(home=HOME, hosts=(), path_prefix="/v2", name="other", namespace="b")
+    owners = {"chat.example.com": "a", "kept.example.com": "b"}
+    found = {
+        tuple(v["domains"]): [r["name"] for r in v["routes"]]
+        for v in virtual_hosts(build_resources(RouteTable.of([named, own_catch_all, other], owners)))
+    }
+    assert found == {
+        ("chat.example.com", "chat.example.com."): ["a/named", "a/any", "no route"],
+        ("kept.example.com", "kept.example.com."): ["b/other", "no route"],
+        ("*",): ["b/other", "a/any", "no route"],
+    }
