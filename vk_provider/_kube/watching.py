@@ -44,6 +44,11 @@ class Reflector:
 
     `on_change(uid)` is called for every object that was added, changed or removed, after `objects`
     reflects the change. `synced` is set once the first list is in `objects`.
+
+    `missing_type`, when given, says what a cluster that does not serve the resource type loses (a
+    CRD added by a newer version, not yet applied on an upgrade): a 404 on the list then counts as an
+    empty list, synced, logged once with that text, and listed again every `RETRY_MAX_SECONDS`, so
+    the rest of the component works meanwhile. Without it a 404 is retried like any other error.
     """
 
     def __init__(
@@ -54,8 +59,11 @@ class Reflector:
         query: Mapping[str, str],
         on_change: Callable[[str], Awaitable[None]],
         description: str,
+        missing_type: str | None = None,
     ) -> None:
         self._api = api
+        self._missing_type = missing_type
+        self._missing_logged = False
         self._path = path
         self._query = dict(query)
         self._on_change = on_change
@@ -114,12 +122,33 @@ class Reflector:
                     logger.info("the %s watch is too old (410 Gone); listing again", self._description)
                     version = None
                     continue
+                if error.not_found and self._missing_type is not None and version is None:
+                    await self._type_not_served(error)
+                    continue
                 failures += 1
                 await self._back_off(failures, error)
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError, KeyError) as error:
                 # Connection drops, truncated payloads and garbled JSON: start over from the last version.
                 failures += 1
                 await self._back_off(failures, error)
+
+    async def _type_not_served(self, error: KubeApiError) -> None:
+        """The resource type is not served: nothing to mirror yet; look again later."""
+        if not self._missing_logged:
+            logger.warning(
+                "the cluster does not serve %s (%s): %s; looking again every %.0f s",
+                self._description,
+                error,
+                self._missing_type,
+                RETRY_MAX_SECONDS,
+            )
+            self._missing_logged = True
+        gone = list(self.objects)
+        self.objects = {}
+        self.synced.set()
+        for uid in gone:
+            await self._on_change(uid)
+        await asyncio.sleep(RETRY_MAX_SECONDS)
 
     async def _back_off(self, failures: int, error: BaseException) -> None:
         delay = jittered_backoff_seconds(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from vk_provider._kube.watching import Reflector, uid_of
 from vk_provider.kit.kube import KubeApi, RawObject
 from vk_provider.offload.claims import Claims, Conflict, resolve_claims
-from vk_provider.offload.names import kept_routes_path, offloads_path
+from vk_provider.offload.names import KEPT_ROUTES_MISSING, kept_routes_path, offloads_path
 from vk_provider.offload.retained import RetainedRoute, retained_routes
 
 
@@ -35,7 +35,12 @@ class RouteClaims:
             api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
         )
         self.kept_routes = Reflector(
-            api, kept_routes_path(None), query={}, on_change=self._changed, description="kept routes"
+            api,
+            kept_routes_path(None),
+            query={},
+            on_change=self._changed,
+            description="kept routes",
+            missing_type=KEPT_ROUTES_MISSING,
         )
 
     async def run(self, requeue: Callable[[str], None]) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.deployments import service_path
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
-from vk_provider.offload.names import kept_routes_path
+from vk_provider.offload.names import KEPT_ROUTES_MISSING, kept_routes_path
 from vk_provider.offload.retained import RetainedRoute, retained_route
 from vk_provider.offload.spec import OffloadSpec
 
@@ -65,7 +65,14 @@ class RouteKeeper:
         written = []
         if current_object is None:
             body = wanted.to_object(str((service.get("metadata") or {}).get("uid") or ""))
-            await self._api.create(kept_routes_path(spec.namespace), body)
+            try:
+                await self._api.create(kept_routes_path(spec.namespace), body)
+            except KubeApiError as error:
+                if not error.not_found:
+                    raise
+                # An upgrade that did not apply the new CRD: the Offload waits, saying why, rather
+                # than take its hosts off the routers.
+                return f"waiting: {KEPT_ROUTES_MISSING}"
             written.append(f"keeping its route (KeptRoute {spec.name})")
         elif current != wanted:
             body = wanted.to_object(str((service.get("metadata") or {}).get("uid") or ""))

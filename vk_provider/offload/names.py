@@ -87,3 +87,9 @@ def envoy_stat_name(cluster: str) -> str:
     unambiguous.
     """
     return cluster.replace(".", "_")
+
+
+KEPT_ROUTES_MISSING = (
+    "deleted Offloads' routes cannot be kept (apply the KeptRoute CRD: manifests/crds, or the chart's crds/)"
+)
+"""What a cluster without the KeptRoute resource type loses; the routers and the controller say it."""

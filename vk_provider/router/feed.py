@@ -24,6 +24,7 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.offload.names import (
+    KEPT_ROUTES_MISSING,
     OFFLOAD_LABEL,
     UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
     kept_routes_path,
@@ -103,7 +104,12 @@ class TableFeed:
             description="virtual nodes",
         )
         self.kept_routes = Reflector(
-            api, kept_routes_path(namespace), query={}, on_change=self._changed, description="kept routes"
+            api,
+            kept_routes_path(namespace),
+            query={},
+            on_change=self._changed,
+            description="kept routes",
+            missing_type=KEPT_ROUTES_MISSING,
         )
         self._reflectors = (
             self.offloads,

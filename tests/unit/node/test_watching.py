@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApiError, WatchEvent
 
@@ -117,3 +119,49 @@ async def test_the_cache_keeps_no_managed_fields() -> None:
     await run_until_exhausted(api, reflector)
     assert set(reflector.objects) == {"a", "b"}
     assert all("managedFields" not in obj["metadata"] for obj in reflector.objects.values())
+
+
+class TypeInstalledLater(ScriptedApi):
+    """The first list answers 404 (the resource type is not served yet), later ones from `listings`;
+    `synced_when_served` records whether the reflector counted itself synced by then."""
+
+    def __init__(self, listings: list[dict[str, Any]]) -> None:
+        super().__init__(listings, [])
+        self.refused = 0
+        self.reflector: Reflector | None = None
+        self.synced_when_served: bool | None = None
+
+    async def get(self, path: str, *, query: Any = None, compact: bool = False) -> dict[str, Any]:
+        if not self.refused:
+            self.refused += 1
+            raise KubeApiError(404, "NotFound", "the server could not find the requested resource")
+        assert self.reflector is not None
+        self.synced_when_served = self.reflector.synced.is_set()
+        return await super().get(path, query=query, compact=compact)
+
+
+async def nothing_changed(uid: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize(("missing_type", "synced"), [("routes are not kept", True), (None, False)])
+async def test_a_resource_type_not_served_yet_is_empty_and_synced_only_where_the_caller_said_so(
+    monkeypatch: pytest.MonkeyPatch, missing_type: str | None, synced: bool
+) -> None:
+    monkeypatch.setattr("vk_provider._kube.watching.RETRY_MAX_SECONDS", 0.01)
+    monkeypatch.setattr("vk_provider._kube.watching.RETRY_INITIAL_SECONDS", 0.01)
+    api = TypeInstalledLater(listings=[{"metadata": {"resourceVersion": "5"}, "items": [pod("a", "4")]}])
+    api.reflector = Reflector(
+        api,  # type: ignore[arg-type]
+        "/keptroutes",
+        query={},
+        on_change=nothing_changed,
+        description="kept routes",
+        missing_type=missing_type,
+    )
+    await run_until_exhausted(api, api.reflector)
+    assert api.refused == 1
+    # With `missing_type` the component goes on as if the list were empty; without, it waits.
+    assert api.synced_when_served is synced
+    assert set(api.reflector.objects) == {"a"}  # listed once the type is served
+    assert api.watched_from == ["5"]
