@@ -109,8 +109,17 @@ def lease_holder(state: cluster.ClusterState) -> str:
 
 
 def pod_of_identity(pods: list[dict[str, Any]], identity: str) -> dict[str, Any] | None:
-    """The Pod whose daemon holds `identity`: its host name, the Pod's name, then `_` and a suffix."""
-    return next((pod for pod in pods if identity.startswith(pod["metadata"]["name"] + "_")), None)
+    """The Pod whose daemon holds `identity`: the manifests give it the Pod's name (so a restarted
+    container takes its Lease back at once); a daemon left to its default uses its host name, the
+    Pod's name, then `_` and a suffix."""
+    return next(
+        (
+            pod
+            for pod in pods
+            if identity == pod["metadata"]["name"] or identity.startswith(pod["metadata"]["name"] + "_")
+        ),
+        None,
+    )
 
 
 def test_the_stack_runs_as_pods_of_the_home_node_under_its_own_service_accounts(
