@@ -127,6 +127,47 @@ def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[st
     }
 
 
+async def create_offloaded_service(
+    api: KubeApi,
+    namespace: str,
+    name: str,
+    template: dict[str, Any],
+    *,
+    replicas: int,
+    offload_spec: dict[str, Any],
+    offload_labels: dict[str, str] | None = None,
+) -> None:
+    """Deployment `name` of `template` (its pods labelled app=<name>), Service `name` on port 80 to
+    8080, and the Offload `name` of both, placed home, with the rest of its spec from `offload_spec`."""
+    template["metadata"]["labels"] = {"app": name}
+    await api.create(
+        f"/apis/apps/v1/namespaces/{namespace}/deployments",
+        {
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template},
+        },
+    )
+    await api.create(
+        f"/api/v1/namespaces/{namespace}/services",
+        {
+            "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        },
+    )
+    metadata: dict[str, Any] = {"name": name}
+    if offload_labels:
+        metadata["labels"] = offload_labels
+    await api.create(
+        f"{API}/namespaces/{namespace}/offloads",
+        {
+            "apiVersion": "offload.vk-provider.dev/v1alpha1",
+            "kind": "Offload",
+            "metadata": metadata,
+            "spec": {"home": {"deployment": name, "service": name}, "placement": "home", **offload_spec},
+        },
+    )
+
+
 @dataclasses.dataclass
 class Rig:
     namespace: str
@@ -322,38 +363,17 @@ async def _start_rig(
     home_label, away_label = labels
     fail_dir = folder / "fail"
     fail_dir.mkdir(parents=True, exist_ok=True)
-    await api.create(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments",
-        {
-            "metadata": {"name": NAME},
-            "spec": {
-                "replicas": home_replicas,
-                "selector": {"matchLabels": {"app": NAME}},
-                "template": token_server_template(home_label, fail_dir),
-            },
-        },
-    )
-    await api.create(
-        f"/api/v1/namespaces/{namespace}/services",
-        {
-            "metadata": {"name": NAME},
-            "spec": {"selector": {"app": NAME}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
-        },
-    )
-    await api.create(
-        f"{API}/namespaces/{namespace}/offloads",
-        {
-            "apiVersion": "offload.vk-provider.dev/v1alpha1",
-            "kind": "Offload",
-            "metadata": {"name": NAME},
-            "spec": {
-                "home": {"deployment": NAME, "service": NAME},
-                "placement": "home",
-                "route": {"hosts": [host_for(namespace)]},
-                "away": {"nodeSelector": away_label},
-                "strategy": strategy,
-                "traffic": traffic,
-            },
+    await create_offloaded_service(
+        api,
+        namespace,
+        NAME,
+        token_server_template(home_label, fail_dir),
+        replicas=home_replicas,
+        offload_spec={
+            "route": {"hosts": [host_for(namespace)]},
+            "away": {"nodeSelector": away_label},
+            "strategy": strategy,
+            "traffic": traffic,
         },
     )
     # Router and controller run as their ServiceAccounts: the manifests' RBAC must be enough.

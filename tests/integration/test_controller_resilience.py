@@ -18,7 +18,14 @@ import pytest
 
 from tests.integration.conftest import Kubectl
 from tests.integration.daemons import processes_with_argument
-from tests.integration.migration_rig import API, NAME, Rig, RigFor, token_server_template
+from tests.integration.migration_rig import (
+    API,
+    NAME,
+    Rig,
+    RigFor,
+    create_offloaded_service,
+    token_server_template,
+)
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import Outcome, failures, share_by
@@ -338,36 +345,17 @@ LATE = "late"
 async def create_late_offload(rig: Rig, strategy: dict[str, Any]) -> None:
     """Deployment, Service and Offload `late`, its pods held Pending by a node selector no node has."""
     template = token_server_template(rig.home.config["labels"], rig.fail_dir)
-    template["metadata"]["labels"] = {"app": LATE}
     template["spec"]["nodeSelector"] = {"vk-provider.dev/role": "nowhere"}
-    base = f"/namespaces/{rig.namespace}"
-    await rig.api.create(
-        f"/apis/apps/v1{base}/deployments",
-        {
-            "metadata": {"name": LATE},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": LATE}}, "template": template},
-        },
-    )
-    await rig.api.create(
-        f"/api/v1{base}/services",
-        {
-            "metadata": {"name": LATE},
-            "spec": {"selector": {"app": LATE}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
-        },
-    )
-    await rig.api.create(
-        f"{API}{base}/offloads",
-        {
-            "apiVersion": "offload.vk-provider.dev/v1alpha1",
-            "kind": "Offload",
-            "metadata": {"name": LATE},
-            "spec": {
-                "home": {"deployment": LATE, "service": LATE},
-                "placement": "home",
-                "route": {"hosts": [f"{LATE}.{rig.namespace}.test"]},
-                "away": {"nodeSelector": rig.away.config["labels"]},
-                "strategy": strategy,
-            },
+    await create_offloaded_service(
+        rig.api,
+        rig.namespace,
+        LATE,
+        template,
+        replicas=1,
+        offload_spec={
+            "route": {"hosts": [f"{LATE}.{rig.namespace}.test"]},
+            "away": {"nodeSelector": rig.away.config["labels"]},
+            "strategy": strategy,
         },
     )
 

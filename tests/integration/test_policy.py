@@ -34,6 +34,7 @@ from tests.integration.migration_rig import (
     TOKENS_ENTRYPOINT,
     TOKENS_IMAGE,
     StartNode,
+    create_offloaded_service,
     pod_range,
     start_router,
     token_server_template,
@@ -294,39 +295,21 @@ async def create_service(
     """The Deployment, Service and Offload `name`; its pods are Ready `ready_after_seconds` after they
     start at the earliest (a readiness probe's initial delay: a server loading its model)."""
     template = token_server_template(rig.pool_label, fail_dir)
-    template["metadata"]["labels"] = {"app": name}
     container = template["spec"]["containers"][0]
     container["resources"] = {"limits": {GPU: "1"}}
     if ready_after_seconds:
         container["readinessProbe"]["initialDelaySeconds"] = ready_after_seconds
-    namespace = rig.namespace
-    await rig.api.create(
-        f"/apis/apps/v1/namespaces/{namespace}/deployments",
-        {
-            "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template},
-        },
-    )
-    await rig.api.create(
-        f"/api/v1/namespaces/{namespace}/services",
-        {
-            "metadata": {"name": name},
-            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
-        },
-    )
-    await rig.api.create(
-        f"{API}/namespaces/{namespace}/offloads",
-        {
-            "apiVersion": "offload.vk-provider.dev/v1alpha1",
-            "kind": "Offload",
-            "metadata": {"name": name, "labels": {"policy-test": rig.tag}},
-            "spec": {
-                "home": {"deployment": name, "service": name},
-                "placement": "home",
-                "route": {"hosts": [host_of(name)]},
-                "away": {"nodeSelector": away_label},
-                "strategy": STRATEGY,
-            },
+    await create_offloaded_service(
+        rig.api,
+        rig.namespace,
+        name,
+        template,
+        replicas=replicas,
+        offload_labels={"policy-test": rig.tag},
+        offload_spec={
+            "route": {"hosts": [host_of(name)]},
+            "away": {"nodeSelector": away_label},
+            "strategy": STRATEGY,
         },
     )
 

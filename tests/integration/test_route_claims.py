@@ -194,18 +194,7 @@ async def test_the_older_claim_keeps_the_route_and_the_younger_takes_it_over(
         assert [item["metadata"]["name"] for item in deployments["items"]] == [RIVAL]
 
         # Both services ready, the cluster-wide router loaded: every request goes to the first.
-        await _wait_rival_ready(api, second_namespace)
-        await wait_for(
-            lambda: _served_by(router_url, rig.host),
-            timeout_seconds=60,
-            what=f"the cluster-wide router to serve {rig.host}; its log:\n{router.log_tail(30)}",
-        )
-        load = LoadGenerator(LoadSettings(url=router_url, host_header=rig.host, rate=40, stream_share=0.3))
-        await load.start()
-        await wait_for(
-            lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
-        )
-        await load.stop()
+        load = await _two_hundred_requests(api, second_namespace, router, router_url, rig.host)
         served = share_by(load.outcomes, _served_by_app)
         print(f"during the conflict: {len(load.outcomes)} requests, served by {dict(served)}")
         assert not failures(load.outcomes), failures(load.outcomes)[:5]
@@ -320,18 +309,7 @@ async def test_another_namespace_takes_no_path_of_the_host_with_a_longer_prefix_
         )
         message = _ready_condition(await api.get(rival_path))["message"]
         assert f"host {rig.host} belongs to namespace {rig.namespace}" in message, message
-        await _wait_rival_ready(api, second_namespace)
-        await wait_for(
-            lambda: _served_by(router_url, rig.host),
-            timeout_seconds=60,
-            what=f"the cluster-wide router to serve {rig.host}; its log:\n{router.log_tail(30)}",
-        )
-        load = LoadGenerator(LoadSettings(url=router_url, host_header=rig.host, rate=40, stream_share=0.3))
-        await load.start()
-        await wait_for(
-            lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
-        )
-        await load.stop()
+        load = await _two_hundred_requests(api, second_namespace, router, router_url, rig.host)
         served = share_by(load.outcomes, _served_by_app)
         print(
             f"longer prefix from another namespace: {len(load.outcomes)} /v1 requests, "
@@ -387,6 +365,24 @@ async def _wait_gone(rig: Rig) -> None:
 async def _release_kept_route(rig: Rig) -> None:
     """What an operator does to let the host go: delete the route the Offload left."""
     await rig.api.delete(f"{API}/namespaces/{rig.namespace}/keptroutes/{NAME}")
+
+
+async def _two_hundred_requests(
+    api: KubeApi, namespace: str, router: ManagedProcess, router_url: str, host: str
+) -> LoadGenerator:
+    """Once the rival is Ready and the cluster-wide router serves `host`: 200 requests through it (40/s,
+    30% streaming), stopped."""
+    await _wait_rival_ready(api, namespace)
+    await wait_for(
+        lambda: _served_by(router_url, host),
+        timeout_seconds=60,
+        what=f"the cluster-wide router to serve {host}; its log:\n{router.log_tail(30)}",
+    )
+    load = LoadGenerator(LoadSettings(url=router_url, host_header=host, rate=40, stream_share=0.3))
+    await load.start()
+    await wait_for(lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router")
+    await load.stop()
+    return load
 
 
 async def _at_least(load: LoadGenerator, count: int) -> bool:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from vk_provider._kube.watching import Reflector, uid_of
 from vk_provider.kit.kube import KubeApi, RawObject
 from vk_provider.offload.claims import Claims, Conflict, resolve_claims
-from vk_provider.offload.names import KEPT_ROUTES_MISSING, kept_routes_path, offloads_path
-from vk_provider.offload.retained import RetainedRoute, retained_routes
+from vk_provider.offload.names import offloads_path
+from vk_provider.offload.retained import RetainedRoute, kept_routes_reflector, retained_routes
 
 
 class RouteClaims:
@@ -34,14 +34,7 @@ class RouteClaims:
         self.offloads = Reflector(
             api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
         )
-        self.kept_routes = Reflector(
-            api,
-            kept_routes_path(None),
-            query={},
-            on_change=self._changed,
-            description="kept routes",
-            missing_type=KEPT_ROUTES_MISSING,
-        )
+        self.kept_routes = kept_routes_reflector(api, None, self._changed)
 
     async def run(self, requeue: Callable[[str], None]) -> None:
         """Mirror until cancelled, handing `requeue` the key of each Offload whose standing changed."""

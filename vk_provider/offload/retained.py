@@ -18,10 +18,12 @@ age: grant that to no one else.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from vk_provider.offload.names import API_VERSION, KEPT_ROUTE_KIND
+from vk_provider._kube.watching import Reflector
+from vk_provider.kit.kube import KubeApi
+from vk_provider.offload.names import API_VERSION, KEPT_ROUTE_KIND, KEPT_ROUTES_MISSING, kept_routes_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,3 +104,18 @@ def _strings(value: Any) -> bool:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def kept_routes_reflector(
+    api: KubeApi, namespace: str | None, on_change: Callable[[str], Awaitable[None]]
+) -> Reflector:
+    """A mirror of the KeptRoutes of one namespace (None: all), as the routers and the controller
+    keep it: a cluster without the KeptRoute CRD counts as having none, and says so once."""
+    return Reflector(
+        api,
+        kept_routes_path(namespace),
+        query={},
+        on_change=on_change,
+        description="kept routes",
+        missing_type=KEPT_ROUTES_MISSING,
+    )

@@ -24,12 +24,11 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.offload.names import (
-    KEPT_ROUTES_MISSING,
     OFFLOAD_LABEL,
     UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
-    kept_routes_path,
     offloads_path,
 )
+from vk_provider.offload.retained import kept_routes_reflector
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
     VIRTUAL_NODE_LABEL,
@@ -103,14 +102,7 @@ class TableFeed:
             on_change=self._changed,
             description="virtual nodes",
         )
-        self.kept_routes = Reflector(
-            api,
-            kept_routes_path(namespace),
-            query={},
-            on_change=self._changed,
-            description="kept routes",
-            missing_type=KEPT_ROUTES_MISSING,
-        )
+        self.kept_routes = kept_routes_reflector(api, namespace, self._changed)
         self._reflectors = (
             self.offloads,
             self.endpoint_slices,
