@@ -126,6 +126,11 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument("--kubelet-bind-address", help="address the kubelet API listens on (default: 0.0.0.0)")
     node.add_argument(
+        "--health-port",
+        help="serve plain-HTTP /healthz and /readyz for the pod's probes on this port of the kubelet bind "
+        "address (default: 0, not served)",
+    )
+    node.add_argument(
         "--kubelet-serving-cert-file",
         help="serve this certificate (with --kubelet-serving-key-file) instead of requesting one by CSR",
     )

@@ -62,6 +62,8 @@ class LeaderElector:
         self._held: RawObject | None = None
         """The Lease as this replica last wrote it while holding it: what the fast path renews."""
         self.leading = asyncio.Event()
+        self.answered = asyncio.Event()
+        """Set once the apiserver has answered an attempt (leading or not): a standby is running too."""
 
     def _spec(self, previous: RawObject | None) -> dict[str, Any]:
         now = format_micro_timestamp(datetime.now(UTC))
@@ -120,9 +122,12 @@ class LeaderElector:
 
     async def _attempt(self) -> bool:
         try:
-            return await self._try_acquire_or_renew()
+            acquired = await self._try_acquire_or_renew()
+            self.answered.set()
+            return acquired
         except KubeApiError as error:
             if error.conflict:  # someone else wrote it first
+                self.answered.set()
                 return False
             if error.not_found:  # the Lease was absent, and creating it found no namespace either
                 logger.error(

@@ -36,6 +36,7 @@ from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.probes import Readiness, add_probe_routes
 from vk_provider.offload.names import offloads_path
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
@@ -151,7 +152,7 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-listen",
         type=parse_listen,
         metavar="HOST:PORT",
-        help="serve /metrics there (default: not served)",
+        help="serve /metrics, and the probes /healthz and /readyz, there (default: not served)",
     )
     parser.add_argument(
         "--no-policy",
@@ -183,7 +184,11 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port_text)  # noqa: S104 - scraped from the pod network
 
 
-async def serve_metrics(metrics: ControllerMetrics, host: str, port: int) -> web.AppRunner:
+async def serve_metrics(
+    metrics: ControllerMetrics, host: str, port: int, readiness: Readiness | None = None
+) -> web.AppRunner:
+    """`/metrics`, and the pod's probes `/healthz` and `/readyz` (see `kit.probes`) on the same port."""
+
     async def exposition(_: web.Request) -> web.Response:
         response = web.Response(body=metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE
@@ -191,6 +196,7 @@ async def serve_metrics(metrics: ControllerMetrics, host: str, port: int) -> web
 
     app = web.Application()
     app.router.add_get("/metrics", exposition)
+    add_probe_routes(app, readiness or Readiness())
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
@@ -266,8 +272,16 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow
     policy_metrics = PolicyMetrics(metrics.registry)
     metrics_runner = None
+    readiness = Readiness(reason="starting: no answer from the apiserver about the leader Lease yet")
     if arguments.metrics_listen is not None:
-        metrics_runner = await serve_metrics(metrics, *arguments.metrics_listen)
+        host, port = arguments.metrics_listen
+        metrics_runner = await serve_metrics(metrics, host, port, readiness=readiness)
+
+    async def become_ready() -> None:
+        # Ready once the Lease was read or written: the replica leads or stands by, either of which is
+        # its job (a leader-only readiness would leave standbys unready and stall every rollout).
+        await elector.answered.wait()
+        readiness.set_ready()
 
     async def lead() -> None:
         # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
@@ -305,6 +319,8 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         asyncio.create_task(events.run(), name="events"),
         asyncio.create_task(elector.run(lead), name="leader-election"),
     ]
+    # Not among `tasks`: it ends once Ready, which must not end the controller.
+    readying = asyncio.create_task(become_ready(), name="readiness")
     try:
         stopping = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -312,9 +328,9 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
             if task is not stopping:
                 task.result()
     finally:
-        for task in tasks:
+        for task in (*tasks, readying):
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, readying, return_exceptions=True)
         await elector.release()
         if metrics_runner is not None:
             await metrics_runner.cleanup()

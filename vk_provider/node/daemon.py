@@ -33,12 +33,13 @@ from vk_provider.errors import ProviderError
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kit.kube import KubeApi, resource_path
+from vk_provider.kit.probes import Readiness, serve_probes
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.kubelet.streaming import StreamingBackend
-from vk_provider.node import leadership, nodeobject
+from vk_provider.node import leadership, nodeobject, providerstart
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
@@ -298,7 +299,7 @@ async def _run_the_node(
         state_dir=settings.state_dir / "provider",
     )
     context.state_dir.mkdir(parents=True, exist_ok=True)
-    provider = plugins.build_for_node(settings.provider, context)
+    provider = await providerstart.build_provider(settings, api, context)
     try:
         daemon = await assemble(settings, api, provider, metrics, certificate, listener=listener)
         await daemon.keeper.register()
@@ -380,15 +381,22 @@ async def run_node(
     # Before anything touches the cluster: a taken port must leave no Node and no certificate request.
     # Every replica binds its own port at once, so a standby can serve the moment it takes over.
     listener = bind_kubelet_port(settings.kubelet_bind_address, settings.kubelet_port)
+    readiness = Readiness()
+    probes = None
     try:
-        await _run_node_on(settings, listener, stop=stop, ready=ready)
+        if settings.health_port:
+            probes = await serve_probes(readiness, settings.kubelet_bind_address, settings.health_port)
+        await _run_node_on(settings, listener, readiness, stop=stop, ready=ready)
     finally:
+        if probes is not None:
+            await probes.cleanup()
         listener.close()
 
 
 async def _run_node_on(
     settings: NodeSettings,
     listener: socket.socket,
+    readiness: Readiness,
     *,
     stop: asyncio.Event,
     ready: asyncio.Event | None,
@@ -396,6 +404,8 @@ async def _run_node_on(
     api = await KubeApi.from_kubeconfig(
         settings.kubeconfig, budget=ApiBudget(qps=settings.api_qps, burst=settings.api_burst)
     )
+    # Ready from here on, leader or standby: see `probes` for why a standby counts as Ready.
+    readiness.set_ready()
     metrics = DaemonMetrics()
     metrics.set_api_budget_source(api.budget)
     try:

@@ -38,6 +38,9 @@ class Health:
     ready: bool
     provider_available: bool = True
     provider_message: str = ""
+    provider_reason: str = ""
+    """The ProviderAvailable condition's reason while unavailable; empty: ProviderUnavailable (its
+    health check fails). `providerstart` says why a provider could not even be built."""
 
 
 def iso(moment: datetime) -> str:
@@ -119,18 +122,26 @@ def conditions(
             "Ready",
             health.ready,
             "KubeletReady" if health.ready else "KubeletNotReady",
-            "vk-provider is ready" if health.ready else "vk-provider is starting",
+            "vk-provider is ready" if health.ready else _not_ready_message(health),
         ),
         condition("NetworkUnavailable", False, "RouteCreated", "the provider manages pod networking"),
         condition(
             PROVIDER_AVAILABLE_CONDITION,
             health.provider_available,
-            "ProviderHealthy" if health.provider_available else "ProviderUnavailable",
+            "ProviderHealthy"
+            if health.provider_available
+            else health.provider_reason or "ProviderUnavailable",
             "the provider answers its health check" if health.provider_available else health.provider_message,
         ),
     ]
     result += [condition(kind, False, f"KubeletHasNo{kind}", f"no {kind}") for kind in PRESSURE_CONDITIONS]
     return result
+
+
+def _not_ready_message(health: Health) -> str:
+    if health.provider_reason:
+        return f"the provider cannot start ({health.provider_reason}): {health.provider_message}"
+    return "vk-provider is starting"
 
 
 DECLARED_FEATURES = ("ExtendWebSocketsToKubelet",)

@@ -85,6 +85,10 @@ class NodeSettings:
     api_burst: int = 0
     """Requests the ceiling lets through at once; 0 = as many as `api_qps` (one second's worth)."""
     kubelet_bind_address: str = "0.0.0.0"  # noqa: S104 - the apiserver must reach the kubelet API
+    health_port: int = 0
+    """Plain HTTP `/healthz` and `/readyz` on `kubelet_bind_address` for the pod's probes; 0 = not served.
+    Separate from the kubelet API: that one needs a client certificate or token (probes send none) and
+    is served only by the leader, while every replica, standbys too, must answer its probes."""
     kubelet_serving_cert_file: Path | None = None
     """With kubelet_serving_key_file: serve this certificate (reloaded when the file changes) instead of
     asking the cluster for one through a kubelet-serving CSR."""
@@ -290,6 +294,9 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),
     "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
+    "health_port": lambda value, source: (
+        0 if value in (None, "", 0, "0") else _positive_int("health_port", 65535)(value, source)
+    ),
     "pod_workers": _positive_int("pod_workers"),
     "api_burst": _non_negative_int("api_burst"),
     "api_qps": _non_negative_number("api_qps"),

@@ -284,3 +284,19 @@ async def test_a_takeover_keeps_a_ready_node_ready_and_writes_its_own_address_an
         assert ready["lastTransitionTime"] == "2026-01-01T00:00:00Z"
     assert {"type": "InternalIP", "address": "10.0.0.7"} in status["addresses"]
     assert status["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10311}}
+
+
+async def test_a_standby_counts_as_answered_and_an_unreachable_apiserver_does_not() -> None:
+    class Unreachable(LeaseStore):
+        async def get(self, path: str, **_: Any) -> dict[str, Any]:
+            raise OSError("connection refused")
+
+    store, clock = LeaseStore(), Clock()
+    leader, standby = elector(store, clock, "a"), elector(store, clock, "b")
+    assert await leader._attempt()
+    assert not await standby._attempt()
+    assert leader.answered.is_set()
+    assert standby.answered.is_set()  # what the controller's /readyz waits for: standbys are Ready
+    cut_off = elector(Unreachable(), Clock(), "c")
+    assert not await cut_off._attempt()
+    assert not cut_off.answered.is_set()
