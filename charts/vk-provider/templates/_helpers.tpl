@@ -31,3 +31,53 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* A component's ServiceAccount name: its `serviceAccount.name`, else vk-provider-<component>.
+Called with (list $ "node"), and likewise for "router" and "controller". */}}
+{{- define "vk-provider.serviceAccountName" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $account := (index $root.Values $component).serviceAccount | default dict -}}
+{{- $account.name | default (printf "vk-provider-%s" $component) -}}
+{{- end }}
+
+{{/* A component's ServiceAccount, when the chart creates it; `annotations` carry workload identity
+(IRSA's eks.amazonaws.com/role-arn, GKE's iam.gke.io/gcp-service-account, ...). */}}
+{{- define "vk-provider.serviceAccount" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $account := (index $root.Values $component).serviceAccount | default dict -}}
+{{- if $account.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  labels:
+    {{- include "vk-provider.labels" $root | nindent 4 }}
+  name: {{ include "vk-provider.serviceAccountName" (list $root $component) }}
+  namespace: {{ $root.Release.Namespace }}
+  {{- with $account.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+---
+{{- end }}
+{{- end }}
+
+{{/* The probes of a leader-elected daemon: every replica answers them, leader or standby
+(vk_provider/kit/probes.py). Called with the port (a name or a number). Startup allows a minute for
+a slow first connection to the apiserver; liveness restarts a wedged process after 30 s. */}}
+{{- define "vk-provider.daemonProbes" -}}
+startupProbe:
+  httpGet: {path: /healthz, port: {{ . }}}
+  periodSeconds: 2
+  failureThreshold: 30
+livenessProbe:
+  httpGet: {path: /healthz, port: {{ . }}}
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+readinessProbe:
+  httpGet: {path: /readyz, port: {{ . }}}
+  periodSeconds: 5
+  timeoutSeconds: 3
+{{- end }}
