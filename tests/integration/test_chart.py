@@ -95,25 +95,85 @@ def test_the_chart_lints(helm: Callable[..., subprocess.CompletedProcess[str]]) 
     assert "0 chart(s) failed" in done.stdout, done.stdout + done.stderr
 
 
-def test_the_default_render_is_what_kustomize_builds(
-    helm: Callable[..., subprocess.CompletedProcess[str]], kubectl: Kubectl
+BASE_EQUIVALENT: Object = {
+    "nodes": [
+        {
+            "name": "vk-provider",
+            "provider": "mock",
+            "capacity": {"cpu": "100", "memory": "512Gi", "pods": "1000"},
+            "existingSecret": {"name": "vk-provider-credentials"},
+        }
+    ],
+    "router": {"aws": {"existingSecret": {"name": "vk-provider-router-aws"}}},
+}
+"""The values that say what `manifests/base` and `manifests/traffic` say: the base's development node
+(the chart has none by default) and the Secrets the manifests mount, both optional."""
+
+
+def values_file(tmp_path: Path, values: Object, name: str = "values.yaml") -> str:
+    file = tmp_path / name
+    file.write_text(yaml.safe_dump(values))
+    return str(file)
+
+
+def test_the_render_for_the_base_s_node_is_what_kustomize_builds(
+    helm: Callable[..., subprocess.CompletedProcess[str]], kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    """The Namespace is Helm's to make (`--create-namespace`), and the credentials Secret is the
-    user's: the chart mounts an existing one, where kustomize ships a placeholder."""
+    """The Namespace is Helm's to make (`--create-namespace`). Every other object, probes and
+    disruption budgets included, must be the same, so a change to one side alone fails here."""
     built = [
         item
         for folder in ("base", "traffic")
         for item in yaml.safe_load_all(kubectl("kustomize", str(MANIFESTS / folder)).stdout)
-        if item
-        and item["kind"] != "Namespace"
-        and key(item) != ("Secret", NAMESPACE, "vk-provider-credentials")
+        if item and item["kind"] != "Namespace"
     ]
-    rendered = render(helm)
+    rendered = render(helm, "--values", values_file(tmp_path, BASE_EQUIVALENT))
     expected = {key(item): without_helm_additions(item) for item in built}
     got = {key(item): without_helm_additions(item) for item in rendered}
     assert sorted(got) == sorted(expected)
     for name, item in expected.items():
         assert got[name] == item, name
+
+
+def test_the_default_render_has_no_node_and_no_secret_to_create_by_hand(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    rendered = {key(item): item for item in render(helm)}
+    deployments = {name for kind, _, name in rendered if kind == "Deployment"}
+    assert deployments == {"vk-provider-router", "vk-provider-controller"}
+    assert not [name for name in rendered if name[0] in ("ConfigMap", "Secret")]
+    router = rendered["Deployment", NAMESPACE, "vk-provider-router"]["spec"]["template"]["spec"]
+    # No Secret named: no mount and no file flag, so the router signs with AWS's default chain.
+    assert "volumes" not in router
+    assert not [arg for arg in router["containers"][0]["args"] if arg.startswith("--aws-credentials-file")]
+    # The node daemons' identity and rights exist already, ready for a node added later.
+    assert ("ServiceAccount", NAMESPACE, "vk-provider-node") in rendered
+
+
+def test_every_deployment_has_probes_and_the_router_a_disruption_budget_and_spread(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, BASE_EQUIVALENT))}
+    deployments = [item for item in rendered.values() if item["kind"] == "Deployment"]
+    assert len(deployments) == 3
+    for deployment in deployments:
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert container[probe]["httpGet"]["path"], (deployment["metadata"]["name"], probe)
+    node = rendered["Deployment", NAMESPACE, "vk-provider-node"]["spec"]["template"]["spec"]
+    [container] = node["containers"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert {"name": "health", "containerPort": 10248} in container["ports"]
+    settings = yaml.safe_load(rendered["ConfigMap", NAMESPACE, "vk-provider-node"]["data"]["node.yaml"])
+    assert settings["health_port"] == 10248  # the daemon serves what the probes ask
+    budget = rendered["PodDisruptionBudget", NAMESPACE, "vk-provider-router"]["spec"]
+    assert budget == {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "vk-provider-router"}},
+    }
+    spread = rendered["Deployment", NAMESPACE, "vk-provider-router"]["spec"]["template"]["spec"]["affinity"]
+    [term] = spread["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
 
 
 def test_the_chart_s_crds_are_the_manifests_crds() -> None:
@@ -136,10 +196,10 @@ def test_two_nodes_each_get_their_settings_and_credentials(
                         "provider": "runpod",
                         "providerConfig": {"api_key_file": "/etc/vk-provider/credentials/runpod-api-key"},
                         "capacity": {"nvidia.com/gpu": "16"},
-                        "credentialsSecret": "runpod-key",
+                        "existingSecret": {"name": "runpod-key", "keys": ["runpod-api-key"]},
                         "settings": {"labels": {"gpu.example.com/pool": "burst"}},
                     },
-                    {"name": "remote", "provider": "kubernetes", "credentialsSecret": "", "replicas": 3},
+                    {"name": "remote", "provider": "kubernetes", "replicas": 3},
                 ],
                 "router": {"enabled": False},
                 "policies": [{"name": "training-first", "spec": {"offloads": {"selector": {}}}}],
@@ -150,9 +210,14 @@ def test_two_nodes_each_get_their_settings_and_credentials(
     runpod = rendered["Deployment", NAMESPACE, "runpod-burst-node"]
     container = runpod["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.example/vk-provider:0.2.0"
-    assert {"name": "credentials", "secret": {"secretName": "runpod-key"}} in runpod["spec"]["template"][
-        "spec"
-    ]["volumes"]
+    assert {
+        "name": "credentials",
+        "secret": {
+            "secretName": "runpod-key",
+            "optional": True,  # a missing Secret is reported on the Node, not a pod stuck mounting
+            "items": [{"key": "runpod-api-key", "path": "runpod-api-key"}],
+        },
+    } in runpod["spec"]["template"]["spec"]["volumes"]
     settings = yaml.safe_load(rendered["ConfigMap", NAMESPACE, "runpod-burst-node"]["data"]["node.yaml"])
     assert settings["node_name"] == "runpod-burst"
     assert settings["provider_config"] == {"api_key_file": "/etc/vk-provider/credentials/runpod-api-key"}
@@ -178,8 +243,20 @@ def test_two_nodes_each_get_their_settings_and_credentials(
         ({"router": {"replicas": "two"}}, "router/replicas"),
         ({"image": {"repository": "r", "digest": "latest"}}, "image/digest"),
         ({"controller": {"metricPort": 9000}}, "metricPort"),
+        ({"nodes": [{"name": "n", "provider": "runpood"}]}, "nodes/0/provider"),
+        ({"nodes": [{"name": "n", "provider": "runpod", "credentialsSecret": "key"}]}, "credentialsSecret"),
+        ({"router": {"aws": {"existingSecret": {"name": "Not A Name"}}}}, "router/aws/existingSecret/name"),
     ],
-    ids=["bad-name", "no-provider", "replicas-not-a-number", "bad-digest", "misspelt-key"],
+    ids=[
+        "bad-name",
+        "no-provider",
+        "replicas-not-a-number",
+        "bad-digest",
+        "misspelt-key",
+        "unknown-provider",
+        "old-credentials-key",
+        "bad-secret-name",
+    ],
 )
 def test_the_schema_refuses_bad_values_and_says_where(
     helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path, values: Object, words: str
@@ -248,12 +325,13 @@ def test_the_monitoring_objects_carry_the_shipped_rules_and_dashboard(
     values.write_text(
         yaml.safe_dump(
             {
+                "nodes": BASE_EQUIVALENT["nodes"],
                 "monitoring": {
                     "spendBudgetUsdPerHour": 120,
                     "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
                     "grafanaDashboard": {"enabled": True},
                     "podMonitors": {"enabled": True},
-                }
+                },
             }
         )
     )
@@ -273,3 +351,134 @@ def test_the_monitoring_objects_carry_the_shipped_rules_and_dashboard(
     assert {("PodMonitor", NAMESPACE, f"vk-provider-{part}") for part in ("router", "controller")} <= set(
         rendered
     )
+    # The scrape token nothing else creates: the chart's own, allowed only `get nodes/metrics`.
+    credentials = node_monitor["spec"]["podMetricsEndpoints"][0]["authorization"]["credentials"]
+    assert credentials == {"name": "vk-provider-metrics-reader", "key": "token"}
+    token = rendered["Secret", NAMESPACE, "vk-provider-metrics-reader"]
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert rendered["ClusterRole", "", "vk-provider-metrics-reader"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]}
+    ]
+
+
+def test_a_named_token_secret_is_used_and_none_is_created(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    values = {
+        "nodes": BASE_EQUIVALENT["nodes"],
+        "monitoring": {
+            "podMonitors": {"enabled": True, "nodeToken": {"existingSecret": {"name": "prom", "key": "t"}}}
+        },
+    }
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+    node_monitor = rendered["PodMonitor", NAMESPACE, "vk-provider-node"]
+    credentials = node_monitor["spec"]["podMetricsEndpoints"][0]["authorization"]["credentials"]
+    assert credentials == {"name": "prom", "key": "t"}
+    assert ("Secret", NAMESPACE, "vk-provider-metrics-reader") not in rendered
+
+
+EXAMPLES = CHART / "examples"
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda path: path.stem)
+def test_each_example_passes_the_schema_and_renders_its_node(
+    helm: Callable[..., subprocess.CompletedProcess[str]], example: Path
+) -> None:
+    values = yaml.safe_load(example.read_text())
+    rendered = {key(item): item for item in render(helm, "--values", str(example))}
+    for node in values["nodes"]:
+        name = f"{node['name']}-node"
+        settings = yaml.safe_load(rendered["ConfigMap", NAMESPACE, name]["data"]["node.yaml"])
+        assert settings["provider"] == node["provider"]
+        assert settings["provider_config"] == node["providerConfig"]
+        pod = rendered["Deployment", NAMESPACE, name]["spec"]["template"]["spec"]
+        secret = (node.get("existingSecret") or {}).get("name")
+        mounted = [volume["secret"] for volume in pod["volumes"] if volume["name"] == "credentials"]
+        assert [volume["secretName"] for volume in mounted] == ([secret] if secret else [])
+        # Every credentials file a setting names is under the mounted Secret's folder.
+        files = [
+            value for value in yaml.safe_dump(node["providerConfig"]).split() if value.startswith("/etc/")
+        ]
+        assert all(path.startswith("/etc/vk-provider/credentials/") for path in files) or not secret
+        assert [c["name"] for c in pod["containers"]] == ["node"] + [
+            c["name"] for c in node.get("extraContainers", [])
+        ]
+    for component in ("node", "router"):
+        annotations = ((values.get(component) or {}).get("serviceAccount") or {}).get("annotations")
+        if annotations:
+            account = rendered["ServiceAccount", NAMESPACE, f"vk-provider-{component}"]
+            assert account["metadata"]["annotations"] == annotations
+
+
+def test_service_accounts_can_be_annotated_renamed_or_brought(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    irsa = {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/router"}
+    values = {
+        "nodes": BASE_EQUIVALENT["nodes"],
+        "node": {"serviceAccount": {"create": False, "name": "platform-nodes"}},
+        "router": {"serviceAccount": {"annotations": irsa}},
+        "controller": {"serviceAccount": {"name": "migrations"}},
+    }
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+    accounts = {name for kind, _, name in rendered if kind == "ServiceAccount"}
+    assert accounts == {"vk-provider-router", "migrations"}  # the node's is the user's own
+    assert rendered["ServiceAccount", NAMESPACE, "vk-provider-router"]["metadata"]["annotations"] == irsa
+    node_pod = rendered["Deployment", NAMESPACE, "vk-provider-node"]["spec"]["template"]["spec"]
+    assert node_pod["serviceAccountName"] == "platform-nodes"
+    controller_pod = rendered["Deployment", NAMESPACE, "vk-provider-controller"]["spec"]["template"]["spec"]
+    assert controller_pod["serviceAccountName"] == "migrations"
+    subjects = {
+        (item["metadata"]["name"], subject["name"])
+        for item in rendered.values()
+        if item["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        for subject in item["subjects"]
+    }
+    assert ("vk-provider-node", "platform-nodes") in subjects
+    assert ("vk-provider-controller", "migrations") in subjects
+    flow_subjects = [
+        rule["subjects"][0]["serviceAccount"]["name"]
+        for item in rendered.values()
+        if item["kind"] == "FlowSchema"
+        for rule in item["spec"]["rules"]
+    ]
+    assert flow_subjects == ["platform-nodes", "platform-nodes"]
+
+
+def test_a_host_network_cluster_s_needs_are_values(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """What the development cluster's overlay patches in (devtools/vk_devtools/devcluster/incluster.py),
+    said as values: listen on the Pod's address, bind the kubelet API there, keep provider state on
+    the host."""
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    bind = {
+        "name": "VK_PROVIDER_KUBELET_BIND_ADDRESS",
+        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+    }
+    state = {"name": "provider-state", "hostPath": {"path": "/srv/vk", "type": "DirectoryOrCreate"}}
+    state_mount = {"name": "provider-state", "mountPath": "/var/lib/vk-provider/provider"}
+    values = {
+        "nodes": [{**BASE_EQUIVALENT["nodes"][0], "settings": {"kubelet_csr_self_approve": True}}],
+        "node": {"extraEnv": [bind], "extraVolumes": [state], "extraVolumeMounts": [state_mount]},
+        "router": {"listenAddress": "$(POD_IP)", "extraEnv": [pod_ip]},
+        "controller": {"listenAddress": "$(POD_IP)", "extraEnv": [pod_ip]},
+    }
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+
+    def container(name: str) -> Object:
+        pod = rendered["Deployment", NAMESPACE, name]["spec"]["template"]["spec"]
+        return dict(pod["containers"][0], volumes=pod.get("volumes", []))
+
+    node = container("vk-provider-node")
+    assert bind in node["env"]
+    assert state in node["volumes"]
+    assert state_mount in node["volumeMounts"]
+    settings = yaml.safe_load(rendered["ConfigMap", NAMESPACE, "vk-provider-node"]["data"]["node.yaml"])
+    assert settings["kubelet_csr_self_approve"] is True
+    router = container("vk-provider-router")
+    assert "--listen=$(POD_IP):8080" in router["args"]
+    assert pod_ip in router["env"]  # declared, so Kubernetes expands $(POD_IP) in the arguments
+    controller = container("vk-provider-controller")
+    assert "--metrics-listen=$(POD_IP):8081" in controller["args"]
+    assert [variable["name"] for variable in controller["env"]] == ["POD_NAME", "POD_IP"]

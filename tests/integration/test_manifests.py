@@ -278,3 +278,45 @@ def test_the_plugin_sidecar_shares_its_socket_with_a_grpc_node(kubectl: Kubectl)
     assert socket.startswith("unix:///run/vk-provider/")
     kubectl("apply", "-f", str(BASE / "namespace.yaml"))
     kubectl("apply", "-k", str(PLUGIN_NODE), "--dry-run=server")
+
+
+NODE_BUILDS = [BASE, *sorted(path for path in (BASE.parent / "examples").iterdir() if path.is_dir())]
+
+
+@pytest.mark.parametrize("folder", NODE_BUILDS, ids=lambda path: path.name)
+def test_each_node_build_serves_the_port_its_probes_ask_and_ships_no_placeholder_secret(
+    kubectl: Kubectl, folder: Path
+) -> None:
+    """An overlay that replaces node.yaml must keep health_port, or its pods fail their probes; no
+    build ships a credentials Secret it did not generate from the user's own file."""
+    rendered = [item for item in yaml.safe_load_all(kubectl("kustomize", str(folder)).stdout) if item]
+    (deployment,) = [item for item in rendered if item["kind"] == "Deployment"]
+    (config,) = [item for item in rendered if item["kind"] == "ConfigMap"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "health", probe
+    assert yaml.safe_load(config["data"]["node.yaml"])["health_port"] == ports["health"]
+    (credentials,) = [
+        v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "credentials"
+    ]
+    assert credentials["secret"] == {"secretName": "vk-provider-credentials", "optional": True}
+    secrets = [item for item in rendered if item["kind"] == "Secret"]
+    assert all("placeholder" not in (item.get("stringData") or {}) for item in secrets)
+    assert [item["metadata"]["name"] for item in secrets] == (
+        ["vk-provider-credentials"] if folder.name == "credentials-overlay" else []
+    )
+
+
+def test_the_credentials_overlay_makes_the_secret_the_runpod_node_reads(kubectl: Kubectl) -> None:
+    folder = BASE.parent / "examples" / "credentials-overlay"
+    rendered = [item for item in yaml.safe_load_all(kubectl("kustomize", str(folder)).stdout) if item]
+    (secret,) = [item for item in rendered if item["kind"] == "Secret"]
+    (config,) = [item for item in rendered if item["kind"] == "ConfigMap"]
+    settings = yaml.safe_load(config["data"]["node.yaml"])
+    key_file = Path(settings["provider_config"]["api_key_file"])
+    assert settings["provider"] == "runpod"
+    assert key_file.parent == Path("/etc/vk-provider/credentials")
+    assert set(secret["data"]) == {key_file.name}
+    kubectl("apply", "-f", str(BASE / "namespace.yaml"))
+    kubectl("apply", "-k", str(folder), "--dry-run=server")

@@ -63,6 +63,9 @@ def node_settings(group: int) -> dict[str, Any]:
         # The Pod's address (VK_PROVIDER_ADDRESSES) is the Node's InternalIP; the serving certificate
         # the daemon requests names it, and the dev cluster lets the daemon approve it.
         "kubelet_csr_self_approve": True,
+        # The Deployment's probes ask here (manifests/base/config.yaml sets the same), on the address
+        # the kubelet API binds: the Pod's own.
+        "health_port": 10248,
         "provider_config": localnode.local_provider_config(group, node),
     }
 
