@@ -340,8 +340,11 @@ def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.Arg
     )
     kit.add_argument(
         "--ephemeral-workloads",
-        action="store_true",
-        help="the provider keeps its workloads in its own memory (as mock does): skip the restart tests",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="override the provider's own declaration (its ephemeral_workloads attribute; mock declares "
+        "it): with the flag the restart tests are skipped, with --no-ephemeral-workloads they run "
+        "(default: as the provider declares)",
     )
     kit.set_defaults(run_command=_run_conformance_command)
 
