@@ -422,7 +422,8 @@ def build_offload_parser() -> argparse.ArgumentParser:
         prog="kubectl offload",
         description=(
             "Move inference between home GPU nodes and external GPU providers (kubectl plugin): "
-            "list, inspect, flip, pause, resume, abort and promote Offload migrations; with the "
+            "list, inspect, flip, pause, resume, abort and promote Offload migrations, and uninstall "
+            "(bring every Offload home and leave nothing at a provider); with the "
             "development tools installed, `dev` runs the development cluster, as `vk-provider dev` does."
         ),
     )
