@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -45,6 +46,7 @@ from vk_provider.offloadcli.commands import (
     checked_patch,
     complain,
     emit,
+    not_found,
 )
 
 POLL_SECONDS = 1.0
@@ -54,6 +56,11 @@ REPORT_SECONDS = 30.0
 """How long the list of what is left may take to read once the time is up."""
 
 T = TypeVar("T")
+
+
+def warn(text: str) -> None:
+    """To stderr as it is: a warning, not an error (the command goes on)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +115,7 @@ class Cluster:
                 delay = jittered_backoff_seconds(
                     failures, initial_seconds=RETRY_INITIAL_SECONDS, max_seconds=RETRY_MAX_SECONDS
                 )
-                complain(f"reading {what} failed ({error}); trying again in {delay:.1f}s")
+                warn(f"warning: reading {what} failed ({error}); trying again in {delay:.1f}s")
                 await asyncio.sleep(delay)
 
     async def offloads(self) -> list[RawObject]:
@@ -183,7 +190,7 @@ async def _uninstall(cluster: Cluster) -> int:
         await force_release(cluster, offloads, presence)
     else:
         if presence.running is None:
-            complain(
+            warn(
                 f"warning: cannot tell whether the controller runs ({presence.text}); if it does not, "
                 "nothing comes home and this waits until --timeout"
             )
@@ -252,7 +259,7 @@ async def _send_home(cluster: Cluster, offload: RawObject, now: datetime, stamp:
             lambda current: homing.home_patch(current, now, stamp),
         )
     except CommandError as error:
-        if "not found" in error.message:
+        if error.message == not_found(metadata["namespace"], metadata["name"]).message:
             return None
         raise
     return homing.sent_from(patched, stamp)
@@ -423,7 +430,7 @@ async def force_release(
 ) -> None:
     """--force without a controller: delete the Offloads, remove the controller's finalizer and the away
     Deployments; nothing is brought home, and the warning says what that costs."""
-    complain(
+    warn(
         f"WARNING: --force: the controller does not run ({presence.text}). Removing the finalizer "
         f"{FINALIZER} from {len(offloads)} Offloads WITHOUT bringing them home: traffic still served away "
         "stops being routed once they are gone, and a home Deployment the controller scaled to 0 stays at "
@@ -431,12 +438,12 @@ async def force_release(
         "workloads at the provider."
     )
     for offload in offloads:
-        complain(f"WARNING: forcing {leftovers.describe_offload(offload)}")
+        warn(f"WARNING: forcing {leftovers.describe_offload(offload)}")
     await asyncio.gather(*(_delete(cluster, offload) for offload in offloads))
     await asyncio.gather(*(_strip_finalizer(cluster, offload) for offload in offloads))
     removed = await asyncio.gather(*(_delete_away_deployments(cluster, offload) for offload in offloads))
     for name in (name for names in removed for name in names):
-        complain(f"WARNING: deleted away Deployment {name}")
+        warn(f"WARNING: deleted away Deployment {name}")
     await delete_and_wait(cluster, offloads, controller=False)
 
 
