@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import MANIFESTS_GROUP, Kubectl
-from tests.integration.test_chart import CHART, NAMESPACE, Object, key, render
+from tests.integration.test_chart import CHART, MANIFESTS, NAMESPACE, Object, key, render
 from tests.integration.test_manifests import can_i_as
 from vk_devtools.devcluster.helm import helm_binary
 
@@ -93,12 +93,15 @@ def test_the_hook_follows_its_values_and_can_be_turned_off(helm: Helm, tmp_path:
 
 
 @pytest.fixture(scope="module")
-def hook_rbac_applied(helm: Helm, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> None:
+def hook_rbac_applied(
+    helm: Helm, kubectl: Kubectl, offload_crd: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The hook's ServiceAccount and rights, applied as Helm would before the Job (left in place: the
     names are the hook's own)."""
     rbac = [item for item in hooks(render(helm)).values() if item["kind"] != "Job"]
     file = tmp_path_factory.mktemp("hook") / "rbac.yaml"
     file.write_text(yaml.safe_dump_all(rbac))
+    kubectl("apply", "-f", str(MANIFESTS / "base" / "namespace.yaml"))
     kubectl("apply", "-f", str(file))
 
 
