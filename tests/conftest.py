@@ -34,6 +34,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_envoy_gateway.py": "envoy-gateway",
     "tests/integration/test_manifests.py": "manifests",
     "tests/integration/test_chart.py": "manifests",
+    "tests/integration/test_chart_uninstall.py": "manifests",
     "tests/integration/test_image.py": "image",
     "tests/integration/test_in_cluster_stack.py": "in-cluster-stack",
 }

@@ -345,8 +345,11 @@ def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.Arg
     )
     kit.add_argument(
         "--ephemeral-workloads",
-        action="store_true",
-        help="the provider keeps its workloads in its own memory (as mock does): skip the restart tests",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="override the provider's own declaration (its ephemeral_workloads attribute; mock declares "
+        "it): with the flag the restart tests are skipped, with --no-ephemeral-workloads they run "
+        "(default: as the provider declares)",
     )
     kit.set_defaults(run_command=_run_conformance_command)
 
@@ -424,7 +427,8 @@ def build_offload_parser() -> argparse.ArgumentParser:
         prog="kubectl offload",
         description=(
             "Move inference between home GPU nodes and external GPU providers (kubectl plugin): "
-            "list, inspect, flip, pause, resume, abort and promote Offload migrations; with the "
+            "list, inspect, flip, pause, resume, abort and promote Offload migrations, and uninstall "
+            "(bring every Offload home and leave nothing at a provider); with the "
             "development tools installed, `dev` runs the development cluster, as `vk-provider dev` does."
         ),
     )

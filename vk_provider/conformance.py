@@ -3,8 +3,10 @@
 The suite is `vk_provider.testing.contract`; the kit gives it a harness built from the command line
 instead of one written for a backend. What only a backend's own harness can do (make the provider
 refuse a pod for good, fail for a while, go down, lose or break a workload) is skipped with the reason,
-as are the optional capabilities the provider does not declare: the report says what passed, what
-failed and why, and what was skipped and why. The exit code is pytest's: 0 only when nothing failed.
+as are the optional capabilities the provider does not declare, and the restart tests of a provider
+that declares its workloads ephemeral (`vk_provider.provider.declares_ephemeral_workloads`; the mock
+does): the report says what passed, what failed and why, and what was skipped and why. The exit code
+is pytest's: 0 only when nothing failed.
 
 A plugin serves one node, so the test that needs a second node is skipped for plugins; a new
 connection to the same plugin stands for the node's restart (the plugin keeps its workloads).
@@ -35,6 +37,7 @@ from vk_provider.provider import (
     PodRequest,
     PodState,
     ProviderContext,
+    declares_ephemeral_workloads,
 )
 from vk_provider.testing.contract import wait_stopped
 
@@ -191,9 +194,11 @@ class InProcessTarget:
     name: str
     config: dict[str, Any]
     template: PodTemplate
-    ephemeral_workloads: bool = False
-    """The provider keeps its workloads in its own memory (as `mock` does): a new instance cannot find
-    them, so the tests of a node restart are skipped rather than failed."""
+    ephemeral_workloads: bool | None = None
+    """Whether the provider keeps its workloads in its own memory (as `mock` does), so that a new
+    instance cannot find them and the tests of a node restart are skipped rather than failed. None (the
+    default) takes the provider's own declaration (`declares_ephemeral_workloads`); True or False
+    overrides it (`--ephemeral-workloads`, `--no-ephemeral-workloads`)."""
 
     async def open(self, folder: Path) -> KitHarness:
         node = "conformance-node"
@@ -203,12 +208,16 @@ class InProcessTarget:
             state.mkdir(parents=True, exist_ok=True)
             return plugins.build(self.name, ProviderContext(node_name, self.config, "127.0.0.1", state))
 
+        provider = build(node)
+        ephemeral = self.ephemeral_workloads
+        if ephemeral is None:
+            ephemeral = declares_ephemeral_workloads(provider)
         return KitHarness(
-            build(node),
+            provider,
             node,
             self.template,
             other=lambda: build("conformance-other-node"),
-            restarted=None if self.ephemeral_workloads else lambda: build(node),
+            restarted=None if ephemeral else lambda: build(node),
         )
 
 

@@ -24,6 +24,13 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
 - `SupportsServiceAccountTokens`: the provider mounts projected volumes whole, ServiceAccount tokens
   included, as a kubelet does; the node then requests the tokens and hands fresh ones before they expire.
 
+Declarations, read with `getattr` (absent means False), say what a provider is rather than what it can
+do; the conformance kit sets its expectations by them:
+
+- `ephemeral_workloads = True` (a class attribute): the provider keeps its workloads in its own memory
+  (as `mock` does), so a new instance for the same node finds none of them. The kit then skips the
+  tests of a node restart instead of failing them (see `declares_ephemeral_workloads`).
+
 A provider that chooses where each pod goes (the `chain`) says what it chose in `PodState.placement`;
 the node writes that on the pod (see `vk_provider.kit.placement`).
 
@@ -273,6 +280,15 @@ class ProviderContext:
     """The address the node reports (status.hostIP of its pods)."""
     state_dir: Path
     """A folder the provider may keep files in (logs, bookkeeping); it survives daemon restarts."""
+
+
+EPHEMERAL_WORKLOADS_ATTRIBUTE = "ephemeral_workloads"
+
+
+def declares_ephemeral_workloads(provider: object) -> bool:
+    """Whether the provider declares that its workloads live in its own memory (only `True` counts, so a
+    stray truthy value from an unrelated attribute is not taken for a declaration)."""
+    return getattr(provider, EPHEMERAL_WORKLOADS_ATTRIBUTE, False) is True
 
 
 @runtime_checkable

@@ -186,6 +186,11 @@ class Rig:
         return host_for(self.namespace)
 
     @property
+    def lease_name(self) -> str:
+        """The controller's leader Lease (in SYSTEM_NAMESPACE): one per rig, so rigs never share a leader."""
+        return f"controller-{self.namespace}"[:63]
+
+    @property
     def traffic_url(self) -> str:
         """Where clients send this service's requests: the data plane the Offload names."""
         return self.envoy.listener_url if self.envoy is not None else self.router_url
@@ -245,7 +250,7 @@ class Rig:
             "--leader-election-namespace",
             SYSTEM_NAMESPACE,
             "--lease-name",
-            f"controller-{self.namespace}"[:63],
+            self.lease_name,
             "--lease-duration",
             "6",
             "--lease-renew",

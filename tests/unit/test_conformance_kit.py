@@ -22,6 +22,8 @@ from tests.unit.providers.sagemaker.support import write_credentials
 from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_devtools.standins.sagemaker import MotoSageMaker
 from vk_provider.plugin.v1 import provider_pb2 as pb
+from vk_provider.provider import declares_ephemeral_workloads
+from vk_providers.mock import MockProvider
 
 KIT = [sys.executable, "-m", "vk_provider", "conformance"]
 
@@ -33,8 +35,9 @@ def kit(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_mock_passes_all_it_declares_and_the_report_says_what_was_skipped_and_why(tmp_path: Path) -> None:
+    # No flag: the mock declares its workloads ephemeral, so the restart tests are skipped, not failed.
     junit = tmp_path / "report.xml"
-    done = kit("--provider", "mock", "--ephemeral-workloads", "--junit", str(junit), cwd=tmp_path)
+    done = kit("--provider", "mock", "--junit", str(junit), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASSED" in done.stdout
     assert "not declared: the kit cannot know which pod this provider refuses for good" in done.stdout
@@ -46,8 +49,9 @@ def test_the_mock_passes_all_it_declares_and_the_report_says_what_was_skipped_an
 
 
 def test_a_provider_that_breaks_the_contract_fails_the_kit_with_the_reason(tmp_path: Path) -> None:
-    # The mock keeps its pods in memory: claimed to outlive a restart, it does not.
-    done = kit("--provider", "mock", cwd=tmp_path)
+    # The mock keeps its pods in memory: with its declaration overridden (claimed to outlive a restart),
+    # it does not.
+    done = kit("--provider", "mock", "--no-ephemeral-workloads", cwd=tmp_path)
     assert done.returncode == 1
     assert "FAILED" in done.stdout
     assert "test_list_after_a_restart_finds_every_pod" in done.stdout
@@ -178,3 +182,12 @@ async def test_the_sagemaker_provider_passes_the_kit_on_moto(tmp_path: Path) -> 
         "test_list_after_a_restart_finds_every_pod",
         "test_concurrent_creates_and_deletes_leave_each_pod_once",
     } <= passed_tests(report), report
+
+
+def test_only_a_true_ephemeral_workloads_attribute_is_a_declaration() -> None:
+    class Stray:
+        ephemeral_workloads = "yes"  # truthy, but not a declaration
+
+    assert declares_ephemeral_workloads(MockProvider)
+    assert not declares_ephemeral_workloads(object())
+    assert not declares_ephemeral_workloads(Stray())

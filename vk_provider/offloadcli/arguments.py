@@ -10,10 +10,13 @@ import argparse
 import re
 
 from vk_provider.offload.plan import validate_steps
+from vk_provider.offloadcli.controllerlease import DEFAULT_LEASE, parse_lease
+from vk_provider.offloadcli.leftovers import VIRTUAL_NODES
 
 MAX_INTERVAL_SECONDS = 2**31 - 1
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
-COMMANDS = ("list", "status", "flip", "pause", "resume", "abort", "promote", "auto", "policy")
+COMMANDS = ("list", "status", "flip", "pause", "resume", "abort", "promote", "auto", "policy", "uninstall")
+DEFAULT_UNINSTALL_TIMEOUT_SECONDS = 600
 
 
 def parse_steps(text: str) -> tuple[int, ...]:
@@ -59,6 +62,21 @@ def parse_hold(text: str) -> int:
             f"{text!r} is not a hold duration like 2h, 90m or 1h30m (at least 1s, at most "
             f"{MAX_INTERVAL_SECONDS}s); without --hold the hold lasts until the next flip by a person"
         ) from None
+
+
+def parse_timeout(text: str) -> int:
+    """`--timeout 10m` (or 1h, 90s, 600) as whole seconds."""
+    try:
+        return parse_duration(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a timeout like 10m, 1h30m or 600") from None
+
+
+def parse_lease_flag(text: str) -> tuple[str, str]:
+    try:
+        return parse_lease(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _connection_flags() -> argparse.ArgumentParser:
@@ -158,6 +176,7 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
     auto.add_argument("name", metavar="NAME")
 
     _add_policy_commands(subparsers, output)
+    _add_uninstall_command(subparsers)
 
 
 def _add_policy_commands(
@@ -186,4 +205,50 @@ def _add_policy_commands(
     status.add_argument("name", metavar="NAME")
     status.add_argument(
         "-w", "--watch", action="store_true", help="re-render on each change until interrupted (Ctrl-C)"
+    )
+
+
+def _add_uninstall_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    help_text = (
+        "before removing the install: bring every Offload home, delete it, and wait until no workload "
+        "is left at a provider (the controller and the nodes must still run)"
+    )
+    uninstall = subparsers.add_parser(
+        "uninstall",
+        help=help_text,
+        description=help_text[0].upper() + help_text[1:] + ". Exits 0 once nothing is left, 1 with a "
+        "list of what is left otherwise. It does not remove the controller: do that after.",
+        parents=[_connection_flags()],
+    )
+    uninstall.set_defaults(migration_command="uninstall")
+    uninstall.add_argument(
+        "-n", "--namespace", help="only the Offloads and pods of this namespace (default: every namespace)"
+    )
+    uninstall.add_argument(
+        "--timeout",
+        type=parse_timeout,
+        default=DEFAULT_UNINSTALL_TIMEOUT_SECONDS,
+        metavar="DURATION",
+        help="give up after this long, listing what is left, e.g. 10m, 1h (default: 10m)",
+    )
+    uninstall.add_argument("--dry-run", action="store_true", help="list what it would do, and change nothing")
+    uninstall.add_argument(
+        "--force",
+        action="store_true",
+        help="only when the controller does not run: remove its finalizers without bringing Offloads "
+        "home, and delete their away Deployments (traffic still served away stops being routed)",
+    )
+    uninstall.add_argument(
+        "--controller-lease",
+        type=parse_lease_flag,
+        default=parse_lease(DEFAULT_LEASE),
+        metavar="NAMESPACE/NAME",
+        help=f"the controller's leader Lease, which says whether it runs (default: {DEFAULT_LEASE}; "
+        "the chart's is in the release's namespace)",
+    )
+    uninstall.add_argument(
+        "--virtual-nodes",
+        default=VIRTUAL_NODES,
+        metavar="SELECTOR",
+        help=f"the label selector of the nodes whose pods are provider workloads (default: {VIRTUAL_NODES})",
     )

@@ -9,7 +9,7 @@ import asyncio
 import aiohttp
 
 from vk_provider.kit.kube import KubeApiError
-from vk_provider.offloadcli import commands, policy_commands
+from vk_provider.offloadcli import commands, policy_commands, uninstall
 from vk_provider.offloadcli.commands import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -20,7 +20,11 @@ from vk_provider.offloadcli.commands import (
 )
 from vk_provider.offloadcli.connection import ConfigurationError, Target, connect, resolve
 
-HANDLERS: dict[str, Handler] = {**commands.HANDLERS, **policy_commands.HANDLERS}
+HANDLERS: dict[str, Handler] = {
+    **commands.HANDLERS,
+    **policy_commands.HANDLERS,
+    "uninstall": uninstall.run_uninstall,
+}
 
 
 async def _run(arguments: argparse.Namespace, target: Target) -> int:

@@ -21,6 +21,7 @@ import ipaddress
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 from vk_provider.errors import (
     InvalidPodError,
@@ -59,6 +60,10 @@ def _utc_now() -> datetime:
 
 
 class MockProvider:
+    ephemeral_workloads: ClassVar[bool] = True
+    """The pods live in this instance's memory: a restarted node's new instance finds none of them
+    (`vk_provider.provider.declares_ephemeral_workloads`; the conformance kit skips the restart tests)."""
+
     def __init__(self, context: ProviderContext, *, clock: Callable[[], datetime] = _utc_now) -> None:
         """`clock` gives the time the provider sees (start times, usage, followed log lines); for tests."""
         config = context.config

@@ -318,4 +318,5 @@ def test_the_runner_knows_every_command_the_parser_can_name() -> None:
         "auto",
         "policy list",
         "policy status",
+        "uninstall",
     }
