@@ -37,7 +37,8 @@ def test_a_repository_names_where_the_image_goes(repository: str) -> None:
     "repository", ["vk-provider:0.1.0", f"vk-provider@{DIGEST}", "Acme/VK", "", "a//b", "-x"]
 )
 def test_a_tag_a_digest_or_a_malformed_name_is_refused_with_an_example(repository: str) -> None:
-    with pytest.raises(ReleaseError, match=r"is not an image repository: .* e\.g\. ghcr\.io/acme/vk-provider"):
+    refused = r"is not an image repository: .* e\.g\. ghcr\.io/acme/vk-provider"
+    with pytest.raises(ReleaseError, match=refused):
         check_repository(repository)
 
 
