@@ -335,6 +335,11 @@ def report(release: Release, seconds: float, out: TextIO) -> None:
 def run(source: Path, output: Path, *, image_repository: str, revision: str, out: TextIO, err: TextIO) -> int:
     started = time.monotonic()
     try:
+        check_repository(image_repository)
+    except ReleaseError as error:
+        print(error, file=err)
+        return 2  # bad input: before anything is built
+    try:
         release = make_release(source, output, image_repository=image_repository, revision=revision, log=err)
     except ReleaseError as error:
         print(error, file=err)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import IMAGE_GROUP
+from vk_devtools.devcluster.debian import debian_program
 from vk_devtools.devcluster.helm import helm_binary
 from vk_devtools.release import Release, container_images
 from vk_provider import __version__
@@ -57,6 +58,27 @@ def test_the_archive_is_an_oci_layout_whose_manifest_has_the_published_digest(re
     assert manifest["digest"] == release.digest
     assert f"blobs/sha256/{release.digest.removeprefix('sha256:')}" in names
     assert release.artifact(".image-digest").read_text() == f"{release.digest}\n"
+
+
+def test_skopeo_copies_the_archive_with_its_digest(release: Release, tmp_path: Path) -> None:
+    # What the README tells a user to do, to a registry; here to a folder, which keeps digests alike.
+    skopeo = debian_program("skopeo", "usr/bin/skopeo")
+    gpgme = debian_program(
+        "libgpgme11", "usr/lib/x86_64-linux-gnu/libgpgme.so.11"
+    )  # skopeo's missing library
+    environment = {**os.environ, "LD_LIBRARY_PATH": str(gpgme.parent), "TMPDIR": str(tmp_path)}
+    copy = [
+        str(skopeo),
+        "--insecure-policy",  # no /etc/containers/policy.json on this machine: nothing is verified
+        "copy",
+        "--preserve-digests",
+        f"oci-archive:{release.artifact('.oci.tar')}",
+        f"oci:{tmp_path / 'copied'}:{__version__}",
+    ]
+    done = subprocess.run(copy, capture_output=True, text=True, timeout=300, check=False, env=environment)
+    assert done.returncode == 0, done.stderr
+    index = json.loads((tmp_path / "copied" / "index.json").read_text())
+    assert [item["digest"] for item in index["manifests"]] == [release.digest]
 
 
 def test_the_packaged_chart_lints_strictly_and_renders_the_image_by_digest(release: Release) -> None:
