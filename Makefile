@@ -5,11 +5,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint build-plane proto image clean
+.PHONY: demo test test-unit test-integration lint build-plane proto image lock release clean
 
-$(STAMP): pyproject.toml devtools/pyproject.toml
+# The image's pins first (image/requirements.txt, with their hashes): the development cluster runs this
+# venv's Python, so it runs the versions the image contains (tests/integration/test_release.py checks).
+$(STAMP): pyproject.toml devtools/pyproject.toml image/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --require-hashes -r image/requirements.txt
 	$(BIN)/pip install --quiet -e '.[test]' -e ./devtools
 	touch $(STAMP)
 
@@ -66,6 +69,21 @@ image: $(STAMP)
 		echo "no container builder works here: the same image from Debian's packages, in build/image"; \
 		$(BIN)/vk-provider dev image --output build/image --tag $(VERSION); \
 	fi
+
+# The image's Python distributions (vk-provider[router] and everything it needs), pinned with hashes.
+# Rerun after changing pyproject.toml's dependencies; `--upgrade` moves every pin to the newest release.
+LOCK_FLAGS ?=
+lock: $(STAMP)
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links \
+		--extra router $(LOCK_FLAGS) --output-file image/requirements.txt pyproject.toml
+
+# Everything a platform team installs from, in dist/: the wheel and sdist, the image as an OCI archive
+# and its digest, the Helm chart and install.yaml (both pinning the image by that digest), SHA256SUMS.
+# IMAGE_REPOSITORY is where the image will be pushed (`skopeo copy --preserve-digests oci-archive:...`).
+# The image is built from Debian's packages, which needs root.
+IMAGE_REPOSITORY ?= vk-provider
+release: $(STAMP)
+	$(BIN)/vk-provider dev release --output dist --image-repository $(IMAGE_REPOSITORY)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

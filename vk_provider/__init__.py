@@ -11,6 +11,6 @@ import os
 # documents this setting for programs that fork only to exec. A value set by the user stays.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

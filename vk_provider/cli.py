@@ -18,11 +18,28 @@ from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
 from vk_provider.offloadcli import running as migration
 from vk_provider.offloadcli.arguments import add_migration_commands
+from vk_provider.offloadcli.version import add_version_command
 
 COMMANDS_GROUP = "vk_provider.commands"
 """Entry points that add subcommands: each is `register(subparsers)`, which adds its parser and sets
 `run_command` (arguments -> exit code) as a default. The development tools add `dev` this way, so the
 product's command line never imports them and a production install has no `dev` at all."""
+
+
+def versioned_parser(program: str) -> type[argparse.ArgumentParser]:
+    """An ArgumentParser class whose every instance answers `--version` with `<program> <version>`.
+
+    Subparsers are made with their parent's class (argparse's `add_subparsers` default), so the root
+    parser of this class gives every subcommand at every depth, installed ones such as `dev` included,
+    its `--version` without each command adding it: an operator can ask any command line they have at
+    hand, `vk-provider router --version` in a container's args as well as the top-level one."""
+
+    class VersionedParser(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.add_argument("--version", action="version", version=f"{program} {__version__}")
+
+    return VersionedParser
 
 
 def _add_installed_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -193,11 +210,10 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 def build_parser(*, only_node: bool = False) -> argparse.ArgumentParser:
     """Every command's parser; `only_node`: the node's alone, so a running node never imports the
     router's and the controller's modules (botocore and more: some 8 MiB it would keep for days)."""
-    parser = argparse.ArgumentParser(
+    parser = versioned_parser("vk-provider")(
         prog="vk-provider",
         description="A virtual-kubelet provider that offloads inference to external GPU providers.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_node_command(subparsers)
     if only_node:
@@ -423,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_offload_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = versioned_parser("kubectl-offload")(
         prog="kubectl offload",
         description=(
             "Move inference between home GPU nodes and external GPU providers (kubectl plugin): "
@@ -432,9 +448,9 @@ def build_offload_parser() -> argparse.ArgumentParser:
             "development tools installed, `dev` runs the development cluster, as `vk-provider dev` does."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"kubectl-offload {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_migration_commands(subparsers)
+    add_version_command(subparsers)
     _add_installed_commands(subparsers)
     return parser
 

@@ -208,6 +208,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--output", type=Path, default=Path("build/image"), help="the OCI layout folder (replaced)"
     )
     image.add_argument("--tag", default=None, help="the image's tag (default: the project's version)")
+    release = dev_commands.add_parser(
+        "release",
+        help="write a release into a folder: wheel, sdist, image archive, chart, install.yaml (needs root)",
+        description=(
+            "Write everything vk-provider is installed from, of the project's one version: the wheel and "
+            "the sdist, the image as an OCI archive (built from Debian's packages) and its digest, the "
+            "Helm chart and install.yaml with the image pinned by that digest, and SHA256SUMS."
+        ),
+    )
+    release.add_argument("--output", type=Path, default=Path("dist"), help="the folder (default: dist)")
+    release.add_argument(
+        "--image-repository",
+        default="vk-provider",
+        help="where the image will be pushed, as the chart and install.yaml name it (default: %(default)s)",
+    )
 
 
 def _in_cluster_refusal(arguments: argparse.Namespace) -> str | None:
@@ -246,7 +261,7 @@ def _up(arguments: argparse.Namespace, directory: Path) -> int:
 
 def run(arguments: argparse.Namespace) -> int:
     command: str = arguments.dev_command
-    if command in ("build", "image"):  # the builds: no cluster folder
+    if command in ("build", "image", "release"):  # the builds: no cluster folder
         return _build(arguments)
     directory: Path = arguments.dir or cluster.default_directory()
     if command == "up":
@@ -270,4 +285,6 @@ def run(arguments: argparse.Namespace) -> int:
 def _build(arguments: argparse.Namespace) -> int:
     if arguments.dev_command == "image":
         return commands.image(arguments.output, tag=arguments.tag)
+    if arguments.dev_command == "release":
+        return commands.release(arguments.output, image_repository=arguments.image_repository)
     return commands.build(background=arguments.background, wait=not arguments.no_wait)

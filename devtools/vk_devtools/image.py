@@ -3,11 +3,13 @@
 A machine with a container builder and a registry builds `Containerfile` (`make image`). This machine
 has neither, so the same image is made from Debian's packages, as `Containerfile` describes it:
 
-1. `mmdebstrap` (Debian's, unpacked into our cache) makes a minimal Debian root file system with
-   Python 3.11 (`PACKAGES`);
-2. the project and its dependencies are built as wheels on this machine (`pip wheel`), and installed
-   into a virtual environment in that root (`/opt/vk-provider`) by the root's own Python, offline;
-   then what only the installation needed goes (pip, the venv package, apt's lists);
+1. `mmdebstrap` (Debian's, unpacked into our cache) makes a minimal Debian root file system with the
+   packages `image/debian-packages.txt` names (the Containerfile installs the same list);
+2. the Python distributions `image/requirements.txt` pins are downloaded on this machine as wheels,
+   checked against the lock's hashes, and installed into a virtual environment in that root
+   (`/opt/vk-provider`) by the root's own Python, offline, with the hashes checked again; then the
+   project's wheel, without dependencies (the lock has them all, the `router` extra's uvloop too);
+   then what only the installation needed goes (pip, the `build-only` packages, apt's lists);
 3. a user 65532 (`nonroot`) owns the state folder, and nothing else is writable by it;
 4. `umoci` (Debian's too) packs the root as one layer of an OCI image layout, with the user, the
    entrypoint and the OCI labels in its configuration.
@@ -31,12 +33,10 @@ from pathlib import Path
 from typing import TextIO
 
 from vk_devtools.devcluster.debian import debian_program
+from vk_devtools.imagecontents import REQUIREMENTS, debian_packages
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("python3", "python3-venv", "ca-certificates")
-BUILD_ONLY_PACKAGES = ("python3-venv", "python3.11-venv", "python3-pip-whl", "python3-setuptools-whl")
-"""Needed to make the virtual environment, not to run it: purged before packing."""
 EXCLUDED_PATHS = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*")
 USER_ID = 65532
 VENV = "/opt/vk-provider"
@@ -44,8 +44,10 @@ ENTRYPOINT = f"{VENV}/bin/vk-provider"
 STATE_DIR = "/var/lib/vk-provider"
 WHEELS_INSIDE = "/opt/wheels"
 """Where the wheels wait inside the root while they are installed (removed after)."""
+LICENSE_INSIDE = "/usr/share/doc/vk-provider/LICENSE"
+"""Where the image keeps the project's license (the Containerfile puts it there too)."""
 STEP_TIMEOUT_SECONDS = 900
-PROJECT_FILES = ("pyproject.toml", "README.md", "vk_provider", "providers")
+PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "vk_provider", "providers")
 """What the image is built from, as the Containerfile copies it."""
 
 
@@ -81,16 +83,24 @@ def build_image(
     version: str,
     revision: str,
     source_url: str | None = None,
+    project_wheel: Path | None = None,
     log: TextIO = sys.stderr,
 ) -> BuiltImage:
     """Build the image of the project at `source` into the OCI layout `layout` (replaced); the OCI
-    labels name `version`, `revision` and, when known, `source_url`."""
+    labels name `version`, `revision` and, when known, `source_url`. `project_wheel`: the project's
+    wheel to install (a release's own); by default one is built from `source`."""
     if os.geteuid() != 0:
         raise ImageBuildError("building the image needs root (mmdebstrap's root mode and chroot)")
     with tempfile.TemporaryDirectory(prefix="vk-image-") as scratch:
         root = Path(scratch) / "rootfs"
-        _debian_root(root, log)
-        _install_project(source, root, Path(scratch) / "wheels", log)
+        packages = debian_packages(source)
+        _debian_root(root, packages.installed, log)
+        wheel = project_wheel or _project_wheel(source, Path(scratch) / "project", log)
+        _install_python(source, root, Path(scratch) / "wheels", wheel, log)
+        _remove_build_only(root, packages.build_only, log)
+        license_file = root / LICENSE_INSIDE.lstrip("/")
+        license_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / "LICENSE", license_file)
         _prepare_for_nonroot(root)
         root_bytes = _size(root)
         labels = _labels(version, revision, source_url)
@@ -114,7 +124,7 @@ def _run(step: str, command: Sequence[object], log: TextIO, env: dict[str, str] 
     return done.stdout
 
 
-def _debian_root(root: Path, log: TextIO) -> None:
+def _debian_root(root: Path, packages: Sequence[str], log: TextIO) -> None:
     mmdebstrap = debian_program("mmdebstrap", "usr/bin/mmdebstrap")
     # mmdebstrap runs its helper mmtarfilter from PATH: the unpacked package's folder goes first.
     env = {**os.environ, "PATH": f"{mmdebstrap.parent}:{os.environ.get('PATH', '')}"}
@@ -122,54 +132,89 @@ def _debian_root(root: Path, log: TextIO) -> None:
     command = [
         mmdebstrap,
         "--variant=minbase",
-        f"--include={','.join(PACKAGES)}",
+        f"--include={','.join(packages)}",
         *excluded,
         SUITE,
         root,
         MIRROR,
     ]
-    _run(f"a Debian {SUITE} root with {', '.join(PACKAGES)} (mmdebstrap)", command, log, env)
+    _run(f"a Debian {SUITE} root with {', '.join(packages)} (mmdebstrap)", command, log, env)
 
 
-def _install_project(source: Path, root: Path, wheels: Path, log: TextIO) -> None:
+def _project_wheel(source: Path, folder: Path, log: TextIO) -> Path:
+    """The project's own wheel, without its dependencies (the lock brings those)."""
     # From a copy: setuptools builds in the tree it is given (its build/ folder), and the checkout's
     # own must stay the user's (two builds at once collided there).
-    tree = wheels.with_name("source")
-    tree.mkdir()
+    tree = folder / "source"
+    tree.mkdir(parents=True)
     for name in PROJECT_FILES:
         if (source / name).is_dir():
             shutil.copytree(source / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(source / name, tree / name)
+    wheels = folder / "wheel"
     _run(
-        "wheels of the project and its dependencies",
-        [sys.executable, "-m", "pip", "wheel", "--quiet", tree, "-w", wheels],
+        "the project's wheel",
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", tree, "-w", wheels],
         log,
     )
+    (wheel,) = wheels.glob("vk_provider-*.whl")
+    return wheel
+
+
+def _install_python(source: Path, root: Path, wheels: Path, project_wheel: Path, log: TextIO) -> None:
+    # Binary wheels only: a wheel built here from an sdist would not have the hash the lock names.
+    download = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "-r",
+        source / REQUIREMENTS,
+        "-d",
+        wheels,
+    ]
+    _run(f"the wheels {REQUIREMENTS} pins, checked against its hashes", download, log)
     inside = root / WHEELS_INSIDE.lstrip("/")
     shutil.copytree(wheels, inside)
+    shutil.copy2(source / REQUIREMENTS, inside / "requirements.txt")
+    shutil.copy2(project_wheel, inside / project_wheel.name)
     _run("the virtual environment", ["chroot", root, "python3", "-m", "venv", VENV], log)
-    pip = f"{VENV}/bin/pip"
-    install = [
+    pip = [
         "chroot",
         root,
-        pip,
+        f"{VENV}/bin/pip",
+        "--disable-pip-version-check",
         "install",
         "--quiet",
         "--no-index",
         "--find-links",
         WHEELS_INSIDE,
-        "vk-provider",
     ]
-    _run("the project into it, offline", install, log)
     _run(
-        "pip and setuptools out of it",
-        ["chroot", root, pip, "uninstall", "--quiet", "--yes", "pip", "setuptools"],
+        "the locked dependencies into it, offline, hashes checked",
+        [*pip, "--require-hashes", "-r", f"{WHEELS_INSIDE}/requirements.txt"],
         log,
     )
-    purge = ["chroot", root, "dpkg", "--purge", *BUILD_ONLY_PACKAGES]
-    _run("the packages only the installation needed", purge, log)
+    _run(
+        "the project's wheel into it, without dependencies",
+        [*pip, "--no-deps", f"{WHEELS_INSIDE}/{project_wheel.name}"],
+        log,
+    )
+    _run(
+        "pip and setuptools out of it",
+        ["chroot", root, f"{VENV}/bin/pip", "uninstall", "--quiet", "--yes", "pip", "setuptools"],
+        log,
+    )
     shutil.rmtree(inside)
+
+
+def _remove_build_only(root: Path, packages: Sequence[str], log: TextIO) -> None:
+    if packages:
+        _run("the packages only the installation needed", ["chroot", root, "dpkg", "--purge", *packages], log)
     for leftovers in ("var/lib/apt/lists", "var/cache/apt", "var/log"):
         folder = root / leftovers
         for entry in folder.iterdir() if folder.is_dir() else ():

@@ -36,6 +36,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, gatewayapi
 from vk_devtools.devcluster.building import BinaryCache
 from vk_devtools.devcluster.envoy import envoy_binary
+from vk_devtools.release import Release, make_release
 from vk_provider.kit.kube import KubeApi
 
 REUSE_VARIABLE = "VK_PROVIDER_TEST_CLUSTER"
@@ -61,7 +62,7 @@ MANIFESTS_GROUP = pytest.mark.xdist_group("manifests")
 """The kustomize base's and the chart's RBAC tests apply objects of the same names (the node's
 ClusterRole, ...), and the base's module fixture deletes them at its end: one worker, in turn."""
 IMAGE_GROUP = pytest.mark.xdist_group("image")
-"""The image is built once per module (a minute, in the source tree's copy): one worker."""
+"""The image is built once per run, by the `release` fixture (a few minutes): its tests on one worker."""
 IN_CLUSTER_GROUP = pytest.mark.xdist_group("in-cluster-stack")
 """The tests of `dev up --in-cluster` share one development plane, started by a module fixture."""
 """Tests on Envoy Gateway: on one worker, so that one Envoy Gateway serves them (two would both act on
@@ -458,3 +459,21 @@ async def remove_pods_of(core: client.CoreV1Api, node_name: str, *, timeout_seco
         return not (await core.list_pod_for_all_namespaces(field_selector=selector)).items
 
     await wait_for(none_left, timeout_seconds=timeout_seconds, what=f"the pods of {node_name} to be gone")
+
+
+RELEASE_REVISION = "0" * 40
+
+
+@pytest.fixture(scope="session")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """`make release` of this checkout, once per run: the image tests (IMAGE_GROUP, one worker) share its
+    image instead of building their own."""
+    if os.geteuid() != 0:
+        pytest.skip("building the image needs root (mmdebstrap, chroot)")
+    output = tmp_path_factory.mktemp("release") / "dist"
+    made = make_release(
+        Path(__file__).parents[2], output, image_repository="vk-provider", revision=RELEASE_REVISION
+    )
+    for path in made.artifacts:
+        print(f"release: {path.name} {path.stat().st_size / 2**20:.1f} MiB", file=sys.stderr)
+    return made

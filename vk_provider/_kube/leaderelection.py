@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,7 +40,10 @@ class LeaderElector:
         retry_seconds: float = 2.0,
         renew_deadline_seconds: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
+        """`annotations` go on the Lease with every write of this replica's, so what it publishes there
+        (its version) is the current leader's."""
         if not renew_seconds < lease_seconds:
             raise ValueError("the renew interval must be shorter than the lease duration")
         deadline = lease_seconds - renew_seconds if renew_deadline_seconds is None else renew_deadline_seconds
@@ -57,6 +60,7 @@ class LeaderElector:
         self._retry_seconds = retry_seconds
         self._renew_deadline_seconds = deadline
         self._monotonic = monotonic
+        self._annotations = dict(annotations or {})
         self._observed: tuple[Any, Any] | None = None
         self._observed_at = 0.0
         self._held: RawObject | None = None
@@ -80,15 +84,20 @@ class LeaderElector:
             else transitions + 1,
         }
 
+    def _written(self, lease: RawObject) -> RawObject:
+        """`lease` as this replica writes it: its spec, and its annotations over the ones there."""
+        metadata = dict(lease.get("metadata") or {})
+        if self._annotations:
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **self._annotations}
+        return {**lease, "metadata": metadata, "spec": self._spec(lease)}
+
     async def _try_acquire_or_renew(self) -> bool:
         if self._held is not None:
             # As client-go's fast path: the leader renews the Lease it last wrote, one PUT and no GET
             # (the resourceVersion makes it fail if anyone else wrote since); on any refusal, the
             # slow path below reads the Lease again.
             try:
-                self._held = await self._api.request(
-                    "PUT", self._path, body={**self._held, "spec": self._spec(self._held)}
-                )
+                self._held = await self._api.request("PUT", self._path, body=self._written(self._held))
                 return True
             except KubeApiError as error:
                 self._held = None
@@ -103,9 +112,8 @@ class LeaderElector:
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self._name, "namespace": self._namespace},
-                "spec": self._spec(None),
             }
-            self._held = await self._api.create(self._collection, body)
+            self._held = await self._api.create(self._collection, self._written(body))
             return True
         spec = current.get("spec") or {}
         record = (spec.get("holderIdentity"), spec.get("renewTime"))
@@ -116,8 +124,7 @@ class LeaderElector:
         expired = self._monotonic() - self._observed_at > duration
         if holder and holder != self.identity and not expired:
             return False
-        updated = {**current, "spec": self._spec(current)}
-        self._held = await self._api.request("PUT", self._path, body=updated)
+        self._held = await self._api.request("PUT", self._path, body=self._written(current))
         return True
 
     async def _attempt(self) -> bool:

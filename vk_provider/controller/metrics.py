@@ -7,8 +7,10 @@ series.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from vk_provider import __version__
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 NAMESPACE = "vk_provider_controller"
@@ -17,6 +19,14 @@ NAMESPACE = "vk_provider_controller"
 class ControllerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # Prometheus' build_info idiom: always 1, the version in a label, so a dashboard can join it
+        # onto any series (or count the versions running during a rollout).
+        Gauge(
+            "vk_provider_build_info",
+            "The running controller's vk-provider version (always 1).",
+            ["version"],
+            registry=self.registry,
+        ).labels(__version__).set(1)
         self._emergencies = Counter(
             "emergency_migrations",
             "Emergency migrations started because the serving side lost its endpoints, by the side lost.",

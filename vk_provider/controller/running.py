@@ -18,6 +18,7 @@ import uuid
 import aiohttp
 from aiohttp import web
 
+from vk_provider import __version__
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider._kube.watching import Reflector
@@ -37,7 +38,12 @@ from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi, KubeApiError
 from vk_provider.kit.probes import Readiness, add_probe_routes
-from vk_provider.offload.names import offloads_path
+from vk_provider.offload.names import (
+    CONTROLLER_LEASE,
+    CONTROLLER_NAMESPACE,
+    VERSION_ANNOTATION,
+    offloads_path,
+)
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
@@ -133,10 +139,10 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=4, help="Offloads reconciled at once (default: 4)")
     parser.add_argument(
         "--leader-election-namespace",
-        default="vk-provider-system",
-        help="namespace of the leader Lease (default: vk-provider-system)",
+        default=CONTROLLER_NAMESPACE,
+        help=f"namespace of the leader Lease (default: {CONTROLLER_NAMESPACE})",
     )
-    parser.add_argument("--lease-name", default="vk-provider-controller", help="name of the leader Lease")
+    parser.add_argument("--lease-name", default=CONTROLLER_LEASE, help="name of the leader Lease")
     parser.add_argument(
         "--lease-duration", type=float, default=15.0, help="seconds a leader's Lease lasts (default: 15)"
     )
@@ -267,6 +273,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         identity=identity,
         lease_seconds=arguments.lease_duration,
         renew_seconds=arguments.lease_renew,
+        annotations={VERSION_ANNOTATION: __version__},
     )
 
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow

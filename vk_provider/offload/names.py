@@ -17,6 +17,15 @@ KEPT_ROUTE_KIND = "KeptRoute"
 """A deleted Offload's route, kept by the controller for its home Service (`vk_provider.offload.retained`)."""
 KEPT_ROUTES = "keptroutes"
 
+CONTROLLER_LEASE = "vk-provider-controller"
+"""The controller replicas' leader Lease (`vk-provider controller --lease-name`)."""
+CONTROLLER_NAMESPACE = "vk-provider-system"
+"""Where the manifests and the chart run the controller, and its Lease's default namespace."""
+VERSION_ANNOTATION = f"{GROUP}/version"
+"""On the controller's leader Lease: the vk-provider version of the replica that last led. A Lease is
+readable with ordinary rights, where the controller's /metrics may not be reachable from a laptop, so
+`kubectl offload version` reads it here."""
+
 OFFLOAD_LABEL = f"{GROUP}/offload"
 """On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
 PROMOTE_ANNOTATION = f"{GROUP}/promote"

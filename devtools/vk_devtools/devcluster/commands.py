@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vk_devtools import image as building_image
+from vk_devtools import release as releasing
 from vk_devtools.devcluster import (
     cluster,
     envoygateway,
@@ -77,6 +78,20 @@ def image(output: Path, *, tag: str | None, out: TextIO = sys.stdout, err: TextI
         file=out,
     )
     return EXIT_OK
+
+
+def release(
+    output: Path, *, image_repository: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    """`dev release`: everything vk-provider is installed from, in `output` (see `vk_devtools.release`)."""
+    source = Path(__file__).resolve().parents[3]
+    if not (source / "pyproject.toml").is_file():
+        print(f"dev release builds from a checkout of vk-provider; {source} is not one", file=err)
+        return EXIT_USAGE
+    revision = _git(source, "rev-parse", "HEAD") or "unknown"
+    return releasing.run(
+        source, output.resolve(), image_repository=image_repository, revision=revision, out=out, err=err
+    )
 
 
 def _git(source: Path, *arguments: str) -> str | None:

@@ -29,18 +29,21 @@ import yaml
 
 from vk_devtools.devcluster import podnetwork
 from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
+from vk_provider import __version__
 from vk_providers.local.config import DEFAULT_INHERITED_ENV
 
 CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
 GPU_CAPACITY = {"nvidia.com/gpu": CAPACITY["nvidia.com/gpu"]}
 TOKENS_IMAGE = "vk-provider/tokens:0.1.0"
 """The example service's image (manifests/examples/inference.yaml): its container passes `args` only."""
-VK_PROVIDER_IMAGE = "vk-provider:0.1.0"
+VK_PROVIDER_REPOSITORY = "vk-provider"
+VK_PROVIDER_IMAGE = f"{VK_PROVIDER_REPOSITORY}:{__version__}"
 """vk-provider's own image, as manifests/ name it: node daemon, router and controller (`--in-cluster`)."""
 IMAGE_ENTRYPOINTS = {
     TOKENS_IMAGE: [sys.executable, "-m", "vk_devtools.demo.tokens"],
     DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
-    VK_PROVIDER_IMAGE: [sys.executable, "-m", "vk_provider"],
+    # By repository, so every tag and digest of it: a release's chart names the image by digest.
+    VK_PROVIDER_REPOSITORY: [sys.executable, "-m", "vk_provider"],
 }
 """What those images' ENTRYPOINTs would run, for `local` nodes, which run no images: this Python, so
 vk-provider is importable, as in the image. The dcgm-exporter stand-in's lets the GPU policy scrape a

@@ -38,7 +38,8 @@ class LocalSettings:
     image_entrypoints: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     """Image -> the argv its ENTRYPOINT would run: what a container of that image without `command`
     runs (followed by its `args`). A host has no images to read entrypoints from, yet pods meant for
-    providers that only take `args` (RunPod) must run here too, e.g. on a home node they migrate from."""
+    providers that only take `args` (RunPod) must run here too, e.g. on a home node they migrate from.
+    A key without a tag or digest names a repository: every tag and digest of it (`entrypoint_for`)."""
     mount_volumes: bool = False
     """Mount each container's volumes at their paths in a mount namespace of its own (see `mounts`),
     the ServiceAccount token the node requests among them, so in-cluster clients work in local pods.
@@ -134,6 +135,25 @@ def _capacity(value: Any) -> dict[str, str]:
             f"local provider: capacity must be a mapping like {{'nvidia.com/gpu': '8'}}, not {value!r}"
         )
     return {str(name): str(quantity) for name, quantity in value.items()}
+
+
+def image_repository(image: str) -> str:
+    """`registry:5000/team/app:1.2@sha256:...` -> `registry:5000/team/app`: the image without its tag
+    and digest (a colon after the last slash starts a tag; one before it is a registry's port)."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def entrypoint_for(image: str, entrypoints: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The argv standing in for `image`'s ENTRYPOINT: its own key's, else its repository's. By
+    repository, so an image pinned by digest (a release's chart: `vk-provider@sha256:...`) runs as its
+    tag does, though no configuration can know the digest of a build that has not happened yet."""
+    exact = entrypoints.get(image)
+    if exact is not None:
+        return exact
+    return entrypoints.get(image_repository(image))
 
 
 def _entrypoints(value: Any) -> dict[str, tuple[str, ...]]:

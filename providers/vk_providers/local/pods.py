@@ -28,7 +28,7 @@ from vk_provider.provider import (
     PodState,
     RestartPolicy,
 )
-from vk_providers.local.config import LocalSettings
+from vk_providers.local.config import LocalSettings, entrypoint_for
 from vk_providers.local.containers import ContainerRuntime, Launch, container_environment
 from vk_providers.local.mounts import pod_host_name
 from vk_providers.local.records import (
@@ -93,7 +93,7 @@ class PodRuntime:
         # Without an image there is no WORKDIR to default to; a scratch folder per pod plays its part.
         working_dir = spec.working_dir or str(self.directory / "work")
         # No command: the image's entrypoint, as a container runtime would run it (see image_entrypoints).
-        entrypoint = spec.command or self.settings.image_entrypoints.get(spec.image, ())
+        entrypoint = spec.command or entrypoint_for(spec.image, self.settings.image_entrypoints) or ()
         launch = Launch(
             argv=(*entrypoint, *spec.args),
             env=env,

@@ -54,7 +54,7 @@ from vk_provider.provider import (
     VolumeFile,
 )
 from vk_providers.local.addresses import AddressBook
-from vk_providers.local.config import parse_settings
+from vk_providers.local.config import entrypoint_for, parse_settings
 from vk_providers.local.logs import read_log
 from vk_providers.local.mounts import joining_mounts_of
 from vk_providers.local.pods import RECORD_NAME, PodRuntime
@@ -389,7 +389,7 @@ class LocalProvider:
         self._note_change(uid)
 
 
-def _validate(pod: PodRequest, image_entrypoints: Mapping[str, object]) -> None:
+def _validate(pod: PodRequest, image_entrypoints: Mapping[str, tuple[str, ...]]) -> None:
     if not _UID.fullmatch(pod.ref.uid):
         raise InvalidPodError(f"pod UID {pod.ref.uid!r} is not a UID")
     if pod.restart_policy not in RESTART_POLICIES:
@@ -404,7 +404,7 @@ def _validate(pod: PodRequest, image_entrypoints: Mapping[str, object]) -> None:
         if spec.name in seen:
             raise InvalidPodError(f"container name {spec.name!r} is used twice")
         seen.add(spec.name)
-        if not spec.command and spec.image not in image_entrypoints:
+        if not spec.command and entrypoint_for(spec.image, image_entrypoints) is None:
             raise InvalidPodError(
                 f"container {spec.name!r} has no command: the local provider runs `command` + `args` as a "
                 f"process on this host, and image_entrypoints names no entrypoint for {spec.image!r}"

@@ -227,10 +227,13 @@ async def test_a_container_without_a_command_is_rejected(tmp_path: Path) -> None
         assert await provider.get_pod_state(request.ref) is None
 
 
-async def test_a_container_without_a_command_runs_its_images_configured_entrypoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("image", ["tracer", f"tracer@sha256:{'a' * 64}"])
+async def test_a_container_without_a_command_runs_its_images_configured_entrypoint(
+    tmp_path: Path, image: str
+) -> None:
     trace = tmp_path / "trace"
     script = f"echo entrypoint ran >> {trace}; {SLEEP_FOREVER}"
-    request = pod("i2", ContainerSpec(name="main", image="tracer", args=(script,)))
+    request = pod("i2", ContainerSpec(name="main", image=image, args=(script,)))
     async with local_provider(tmp_path, image_entrypoints={"tracer": ["sh", "-c"]}) as provider:
         await provider.create_pod(request)
         await wait_for_pod(provider, request.ref, is_running())
