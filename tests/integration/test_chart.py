@@ -99,15 +99,19 @@ BASE_EQUIVALENT: Object = {
     "nodes": [
         {
             "name": "vk-provider",
-            "provider": "mock",
-            "capacity": {"cpu": "100", "memory": "512Gi", "pods": "1000"},
+            "provider": "runpod",
+            "providerConfig": {
+                "api_key_file": "/etc/vk-provider/credentials/runpod-api-key",
+                "gpu_type": "NVIDIA L4",
+            },
+            "capacity": {"cpu": "64", "memory": "256Gi", "pods": "100", "nvidia.com/gpu": "8"},
             "existingSecret": {"name": "vk-provider-credentials"},
         }
     ],
     "router": {"aws": {"existingSecret": {"name": "vk-provider-router-aws"}}},
 }
-"""The values that say what `manifests/base` and `manifests/traffic` say: the base's development node
-(the chart has none by default) and the Secrets the manifests mount, both optional."""
+"""The values that say what `manifests/base` and `manifests/traffic` say: the base's RunPod node (the
+chart has none by default) and the Secrets the manifests mount, both optional."""
 
 
 def values_file(tmp_path: Path, values: Object, name: str = "values.yaml") -> str:
@@ -423,7 +427,8 @@ def test_service_accounts_can_be_annotated_renamed_or_brought(
     }
     rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
     accounts = {name for kind, _, name in rendered if kind == "ServiceAccount"}
-    assert accounts == {"vk-provider-router", "migrations"}  # the node's is the user's own
+    # The node's is the user's own; the uninstall hook's is a hook of its own (test_chart_uninstall).
+    assert accounts == {"vk-provider-router", "migrations", "vk-provider-uninstall"}
     assert rendered["ServiceAccount", NAMESPACE, "vk-provider-router"]["metadata"]["annotations"] == irsa
     node_pod = rendered["Deployment", NAMESPACE, "vk-provider-node"]["spec"]["template"]["spec"]
     assert node_pod["serviceAccountName"] == "platform-nodes"
