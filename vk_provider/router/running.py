@@ -120,6 +120,14 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds requests in flight get to finish when the router stops (default: 30)",
     )
     parser.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=0.0,
+        help="seconds to go on taking new connections after SIGTERM, before the grace: a Service's "
+        "endpoints and the load balancers in front take that long to stop sending to a replica being "
+        "replaced (default: 0; the manifests set 5)",
+    )
+    parser.add_argument(
         "--aws-profile",
         help="AWS profile whose credentials sign requests to SageMaker endpoints "
         "(default: AWS_PROFILE, else the default profile)",
@@ -191,6 +199,16 @@ async def drain(server: ProxyServer, router: Router, grace: float) -> None:
         logger.warning("%d request(s) still in flight after the %gs grace", router.in_flight, grace)
 
 
+async def keep_serving_while_endpoints_let_go(delay: float) -> None:
+    """After SIGTERM, go on serving new connections for `delay` seconds. Kubernetes marks a deleted
+    Pod's endpoints terminating at the moment it sends SIGTERM, but kube-proxy, ingress controllers and
+    cloud load balancers learn of it later: a router that stopped listening at once would refuse the
+    requests they still send it (as the rolling upgrade under load measured)."""
+    if delay > 0:
+        logger.info("stopping in %gs: serving new connections until the endpoints let go", delay)
+        await asyncio.sleep(delay)
+
+
 def check_settings_of(arguments: argparse.Namespace) -> CheckSettings:
     return CheckSettings(
         interval_seconds=arguments.check_interval,
@@ -252,6 +270,7 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
         try:
             logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
             await stop.wait()
+            await keep_serving_while_endpoints_let_go(arguments.shutdown_delay)
             logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
             await drain(server, router, arguments.shutdown_grace)
         finally:
@@ -266,6 +285,7 @@ async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event)
         port=port,
         proxy=ProxySettings(connect_timeout=arguments.connect_timeout),
         shutdown_grace=arguments.shutdown_grace,
+        shutdown_delay=arguments.shutdown_delay,
         aws_profile=arguments.aws_profile,
         aws_credentials_file=arguments.aws_credentials_file,
         log_level=str(arguments.log_level),
@@ -285,6 +305,7 @@ async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event)
                 len(supervisor.router.table.routes),
             )
             await stop.wait()
+            await keep_serving_while_endpoints_let_go(arguments.shutdown_delay)
             logger.info(
                 "stopping: the workers take no new connections; requests in flight get %gs",
                 arguments.shutdown_grace,
@@ -305,7 +326,7 @@ def run_router_command(arguments: argparse.Namespace) -> int:
         await serve(arguments, stop)
 
     # The drain may rightly take the whole grace period: only a stop that outlasts it is a hang.
-    slow_stop_seconds = arguments.shutdown_grace + SLOW_STOP_SECONDS
+    slow_stop_seconds = arguments.shutdown_delay + arguments.shutdown_grace + SLOW_STOP_SECONDS
     try:
         eventloop.run(until_signalled(main, slow_stop_seconds=slow_stop_seconds))
     except OSError as error:

@@ -190,8 +190,12 @@ async def run_worker(control: socket.socket) -> int:
     # -PGID`, as `dev down` does) reaches each worker beside the supervisor's own Stop, and must not
     # count as a second, exit-at-once signal. Exiting at once is the supervisor's call: when it exits,
     # its workers die with it.
+    # The first waits out the shutdown delay while the worker goes on serving, as the supervisor does
+    # before its Stop, which may come first and then drains at once.
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    loop = asyncio.get_running_loop()
+    delay = order.config.shutdown_delay
+    loop.add_signal_handler(signal.SIGTERM, lambda: loop.call_later(delay, stop.set))
     return await serve_worker(channel, request, order, stop)
 
 

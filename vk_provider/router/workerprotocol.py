@@ -39,6 +39,9 @@ class WorkerConfig:
     port: int
     proxy: ProxySettings
     shutdown_grace: float
+    shutdown_delay: float = 0.0
+    """A SIGTERM of its own (the container's whole process group signalled) waits this long before the
+    drain, as the supervisor does before it stops the workers."""
     aws_profile: str | None = None
     aws_credentials_file: Path | None = None
     log_level: str = "INFO"

@@ -60,6 +60,9 @@ class Monitor:
         self.container_pid: int | None = None
         """Set while the container's group leader is unreaped, so its pid is a safe group id to signal."""
         self.pending_signals: list[int] = []
+        self.terminated = False
+        """SIGTERM was forwarded already: a kubelet sends it once per container; a second request to
+        stop (a later, shorter grace period) only brings the SIGKILL forward, which is the provider's."""
         self.log_write_failed = False
         self.status: dict[str, Any] = {
             "run": run,
@@ -68,6 +71,10 @@ class Monitor:
         }
 
     def forward_signal(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGTERM:
+            if self.terminated:
+                return
+            self.terminated = True
         if self.container_pid is None:
             # Not started yet (or already gone): remembered, and delivered as soon as it has started.
             self.pending_signals.append(signum)
