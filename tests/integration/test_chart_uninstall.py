@@ -7,6 +7,7 @@ In the `manifests` group: its RBAC check applies cluster-wide objects next to th
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,8 +54,9 @@ def test_the_hook_job_runs_uninstall_after_its_rights_exist_and_goes_once_it_suc
     assert {kind for kind, _, _ in found} == HOOK_KINDS
     job = found["Job", NAMESPACE, "vk-uninstall"]
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["/opt/vk-provider/bin/kubectl-offload"]
+    assert "command" not in container  # the image's entrypoint, vk-provider
     assert container["args"] == [
+        "migrate",
         "uninstall",
         "--timeout=270s",
         f"--controller-lease={NAMESPACE}/vk-provider-controller",
@@ -74,9 +76,29 @@ def test_the_hook_job_runs_uninstall_after_its_rights_exist_and_goes_once_it_suc
         assert policy == "before-hook-creation,hook-succeeded"
 
 
-def test_the_console_script_the_hook_runs_is_the_package_s() -> None:
-    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
-    assert 'kubectl-offload = "vk_provider.cli:offload_main"' in pyproject
+def test_the_command_the_hook_runs_is_kubectl_offload_uninstall() -> None:
+    migrate = subprocess.run(
+        [sys.executable, "-m", "vk_provider", "migrate", "uninstall", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    offload = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from vk_provider.cli import offload_main; "
+            "sys.argv = ['kubectl-offload', 'uninstall', '--help']; offload_main()",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "--controller-lease" in migrate.stdout
+    # The same options, said the same way (only the usage line's program name differs).
+    assert migrate.stdout.split("\noptions:", 1)[1] == offload.stdout.split("\noptions:", 1)[1]
 
 
 def test_the_hook_follows_its_values_and_can_be_turned_off(helm: Helm, tmp_path: Path) -> None:
