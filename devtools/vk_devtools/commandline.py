@@ -107,6 +107,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "home node mounts their volumes); with the default burst provider and data plane only",
     )
     up.add_argument(
+        "--release",
+        type=Path,
+        metavar="DIST",
+        default=None,
+        help="with --in-cluster: install the stack from a release folder (`make release`'s dist/) with "
+        "`helm install` of its packaged chart, as a user would; --burst-provider runpod-standin uses "
+        "the chart's RunPod example",
+    )
+    up.add_argument(
         "--any-free-ports",
         action="store_true",
         help="take any free loopback ports instead of the usual ones (6443, 2379, 10257, 8080, ...): for "
@@ -225,12 +234,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
 
-def _in_cluster_refusal(arguments: argparse.Namespace) -> str | None:
+def in_cluster_refusal(arguments: argparse.Namespace) -> str | None:
     """Why `up --in-cluster` cannot be combined with the other options given, if it cannot."""
     if not arguments.in_cluster:
-        return None
+        return "--release installs the stack as Pods: add --in-cluster" if arguments.release else None
     if arguments.no_local_node or arguments.no_demo:
         return "--in-cluster runs the demo's stack on the local-gpu node: drop --no-local-node and --no-demo"
+    if arguments.release is not None and arguments.data_plane == "builtin":
+        return None  # a local burst node, or the chart's RunPod example on the stand-in
     if arguments.burst_provider != "local" or arguments.data_plane != "builtin":
         return (
             "--in-cluster runs the burst node as a local node and the traffic through the router: "
@@ -240,7 +251,7 @@ def _in_cluster_refusal(arguments: argparse.Namespace) -> str | None:
 
 
 def _up(arguments: argparse.Namespace, directory: Path) -> int:
-    refusal = _in_cluster_refusal(arguments)
+    refusal = in_cluster_refusal(arguments)
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return commands.EXIT_USAGE
@@ -254,6 +265,7 @@ def _up(arguments: argparse.Namespace, directory: Path) -> int:
         burst_provider=arguments.burst_provider,
         data_plane=arguments.data_plane,
         in_cluster=arguments.in_cluster,
+        release=arguments.release.resolve() if arguments.release else None,
         use_preferred_ports=not arguments.any_free_ports,
     )
     return commands.up(settings, with_kueue=arguments.with_kueue)

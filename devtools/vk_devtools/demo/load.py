@@ -180,7 +180,14 @@ class LoadGenerator:
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
         self._scheduler: asyncio.Task[None] | None = None
-        bases = [URL(url) for url in (settings.url, *settings.more_urls)]
+        self.set_urls([settings.url, *settings.more_urls])
+
+    def set_urls(self, urls: Sequence[str]) -> None:
+        """Send the requests started from now on to `urls`, in turn: what a Service does when its
+        endpoints change (a replica replaced). Requests in flight keep the replica they went to."""
+        if not urls:
+            raise ValueError("the load needs at least one URL")
+        bases = [URL(url) for url in urls]
         self._completions_urls = [base.with_path(COMPLETIONS_PATH) for base in bases]
         self._root_urls = [base.with_path("/") for base in bases]
 

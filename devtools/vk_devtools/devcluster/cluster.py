@@ -38,6 +38,7 @@ from vk_devtools.devcluster import (
     metricsserver,
     podnetwork,
     processes,
+    releaseinstall,
     runpodstandin,
     servicenetwork,
     traffic,
@@ -144,6 +145,9 @@ class ClusterSettings:
     in_cluster: bool = False
     """With the demo: the burst node's daemon, the router and the controller run as Pods of the home
     node, from the real manifests (`incluster`), not as host processes."""
+    release: Path | None = None
+    """With `in_cluster`: install them from this release folder (`make release`'s dist/) with Helm,
+    not from the source tree's manifests (`releaseinstall`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -916,6 +920,9 @@ def _start_stack_in_cluster(launch: _Launch, settings: ClusterSettings, out: Tex
     state = launch.state
     started = time.monotonic()
     _install_example(state, data_plane="builtin")
+    if settings.release is not None:
+        _install_release(launch, settings, settings.release, out)
+        return
     incluster.install(
         state.bin_dir,
         state.kubeconfig,
@@ -927,6 +934,35 @@ def _start_stack_in_cluster(launch: _Launch, settings: ClusterSettings, out: Tex
         f"in {incluster.NAMESPACE}, from manifests/base and manifests/traffic: the node daemon "
         f"(virtual node {localnode.AWAY.name} is Ready), the router and the migration controller run as "
         f"Pods of {localnode.HOME.name} ({time.monotonic() - started:.1f}s); "
+        f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
+        file=out,
+    )
+
+
+def _install_release(launch: _Launch, settings: ClusterSettings, folder: Path, out: TextIO) -> None:
+    """The stack from a release's packaged chart (`releaseinstall`); on the RunPod stand-in, that
+    starts first, as a host process like the plane's."""
+    state = launch.state
+    release = releaseinstall.ReleaseArtifacts.load(folder)
+    on_standin = settings.burst_provider == runpodstandin.PROVIDER_CHOICE
+    if on_standin:
+        _start_runpod_standin(launch, settings.start_timeout_seconds, out)
+    started = time.monotonic()
+    notes = releaseinstall.install_chart(
+        state.bin_dir,
+        state.kubeconfig,
+        state.directory,
+        release,
+        group=state.address_group,
+        on_runpod_standin=on_standin,
+        timeout_seconds=settings.start_timeout_seconds,
+    )
+    print(notes.strip(), file=out)
+    print(
+        f"helm install {releaseinstall.RELEASE_NAME} {release.chart.name} (image {release.digest[:19]}...): "
+        f"the node daemon (virtual node {localnode.AWAY.name}, "
+        f"{'runpod on the stand-in' if on_standin else 'local'}), the router and the migration controller "
+        f"run as Pods of {localnode.HOME.name} ({time.monotonic() - started:.1f}s); "
         f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
         file=out,
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -100,12 +101,17 @@ def _listen_on_pod_address(
     }
 
 
-def _relative(target: Path, directory: Path) -> str:
-    """`target` as kustomize takes a base: relative to the overlay's folder (it refuses absolute paths)."""
-    return os.path.relpath(target, overlay_folder(directory))
+def _relative(target: Path, folder: Path) -> str:
+    """`target` as kustomize takes a base: relative to the overlay's `folder` (it refuses absolute paths)."""
+    return os.path.relpath(target, folder)
 
 
-def kustomization(directory: Path) -> dict[str, Any]:
+def kustomization(
+    directory: Path, *, folder: Path | None = None, resources: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The overlay in `folder` (default `overlay_folder`) on `resources` (default: the source tree's
+    `manifests/base` and `manifests/traffic`; a release's install.yaml copied beside it instead)."""
+    folder = overlay_folder(directory) if folder is None else folder
     node_patch = [
         # Both replicas share the host's network: each serves the kubelet API on its own address.
         {
@@ -131,8 +137,9 @@ def kustomization(directory: Path) -> dict[str, Any]:
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         # The overlay lives in the cluster folder, the manifests in the source tree.
-        "resources": [_relative(MANIFESTS / "base", directory), _relative(MANIFESTS / "traffic", directory)],
-        "components": [_relative(MANIFESTS / "components" / "self-approve", directory)],
+        "resources": list(resources)
+        or [_relative(MANIFESTS / "base", folder), _relative(MANIFESTS / "traffic", folder)],
+        "components": [_relative(MANIFESTS / "components" / "self-approve", folder)],
         "configMapGenerator": [
             {
                 "name": NODE_DEPLOYMENT,
@@ -161,12 +168,19 @@ def kustomization(directory: Path) -> dict[str, Any]:
     }
 
 
-def write_overlay(directory: Path, group: int) -> Path:
+def write_overlay(directory: Path, group: int, *, install_manifest: Path | None = None) -> Path:
+    """The overlay on the source tree's manifests, or with `install_manifest` (a release's install.yaml,
+    copied into the folder, as kustomize loads files only from below it) on that."""
     folder = overlay_folder(directory)
     folder.mkdir(parents=True, exist_ok=True)
     provider_folder(directory).mkdir(parents=True, exist_ok=True)
+    resources: list[str] = []
+    if install_manifest is not None:
+        shutil.copy2(install_manifest, folder / install_manifest.name)
+        resources = [install_manifest.name]
     (folder / "node.yaml").write_text(yaml.safe_dump(node_settings(group), sort_keys=False))
-    (folder / "kustomization.yaml").write_text(yaml.safe_dump(kustomization(directory), sort_keys=False))
+    written = kustomization(directory, folder=folder, resources=resources)
+    (folder / "kustomization.yaml").write_text(yaml.safe_dump(written, sort_keys=False))
     return folder
 
 
@@ -184,6 +198,11 @@ def install(bin_dir: Path, kubeconfig: Path, directory: Path, *, group: int, tim
             NAMESPACE,
             f"--timeout={int(timeout_seconds)}s",
         )
+    wait_for_burst_node(bin_dir, kubeconfig, timeout_seconds=timeout_seconds)
+
+
+def wait_for_burst_node(bin_dir: Path, kubeconfig: Path, *, timeout_seconds: float) -> None:
+    """Until the virtual node the stack's daemon Pods register is Ready."""
     kubectl_apply(
         bin_dir,
         kubeconfig,

@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from tests.unit.devtools import COMPONENTS, stopped_record, write_state
+from vk_devtools.commandline import in_cluster_refusal
 from vk_devtools.devcluster import cluster, commands, hints, incluster, localnode
 from vk_devtools.devcluster.traffic import MANIFESTS
-from vk_provider.cli import main
+from vk_provider.cli import build_parser, main
 from vk_provider.node.settings import load_settings
 
 
@@ -133,6 +134,22 @@ def test_in_cluster_refuses_options_it_cannot_honour(
     assert main(["dev", "up", "--in-cluster", "--dir", str(folder), *options]) == 2
     assert "--in-cluster" in capsys.readouterr().err
     assert not folder.exists()  # refused before anything was started or written
+
+
+def test_release_needs_in_cluster_and_then_takes_the_runpod_stand_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "plane"
+    assert main(["dev", "up", "--release", str(tmp_path), "--dir", str(folder)]) == 2
+    assert "--release installs the stack as Pods: add --in-cluster" in capsys.readouterr().err
+    assert not folder.exists()
+    parser_arguments = ["dev", "up", "--in-cluster", "--release", str(tmp_path), "--data-plane", "envoy"]
+    assert main([*parser_arguments, "--dir", str(folder)]) == 2
+    assert not folder.exists()
+    arguments = build_parser().parse_args(
+        ["dev", "up", "--in-cluster", "--release", str(tmp_path), "--burst-provider", "runpod-standin"]
+    )
+    assert in_cluster_refusal(arguments) is None
 
 
 def test_the_state_remembers_in_cluster_and_status_points_at_the_pods(tmp_path: Path) -> None:
