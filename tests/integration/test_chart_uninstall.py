@@ -60,6 +60,8 @@ def test_the_hook_job_runs_uninstall_after_its_rights_exist_and_goes_once_it_suc
         "uninstall",
         "--timeout=270s",
         f"--controller-lease={NAMESPACE}/vk-provider-controller",
+        # No node in the default values: none of another install's virtual nodes is waited for.
+        "--virtual-nodes=type=virtual-kubelet,kubernetes.io/hostname in (no_node_in_this_release)",
     ]
     assert job["spec"]["backoffLimit"] == 0
     assert job["spec"]["activeDeadlineSeconds"] == 330
@@ -103,9 +105,13 @@ def test_the_command_the_hook_runs_is_kubectl_offload_uninstall() -> None:
 
 def test_the_hook_follows_its_values_and_can_be_turned_off(helm: Helm, tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"uninstall": {"timeoutSeconds": 900}}))
+    nodes = [{"name": "runpod-burst", "provider": "runpod"}, {"name": "remote", "provider": "kubernetes"}]
+    values.write_text(yaml.safe_dump({"uninstall": {"timeoutSeconds": 900}, "nodes": nodes}))
     job = hooks(render(helm, "--values", str(values)))["Job", NAMESPACE, "vk-uninstall"]
-    assert "--timeout=900s" in job["spec"]["template"]["spec"]["containers"][0]["args"]
+    arguments = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--timeout=900s" in arguments
+    # It waits for the pods of this release's nodes only.
+    assert "--virtual-nodes=type=virtual-kubelet,kubernetes.io/hostname in (runpod-burst,remote)" in arguments
     values.write_text(yaml.safe_dump({"uninstall": {"enabled": False}}))
     assert hooks(render(helm, "--values", str(values))) == {}
     values.write_text(yaml.safe_dump({"uninstall": {"timeoutSeconds": 0}}))
