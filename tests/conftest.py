@@ -37,6 +37,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_chart_uninstall.py": "manifests",
     "tests/integration/test_image.py": "image",
     "tests/integration/test_release.py": "image",
+    "tests/integration/test_release_install.py": "image",
     "tests/integration/test_in_cluster_stack.py": "in-cluster-stack",
 }
 """Test modules whose tests run on one xdist worker, one after another, by group (why: the group
