@@ -286,7 +286,7 @@ def _optional(convert: Callable[[Any, str], Any], value: Any, source: str) -> An
 
 _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "taint": lambda value, source: None if value in (None, "") else parse_taint(str(value), source),
-    "labels": lambda value, source: _labels(value, source),
+    "labels": _labels,
     "capacity": _capacity,
     "max_provider_pods": lambda value, source: _optional(_positive_int("max_provider_pods"), value, source),
     "max_spend_per_hour": lambda value, source: _optional(
