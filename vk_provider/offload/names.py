@@ -78,6 +78,10 @@ TRAFFIC_AUTH_ANNOTATION = "vk-provider.dev/traffic-auth"
 """Where older nodes published the traffic-auth marker; ignored by the router like the address."""
 UNTRUSTED_TRAFFIC_ANNOTATION_REASON = "UntrustedTrafficAnnotation"
 """The reason of the Warning Event the router posts once for a pod carrying either old annotation."""
+FOREIGN_NODE_REASON = "NotOnVkProviderNode"
+"""The reason of the Warning Event the router posts once for an away pod with a traffic address that is
+bound to a node without `VIRTUAL_NODE_LABEL` (another virtual-kubelet's, or an ordinary kubelet's):
+whoever wrote that address, it was not one of our node daemons, so the router sends it nothing."""
 
 
 def offloads_path(namespace: str | None = None) -> str:
