@@ -71,7 +71,8 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument(
         "--taint",
-        help="KEY=VALUE:EFFECT (default: virtual-kubelet.io/provider=<provider>:NoSchedule)",
+        help="KEY=VALUE:EFFECT (default: vk-provider.dev/virtual-node=<provider>:NoSchedule, which the "
+        "Offloads' away pods tolerate)",
     )
     node.add_argument(
         "--no-taint", action="store_true", default=None, help="register the node without a taint"

@@ -25,11 +25,21 @@ def micro_time(moment: datetime | None = None) -> str:
     return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def node_body(name: str, labels: dict[str, str]) -> dict[str, object]:
+DEFAULT_CAPACITY = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+
+
+def node_body(
+    name: str,
+    labels: dict[str, str],
+    *,
+    taints: list[dict[str, str]] | None = None,
+    capacity: dict[str, str] | None = None,
+) -> dict[str, object]:
     now = micro_time()
-    capacity = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+    capacity = capacity or DEFAULT_CAPACITY
     return {
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "spec": {"taints": taints or []},
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
@@ -49,12 +59,23 @@ def node_body(name: str, labels: dict[str, str]) -> dict[str, object]:
 
 
 @contextlib.asynccontextmanager
-async def healthy_node(api: client.ApiClient, *, labels: dict[str, str] | None = None) -> AsyncIterator[str]:
-    """Create a Ready node with a unique name and label, keep its lease fresh, delete it afterwards."""
+async def healthy_node(
+    api: client.ApiClient,
+    *,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    capacity: dict[str, str] | None = None,
+    prefix: str = "test-node",
+) -> AsyncIterator[str]:
+    """Create a Ready node with a unique name and label (and `taints`, `capacity`), keep its lease
+    fresh, delete it afterwards."""
     core = client.CoreV1Api(api)
     coordination = client.CoordinationV1Api(api)
-    name = f"test-node-{uuid.uuid4().hex[:8]}"
-    node = await core.create_node(node_body(name, {"vk-provider.dev/test-node": name, **(labels or {})}))
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    body = node_body(
+        name, {"vk-provider.dev/test-node": name, **(labels or {})}, taints=taints, capacity=capacity
+    )
+    node = await core.create_node(body)
 
     async def renew() -> None:
         lease = {

@@ -3,8 +3,9 @@
 Started from the same cached binaries as the main plane, in a folder of its own and on ports of its
 own, with one `local` virtual node inside it so that the remote pods really run (as processes on this
 host, on a /24 of the dev pod network routed to the host, so the remote pod IPs answer from here).
-The node keeps its virtual-kubelet taint: the provider's `tolerations` and `node_selector` settings put
-remote pods on it, as they would put them on a GPU pool of a real remote cluster.
+The node keeps its virtual node taint (`vk-provider.dev/virtual-node`): the provider's `tolerations`
+and `node_selector` settings put remote pods on it, as they would put them on a GPU pool of a real
+remote cluster.
 
 It is started once per module that asks for it (the `remote_plane` fixture of
 test_kubernetes_provider.py), and stopped after that module: the other tests do not pay for it.
@@ -52,7 +53,7 @@ class RemotePlane:
             "kubeconfig_file": str(self.kubeconfig),
             "node_selector": {"kubernetes.io/hostname": self.node_name},
             "tolerations": [
-                {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
+                {"key": "vk-provider.dev/virtual-node", "operator": "Exists", "effect": "NoSchedule"}
             ],
             **overrides,
         }

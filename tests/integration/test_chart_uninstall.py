@@ -61,7 +61,8 @@ def test_the_hook_job_runs_uninstall_after_its_rights_exist_and_goes_once_it_suc
         "--timeout=270s",
         f"--controller-lease={NAMESPACE}/vk-provider-controller",
         # No node in the default values: none of another install's virtual nodes is waited for.
-        "--virtual-nodes=type=virtual-kubelet,kubernetes.io/hostname in (no_node_in_this_release)",
+        "--virtual-nodes=node-restriction.kubernetes.io/vk-provider=true,kubernetes.io/hostname in "
+        "(no_node_in_this_release)",
     ]
     assert job["spec"]["backoffLimit"] == 0
     assert job["spec"]["activeDeadlineSeconds"] == 330
@@ -111,7 +112,10 @@ def test_the_hook_follows_its_values_and_can_be_turned_off(helm: Helm, tmp_path:
     arguments = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--timeout=900s" in arguments
     # It waits for the pods of this release's nodes only.
-    assert "--virtual-nodes=type=virtual-kubelet,kubernetes.io/hostname in (runpod-burst,remote)" in arguments
+    assert (
+        "--virtual-nodes=node-restriction.kubernetes.io/vk-provider=true,kubernetes.io/hostname in "
+        "(runpod-burst,remote)"
+    ) in arguments
     values.write_text(yaml.safe_dump({"uninstall": {"enabled": False}}))
     assert hooks(render(helm, "--values", str(values))) == {}
     values.write_text(yaml.safe_dump({"uninstall": {"timeoutSeconds": 0}}))

@@ -92,8 +92,10 @@ async def test_a_minimal_offload_is_accepted_and_gets_the_strategy_and_away_defa
         "emergency": {"enabled": True, "graceSeconds": 30, "minServingPercent": 0},
     }
     assert spec["away"] == {
-        "nodeSelector": {"type": "virtual-kubelet"},
-        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeSelector": {"node-restriction.kubernetes.io/vk-provider": "true"},
+        "tolerations": [
+            {"key": "vk-provider.dev/virtual-node", "operator": "Exists", "effect": "NoSchedule"}
+        ],
     }
     assert "replicas" not in spec["away"]
 

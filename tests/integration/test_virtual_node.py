@@ -76,13 +76,14 @@ async def test_the_node_registers_ready_with_its_capacity_labels_and_taint_and_r
     assert node.status.allocatable == node.status.capacity
     labels = node.metadata.labels
     assert labels["type"] == "virtual-kubelet"
+    assert labels["node-restriction.kubernetes.io/vk-provider"] == "true"  # ours alone carry it
     assert labels["kubernetes.io/role"] == "agent"
     assert labels["kubernetes.io/hostname"] == daemon.node_name
     assert labels["kubernetes.io/os"] == "linux"
     assert labels["node.kubernetes.io/exclude-from-external-load-balancers"] == "true"
     assert labels["gpu.example.com/pool"] == "burst"
     taints = [(t.key, t.value, t.effect) for t in node.spec.taints or []]
-    assert ("virtual-kubelet.io/provider", "mock", "NoSchedule") in taints
+    assert ("vk-provider.dev/virtual-node", "mock", "NoSchedule") in taints
     assert not any(effect == "NoExecute" for _, _, effect in taints)
     assert node.status.daemon_endpoints.kubelet_endpoint.port == port
     assert next((a.type, a.address) for a in node.status.addresses) == ("InternalIP", "127.0.0.1")
@@ -440,11 +441,17 @@ async def test_a_restart_reapplies_labels_taints_and_capacity(
     daemon = await start_node("mock", capacity={"cpu": "32", "memory": "64Gi", "pods": "100"})
     core = client.CoreV1Api(kube_api)
     assert daemon.stop() == 0
+    # Also the Node as an earlier version left it: without our label, with the generic taint.
     await core.patch_node(
         daemon.node_name,
         {
-            "metadata": {"labels": {"type": "tampered"}},
-            "spec": {"taints": [{"key": "operator/own", "effect": "NoSchedule"}]},
+            "metadata": {"labels": {"type": "tampered", "node-restriction.kubernetes.io/vk-provider": None}},
+            "spec": {
+                "taints": [
+                    {"key": "operator/own", "effect": "NoSchedule"},
+                    {"key": "virtual-kubelet.io/provider", "value": "mock", "effect": "NoSchedule"},
+                ]
+            },
         },
     )
     daemon.start()
@@ -454,8 +461,10 @@ async def test_a_restart_reapplies_labels_taints_and_capacity(
         taints = {(t.key, t.effect) for t in node.spec.taints or []}
         return (
             node.metadata.labels["type"] == "virtual-kubelet"
-            and ("virtual-kubelet.io/provider", "NoSchedule") in taints
+            and node.metadata.labels["node-restriction.kubernetes.io/vk-provider"] == "true"
+            and ("vk-provider.dev/virtual-node", "NoSchedule") in taints
             and ("operator/own", "NoSchedule") in taints  # someone else's taint is kept
+            and ("virtual-kubelet.io/provider", "NoSchedule") not in taints  # the old one of ours is not
             and node.status.capacity["cpu"] == "32"
         )
 

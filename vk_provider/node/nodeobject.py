@@ -13,6 +13,12 @@ from typing import Any
 from vk_provider import __version__
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.node.settings import NodeSettings, Taint
+from vk_provider.offload.names import (
+    GENERIC_VIRTUAL_NODE_LABEL,
+    LEGACY_VIRTUAL_NODE_TAINT,
+    VIRTUAL_NODE_LABEL,
+    VIRTUAL_NODE_LABEL_VALUE,
+)
 
 PROVIDER_UNAVAILABLE_TAINT_KEY = "virtual-kubelet.io/provider-unavailable"
 PROVIDER_AVAILABLE_CONDITION = "ProviderAvailable"
@@ -48,13 +54,16 @@ def iso(moment: datetime) -> str:
 
 
 def labels(settings: NodeSettings) -> dict[str, str]:
+    generic_key, generic_value = GENERIC_VIRTUAL_NODE_LABEL
     return {
-        "type": "virtual-kubelet",
+        generic_key: generic_value,
         "kubernetes.io/role": "agent",
         "kubernetes.io/hostname": settings.node_name,
         "kubernetes.io/os": settings.operating_system,
         "node.kubernetes.io/exclude-from-external-load-balancers": "true",
         **settings.labels,
+        # Last, so no `labels` setting can drop it: the away pods and the routers find our nodes by it.
+        VIRTUAL_NODE_LABEL: VIRTUAL_NODE_LABEL_VALUE,
     }
 
 
@@ -72,7 +81,9 @@ def merged_taints(
 ) -> list[dict[str, Any]]:
     """Our taints, plus every taint someone else put there (node-lifecycle's, an operator's)."""
     ours = our_taints(settings, health)
-    managed_keys = {PROVIDER_UNAVAILABLE_TAINT_KEY}
+    # The generic taint is the one earlier versions put on the Node: left there, it would keep the away
+    # pods (which tolerate only ours now) off the node after an upgrade.
+    managed_keys = {PROVIDER_UNAVAILABLE_TAINT_KEY, LEGACY_VIRTUAL_NODE_TAINT}
     if settings.effective_taint is not None:
         managed_keys.add(settings.effective_taint.key)
     foreign = [taint for taint in current if taint.get("key") not in managed_keys]

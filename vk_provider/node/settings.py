@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 import yaml
 
+from vk_provider.offload.names import VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT
+
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS: tuple[TaintEffect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-DEFAULT_TAINT_KEY = "virtual-kubelet.io/provider"
+DEFAULT_TAINT_KEY = VIRTUAL_NODE_TAINT
 ENV_PREFIX = "VK_PROVIDER_"
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|Ki)?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -47,7 +49,7 @@ class NodeSettings:
     kubeconfig: str | None = None
     """None: use the in-cluster service account."""
     taint: Taint | None = None
-    """None with `no_taint` False means the default virtual-kubelet.io/provider=<provider>:NoSchedule."""
+    """None with `no_taint` False means the default vk-provider.dev/virtual-node=<provider>:NoSchedule."""
     no_taint: bool = False
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     capacity: Mapping[str, str] = dataclasses.field(
@@ -180,6 +182,16 @@ def parse_pairs(items: Mapping[str, Any] | list[str] | str, source: str, *, what
     return pairs
 
 
+def _labels(items: Mapping[str, Any] | list[str] | str, source: str) -> dict[str, str]:
+    pairs = parse_pairs(items, source, what="label")
+    if VIRTUAL_NODE_LABEL in pairs:
+        raise SettingsError(
+            f"{source}: label {VIRTUAL_NODE_LABEL} is the node's own (it marks a vk-provider virtual "
+            "node, always set to true); leave it out of `labels`"
+        )
+    return pairs
+
+
 def _capacity(items: Mapping[str, Any] | list[str] | str, source: str) -> dict[str, str]:
     pairs = parse_pairs(items, source, what="capacity")
     for resource, quantity in pairs.items():
@@ -274,7 +286,7 @@ def _optional(convert: Callable[[Any, str], Any], value: Any, source: str) -> An
 
 _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "taint": lambda value, source: None if value in (None, "") else parse_taint(str(value), source),
-    "labels": lambda value, source: parse_pairs(value, source, what="label"),
+    "labels": _labels,
     "capacity": _capacity,
     "max_provider_pods": lambda value, source: _optional(_positive_int("max_provider_pods"), value, source),
     "max_spend_per_hour": lambda value, source: _optional(

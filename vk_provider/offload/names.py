@@ -42,6 +42,25 @@ FLIP_STRATEGY_ANNOTATION = f"{GROUP}/flip-strategy"
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 
+VIRTUAL_NODE_LABEL = "node-restriction.kubernetes.io/vk-provider"
+VIRTUAL_NODE_LABEL_VALUE = "true"
+"""The label on the Nodes our node daemon registers, and only on them: every virtual-kubelet (AKS's
+virtual nodes too) carries `type=virtual-kubelet`, so that label cannot tell ours apart. NodeRestriction
+forbids a kubelet to set a `node-restriction.kubernetes.io/` label on its own Node, so a compromised
+ordinary kubelet cannot claim it; our daemon writes it as a ServiceAccount allowed to patch nodes. The
+value is fixed (not the provider) so one `nodeSelector` entry selects all our nodes."""
+VIRTUAL_NODE_SELECTOR = f"{VIRTUAL_NODE_LABEL}={VIRTUAL_NODE_LABEL_VALUE}"
+"""`VIRTUAL_NODE_LABEL` as a label selector (the router's node watch, `kubectl offload uninstall`)."""
+VIRTUAL_NODE_TAINT = "vk-provider.dev/virtual-node"
+"""The key of the NoSchedule taint on our virtual nodes (its value is the provider), tolerated by the
+away pods; unlike `virtual-kubelet.io/provider`, tolerating it lets a pod onto no other virtual node."""
+GENERIC_VIRTUAL_NODE_LABEL = ("type", "virtual-kubelet")
+"""What every virtual-kubelet's Node carries. Ours keep it (tools look for it), nothing selects by it."""
+LEGACY_VIRTUAL_NODE_TAINT = "virtual-kubelet.io/provider"
+"""The taint key our nodes carried before `VIRTUAL_NODE_TAINT`, shared with every virtual-kubelet: the
+node daemon removes it from its Node, and an Offload's stored default that tolerates it is read as
+today's default (see `vk_provider.offload.spec`)."""
+
 TRAFFIC_ADDRESS_CONDITION = "vk-provider.dev/TrafficAddress"
 """A condition in the status of a running pod of a virtual node, its `message` the URL the router
 sends that pod's traffic to. In the status, not in an annotation: NodeRestriction lets only the node
@@ -59,6 +78,10 @@ TRAFFIC_AUTH_ANNOTATION = "vk-provider.dev/traffic-auth"
 """Where older nodes published the traffic-auth marker; ignored by the router like the address."""
 UNTRUSTED_TRAFFIC_ANNOTATION_REASON = "UntrustedTrafficAnnotation"
 """The reason of the Warning Event the router posts once for a pod carrying either old annotation."""
+FOREIGN_NODE_REASON = "NotOnVkProviderNode"
+"""The reason of the Warning Event the router posts once for an away pod with a traffic address that is
+bound to a node without `VIRTUAL_NODE_LABEL` (another virtual-kubelet's, or an ordinary kubelet's):
+whoever wrote that address, it was not one of our node daemons, so the router sends it nothing."""
 
 
 def offloads_path(namespace: str | None = None) -> str:

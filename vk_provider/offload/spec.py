@@ -13,9 +13,14 @@ from typing import Any
 
 from vk_provider.offload.names import (
     FLIP_STRATEGY_ANNOTATION,
+    GENERIC_VIRTUAL_NODE_LABEL,
+    LEGACY_VIRTUAL_NODE_TAINT,
     OFFLOAD_LABEL,
     PROMOTE_ANNOTATION,
     RETRY_ANNOTATION,
+    VIRTUAL_NODE_LABEL,
+    VIRTUAL_NODE_LABEL_VALUE,
+    VIRTUAL_NODE_TAINT,
 )
 from vk_provider.offload.oneoff import OneOffStrategy, parse_one_off
 from vk_provider.offload.plan import (
@@ -52,10 +57,18 @@ typo must not start thousands (see manifests/crds/offload.yaml)."""
 MAX_NAME_LENGTH = 63
 """An Offload's name is a label value on its away Deployment and pods (`OFFLOAD_LABEL`), and label
 values hold at most 63 characters; the CRD refuses longer names, this catches ones written past it."""
-DEFAULT_AWAY_NODE_SELECTOR: Mapping[str, str] = {"type": "virtual-kubelet"}
+DEFAULT_AWAY_NODE_SELECTOR: Mapping[str, str] = {VIRTUAL_NODE_LABEL: VIRTUAL_NODE_LABEL_VALUE}
+"""Our virtual nodes only: not another virtual-kubelet's (an AKS virtual node), which shares the rest."""
 DEFAULT_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
-    {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": VIRTUAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
 )
+LEGACY_AWAY_NODE_SELECTOR: Mapping[str, str] = dict([GENERIC_VIRTUAL_NODE_LABEL])
+"""The CRD's default in earlier versions: every virtual-kubelet's label. The apiserver stored it in each
+Offload created without a `nodeSelector`, so it is read as today's default (see `_away_placement`)."""
+LEGACY_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
+    {"key": LEGACY_VIRTUAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+)
+"""The CRD's default tolerations in earlier versions, stored like `LEGACY_AWAY_NODE_SELECTOR`."""
 
 
 DATA_PLANES = ("builtin", "envoy", "gatewayapi")
@@ -228,6 +241,38 @@ def _strings(value: Any, field: str) -> dict[str, str]:
     return {str(key): str(item) for key, item in mapping.items()}
 
 
+def _away_placement(away: Mapping[str, Any]) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
+    """`spec.away`'s nodeSelector and tolerations, defaulted, with earlier versions' defaults upgraded.
+
+    The old defaults (every virtual-kubelet's label and taint) were stored in each Offload when it was
+    created: read as written, they would now keep its away pods off our nodes (which have our own
+    taint) and let them onto any other virtual-kubelet's. Users who took the default meant our nodes,
+    so the stored old default reads as today's. A toleration of the old taint in a list of the user's
+    own gains ours beside it, so their away pods still reach our nodes; the rest of the list is theirs.
+    """
+    raw_selector = away.get("nodeSelector")
+    if raw_selector is None:
+        node_selector = dict(DEFAULT_AWAY_NODE_SELECTOR)
+    else:
+        node_selector = _strings(raw_selector, "spec.away.nodeSelector")
+        if node_selector == LEGACY_AWAY_NODE_SELECTOR:
+            node_selector = dict(DEFAULT_AWAY_NODE_SELECTOR)
+    raw_tolerations = away.get("tolerations")
+    if raw_tolerations is None:
+        raw_tolerations = list(DEFAULT_AWAY_TOLERATIONS)
+    if not isinstance(raw_tolerations, list) or not all(
+        isinstance(item, Mapping) for item in raw_tolerations
+    ):
+        raise InvalidSpec("spec.away.tolerations must be a list of tolerations")
+    tolerations = [dict(item) for item in raw_tolerations]
+    legacy, ours = dict(LEGACY_AWAY_TOLERATIONS[0]), dict(DEFAULT_AWAY_TOLERATIONS[0])
+    if tolerations == [legacy]:
+        tolerations = [ours]
+    elif legacy in tolerations and ours not in tolerations:
+        tolerations.append(ours)
+    return node_selector, tuple(tolerations)
+
+
 def _steps(value: Any, field: str, default: tuple[int, ...]) -> tuple[int, ...]:
     if value is None:
         return default
@@ -372,12 +417,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     placement = spec.get("placement")
     if placement not in ("home", "away"):
         raise InvalidSpec(f"spec.placement must be home or away, not {placement!r}")
-    tolerations = away.get("tolerations")
-    if tolerations is None:
-        tolerations = list(DEFAULT_AWAY_TOLERATIONS)
-    if not isinstance(tolerations, list) or not all(isinstance(item, Mapping) for item in tolerations):
-        raise InvalidSpec("spec.away.tolerations must be a list of tolerations")
-    node_selector = away.get("nodeSelector")
+    node_selector, tolerations = _away_placement(away)
     max_error_rate = gates.get("maxErrorRatePercent", DEFAULT_MAX_ERROR_RATE_PERCENT)
     if isinstance(max_error_rate, bool) or not isinstance(max_error_rate, int | float):
         raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
@@ -400,10 +440,8 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             replicas=None
             if replicas is None
             else _integer(replicas, "spec.away.replicas", 0, maximum=MAX_AWAY_REPLICAS),
-            node_selector=_strings(node_selector, "spec.away.nodeSelector")
-            if node_selector is not None
-            else dict(DEFAULT_AWAY_NODE_SELECTOR),
-            tolerations=tuple(dict(item) for item in tolerations),
+            node_selector=node_selector,
+            tolerations=tolerations,
             annotations=_strings(away.get("annotations"), "spec.away.annotations"),
         ),
         placement=Direction(placement),

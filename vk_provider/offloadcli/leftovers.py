@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from vk_provider.kit.kube import RawObject
-from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL
+from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL, VIRTUAL_NODE_SELECTOR
 from vk_provider.offloadcli import homing, rendering
 
-VIRTUAL_NODES = "type=virtual-kubelet"
-"""The label every vk-provider virtual node carries (`vk_provider.node.nodeobject.labels`)."""
+VIRTUAL_NODES = VIRTUAL_NODE_SELECTOR
+"""The label every vk-provider virtual node carries and no other virtual-kubelet's does
+(`vk_provider.node.nodeobject.labels`): the pods of an AKS virtual node are not ours to wait for."""
 
 
 def node_names(listing: RawObject) -> set[str]:

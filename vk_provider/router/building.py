@@ -19,8 +19,11 @@ nothing. IPv6 addresses are written in brackets. If the same URL shows up twice 
 two slices while they are rebalanced), the live reading beats the draining one.
 
 Away endpoints are the pods in the Offload's namespace labelled `offload.vk-provider.dev/offload=<name>`
-and bound (`spec.nodeName`) to a virtual node (a Node labelled `type=virtual-kubelet`, handed in). Only
-the node writes what the router reads of them: the traffic address (the URL the virtual node publishes)
+and bound (`spec.nodeName`) to one of our virtual nodes (a Node labelled
+`node-restriction.kubernetes.io/vk-provider=true`, handed in; not just `type=virtual-kubelet`, which any
+virtual-kubelet carries, AKS's virtual nodes too). A pod with a traffic address bound to any other node
+is left out and reported in `BuildResult.foreign`, for a Warning Event. Only the node writes what the
+router reads of them: the traffic address (the URL the virtual node publishes)
 and the auth marker are the messages of the pod status conditions `vk-provider.dev/TrafficAddress` and
 `vk-provider.dev/TrafficAuth`, which NodeRestriction lets only the pod's own node write. The old
 annotations of those names are never read, since any pod editor may set them: a pod carrying one is
@@ -76,6 +79,8 @@ from vk_provider.offload.names import (
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
+    VIRTUAL_NODE_LABEL,
+    VIRTUAL_NODE_LABEL_VALUE,
 )
 from vk_provider.offload.retained import RetainedRoute, retained_routes
 from vk_provider.offload.status import OffloadStatus
@@ -90,8 +95,6 @@ GATEWAY_API = "gatewayapi"
 share only, so its route sends everything away (falling back home only if no away endpoint is usable)."""
 HTTP_PORT_NAME = "http"
 """The EndpointSlice port name preferred over the first port."""
-VIRTUAL_NODE_LABEL: Final = ("type", "virtual-kubelet")
-"""The label of the Nodes whose pods may be away endpoints (the node daemon sets it)."""
 UNTRUSTED_ANNOTATIONS: Final = (TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION)
 """Where older nodes published the traffic address and marker; forgeable, so never read."""
 DEFAULT_CHECK_PATH = "/"
@@ -99,9 +102,9 @@ DEFAULT_CHECK_PATH = "/"
 __all__ = [
     "HTTP_PORT_NAME",
     "SERVICE_NAME_LABEL",
-    "VIRTUAL_NODE_LABEL",
     "BuildResult",
     "CheckTarget",
+    "ForeignNodePod",
     "SkippedOffload",
     "UntrustedPod",
     "build_routes",
@@ -133,6 +136,16 @@ class UntrustedPod:
 
 
 @dataclasses.dataclass(frozen=True)
+class ForeignNodePod:
+    """An away pod with a traffic address, bound to a node that is not one of ours: ignored."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+
+
+@dataclasses.dataclass(frozen=True)
 class CheckTarget:
     """An away endpoint to check actively: `url` is its traffic address, `check_url` what to GET."""
 
@@ -143,12 +156,14 @@ class CheckTarget:
 @dataclasses.dataclass(frozen=True)
 class BuildResult:
     """The table built, the Offloads that could not be part of it (sorted by key), the away pods with
-    ignored traffic annotations and the away endpoints to check actively (both sorted)."""
+    ignored traffic annotations, those ignored for their node and the away endpoints to check actively
+    (all three sorted)."""
 
     table: RouteTable
     skipped: tuple[SkippedOffload, ...] = ()
     untrusted: tuple[UntrustedPod, ...] = ()
     check_targets: tuple[CheckTarget, ...] = ()
+    foreign: tuple[ForeignNodePod, ...] = ()
 
 
 def build_table(
@@ -186,9 +201,10 @@ def build_routes(
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
     route's claim (no logging).
 
-    `virtual_nodes` are the Node objects labelled `type=virtual-kubelet` (others are ignored); only
-    pods bound to one of them are away endpoints. `active_checks` are the router's latest verdicts on
-    away addresses (URL → passing), which keep the pods of a node gone not Ready serving.
+    `virtual_nodes` are our Node objects, labelled `node-restriction.kubernetes.io/vk-provider=true`
+    (others are ignored); only pods bound to one of them are away endpoints. `active_checks` are the
+    router's latest verdicts on away addresses (URL → passing), which keep the pods of a node gone not
+    Ready serving.
     `kept_routes` are the KeptRoutes deleted Offloads left.
     """
     offloads = list(offloads)
@@ -216,7 +232,9 @@ def build_routes(
     routes.sort(key=lambda route: (route.namespace, route.name))
     skipped.sort(key=lambda item: (item.namespace, item.name, item.reason))
     owners = {host: namespace for host, namespace in claims.owners.items() if host}
-    return BuildResult(RouteTable.of(routes, owners), tuple(skipped), away.untrusted, away.check_targets)
+    return BuildResult(
+        RouteTable.of(routes, owners), tuple(skipped), away.untrusted, away.check_targets, away.foreign
+    )
 
 
 def _drop_claim_losers(claims: Claims, routes: list[Route], skipped: list[SkippedOffload]) -> list[Route]:
@@ -358,6 +376,7 @@ class _AwayReading:
     index: _Index
     untrusted: tuple[UntrustedPod, ...]
     check_targets: tuple[CheckTarget, ...]
+    foreign: tuple[ForeignNodePod, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,13 +387,12 @@ class _NodeState:
 
 
 def _node_states(nodes: Iterable[Mapping[str, Any]]) -> dict[str, _NodeState]:
-    """Virtual node name → whether its `Ready` condition is `True` (False, Unknown or none: not)."""
-    key, value = VIRTUAL_NODE_LABEL
+    """Our virtual nodes' names → whether its `Ready` condition is `True` (False, Unknown or none: not)."""
     states: dict[str, _NodeState] = {}
     for node in nodes:
         metadata = _mapping(node.get("metadata"))
         name = _text(metadata.get("name"))
-        if name and _mapping(metadata.get("labels")).get(key) == value:
+        if name and _mapping(metadata.get("labels")).get(VIRTUAL_NODE_LABEL) == VIRTUAL_NODE_LABEL_VALUE:
             ready = _find_condition(node, "Ready")
             is_ready = ready.get("status") == "True"
             since = parse_timestamp(ready.get("lastTransitionTime")) if is_ready else None
@@ -403,6 +421,7 @@ def _index_away_endpoints(
 ) -> _AwayReading:
     index: _Index = {}
     untrusted: list[UntrustedPod] = []
+    foreign: list[ForeignNodePod] = []
     targets: dict[str, CheckTarget] = {}
     for pod in away_pods:
         metadata = _mapping(pod.get("metadata"))
@@ -420,10 +439,22 @@ def _index_away_endpoints(
                     forged,
                 )
             )
-        node = nodes.get(_text(_mapping(pod.get("spec")).get("nodeName")))
+        node_name = _text(_mapping(pod.get("spec")).get("nodeName"))
+        node = nodes.get(node_name)
         address = _condition_message(pod, TRAFFIC_ADDRESS_CONDITION).strip()
-        if node is None or not address:
-            continue  # not on a virtual node, or its node has published no address
+        if not address:
+            continue  # its node has published no address (or it is not bound yet)
+        if node is None:
+            # Another virtual-kubelet (an AKS virtual node) or a kubelet wrote it: not ours to trust.
+            foreign.append(
+                ForeignNodePod(
+                    _text(metadata.get("namespace")),
+                    _text(metadata.get("name")),
+                    _text(metadata.get("uid")),
+                    node_name,
+                )
+            )
+            continue
         url = address.rstrip("/")
         try:
             auth = _traffic_auth(pod, url)
@@ -443,7 +474,10 @@ def _index_away_endpoints(
             continue
         _add(index, (_text(metadata.get("namespace")), offload), endpoint)
     untrusted.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
-    return _AwayReading(index, tuple(untrusted), tuple(targets[url] for url in sorted(targets)))
+    foreign.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
+    return _AwayReading(
+        index, tuple(untrusted), tuple(targets[url] for url in sorted(targets)), tuple(foreign)
+    )
 
 
 def _traffic_auth(pod: Mapping[str, Any], url: str) -> TrafficAuth | None:

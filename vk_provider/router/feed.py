@@ -1,17 +1,18 @@
 """Keep the router's table in step with the cluster: watch Offloads, EndpointSlices, away pods, nodes
 and KeptRoutes.
 
-Five reflectors mirror the objects `build_routes` needs (the virtual Nodes: only their pods may be away
-endpoints, and whether they are Ready decides when the active checks keep a pod serving; the
-KeptRoutes: the routes deleted Offloads left); any change,
-and any new verdict of the active checks, wakes one rebuild task, which
-rebuilds the whole table from the mirrors and swaps it in when it differs from the one applied. A
-burst of changes (a Deployment scaling ten pods) costs a few rebuilds, not one per event, because the
-task rebuilds from the latest state each time it wakes. Rebuilding everything is cheap next to the
-network: a cluster has tens of Offloads, not tens of thousands.
+Five reflectors mirror the objects `build_routes` needs (our virtual Nodes, by the label only
+vk-provider's carry: only their pods may be away endpoints, and whether they are Ready decides when
+the active checks keep a pod serving; the KeptRoutes: the routes deleted Offloads left); any change,
+and any new verdict of the active checks, wakes one rebuild task, which rebuilds the whole table from
+the mirrors and swaps it in when it differs from the one applied. A burst of changes (a Deployment
+scaling ten pods) costs a few rebuilds, not one per event, because the task rebuilds from the latest
+state each time it wakes. Rebuilding everything is cheap next to the network: a cluster has tens of
+Offloads, not tens of thousands.
 
 Each rebuild hands the active checks the away endpoints to check, and posts one Warning Event per away
-pod (by UID) that carries the old traffic annotations the router now ignores.
+pod (by UID) that carries the old traffic annotations the router now ignores, and one per away pod with
+a traffic address on a node that is not ours (another virtual-kubelet's), which it ignores too.
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.offload.names import (
+    FOREIGN_NODE_REASON,
     OFFLOAD_LABEL,
     UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
+    VIRTUAL_NODE_LABEL,
+    VIRTUAL_NODE_SELECTOR,
     offloads_path,
 )
 from vk_provider.offload.retained import kept_routes_reflector
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
-    VIRTUAL_NODE_LABEL,
+    ForeignNodePod,
     SkippedOffload,
     UntrustedPod,
     build_routes,
@@ -49,8 +53,8 @@ class TableFeed:
     `namespace` limits every watch but the Nodes' to one namespace (None: the whole cluster).
     `synced` is set once all five mirrors hold their first list and the first table has been
     applied. The active checks of away endpoints run here, with `check_settings`, counted in
-    `metrics`; `events`, if given, takes the Warnings about ignored annotations (its `run` is the
-    caller's).
+    `metrics`; `events`, if given, takes the Warnings about ignored annotations and pods on foreign
+    nodes (its `run` is the caller's).
     """
 
     def __init__(
@@ -69,6 +73,8 @@ class TableFeed:
         self._events = events
         self._warned: set[str] = set()
         """UIDs of the pods already warned about ignored traffic annotations."""
+        self._warned_foreign: set[str] = set()
+        """UIDs of the pods already warned about being on a node that is not ours."""
         self.synced = asyncio.Event()
         self.table = RouteTable()
         self.skipped: tuple[SkippedOffload, ...] = ()
@@ -94,11 +100,10 @@ class TableFeed:
             on_change=self._changed,
             description="away pods",
         )
-        key, value = VIRTUAL_NODE_LABEL
         self.virtual_nodes = Reflector(
             api,
             resource_path("v1", "nodes"),
-            query={"labelSelector": f"{key}={value}"},
+            query={"labelSelector": VIRTUAL_NODE_SELECTOR},
             on_change=self._changed,
             description="virtual nodes",
         )
@@ -131,6 +136,7 @@ class TableFeed:
         self.rebuilds += 1
         self.checks.set_targets(result.check_targets)
         self._warn_untrusted(result.untrusted)
+        self._warn_foreign(result.foreign)
         for skipped in set(result.skipped) - set(self.skipped):
             logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
         self.skipped = result.skipped
@@ -156,6 +162,24 @@ class TableFeed:
                 involved = InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
                 self._events.record(involved, "Warning", UNTRUSTED_TRAFFIC_ANNOTATION_REASON, message)
         self._warned &= {pod.uid for pod in pods}
+
+    def _warn_foreign(self, pods: tuple[ForeignNodePod, ...]) -> None:
+        """One Warning Event per pod UID, as for the annotations: a resync must not repeat it."""
+        for pod in pods:
+            if pod.uid in self._warned_foreign:
+                continue
+            self._warned_foreign.add(pod.uid)
+            message = (
+                f"ignored its traffic address: node {pod.node or '(none)'} is not a vk-provider virtual "
+                f"node (no {VIRTUAL_NODE_LABEL} label; type=virtual-kubelet alone is any "
+                "virtual-kubelet's), so no vk-provider node daemon published it"
+            )
+            if self._events is None:
+                logger.warning("pod %s/%s: %s", pod.namespace, pod.name, message)
+            else:
+                involved = InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
+                self._events.record(involved, "Warning", FOREIGN_NODE_REASON, message)
+        self._warned_foreign &= {pod.uid for pod in pods}
 
     async def run(self) -> None:
         """Watch, check and rebuild until cancelled."""

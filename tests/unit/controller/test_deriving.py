@@ -43,9 +43,9 @@ def test_away_pods_leave_the_home_service_and_land_on_the_virtual_node() -> None
     assert template["metadata"]["labels"] == {OFFLOAD_LABEL: "chat"}
     assert template["metadata"]["annotations"] == {"vk-provider.dev/gpu-types": "A100,H100"}
     spec = template["spec"]
-    assert spec["nodeSelector"] == {"type": "virtual-kubelet"}
+    assert spec["nodeSelector"] == {"node-restriction.kubernetes.io/vk-provider": "true"}
     assert spec["affinity"] == {"podAntiAffinity": {"y": 2}}
-    assert {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"} in spec[
+    assert {"key": "vk-provider.dev/virtual-node", "operator": "Exists", "effect": "NoSchedule"} in spec[
         "tolerations"
     ]
     assert {"key": "gpu", "operator": "Exists"} in spec["tolerations"]

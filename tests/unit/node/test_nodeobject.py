@@ -14,8 +14,27 @@ NOW = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
 def test_the_default_taint_names_the_provider_and_never_evicts() -> None:
     settings = NodeSettings(provider="runpod")
     taints = nodeobject.merged_taints([], settings, Health(ready=True))
-    assert taints == [{"key": "virtual-kubelet.io/provider", "value": "runpod", "effect": "NoSchedule"}]
+    assert taints == [{"key": "vk-provider.dev/virtual-node", "value": "runpod", "effect": "NoSchedule"}]
     assert nodeobject.merged_taints([], NodeSettings(no_taint=True), Health(ready=True)) == []
+
+
+def test_our_node_keeps_the_generic_label_and_carries_the_one_only_ours_carry() -> None:
+    labels = nodeobject.labels(NodeSettings(node_name="burst", labels={"pool": "gpu"}))
+    assert labels["type"] == "virtual-kubelet"
+    assert labels["node-restriction.kubernetes.io/vk-provider"] == "true"
+    assert labels["pool"] == "gpu"
+
+
+def test_the_generic_taint_an_earlier_version_set_is_replaced_by_ours() -> None:
+    current = [
+        {"key": "virtual-kubelet.io/provider", "value": "runpod", "effect": "NoSchedule"},
+        {"key": "team.example.com/gpu", "value": "a", "effect": "NoSchedule"},
+    ]
+    taints = nodeobject.merged_taints(current, NodeSettings(provider="runpod"), Health(ready=True))
+    assert taints == [
+        {"key": "team.example.com/gpu", "value": "a", "effect": "NoSchedule"},
+        {"key": "vk-provider.dev/virtual-node", "value": "runpod", "effect": "NoSchedule"},
+    ]
 
 
 def test_taints_others_own_are_kept_and_ours_are_replaced() -> None:

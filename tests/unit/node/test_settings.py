@@ -40,10 +40,19 @@ def test_flag_lists_become_mappings_and_taints_parse() -> None:
     assert settings.host_ip == "10.0.0.7"
 
 
-def test_the_default_taint_follows_the_provider() -> None:
+def test_the_default_taint_is_ours_alone_and_follows_the_provider() -> None:
     assert NodeSettings(provider="sagemaker").effective_taint == Taint(
-        "virtual-kubelet.io/provider", "sagemaker", "NoSchedule"
+        "vk-provider.dev/virtual-node", "sagemaker", "NoSchedule"
     )
+
+
+def test_a_label_setting_cannot_claim_or_unset_the_virtual_node_label() -> None:
+    with pytest.raises(SettingsError, match=r"command line.*node-restriction.kubernetes.io/vk-provider"):
+        load_settings(
+            config_file=None,
+            environ={},
+            flags={"labels": ["pool=burst", "node-restriction.kubernetes.io/vk-provider=false"]},
+        )
 
 
 def test_the_api_ceiling_is_off_unless_set_and_zero_means_none() -> None:

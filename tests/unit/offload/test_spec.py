@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from vk_provider.offload.oneoff import OneOffStrategy, one_off_value
 from vk_provider.offload.plan import Direction
-from vk_provider.offload.spec import GatewayRoute, InvalidSpec, RouteSpec, parse_offload
+from vk_provider.offload.spec import (
+    DEFAULT_AWAY_NODE_SELECTOR,
+    DEFAULT_AWAY_TOLERATIONS,
+    GatewayRoute,
+    InvalidSpec,
+    RouteSpec,
+    parse_offload,
+)
 from vk_provider.offload.status import Phase
 
 MINIMAL: dict[str, Any] = {
@@ -26,10 +35,62 @@ def test_defaults_match_the_crd() -> None:
     assert spec.strategy.step_interval_seconds == 30
     assert spec.strategy.ready_threshold_percent == 100
     assert spec.strategy.gates.min_requests_per_interval == 10
-    assert spec.away.node_selector == {"type": "virtual-kubelet"}
+    assert spec.away.node_selector == {"node-restriction.kubernetes.io/vk-provider": "true"}
+    assert spec.away.tolerations == (
+        {"key": "vk-provider.dev/virtual-node", "operator": "Exists", "effect": "NoSchedule"},
+    )
     assert spec.away.replicas is None
     assert (spec.paused, spec.promotion, spec.key) == (False, "", "ml/chat")
     assert spec.data_plane == "builtin"
+
+
+OURS = {"node-restriction.kubernetes.io/vk-provider": "true"}
+OUR_TOLERATION = {"key": "vk-provider.dev/virtual-node", "operator": "Exists", "effect": "NoSchedule"}
+OLD_TOLERATION = {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
+OWN_TOLERATION = {"key": "gpu", "operator": "Exists"}
+
+
+ROOT = Path(__file__).parents[3]
+
+
+@pytest.mark.parametrize("crd", ["manifests/crds/offload.yaml", "charts/vk-provider/crds/offload.yaml"])
+def test_the_crd_defaults_the_away_placement_to_our_nodes(crd: str) -> None:
+    (version,) = yaml.safe_load((ROOT / crd).read_text())["spec"]["versions"]
+    away = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["away"]["properties"]
+    assert away["nodeSelector"]["default"] == dict(DEFAULT_AWAY_NODE_SELECTOR)
+    assert away["tolerations"]["default"] == [dict(item) for item in DEFAULT_AWAY_TOLERATIONS]
+
+
+@pytest.mark.parametrize(
+    ("away", "selector", "tolerations"),
+    [
+        # What the old CRD default stored: reads as today's default, so nothing lands on AKS's nodes.
+        (
+            {"nodeSelector": {"type": "virtual-kubelet"}, "tolerations": [OLD_TOLERATION]},
+            OURS,
+            (OUR_TOLERATION,),
+        ),
+        # A selector of the user's own is theirs; their toleration of the old taint gains ours beside it.
+        (
+            {
+                "nodeSelector": {"type": "virtual-kubelet", "pool": "a"},
+                "tolerations": [OWN_TOLERATION, OLD_TOLERATION],
+            },
+            {"type": "virtual-kubelet", "pool": "a"},
+            (OWN_TOLERATION, OLD_TOLERATION, OUR_TOLERATION),
+        ),
+        ({"nodeSelector": {"pool": "a"}, "tolerations": [OWN_TOLERATION]}, {"pool": "a"}, (OWN_TOLERATION,)),
+        ({"tolerations": []}, OURS, ()),
+    ],
+)
+def test_the_old_default_placement_reads_as_ours(
+    away: dict[str, Any], selector: dict[str, str], tolerations: tuple[dict[str, str], ...]
+) -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["away"] = away
+    spec = parse_offload(offload)
+    assert spec.away.node_selector == selector
+    assert spec.away.tolerations == tolerations
 
 
 @pytest.mark.parametrize(

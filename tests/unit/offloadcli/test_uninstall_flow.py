@@ -82,7 +82,7 @@ def arguments(*, timeout: int = 600, dry_run: bool = False, force: bool = False)
         namespace=None,
         timeout=timeout,
         controller_lease=("vk-provider-system", "vk-provider-controller"),
-        virtual_nodes="type=virtual-kubelet",
+        virtual_nodes="node-restriction.kubernetes.io/vk-provider=true",
         force=force,
         dry_run=dry_run,
     )

@@ -20,6 +20,7 @@ from vk_provider.router import Endpoint, RouteMatch
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
     CheckTarget,
+    ForeignNodePod,
     SkippedOffload,
     UntrustedPod,
     build_routes,
@@ -30,11 +31,22 @@ from vk_provider.router.table import RouteTable
 VIRTUAL_NODE = "vk-away"
 
 
+OUR_LABELS = {"type": "virtual-kubelet", "node-restriction.kubernetes.io/vk-provider": "true"}
+AKS_LABELS = {"type": "virtual-kubelet", "kubernetes.azure.com/managed": "false"}
+"""What every virtual-kubelet carries, AKS's virtual node (ACI) too: `type=virtual-kubelet`, not ours."""
+
+
 def _node(
-    name: str = VIRTUAL_NODE, *, ready: str | None = "True", virtual: bool = True, since: str | None = None
+    name: str = VIRTUAL_NODE,
+    *,
+    ready: str | None = "True",
+    virtual: bool = True,
+    since: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     conditions = [] if ready is None else [{"type": "Ready", "status": ready, "lastTransitionTime": since}]
-    labels = {"type": "virtual-kubelet"} if virtual else {"type": "gpu"}
+    if labels is None:
+        labels = OUR_LABELS if virtual else {"type": "gpu"}
     return {"metadata": {"name": name, "labels": labels}, "status": {"conditions": conditions}}
 
 
@@ -315,6 +327,25 @@ def test_only_pods_bound_to_a_virtual_node_are_away_endpoints() -> None:
     nodes = [_node(), _node("gpu-1", virtual=False)]
     (route,) = _table([_offload()], [], pods, nodes=nodes).routes
     assert route.away == (Endpoint("http://10.9.0.1:9000"),)
+
+
+def test_a_pod_on_another_virtual_kubelet_is_no_endpoint_and_is_reported() -> None:
+    """An AKS virtual node carries `type=virtual-kubelet` as ours do: even handed in, it is not ours."""
+    pods = [
+        _pod("a", address="http://10.9.0.1:9000"),
+        _pod("aci", address="http://10.9.0.9:9000", node="virtual-node-aci-linux"),
+        _pod("plain", address="http://10.9.0.8:9000", node="gpu-1"),
+        _pod("quiet", address=None, node="virtual-node-aci-linux"),  # no address: nothing to ignore
+    ]
+    nodes = [_node(), _node("virtual-node-aci-linux", labels=AKS_LABELS), _node("gpu-1", virtual=False)]
+    result = build_routes([_offload()], [], pods, virtual_nodes=nodes)
+    (route,) = result.table.routes
+    assert route.away == (Endpoint("http://10.9.0.1:9000"),)
+    assert result.foreign == (
+        ForeignNodePod("ml", "aci", "uid-aci", "virtual-node-aci-linux"),
+        ForeignNodePod("ml", "plain", "uid-plain", "gpu-1"),
+    )
+    assert [target.url for target in result.check_targets] == ["http://10.9.0.1:9000"]
 
 
 @pytest.mark.parametrize("node_ready", ["False", "Unknown", None])

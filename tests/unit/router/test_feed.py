@@ -1,4 +1,5 @@
-"""The feed's rebuild: what it hands the active checks, and one Warning per pod with forged annotations.
+"""The feed's rebuild: what it hands the active checks, and one Warning per pod it ignores (forged
+annotations, or a node that is not ours).
 
 The mirrors are filled by hand (no watch runs); events go to a recording stand-in for the recorder.
 """
@@ -22,7 +23,7 @@ class RecordedEvents:
         self.recorded.append((involved, type, reason, message))
 
 
-def away_pod(name: str, *, forged: bool) -> dict[str, Any]:
+def away_pod(name: str, *, forged: bool, node: str = "vk-away") -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": "ml",
@@ -34,7 +35,7 @@ def away_pod(name: str, *, forged: bool) -> dict[str, Any]:
     address = {"type": TRAFFIC_ADDRESS_CONDITION, "status": "True", "message": f"http://{name}.test:8080"}
     return {
         "metadata": metadata,
-        "spec": {"nodeName": "vk-away"},
+        "spec": {"nodeName": node},
         "status": {"conditions": [{"type": "Ready", "status": "True"}, address]},
     }
 
@@ -45,7 +46,11 @@ OFFLOAD = {
     "status": {"awayWeight": 100},
 }
 NODE = {
-    "metadata": {"name": "vk-away", "uid": "node-uid", "labels": {"type": "virtual-kubelet"}},
+    "metadata": {
+        "name": "vk-away",
+        "uid": "node-uid",
+        "labels": {"type": "virtual-kubelet", "node-restriction.kubernetes.io/vk-provider": "true"},
+    },
     "status": {"conditions": [{"type": "Ready", "status": "True"}]},
 }
 
@@ -77,5 +82,32 @@ def test_one_warning_per_forged_pod_and_every_away_address_checked() -> None:
     feed.away_pods.objects["a"] = away_pod("a", forged=False)
     feed.rebuild()
     feed.away_pods.objects["a"] = away_pod("a", forged=True)
+    feed.rebuild()
+    assert len(events.recorded) == 2
+
+
+def test_one_warning_per_pod_on_a_foreign_node_naming_the_node_and_the_missing_label() -> None:
+    tables: list[RouteTable] = []
+    events = RecordedEvents()
+    feed = TableFeed(None, tables.append, events=events)  # type: ignore[arg-type]
+    feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
+    feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
+    feed.away_pods.objects["a"] = away_pod("a", forged=False)
+    feed.away_pods.objects["x"] = away_pod("x", forged=False, node="virtual-node-aci-linux")
+
+    feed.rebuild()
+    feed.rebuild()  # a resync: no second Event
+    (route,) = tables[-1].routes
+    assert [endpoint.url for endpoint in route.away] == ["http://a.test:8080"]
+    assert set(feed.checks.status()) == {"http://a.test:8080"}
+    ((involved, kind, reason, message),) = events.recorded
+    assert (involved.name, involved.uid, kind, reason) == ("x", "uid-x", "Warning", "NotOnVkProviderNode")
+    assert "virtual-node-aci-linux" in message
+    assert "node-restriction.kubernetes.io/vk-provider" in message
+
+    # Gone from the report (here: on our node) and back: the feed forgot it, so it warns again.
+    feed.away_pods.objects["x"] = away_pod("x", forged=False)
+    feed.rebuild()
+    feed.away_pods.objects["x"] = away_pod("x", forged=False, node="virtual-node-aci-linux")
     feed.rebuild()
     assert len(events.recorded) == 2
