@@ -21,7 +21,6 @@ import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from vk_provider.kubelet.certificates.requesting import CsrCertificate
 from vk_provider.kubelet.certificates.selfsigned import SelfSignedCertificate
 from vk_provider.kubelet.certificates.serving import Clock, ServingCertificate, utc_now
 from vk_provider.kubelet.certificates.state import (
@@ -38,11 +37,12 @@ RECHECK_SECONDS = 3600.0
 
 
 class AutoCertificate(ServingCertificate):
-    """See the module. `csr` builds the CSR flow on the context it is given (`via_csr(ssl_context=)`)."""
+    """See the module. `csr` builds the CSR flow on the context it is given (`via_csr(ssl_context=)`);
+    it must report `Issued` when it installs a certificate and `Denied` when its CSR is refused."""
 
     def __init__(
         self,
-        csr: Callable[[ssl.SSLContext], CsrCertificate],
+        csr: Callable[[ssl.SSLContext], ServingCertificate],
         *,
         node_name: str,
         addresses: Sequence[str],
@@ -69,10 +69,6 @@ class AutoCertificate(ServingCertificate):
         self._own.subscribe(self._own_changed)
         self._csr.subscribe(self._csr_changed)
         self._csr_changed(self._csr.state)  # a stored certificate is issued at construction
-
-    @property
-    def pending_csr(self) -> str | None:
-        return self._csr.pending_csr
 
     def _csr_changed(self, state: CertificateState) -> None:
         if state.reason == ISSUED:
