@@ -13,7 +13,7 @@ import pytest
 from cryptography import x509
 
 from tests.unit.kubelet_certificates import SigningCa, cert_pem
-from vk_provider.kit.kube import KubeApi, WatchEvent
+from vk_provider.kit.kube import KubeApi, KubeApiError, WatchEvent
 from vk_provider.kubelet.certificates import serving_names, via_csr
 
 
@@ -119,6 +119,35 @@ async def test_the_flow_reports_the_csr_it_waits_for_a_denial_and_the_issue(
         assert serving.certificate is not None
         assert serving.certificate.serial_number == issued.serial_number
         assert serving.pending_csr is None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class ForbiddenApi(CsrApi):
+    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        raise KubeApiError(403, "Forbidden", "cannot create certificatesigningrequests")
+
+
+async def test_a_csr_the_node_may_not_create_is_a_warning_with_the_apiserver_s_answer(
+    tmp_path: Path, ca: SigningCa
+) -> None:
+    serving = via_csr(
+        cast(KubeApi, ForbiddenApi()),
+        node_name="n1",
+        addresses=["127.0.0.1"],
+        client_ca_file=ca.write(tmp_path / "ca.crt"),
+        state_dir=tmp_path / "state",
+        self_approve=False,
+        retry_initial_seconds=0.05,
+        retry_max_seconds=0.1,
+    )
+    task = asyncio.create_task(serving.run())
+    try:
+        await settle(lambda: serving.state.reason == "RequestFailed")
+        assert serving.state.warning
+        assert "403 Forbidden: cannot create certificatesigningrequests" in serving.state.message
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

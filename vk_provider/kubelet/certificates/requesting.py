@@ -70,7 +70,13 @@ from vk_provider.kubelet.certificates.serving import (
     utc_now,
     write_private_file,
 )
-from vk_provider.kubelet.certificates.state import DENIED, ISSUED, PENDING, REQUESTING, CertificateState
+from vk_provider.kubelet.certificates.state import (
+    DENIED,
+    ISSUED,
+    PENDING,
+    REQUEST_FAILED,
+    CertificateState,
+)
 
 # The package's logger, as in `serving`.
 logger = logging.getLogger(__package__)
@@ -334,7 +340,7 @@ class CsrCertificate(ServingCertificate):
     def _report_failure(self, error: Exception, delay: float) -> None:
         if self.certificate is not None:
             return  # still serving the earlier certificate; the log tells of the failed renewal
-        reason = DENIED if isinstance(error, CsrRejectedError) else REQUESTING
+        reason = DENIED if isinstance(error, CsrRejectedError) else REQUEST_FAILED
         self._report(
             CertificateState(
                 reason,

@@ -26,6 +26,9 @@ PENDING = "Pending"
 """No certificate yet: a CSR waits for approval or for the signer."""
 DENIED = "Denied"
 """No certificate yet: the last CSR was denied or failed; a new one follows after a backoff."""
+REQUEST_FAILED = "RequestFailed"
+"""No certificate yet: creating or watching the CSR failed (an API error, missing RBAC) or it was not
+issued in time; a new one follows after a backoff."""
 FILE_INVALID = "FileInvalid"
 """The operator's files are missing, unreadable or do not match."""
 REJECTED_BY_CLIENTS = "RejectedByClients"
@@ -33,7 +36,7 @@ REJECTED_BY_CLIENTS = "RejectedByClients"
 certificates) refuse."""
 
 WORKING_REASONS = frozenset({ISSUED, FILE_LOADED, SELF_SIGNED})
-WARNING_REASONS = frozenset({SELF_SIGNED, DENIED, FILE_INVALID, REJECTED_BY_CLIENTS})
+WARNING_REASONS = frozenset({SELF_SIGNED, DENIED, REQUEST_FAILED, FILE_INVALID, REJECTED_BY_CLIENTS})
 """States an operator should hear about through a Warning Event: SelfSigned too, as `kubectl logs`
 fails in every cluster that verifies kubelet certificates."""
 
