@@ -149,6 +149,18 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "address (default: 0, not served)",
     )
     node.add_argument(
+        "--serving-certificate",
+        choices=("auto", "csr", "self-signed", "file"),
+        help="where the kubelet API's serving certificate comes from: auto (a kubelet-serving CSR, and a "
+        "self-signed certificate while none is issued), csr (wait for the CSR), self-signed, or file "
+        "(--kubelet-serving-cert-file) (default: auto)",
+    )
+    node.add_argument(
+        "--serving-certificate-wait-seconds",
+        help="with auto: seconds a CSR may go unissued before the node serves its own certificate "
+        "(default: 60)",
+    )
+    node.add_argument(
         "--kubelet-serving-cert-file",
         help="serve this certificate (with --kubelet-serving-key-file) instead of requesting one by CSR",
     )

@@ -240,10 +240,58 @@ def test_two_nodes_each_get_their_settings_and_credentials(
     )
 
 
+def test_serving_certificates_are_values_shared_or_per_node(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    values = {
+        "node": {"servingCertificate": {"waitSeconds": 20}},
+        "nodes": [
+            {"name": "default", "provider": "mock"},
+            {"name": "eks", "provider": "mock", "servingCertificate": {"mode": "self-signed"}},
+            {
+                "name": "managed",
+                "provider": "mock",
+                "servingCertificate": {"mode": "file", "secretName": "tls"},
+            },
+        ],
+    }
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+
+    def settings(node: str) -> Object:
+        config: Object = yaml.safe_load(rendered["ConfigMap", NAMESPACE, f"{node}-node"]["data"]["node.yaml"])
+        return config
+
+    assert settings("default")["serving_certificate"] == "auto"
+    assert settings("default")["serving_certificate_wait_seconds"] == 20
+    assert "kubelet_serving_cert_file" not in settings("default")
+    assert settings("eks")["serving_certificate"] == "self-signed"
+    managed = settings("managed")
+    assert managed["serving_certificate"] == "file"
+    assert managed["kubelet_serving_cert_file"] == "/etc/vk-provider/serving-certificate/tls.crt"
+    assert managed["kubelet_serving_key_file"] == "/etc/vk-provider/serving-certificate/tls.key"
+    pod = rendered["Deployment", NAMESPACE, "managed-node"]["spec"]["template"]["spec"]
+    assert {"name": "serving-certificate", "secret": {"secretName": "tls"}} in pod["volumes"]
+    mount = {
+        "name": "serving-certificate",
+        "mountPath": "/etc/vk-provider/serving-certificate",
+        "readOnly": True,
+    }
+    assert mount in pod["containers"][0]["volumeMounts"]
+    default_pod = rendered["Deployment", NAMESPACE, "default-node"]["spec"]["template"]["spec"]
+    assert all(volume["name"] != "serving-certificate" for volume in default_pod["volumes"])
+
+    no_secret = {"nodes": [{"name": "plain", "provider": "mock", "servingCertificate": {"mode": "file"}}]}
+    file = values_file(tmp_path, no_secret, "no-secret.yaml")
+    done = helm("template", "vk", str(CHART), "--values", file, check=False)
+    assert done.returncode != 0
+    assert "servingCertificate mode file needs a secretName" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize(
     ("values", "words"),
     [
         ({"nodes": [{"name": "Not_A_Name", "provider": "mock"}]}, "nodes/0/name"),
+        ({"node": {"servingCertificate": {"mode": "acme"}}}, "node/servingCertificate/mode"),
         ({"nodes": [{"name": "n"}]}, "missing property 'provider'"),
         ({"router": {"replicas": "two"}}, "router/replicas"),
         ({"image": {"repository": "r", "digest": "latest"}}, "image/digest"),
@@ -254,6 +302,7 @@ def test_two_nodes_each_get_their_settings_and_credentials(
     ],
     ids=[
         "bad-name",
+        "bad-serving-certificate-mode",
         "no-provider",
         "replicas-not-a-number",
         "bad-digest",

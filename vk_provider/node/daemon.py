@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -35,7 +36,14 @@ from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.kit.probes import Readiness, serve_probes
 from vk_provider.kubelet.auth import WebhookAuth
-from vk_provider.kubelet.certificates import ServingCertificate, from_files, via_csr
+from vk_provider.kubelet.certificates import (
+    AutoCertificate,
+    CsrCertificate,
+    SelfSignedCertificate,
+    ServingCertificate,
+    from_files,
+    via_csr,
+)
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.kubelet.streaming import StreamingBackend
@@ -124,24 +132,48 @@ def kubelet_backend(
 
 
 def serving_certificate(settings: NodeSettings, api: KubeApi) -> ServingCertificate:
-    """From the configured files, or through a kubelet-serving CSR to the cluster."""
+    """The source `serving_certificate` names: a CSR (with `auto`, a self-signed fallback), files or
+    the node's own."""
     pki = settings.state_dir / "pki"
     pki.mkdir(parents=True, exist_ok=True)
     client_ca = settings.kubelet_client_ca_file
     if client_ca is None:
         client_ca = pki / "cluster-ca.crt"
         client_ca.write_bytes(cluster_ca_pem(settings.kubeconfig))
-    if settings.kubelet_serving_cert_file is not None and settings.kubelet_serving_key_file is not None:
+    mode = settings.serving_certificate_mode
+    if mode == "file":
+        assert settings.kubelet_serving_cert_file is not None  # noqa: S101 - settings check the pair
+        assert settings.kubelet_serving_key_file is not None  # noqa: S101
         return from_files(
             settings.kubelet_serving_cert_file, settings.kubelet_serving_key_file, client_ca_file=client_ca
         )
-    return via_csr(
-        api,
+    if mode == "self-signed":
+        return SelfSignedCertificate(
+            node_name=settings.node_name,
+            addresses=settings.addresses,
+            client_ca_file=client_ca,
+            because="serving_certificate self-signed: the node does not ask the cluster for one",
+        )
+
+    def csr(ssl_context: ssl.SSLContext | None = None) -> CsrCertificate:
+        return via_csr(
+            api,
+            node_name=settings.node_name,
+            addresses=settings.addresses,
+            client_ca_file=client_ca,
+            state_dir=pki,
+            self_approve=settings.kubelet_csr_self_approve,
+            ssl_context=ssl_context,
+        )
+
+    if mode == "csr":
+        return csr()
+    return AutoCertificate(
+        csr,
         node_name=settings.node_name,
         addresses=settings.addresses,
         client_ca_file=client_ca,
-        state_dir=pki,
-        self_approve=settings.kubelet_csr_self_approve,
+        wait_seconds=settings.serving_certificate_wait_seconds,
     )
 
 
@@ -177,6 +209,7 @@ async def assemble(
     provider_capacity = (
         dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
     )
+    certificate = certificate or serving_certificate(settings, api)
     metrics = metrics or DaemonMetrics()
     metrics.set_queue_depth_source(lambda: queue.depth)
     reconciler = PodReconciler(
@@ -198,10 +231,10 @@ async def assemble(
         queue=queue,
         pods=pods,
         services=services,
-        keeper=NodeKeeper(api, settings, provider, events, metrics=metrics),
+        keeper=NodeKeeper(api, settings, provider, events, metrics=metrics, certificate=certificate),
         reconciler=reconciler,
         kubelet=kubelet_backend(settings.node_name, provider, pods, metrics, settings.provider),
-        certificate=certificate or serving_certificate(settings, api),
+        certificate=certificate,
         auth=None
         if settings.insecure_kubelet_api_allow_all
         else WebhookAuth(api, node_name=settings.node_name),
@@ -412,6 +445,10 @@ async def _run_node_on(
         # The serving certificate is this replica's (it names its address) for the process's whole
         # life: a standby gets it while it waits, so a takeover serves the kubelet API at once.
         certificate = serving_certificate(settings, api)
+        metrics.set_serving_certificate_source(
+            lambda: (certificate.state.reason, certificate.state.working),
+            lambda: certificate.refused_handshakes,
+        )
         if not settings.leader_elect:
             node = _run_the_node(settings, api, metrics, certificate, ready, listener=listener)
             await _until_stopped(stop, _beside(certificate.run(), node))

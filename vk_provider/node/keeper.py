@@ -8,6 +8,10 @@ Three duties, one loop each:
 - the provider's health checked every `health_check_interval_seconds`. A failing provider is *not* a
   dead node: the lease keeps renewing (so nothing is evicted), but the node gets
   ProviderAvailable=False and a NoSchedule taint so no new pods land, both lifted on recovery.
+
+The serving certificate's state (`kubelet.certificates.state`) is the ServingCertificate condition: the
+status loop listens to it, patches the status at once on a change and records an Event (a Warning for
+a self-signed fallback, a denied CSR, broken files, or clients refusing the certificate).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider.errors import CapabilityMissingError, ProviderError
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
 from vk_provider.kit.timestamps import format_micro_timestamp
+from vk_provider.kubelet.certificates import CertificateState, ServingCertificate
 from vk_provider.node import nodeobject
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.nodeobject import Health
@@ -43,8 +48,10 @@ class NodeKeeper:
         events: EventRecorder,
         *,
         metrics: DaemonMetrics,
+        certificate: ServingCertificate | None = None,
     ) -> None:
         self._api = api
+        self._certificate = certificate
         self._settings = settings
         self._provider = provider
         self._events = events
@@ -158,6 +165,7 @@ class NodeKeeper:
             now,
             provider_capacity=await self._provider_capacity(),
             previous_conditions=self._conditions,
+            certificate=None if self._certificate is None else self._certificate.state,
         )
         await self._api.patch(self._node_path + "/status", {"status": status})
         self._conditions = status["conditions"]
@@ -226,8 +234,31 @@ class NodeKeeper:
                 )
             await asyncio.sleep(self._settings.lease_renew_interval_seconds)
 
+    def _certificate_changed(self, state: CertificateState) -> None:
+        self._events.record(
+            self._involved(),
+            "Warning" if state.warning else "Normal",
+            f"ServingCertificate{state.reason}",
+            state.message,
+        )
+        self._status_due.set()
+
     async def run_status(self) -> None:
-        """Node status at least every interval, and at once when health changes."""
+        """Node status at least every interval, and at once when health or the certificate changes."""
+        certificate = self._certificate
+        if certificate is None:
+            await self._run_status()
+            return
+        # Subscribed for this term of leadership only: a later leader's keeper subscribes anew.
+        certificate.subscribe(self._certificate_changed)
+        try:
+            if certificate.state.warning:  # what went wrong before this node ran must be heard too
+                self._certificate_changed(certificate.state)
+            await self._run_status()
+        finally:
+            certificate.unsubscribe(self._certificate_changed)
+
+    async def _run_status(self) -> None:
         while True:
             self._status_due.clear()
             try:

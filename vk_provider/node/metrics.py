@@ -116,6 +116,12 @@ class DaemonMetrics:
         """Report the API client's pacing (its 429s, its pace, its waits) at each scrape."""
         self.registry.register(_ApiBudgetCollector(budget))
 
+    def set_serving_certificate_source(
+        self, state: Callable[[], tuple[str, bool]], refused_handshakes: Callable[[], int]
+    ) -> None:
+        """Report the serving certificate's state (reason, working) and refused handshakes at each scrape."""
+        self.registry.register(_ServingCertificateCollector(state, refused_handshakes))
+
     def set_queue_depth_source(self, depth: Callable[[], int]) -> None:
         """Read the queue depth from `depth` at each scrape (a callback: the queue stays the truth)."""
         self._queue_depth.set_function(lambda: float(depth()))
@@ -198,3 +204,31 @@ class _ApiBudgetCollector(Collector):
         yield throttled
         yield waited
         yield pace
+
+
+class _ServingCertificateCollector(Collector):
+    """The serving certificate as the ServingCertificate condition says it, read at scrape time: one
+    series, labelled with the reason, 1 while the kubelet API serves a certificate nobody refused."""
+
+    def __init__(self, state: Callable[[], tuple[str, bool]], refused: Callable[[], int]) -> None:
+        self._state = state
+        self._refused = refused
+
+    def collect(self) -> Iterator[Metric]:
+        reason, working = self._state()
+        gauge = GaugeMetricFamily(
+            f"{NAMESPACE}_serving_certificate_working",
+            "1 while the kubelet API serves a certificate (issued, from files, or self-signed) that no "
+            "client has refused; 0 while it waits for one, its files are broken, or clients refuse it. "
+            "The label is the ServingCertificate condition's reason.",
+            labels=["reason"],
+        )
+        gauge.add_metric([reason], 1.0 if working else 0.0)
+        yield gauge
+        yield CounterMetricFamily(
+            f"{NAMESPACE}_serving_certificate_refused_handshakes",
+            "TLS handshakes on the kubelet port that the client ended by refusing our certificate "
+            "(unknown CA, bad certificate): the apiserver verifies kubelet certificates, or a client "
+            "lacks the cluster CA.",
+            value=self._refused(),
+        )

@@ -12,6 +12,7 @@ from typing import Any
 
 from vk_provider import __version__
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
+from vk_provider.kubelet.certificates.state import CONDITION_TYPE, CertificateState
 from vk_provider.node.settings import NodeSettings, Taint
 from vk_provider.offload.names import (
     GENERIC_VIRTUAL_NODE_LABEL,
@@ -109,9 +110,16 @@ def allocatable(settings: NodeSettings, resources: Mapping[str, str]) -> dict[st
 
 
 def conditions(
-    health: Health, now: datetime, previous: list[dict[str, Any]] | None = None
+    health: Health,
+    now: datetime,
+    previous: list[dict[str, Any]] | None = None,
+    *,
+    certificate: CertificateState | None = None,
 ) -> list[dict[str, Any]]:
-    """Our conditions with a fresh heartbeat; a transition time changes only when the status does."""
+    """Our conditions with a fresh heartbeat; a transition time changes only when the status does.
+
+    With `certificate`, also ServingCertificate: True while the kubelet API serves a certificate no
+    client has refused, its reason and message saying which and why."""
     before = {condition.get("type"): condition for condition in previous or []}
 
     def condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
@@ -146,6 +154,8 @@ def conditions(
         ),
     ]
     result += [condition(kind, False, f"KubeletHasNo{kind}", f"no {kind}") for kind in PRESSURE_CONDITIONS]
+    if certificate is not None:
+        result.append(condition(CONDITION_TYPE, certificate.working, certificate.reason, certificate.message))
     return result
 
 
@@ -165,12 +175,13 @@ def status(
     *,
     provider_capacity: Mapping[str, str],
     previous_conditions: list[dict[str, Any]] | None = None,
+    certificate: CertificateState | None = None,
 ) -> dict[str, Any]:
     resources = capacity(settings, provider_capacity)
     return {
         "capacity": resources,
         "allocatable": allocatable(settings, resources),
-        "conditions": conditions(health, now, previous_conditions),
+        "conditions": conditions(health, now, previous_conditions, certificate=certificate),
         "addresses": [
             *({"type": "InternalIP", "address": address} for address in settings.addresses),
             {"type": "Hostname", "address": settings.node_name},

@@ -20,6 +20,8 @@ from vk_provider.offload.names import VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS: tuple[TaintEffect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+ServingCertificateMode = Literal["auto", "csr", "self-signed", "file"]
+SERVING_CERTIFICATE_MODES: tuple[ServingCertificateMode, ...] = ("auto", "csr", "self-signed", "file")
 DEFAULT_TAINT_KEY = VIRTUAL_NODE_TAINT
 ENV_PREFIX = "VK_PROVIDER_"
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|Ki)?$")
@@ -91,9 +93,17 @@ class NodeSettings:
     """Plain HTTP `/healthz` and `/readyz` on `kubelet_bind_address` for the pod's probes; 0 = not served.
     Separate from the kubelet API: that one needs a client certificate or token (probes send none) and
     is served only by the leader, while every replica, standbys too, must answer its probes."""
+    serving_certificate: ServingCertificateMode = "auto"
+    """Where the kubelet API's serving certificate comes from. `auto`: a kubelet-serving CSR, and a
+    self-signed certificate while none is issued (after `serving_certificate_wait_seconds`, or at once
+    when the CSR is denied), replaced by the issued one when it comes; with kubelet_serving_cert_file
+    set, the files. `csr`: only the CSR (no kubelet API until it is issued). `self-signed`: never asks.
+    `file`: kubelet_serving_cert_file and kubelet_serving_key_file, reloaded when they change."""
+    serving_certificate_wait_seconds: float = 60.0
+    """With `auto`: how long a CSR may go unissued before the node serves its own certificate."""
     kubelet_serving_cert_file: Path | None = None
     """With kubelet_serving_key_file: serve this certificate (reloaded when the file changes) instead of
-    asking the cluster for one through a kubelet-serving CSR."""
+    asking the cluster for one through a kubelet-serving CSR (serving_certificate `file`)."""
     kubelet_serving_key_file: Path | None = None
     kubelet_client_ca_file: Path | None = None
     """CA bundle for client certificates; default: the CA the node's own kubeconfig trusts."""
@@ -125,6 +135,18 @@ class NodeSettings:
     """Between the leader's renewals, and between a standby's attempts to take the Lease."""
 
     def __post_init__(self) -> None:
+        files = (self.kubelet_serving_cert_file, self.kubelet_serving_key_file)
+        if (files[0] is None) != (files[1] is None):
+            raise SettingsError("kubelet_serving_cert_file and kubelet_serving_key_file go together")
+        if self.serving_certificate == "file" and files[0] is None:
+            raise SettingsError(
+                "serving_certificate file needs kubelet_serving_cert_file and kubelet_serving_key_file"
+            )
+        if self.serving_certificate in ("csr", "self-signed") and files[0] is not None:
+            raise SettingsError(
+                f"serving_certificate {self.serving_certificate} does not use kubelet_serving_cert_file; "
+                "set serving_certificate to file, or drop the files"
+            )
         if not (
             self.leader_election_retry_period_seconds
             < self.leader_election_renew_deadline_seconds
@@ -141,6 +163,13 @@ class NodeSettings:
         if self.no_taint:
             return None
         return self.taint or Taint(DEFAULT_TAINT_KEY, self.provider, "NoSchedule")
+
+    @property
+    def serving_certificate_mode(self) -> ServingCertificateMode:
+        """The mode in effect: `auto` with certificate files is `file` (as before the setting existed)."""
+        if self.serving_certificate == "auto" and self.kubelet_serving_cert_file is not None:
+            return "file"
+        return self.serving_certificate
 
     @property
     def host_ip(self) -> str:
@@ -215,6 +244,16 @@ def _provider_config(value: Any, source: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise SettingsError(f"{source}: provider_config must be a mapping or a file path")
     return dict(value)
+
+
+def _serving_certificate(value: Any, source: str) -> ServingCertificateMode:
+    mode = str(value).strip()
+    for known in SERVING_CERTIFICATE_MODES:
+        if mode == known:
+            return known
+    raise SettingsError(
+        f"{source}: serving_certificate {value!r} must be one of {', '.join(SERVING_CERTIFICATE_MODES)}"
+    )
 
 
 def _optional_path(value: Any) -> Path | None:
@@ -295,6 +334,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "addresses": _addresses,
     "provider_config": _provider_config,
     "state_dir": lambda value, source: Path(value),
+    "serving_certificate": _serving_certificate,
     "kubelet_serving_cert_file": lambda value, source: _optional_path(value),
     "kubelet_serving_key_file": lambda value, source: _optional_path(value),
     "kubelet_client_ca_file": lambda value, source: _optional_path(value),

@@ -8,6 +8,10 @@ kube-controller-manager signs with the cluster CA once the request is approved; 
 (`via_csr`, which persists the certificate in `state_dir` and renews it before it expires).
 
 `from_files` serves an operator's own pair instead and reloads it when either file changes.
+`SelfSignedCertificate` serves one the node signs itself; `AutoCertificate` asks with a CSR and
+serves its own while none is issued (EKS issues none for a virtual node), switching once one is.
+Every source reports a `CertificateState`, which the node daemon shows as its ServingCertificate
+condition, and notices clients refusing a self-signed certificate (`handshakes`).
 
 Until a certificate is loaded `ready` stays unset; the caller (the kubelet API server) waits for it.
 
@@ -21,7 +25,10 @@ The modules, each importing only those above it:
   (pure: no I/O, no API server, no clock);
 - `serving`: the server's TLS context, loading an identity into it, the PEM files, the abstract
   `ServingCertificate` and `from_files`;
-- `requesting`: the CSR flow against the API server (`via_csr`): request, approval, renewal.
+- `requesting`: the CSR flow against the API server (`via_csr`): request, approval, renewal;
+- `selfsigned`: the node's own certificate; `fallback`: `auto`, the CSR flow with it as a fallback.
+
+`state` (the reported state) and `handshakes` (noticing refusals) stand apart, imported by `serving`.
 
 This module re-exports what the rest of vk-provider uses; anything else is imported from its module.
 """
@@ -39,26 +46,36 @@ from vk_provider.kubelet.certificates.drafting import (
     serving_names,
     stored_certificate_problem,
 )
+from vk_provider.kubelet.certificates.fallback import DEFAULT_WAIT_SECONDS, AutoCertificate
 from vk_provider.kubelet.certificates.requesting import (
     APPROVAL_REASON,
     CSR_PATH,
     STORE_FILE_NAME,
+    CsrCertificate,
     backoff_delay,
     via_csr,
 )
+from vk_provider.kubelet.certificates.selfsigned import SelfSignedCertificate
 from vk_provider.kubelet.certificates.serving import (
     FileCertificate,
     ServingCertificate,
     from_files,
     server_ssl_context,
 )
+from vk_provider.kubelet.certificates.state import CONDITION_TYPE, CertificateState
 
 __all__ = [
     "APPROVAL_REASON",
+    "CONDITION_TYPE",
     "CSR_PATH",
+    "DEFAULT_WAIT_SECONDS",
     "SIGNER_NAME",
     "STORE_FILE_NAME",
+    "AutoCertificate",
+    "CertificateState",
+    "CsrCertificate",
     "FileCertificate",
+    "SelfSignedCertificate",
     "ServingCertificate",
     "backoff_delay",
     "build_csr",

@@ -80,7 +80,7 @@ def names_of(certificate: x509.Certificate | x509.CertificateSigningRequest) -> 
     return frozenset(extension.value)
 
 
-def _sorted_names(names: GeneralNames) -> list[x509.GeneralName]:
+def sorted_names(names: GeneralNames) -> list[x509.GeneralName]:
     # A stable order makes the CSR reproducible and readable: DNS names, then IPv4, then IPv6.
     def key(name: x509.GeneralName) -> tuple[int, int, str]:
         value = name.value
@@ -112,7 +112,7 @@ def build_csr(
     return (
         x509.CertificateSigningRequestBuilder()
         .subject_name(node_subject(node_name))
-        .add_extension(x509.SubjectAlternativeName(_sorted_names(names)), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sorted_names(names)), critical=False)
         .sign(key, hashes.SHA256())
     )
 
@@ -205,7 +205,7 @@ def stored_certificate_problem(
 
 def describe_names(names: GeneralNames) -> str:
     """The names for a log line or a message, in the order they are put in a CSR."""
-    return ", ".join(str(name.value) for name in _sorted_names(names)) or "none"
+    return ", ".join(str(name.value) for name in sorted_names(names)) or "none"
 
 
 def describe_certificate(certificate: x509.Certificate) -> str:

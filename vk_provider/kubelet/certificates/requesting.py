@@ -70,6 +70,13 @@ from vk_provider.kubelet.certificates.serving import (
     utc_now,
     write_private_file,
 )
+from vk_provider.kubelet.certificates.state import (
+    DENIED,
+    ISSUED,
+    PENDING,
+    REQUEST_FAILED,
+    CertificateState,
+)
 
 # The package's logger, as in `serving`.
 logger = logging.getLogger(__package__)
@@ -114,20 +121,23 @@ def via_csr(
     retry_max_seconds: float = RETRY_MAX_SECONDS,
     recheck_seconds: float = RECHECK_SECONDS,
     clock: Clock = utc_now,
-) -> ServingCertificate:
+    ssl_context: ssl.SSLContext | None = None,
+) -> CsrCertificate:
     """A certificate from the cluster's kubelet-serving signer, renewed before it expires.
 
     A still-good certificate persisted in `state_dir` by an earlier run is loaded at once (so `ready`
     may already be set on return); otherwise `run` requests one. `expiration_seconds` asks the signer
     for a shorter validity than its default (at least 600). `clock` is the wall clock the renewal
-    decisions read (tests move it forward).
+    decisions read (tests move it forward). `ssl_context`: load into this context (see
+    `ServingCertificate`) instead of one of its own.
     """
     if expiration_seconds is not None and expiration_seconds < MIN_EXPIRATION_SECONDS:
         raise ValueError(f"expiration_seconds must be at least {MIN_EXPIRATION_SECONDS}")
     if renew_fraction < 0.0 or renew_jitter < 0.0 or renew_fraction + renew_jitter > 1.0:
         raise ValueError("renew_fraction and renew_jitter must be fractions of the validity")
-    return _CsrCertificate(
+    return CsrCertificate(
         api,
+        ssl_context=ssl_context,
         node_name=node_name,
         names=serving_names(node_name, addresses),
         client_ca_file=client_ca_file,
@@ -145,11 +155,14 @@ def via_csr(
     )
 
 
-class _CsrCertificate(ServingCertificate):
+class CsrCertificate(ServingCertificate):
+    """The CSR flow of `via_csr`. `pending_csr` names the CSR it waits for (None: none)."""
+
     def __init__(
         self,
         api: KubeApi,
         *,
+        ssl_context: ssl.SSLContext | None,
         node_name: str,
         names: GeneralNames,
         client_ca_file: Path,
@@ -165,7 +178,8 @@ class _CsrCertificate(ServingCertificate):
         recheck_seconds: float,
         clock: Clock,
     ) -> None:
-        super().__init__(client_ca_file=client_ca_file, clock=clock)
+        super().__init__(client_ca_file=client_ca_file, clock=clock, ssl_context=ssl_context)
+        self.pending_csr: str | None = None
         self._api = api
         self._node_name = node_name
         self._names = names
@@ -221,6 +235,9 @@ class _CsrCertificate(ServingCertificate):
     ) -> None:
         self._install(chain, key)
         self.renew_at = renew_at
+        self._report(
+            CertificateState(ISSUED, f"serving the certificate {origin} ({describe_certificate(chain[0])})")
+        )
         logger.info(
             "serving certificate for node %s %s: %s; renewal from %s",
             self._node_name,
@@ -265,6 +282,8 @@ class _CsrCertificate(ServingCertificate):
                     delay,
                     exc_info=not expected,
                 )
+                self._report_failure(error, delay)
+                self.pending_csr = None
                 await asyncio.sleep(delay)
                 continue
             try:
@@ -288,6 +307,8 @@ class _CsrCertificate(ServingCertificate):
         )
         created = await self._api.create(CSR_PATH, body)
         name = created["metadata"]["name"]
+        self.pending_csr = name
+        self._report_waiting(name, approved=False)
         logger.info(
             "created CSR %s for the serving certificate of node %s (%s)",
             name,
@@ -301,7 +322,32 @@ class _CsrCertificate(ServingCertificate):
             raise CsrRejectedError(f"CSR {name} holds no readable certificate: {error}") from None
         if not key_matches(chain[0], key):
             raise CsrRejectedError(f"CSR {name} was answered with a certificate for another key")
+        self.pending_csr = None
         return name, chain, key
+
+    def _report_waiting(self, name: str, *, approved: bool) -> None:
+        """Say which CSR the node waits for and what it needs (a certificate in service says it all)."""
+        if self.certificate is not None:
+            return
+        if approved:
+            need = "it is approved; the kubelet-serving signer has not issued it yet"
+        elif self._self_approve:
+            need = "approving it ourselves"
+        else:
+            need = f'waiting for its approval: run "kubectl certificate approve {name}"'
+        self._report(CertificateState(PENDING, f"CSR {name} for the serving certificate: {need}"))
+
+    def _report_failure(self, error: Exception, delay: float) -> None:
+        if self.certificate is not None:
+            return  # still serving the earlier certificate; the log tells of the failed renewal
+        reason = DENIED if isinstance(error, CsrRejectedError) else REQUEST_FAILED
+        self._report(
+            CertificateState(
+                reason,
+                f"no serving certificate yet: {str(error) or type(error).__name__}; "
+                f"a new CSR in {delay:.0f}s",
+            )
+        )
 
     async def _await_certificate(self, name: str, current: RawObject) -> bytes:
         """Approve (or ask for approval) and wait until the signer has issued the certificate."""
@@ -314,6 +360,8 @@ class _CsrCertificate(ServingCertificate):
             if issued is not None:
                 return issued
             approved = _has_condition(current, "Approved")
+            if approved:
+                self._report_waiting(name, approved=True)
             if not approved and may_approve:
                 try:
                     current = await self._approve(current)

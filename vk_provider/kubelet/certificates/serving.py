@@ -29,6 +29,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from vk_provider.kubelet.certificates.drafting import describe_certificate, key_matches
+from vk_provider.kubelet.certificates.handshakes import watch_refusals
+from vk_provider.kubelet.certificates.state import (
+    FILE_INVALID,
+    FILE_LOADED,
+    REJECTED_BY_CLIENTS,
+    SELF_SIGNED,
+    STARTING,
+    CertificateState,
+    StateListener,
+)
 
 # The package's logger, under the name of the module it used to be: log configuration and filters
 # written for `vk_provider.kubelet.certificates` keep matching.
@@ -123,26 +133,73 @@ class ServingCertificate(abc.ABC):
 
     `ssl_context` is the one server context for the lifetime of the process; a new certificate is
     loaded into it in place. `ready` is set once it holds a certificate; `run` keeps it current.
-    Constructing one reads the client CA bundle and raises (OSError, ssl.SSLError) if it cannot.
+    `state` says what is served and why (the node's ServingCertificate condition); `subscribe` to hear
+    of every change. Constructing one reads the client CA bundle and raises (OSError, ssl.SSLError) if
+    it cannot.
+
+    With `ssl_context`, the source loads its certificates into a context someone else owns (`auto`
+    shares one between its CSR and its self-signed certificate), and that owner watches handshakes.
     """
 
-    def __init__(self, *, client_ca_file: Path, clock: Clock = utc_now) -> None:
-        self.ssl_context = server_ssl_context(client_ca_file)
+    def __init__(
+        self, *, client_ca_file: Path, clock: Clock = utc_now, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        if ssl_context is None:
+            ssl_context = server_ssl_context(client_ca_file)
+            watch_refusals(ssl_context, self._refused)
+        self.ssl_context = ssl_context
         self.ready = asyncio.Event()
         self.certificate: x509.Certificate | None = None
         """The certificate new connections get (None until there is one)."""
         self.renew_at: datetime | None = None
         """When the current certificate will be replaced (None: it is not renewed by us)."""
+        self.state: CertificateState = STARTING
+        self.refused_handshakes = 0
+        """Handshakes that clients ended by refusing our certificate (any certificate, any client)."""
+        self._listeners: list[StateListener] = []
         self._clock = clock
 
     @abc.abstractmethod
     async def run(self) -> None:
         """Keep the certificate current until cancelled; never raises otherwise."""
 
+    def subscribe(self, listener: StateListener) -> None:
+        """Call `listener(state)` on every change of `state` from now on (in the event loop)."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: StateListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _report(self, state: CertificateState) -> None:
+        if state == self.state:
+            return
+        self.state = state
+        for listener in list(self._listeners):
+            listener(state)
+
     def _install(self, chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> None:
         load_identity(self.ssl_context, chain, key)
         self.certificate = chain[0]
         self.ready.set()
+
+    def _refused(self, alert: str) -> None:
+        """A client refused our certificate. Only a self-signed one makes that news: a curl without
+        the cluster CA refuses an issued one too, and says nothing about the apiserver."""
+        self.refused_handshakes += 1
+        if self.state.reason not in (SELF_SIGNED, REJECTED_BY_CLIENTS):
+            logger.debug("a TLS client refused the serving certificate (%s)", alert)
+            return
+        self._report(
+            CertificateState(
+                REJECTED_BY_CLIENTS,
+                f"TLS clients refuse the self-signed serving certificate (their handshakes end with the "
+                f"alert {alert}): the apiserver verifies kubelet certificates "
+                "(--kubelet-certificate-authority), so kubectl logs, exec, port-forward and top fail on "
+                "this node. Fix: serving_certificate csr (and have the node's kubelet-serving CSR "
+                "approved) or file (a certificate from a CA the apiserver trusts)",
+            )
+        )
 
 
 def from_files(
@@ -184,6 +241,7 @@ class FileCertificate(ServingCertificate):
             if self._seen != "missing":  # log once per disappearance, not on every poll
                 logger.warning("the serving certificate files are not readable: %s", error)
                 self._seen = "missing"
+                self._invalid(f"cannot read the serving certificate files: {error}")
             return False
         if stamp == self._seen:
             return False
@@ -204,11 +262,30 @@ class FileCertificate(ServingCertificate):
                 error,
                 "; the previous one stays in use" if self.ready.is_set() else "",
             )
+            self._invalid(f"could not load {self._cert_file} and {self._key_file}: {error}")
             return False
         logger.info("serving certificate loaded from %s: %s", self._cert_file, describe_certificate(chain[0]))
         if chain[0].not_valid_after_utc <= self._clock():
             logger.warning("the serving certificate in %s has expired", self._cert_file)
+            self._invalid(
+                f"the certificate in {self._cert_file} expired at "
+                f"{chain[0].not_valid_after_utc.isoformat()}; clients refuse it"
+            )
+        else:
+            self._report(
+                CertificateState(
+                    FILE_LOADED,
+                    f"serving the certificate from {self._cert_file} ({describe_certificate(chain[0])})",
+                )
+            )
         return True
+
+    def _invalid(self, problem: str) -> None:
+        if self.ready.is_set():
+            problem += "; the certificate loaded before stays in use"
+        else:
+            problem += "; the kubelet API is not served until a good pair is there"
+        self._report(CertificateState(FILE_INVALID, problem))
 
     async def run(self) -> None:
         while True:
