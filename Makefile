@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml devtools/pyproject.toml image/requirements.txt
 	$(BIN)/pip install --quiet -e '.[test]' -e ./devtools
 	touch $(STAMP)
 
-# Builds the control plane if it is not cached yet (about 10 min cold), then waits for it.
+# Builds the control planes (1.37 and 1.35, about 10 min each cold) and the other tools if they are not
+# cached yet, then waits for them.
 build-plane: $(STAMP)
 	$(BIN)/vk-provider dev build
 

@@ -40,6 +40,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_release.py": "image",
     "tests/integration/test_release_install.py": "image",
     "tests/integration/test_in_cluster_stack.py": "in-cluster-stack",
+    "tests/integration/test_older_kubernetes.py": "older-kubernetes",
 }
 """Test modules whose tests run on one xdist worker, one after another, by group (why: the group
 constants in tests/integration/conftest.py). Each such module also carries its group's

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vk_provider import __version__
+from vk_provider.kit.kubeversions import SUPPORTED_RANGE
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
@@ -56,7 +57,9 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
             "Register a virtual Node and run the pods bound to it at a provider. Every option can also be "
             "set in the YAML file given with --config (same name, with underscores) or in the environment "
             "as VK_PROVIDER_<NAME> (e.g. VK_PROVIDER_NODE_NAME); flags win over the environment, which "
-            "wins over the file."
+            "wins over the file. "
+            f"Supported clusters: Kubernetes {SUPPORTED_RANGE}; on an older minor than a feature needs, the "
+            "node says at start what it does without it."
         ),
     )
     node.add_argument("--config", type=Path, help="YAML file with any of the settings below")

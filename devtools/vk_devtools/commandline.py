@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from vk_devtools.devcluster import cluster, commands, demorun
+from vk_devtools.devcluster.building import CONTROL_PLANES, DEFAULT_KUBERNETES_VERSION
 from vk_provider.offload.spec import DATA_PLANES
 
 
@@ -116,6 +117,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the chart's RunPod example",
     )
     up.add_argument(
+        "--kubernetes-version",
+        metavar="MINOR",
+        default=DEFAULT_KUBERNETES_VERSION,
+        help=f"the minor of the control plane to run, one of {', '.join(sorted(CONTROL_PLANES))} (its "
+        f"patch is the pinned one; default: {DEFAULT_KUBERNETES_VERSION}); 1.35 is the oldest supported, "
+        "without the newer APIs (native PodGroups, WebSocket passthrough)",
+    )
+    up.add_argument(
         "--any-free-ports",
         action="store_true",
         help="take any free loopback ports instead of the usual ones (6443, 2379, 10257, 8080, ...): for "
@@ -198,6 +207,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     build = dev_commands.add_parser(
         "build", help="build the control-plane binaries if they are missing or corrupt (cached)"
     )
+    build.add_argument(
+        "--kubernetes-version",
+        metavar="MINOR",
+        default=None,
+        help=f"build only this minor's control plane (one of {', '.join(sorted(CONTROL_PLANES))}) with the "
+        "other tools; default: every pinned control plane",
+    )
     mode = build.add_mutually_exclusive_group()
     mode.add_argument("--background", action="store_true", help="build detached, logging to the cache folder")
     mode.add_argument(
@@ -267,6 +283,7 @@ def _up(arguments: argparse.Namespace, directory: Path) -> int:
         in_cluster=arguments.in_cluster,
         release=arguments.release.resolve() if arguments.release else None,
         use_preferred_ports=not arguments.any_free_ports,
+        kubernetes_version=arguments.kubernetes_version,
     )
     return commands.up(settings, with_kueue=arguments.with_kueue)
 
@@ -299,4 +316,8 @@ def _build(arguments: argparse.Namespace) -> int:
         return commands.image(arguments.output, tag=arguments.tag)
     if arguments.dev_command == "release":
         return commands.release(arguments.output, image_repository=arguments.image_repository)
-    return commands.build(background=arguments.background, wait=not arguments.no_wait)
+    return commands.build(
+        background=arguments.background,
+        wait=not arguments.no_wait,
+        kubernetes_version=arguments.kubernetes_version,
+    )

@@ -34,7 +34,7 @@ from tests.integration.netns import unavailable_reason
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, gatewayapi
-from vk_devtools.devcluster.building import BinaryCache
+from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION, BinaryCache
 from vk_devtools.devcluster.envoy import envoy_binary
 from vk_devtools.release import Release, make_release
 from vk_provider.kit.kube import KubeApi
@@ -63,15 +63,19 @@ MANIFESTS_GROUP = pytest.mark.xdist_group("manifests")
 ClusterRole, ...), and the base's module fixture deletes them at its end: one worker, in turn."""
 IMAGE_GROUP = pytest.mark.xdist_group("image")
 """The image is built once per run, by the `release` fixture (a few minutes): its tests on one worker."""
+OLDER_KUBERNETES_GROUP = pytest.mark.xdist_group("older-kubernetes")
+"""The core tests again on the oldest supported minor (test_older_kubernetes): one module plane of
+Kubernetes 1.35, on one worker."""
 IN_CLUSTER_GROUP = pytest.mark.xdist_group("in-cluster-stack")
 """The tests of `dev up --in-cluster` share one development plane, started by a module fixture."""
 """Tests on Envoy Gateway: on one worker, so that one Envoy Gateway serves them (two would both act on
 every Gateway of their class)."""
 
 
-def test_plane_settings(directory: Path) -> cluster.ClusterSettings:
+def test_plane_settings(directory: Path, kubernetes_version: str) -> cluster.ClusterSettings:
     return cluster.ClusterSettings(
         directory=directory,
+        kubernetes_version=kubernetes_version,
         node_monitor_grace_period_seconds=NODE_MONITOR_GRACE_PERIOD_SECONDS,
         default_toleration_seconds=DEFAULT_TOLERATION_SECONDS,
         use_preferred_ports=False,
@@ -79,12 +83,15 @@ def test_plane_settings(directory: Path) -> cluster.ClusterSettings:
     )
 
 
-def start_test_plane(directory: Path) -> cluster.ClusterState:
+def start_test_plane(
+    directory: Path, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+) -> cluster.ClusterState:
+    """A plane without nodes, of the pinned control plane of `kubernetes_version` (a minor)."""
     directory.mkdir(parents=True, exist_ok=True)
-    cache = BinaryCache.default()
+    cache = BinaryCache.default(kubernetes_version)
     bin_dir = cache.ensure(wait=True, out=sys.stderr)
     result = cluster.up(
-        test_plane_settings(directory),
+        test_plane_settings(directory, kubernetes_version),
         bin_dir=bin_dir,
         kubernetes_version=cache.pins.kubernetes_version,
         out=sys.stderr,
@@ -254,6 +261,12 @@ def offload_crd(
 ) -> None:
     """The Offload and KeptRoute CRDs applied and Established; left in place for every test that
     needs them."""
+    apply_offload_crds(kubectl, one_worker_at_a_time)
+
+
+def apply_offload_crds(
+    kubectl: Kubectl, one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]]
+) -> None:
     with one_worker_at_a_time():
         kubectl("apply", "-f", str(CRD_FILE), "-f", str(KEPT_ROUTE_CRD_FILE))
     for name in (CRD_NAME, KEPT_ROUTE_CRD_NAME):
@@ -316,6 +329,12 @@ def traffic_rbac(
     dry run; their Deployments are not applied, since the test plane has no image to run them: tests
     run router, controller and xDS server as processes, under these ServiceAccounts.
     """
+    apply_traffic_rbac(kubectl, one_worker_at_a_time)
+
+
+def apply_traffic_rbac(
+    kubectl: Kubectl, one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]]
+) -> None:
     with one_worker_at_a_time():
         kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
         for kustomization in (TRAFFIC, TRAFFIC_ENVOY, TRAFFIC_GATEWAY_API):
@@ -340,6 +359,10 @@ def policy_crd(kubectl: Kubectl, traffic_rbac: None) -> None:
     """The OffloadPolicy CRD (Established) and the training Jobs' PriorityClass, for every module that
     runs `test_policy`'s rig; a fixture here reaches them all without one test module importing it from
     another."""
+    apply_policy_crd(kubectl)
+
+
+def apply_policy_crd(kubectl: Kubectl) -> None:
     kubectl("apply", "-f", str(POLICY_CRD_FILE))
     kubectl(
         "wait", "--for=condition=Established", "crd/offloadpolicies.offload.vk-provider.dev", "--timeout=60s"

@@ -47,7 +47,7 @@ from vk_provider.kubelet.certificates import (
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.kubelet.streaming import StreamingBackend
-from vk_provider.node import leadership, nodeobject, providerstart
+from vk_provider.node import clusterversion, leadership, nodeobject, providerstart
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
@@ -439,6 +439,8 @@ async def _run_node_on(
     )
     # Ready from here on, leader or standby: see `probes` for why a standby counts as Ready.
     readiness.set_ready()
+    # Every replica says it, standby too: its log is where an operator looks first.
+    await clusterversion.report_cluster_version(api, settings)
     metrics = DaemonMetrics()
     metrics.set_api_budget_source(api.budget)
     try:

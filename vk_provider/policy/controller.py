@@ -35,6 +35,7 @@ from vk_provider.policy.signals import HealthSource, PodGroupSource, health_sour
 from vk_provider.policy.spec import InvalidPolicy, PolicySpec, Taint, parse_policy
 from vk_provider.policy.status import (
     MAX_DECISIONS,
+    POD_GROUPS_UNAVAILABLE,
     conditions_for,
     decision_entry,
     demand_entry,
@@ -198,6 +199,15 @@ class PolicyController:
             _, reason, message = gpu_metrics_condition(policy, observation.health.errors)
             self._report_lasting(
                 memory, lasting, policy_object, kind="Warning", reason=reason, message=message
+            )
+        if observation.pod_groups_unavailable:  # expected on older clusters, so Normal; the condition stays
+            self._report_lasting(
+                memory,
+                lasting,
+                policy_object,
+                kind="Normal",
+                reason=POD_GROUPS_UNAVAILABLE,
+                message=observation.pod_groups_unavailable,
             )
         if observation.problems:
             problem = observation.problems[0]
@@ -373,6 +383,7 @@ class PolicyController:
             observed=observed,
             policy=policy,
             exporter_errors=observation.health.errors if observation is not None else None,
+            pod_groups_unavailable=observation.pod_groups_unavailable if observation is not None else None,
         )
         body["decisions"] = memory.decisions
         if body == memory.written:

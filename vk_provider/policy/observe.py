@@ -51,6 +51,8 @@ class Observation:
     """`namespace/name` -> the Offload as read (for its uid in Events)."""
     health: HealthReport
     problems: tuple[Problem, ...] = ()
+    pod_groups_unavailable: str | None = None
+    """Why native PodGroups could not be read (an older cluster, the API off, forbidden); None if read."""
 
 
 async def observe(
@@ -84,7 +86,9 @@ async def observe(
     observed = Observed(
         gangs=tuple(sorted(gangs, key=lambda gang: gang.key)), nodes=pool_nodes, offloads=tuple(views)
     )
-    return Observation(observed, nodes, offloads, report, tuple(problems))
+    return Observation(
+        observed, nodes, offloads, report, tuple(problems), pod_groups_unavailable=podgroups.unavailable()
+    )
 
 
 async def _items(

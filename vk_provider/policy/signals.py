@@ -15,11 +15,12 @@ from typing import Protocol
 
 import aiohttp
 
-from vk_provider.kit.kube import KubeApi, RawObject
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
+from vk_provider.kit.kubeversions import NATIVE_POD_GROUPS, InvalidKubernetesVersionError, cluster_version
 from vk_provider.policy.dcgm import ExporterScrape, scrape_exporters
 from vk_provider.policy.health import HealthMemory
 from vk_provider.policy.model import Gang, NodeHealth
-from vk_provider.policy.podgroups import unschedulable_pod_groups
+from vk_provider.policy.podgroups import NOT_SERVED, unschedulable_pod_groups
 from vk_provider.policy.spec import PolicySpec
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ class HealthSource(Protocol):
 class PodGroupSource(Protocol):
     async def demand(self, policy: PolicySpec) -> list[Gang]: ...
 
+    def unavailable(self) -> str | None:
+        """Why the last `demand` could not read PodGroups (the policy's status says it); None if it could."""
+        ...
+
 
 class NoHealthSignal:
     """Every node healthy, and long enough: for tests that judge nothing but the decision."""
@@ -66,6 +71,9 @@ class NoHealthSignal:
 class NoPodGroups:
     async def demand(self, policy: PolicySpec) -> list[Gang]:
         return []
+
+    def unavailable(self) -> str | None:
+        return None
 
 
 class GpuHealth:
@@ -120,25 +128,45 @@ class GpuHealth:
 
 class NativePodGroups:
     """Demand from native PodGroups the scheduler could not place (`podgroups`); a cluster that does
-    not serve them gives none, said once in the log."""
+    not serve them gives none, said once in the log and, for as long as it lasts, by `unavailable`."""
 
     def __init__(self, api: KubeApi) -> None:
         self._api = api
         self._told: str | None = None
+        self._too_old: str | None = None
+        """The cluster is older than the PodGroup API: the message, once the version was read."""
 
     async def demand(self, policy: PolicySpec) -> list[Gang]:
         if not policy.demand.pod_groups:
+            self._told = None
             return []
         demands = await unschedulable_pod_groups(self._api, policy.resource)
-        if demands.unavailable and demands.unavailable != self._told:
-            logger.info("no PodGroup demand: %s", demands.unavailable)
-        self._told = demands.unavailable
+        unavailable = demands.unavailable
+        if unavailable == NOT_SERVED:
+            unavailable = await self._not_served()
+        if unavailable and unavailable != self._told:
+            logger.info("no PodGroup demand: %s", unavailable)
+        self._told = unavailable
         # A gang places all its members or none, so what it requests is what it still needs.
         return [
             Gang("PodGroup", demand.namespace, demand.name, gpus=demand.gpus, unplaced_gpus=demand.gpus)
             for demand in demands
             if demand.gpus > 0
         ]
+
+    def unavailable(self) -> str | None:
+        return self._told
+
+    async def _not_served(self) -> str:
+        """Why PodGroups are not served: the cluster is too old for them (its version read once, as it
+        does not change under a running controller's feet often enough to matter), or the API is off."""
+        if self._too_old is None:
+            try:
+                version = await cluster_version(self._api)
+            except (KubeApiError, InvalidKubernetesVersionError):
+                return NOT_SERVED  # read again next pass
+            self._too_old = NATIVE_POD_GROUPS.unavailable(version) or ""
+        return self._too_old or NOT_SERVED
 
 
 def health_source(api: KubeApi) -> HealthSource:

@@ -4,7 +4,7 @@ and the next leader.
 Shape (every key optional; `kubectl get ofp` shows demand.gpus and the pool's counts):
 
     observedGeneration
-    conditions: [Ready, TrainingDemand, HomeCapacityHealthy]
+    conditions: [Ready, TrainingDemand, HomeCapacityHealthy, GpuMetricsAvailable, PodGroupsReadable]
     demand: {gpus, goneSince, gangs: [{kind, namespace, name, gpus, unplacedGpus, since, shortfallSince}]}
     pool: {resource, total, free, reserved, busy, unhealthy, tensorActive,
            nodes: [{name, gpus, free, healthy, reason, since, temperatureCelsius, tensorActive, reserved}]}
@@ -79,6 +79,7 @@ def conditions_for(
     observed: Observed | None,
     policy: PolicySpec | None,
     exporter_errors: Mapping[str, str] | None = None,
+    pod_groups_unavailable: str | None = None,
 ) -> list[dict[str, Any]]:
     conditions = [dict(item) for item in previous]
     if problem is not None:
@@ -128,7 +129,24 @@ def conditions_for(
             generation=generation,
         )
     metrics = gpu_metrics_condition(policy, exporter_errors or {})
-    return set_condition(conditions, "GpuMetricsAvailable", *metrics, now=now, generation=generation)
+    conditions = set_condition(conditions, "GpuMetricsAvailable", *metrics, now=now, generation=generation)
+    if not policy.demand.pod_groups:  # nothing to read, nothing to say
+        return [condition for condition in conditions if condition.get("type") != POD_GROUPS_READABLE]
+    readable = pod_groups_condition(pod_groups_unavailable)
+    return set_condition(conditions, POD_GROUPS_READABLE, *readable, now=now, generation=generation)
+
+
+POD_GROUPS_READABLE = "PodGroupsReadable"
+POD_GROUPS_UNAVAILABLE = "PodGroupsUnavailable"
+
+
+def pod_groups_condition(unavailable: str | None) -> tuple[str, str, str]:
+    """Status, reason and message of `PodGroupsReadable`: whether native PodGroups count as demand. On a
+    cluster older than the API (1.35, 1.36) gangs are still read from pods and Kueue Workloads; the
+    condition is what keeps that from being a silent gap."""
+    if unavailable:
+        return "False", POD_GROUPS_UNAVAILABLE, unavailable
+    return "True", "Read", "unschedulable native PodGroups count as training demand"
 
 
 def gpu_metrics_condition(policy: PolicySpec, errors: Mapping[str, str]) -> tuple[str, str, str]:

@@ -5,9 +5,10 @@ kube-scheduler, kubectl and etcd (and, where asked, Kueue and metrics-server). N
 this machine, so we compile them from the Go module proxy. Each `GoBuild` is a module of ours (a folder
 with `go.mod` and `go.sum` and no code) that pins the upstream module and its dependencies; the control
 plane's is `gomod/`, which pins `k8s.io/kubernetes` and maps its staging modules to their published
-versions. The binaries live outside the repository, in a cache folder keyed by the pinned versions and
-by a digest of the module files, with a stamp that records each binary's checksum; a missing, partial
-or corrupt binary is rebuilt, a valid one never is.
+versions; `gomod-1.35/` pins the oldest supported minor the same way (`CONTROL_PLANES`). The binaries
+live outside the repository, in a cache folder keyed by the pinned versions and by a digest of the
+module files, with a stamp that records each binary's checksum; a missing, partial or corrupt binary is
+rebuilt, a valid one never is.
 
 Only one build runs at a time per cache folder (an advisory file lock); a second caller either waits
 for it or is told it is under way.
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -112,10 +113,45 @@ CONTROL_PLANE = GoBuild(
     folder_modules=(("k8s", KUBERNETES), ("etcd", ETCD)),
     cold_build_note="A cold build takes about 10 minutes on 2 cores.",
 )
+"""The newest supported minor's plane (1.37): what `dev up` and the tests start unless told otherwise."""
+CONTROL_PLANE_1_35 = dataclasses.replace(
+    CONTROL_PLANE,
+    name="the Kubernetes 1.35 control plane",
+    gomod_dir=GOMOD_DIR.with_name("gomod-1.35"),
+    cold_build_note=(
+        "A cold build takes about as long as 1.37's, 10 minutes on 2 idle cores (31 minutes measured on a "
+        "busy shared machine)."
+    ),
+)
+"""The oldest supported minor's plane (vk_provider.kit.kubeversions), for the tests on an older cluster.
+Same components, same cache folder (its subfolder is named by its own pins), its own `gomod-1.35/`."""
+DEFAULT_KUBERNETES_VERSION = "1.37"
+CONTROL_PLANES: Mapping[str, GoBuild] = {
+    DEFAULT_KUBERNETES_VERSION: CONTROL_PLANE,
+    "1.35": CONTROL_PLANE_1_35,
+}
+"""Kubernetes minor -> the pinned control plane of that minor (`--kubernetes-version`)."""
 
 
 class BuildError(Exception):
     """The control plane could not be built; the message says what to do."""
+
+
+class UnknownKubernetesVersionError(BuildError):
+    """`--kubernetes-version` names a minor there is no pinned control plane for."""
+
+
+def control_plane_build(kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> GoBuild:
+    """The pinned control plane of a minor ("1.35", "v1.35"); its patch is the pin's, so none is taken."""
+    minor = kubernetes_version.strip().removeprefix("v")
+    build = CONTROL_PLANES.get(minor)
+    if build is None:
+        pinned = ", ".join(sorted(CONTROL_PLANES))
+        raise UnknownKubernetesVersionError(
+            f"no pinned control plane for Kubernetes {kubernetes_version!r}: give a minor, one of {pinned} "
+            "(the patch is the one its go.mod pins)"
+        )
+    return build
 
 
 class GoToolchainError(BuildError):
@@ -267,9 +303,9 @@ class BinaryCache:
         return cls(cache_root() / build.cache_folder / f"{labels}-{pins.digest}", pins, build)
 
     @classmethod
-    def default(cls) -> BinaryCache:
-        """The control plane's cache."""
-        return cls.for_build(CONTROL_PLANE)
+    def default(cls, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> BinaryCache:
+        """The cache of the control plane of a minor (`control_plane_build`), by default the newest."""
+        return cls.for_build(control_plane_build(kubernetes_version))
 
     def binary(self, name: str) -> Path:
         return self.bin_dir / name
@@ -439,8 +475,9 @@ class BinaryCache:
                 raise BuildError(f"binaries still not trusted after the build: {remaining}")
             return self.bin_dir
 
-    def start_background_build(self) -> int | None:
-        """Start `vk-provider dev build` detached, logging to build.log; None if one is under way."""
+    def start_background_build(self, arguments: Sequence[str] = ()) -> int | None:
+        """Start `vk-provider dev build [arguments]` detached, logging to build.log; None if one is
+        under way."""
         self.root.mkdir(parents=True, exist_ok=True)
         with self.lock_path.open("a+") as lock:
             try:
@@ -450,7 +487,7 @@ class BinaryCache:
             fcntl.flock(lock, fcntl.LOCK_UN)
         with self.progress_log_path.open("a") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "vk_provider", "dev", "build"],
+                [sys.executable, "-m", "vk_provider", "dev", "build", *arguments],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -43,6 +43,7 @@ from vk_devtools.devcluster import (
     servicenetwork,
     traffic,
 )
+from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
 from vk_devtools.devcluster.pki import (
     CertificateAuthority,
@@ -52,6 +53,7 @@ from vk_devtools.devcluster.pki import (
 )
 from vk_devtools.devcluster.ports import LOOPBACK, PortPicker
 from vk_devtools.devcluster.processes import ComponentFailedError, ProcessRecord
+from vk_provider.kit.kubeversions import NATIVE_POD_GROUPS, KubernetesVersion
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stop order is the reverse: clients first, storage last.
@@ -109,6 +111,24 @@ training demand, so the development and test planes turn it on in apiserver, sch
 controller-manager alike (a gate on in only some of them leaves PodGroups half served)."""
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 """The group-version of PodGroup and Workload, also off by default in 1.37."""
+GANG_API_SINCE = NATIVE_POD_GROUPS.needs
+"""Older planes get neither flag: 1.35 has no scheduling.k8s.io/v1beta1 (its apiserver refuses to start
+when asked for it) and only an alpha GenericWorkload, which no managed service turns on; a plane of the
+oldest minor must look like the clusters users have."""
+
+
+def gang_api_flags(kubernetes_version: str) -> tuple[str, ...]:
+    """The flags that turn the native gang API on, for every component, where the plane's minor has it
+    as beta; none on older planes."""
+    if KubernetesVersion.parse(kubernetes_version).minor_version < GANG_API_SINCE:
+        return ()
+    return (f"--feature-gates={FEATURE_GATES}",)
+
+
+def runtime_config_flags(kubernetes_version: str) -> tuple[str, ...]:
+    if KubernetesVersion.parse(kubernetes_version).minor_version < GANG_API_SINCE:
+        return ()
+    return (f"--runtime-config={RUNTIME_CONFIG}",)
 
 
 def default_directory() -> Path:
@@ -148,6 +168,9 @@ class ClusterSettings:
     release: Path | None = None
     """With `in_cluster`: install them from this release folder (`make release`'s dist/) with Helm,
     not from the source tree's manifests (`releaseinstall`)."""
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+    """The minor whose pinned control plane runs (`building.CONTROL_PLANES`): `dev up` and the tests pick
+    the binaries by it; `up` itself is given them, and sets each component's flags by their version."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -405,7 +428,11 @@ def _etcd_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) -> list
 
 
 def _apiserver_argv(
-    bin_dir: Path, pki: Mapping[str, KeyPair], ports: Mapping[str, int], settings: ClusterSettings
+    bin_dir: Path,
+    pki: Mapping[str, KeyPair],
+    ports: Mapping[str, int],
+    settings: ClusterSettings,
+    kubernetes_version: str,
 ) -> list[str]:
     toleration = settings.default_toleration_seconds
     return [
@@ -444,8 +471,8 @@ def _apiserver_argv(
         # Service's endpoint, as nothing here routes cluster IPs.
         "--enable-aggregator-routing=true",
         "--allow-privileged=true",
-        f"--feature-gates={FEATURE_GATES}",
-        f"--runtime-config={RUNTIME_CONFIG}",
+        *gang_api_flags(kubernetes_version),
+        *runtime_config_flags(kubernetes_version),
         "--v=1",
     ]
 
@@ -456,6 +483,8 @@ def _controller_manager_argv(
     pki: Mapping[str, KeyPair],
     ports: Mapping[str, int],
     settings: ClusterSettings,
+    *,
+    kubernetes_version: str,
 ) -> list[str]:
     kubeconfig = directory / "kubeconfigs" / "controller-manager.kubeconfig"
     return [
@@ -476,12 +505,14 @@ def _controller_manager_argv(
         "--controllers=*,-persistentvolume-attach-detach-controller,-node-ipam-controller",
         f"--node-monitor-grace-period={settings.node_monitor_grace_period_seconds}s",
         f"--node-monitor-period={settings.node_monitor_period_seconds}s",
-        f"--feature-gates={FEATURE_GATES}",
+        *gang_api_flags(kubernetes_version),
         "--v=1",
     ]
 
 
-def _scheduler_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) -> list[str]:
+def _scheduler_argv(
+    bin_dir: Path, directory: Path, ports: Mapping[str, int], kubernetes_version: str
+) -> list[str]:
     kubeconfig = directory / "kubeconfigs" / "scheduler.kubeconfig"
     return [
         str(bin_dir / "kube-scheduler"),
@@ -492,7 +523,7 @@ def _scheduler_argv(bin_dir: Path, directory: Path, ports: Mapping[str, int]) ->
         f"--bind-address={LOOPBACK}",
         f"--secure-port={ports['kube-scheduler']}",
         f"--cert-dir={directory / 'scheduler-certs'}",
-        f"--feature-gates={FEATURE_GATES}",
+        *gang_api_flags(kubernetes_version),
         "--v=1",
     ]
 
@@ -664,9 +695,11 @@ def _start_plane(
     )
     plans = {
         "etcd": _etcd_argv(bin_dir, directory, ports),
-        "kube-apiserver": _apiserver_argv(bin_dir, pki, ports, settings),
-        "kube-controller-manager": _controller_manager_argv(bin_dir, directory, pki, ports, settings),
-        "kube-scheduler": _scheduler_argv(bin_dir, directory, ports),
+        "kube-apiserver": _apiserver_argv(bin_dir, pki, ports, settings, kubernetes_version),
+        "kube-controller-manager": _controller_manager_argv(
+            bin_dir, directory, pki, ports, settings, kubernetes_version=kubernetes_version
+        ),
+        "kube-scheduler": _scheduler_argv(bin_dir, directory, ports, kubernetes_version),
     }
     try:
         for name in START_ORDER:

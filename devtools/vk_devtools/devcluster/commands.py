@@ -32,7 +32,15 @@ from vk_devtools.devcluster import (
     traffic,
 )
 from vk_devtools.devcluster import restart as restarting
-from vk_devtools.devcluster.building import CONTROL_PLANE, BinaryCache, BuildError, GoBuild
+from vk_devtools.devcluster.building import (
+    CONTROL_PLANE,
+    CONTROL_PLANE_1_35,
+    CONTROL_PLANES,
+    BinaryCache,
+    BuildError,
+    GoBuild,
+    control_plane_build,
+)
 from vk_devtools.devcluster.processes import ComponentFailedError
 from vk_provider import __version__
 
@@ -48,9 +56,20 @@ BUILDS: list[GoBuild] = [
     kueue.KUEUE,
     envoygateway.ENVOY_GATEWAY,
     helm.HELM,
+    CONTROL_PLANE_1_35,
 ]
 """What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`), Envoy
-Gateway, which the tests of the `gatewayapi` data plane run, and Helm, which the chart's tests run."""
+Gateway, which the tests of the `gatewayapi` data plane run, Helm, which the chart's tests run, and the
+1.35 control plane, which the tests on the oldest supported minor run (last: nothing else waits for it)."""
+
+
+def builds_for(kubernetes_version: str | None) -> list[GoBuild]:
+    """BUILDS, or with `--kubernetes-version` the same with only that minor's control plane."""
+    if kubernetes_version is None:
+        return list(BUILDS)
+    chosen = control_plane_build(kubernetes_version)
+    planes = set(CONTROL_PLANES.values())
+    return [chosen, *(go_build for go_build in BUILDS if go_build not in planes)]
 
 
 def image(output: Path, *, tag: str | None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -101,8 +120,19 @@ def _git(source: Path, *arguments: str) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    caches = [BinaryCache.for_build(go_build) for go_build in BUILDS]
+def build(
+    *,
+    background: bool,
+    wait: bool,
+    kubernetes_version: str | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    try:
+        caches = [BinaryCache.for_build(go_build) for go_build in builds_for(kubernetes_version)]
+    except BuildError as error:
+        print(f"error: {error}", file=err)
+        return EXIT_USAGE
     if background:
         missing = [cache for cache in caches if cache.problems()]
         if not missing:
@@ -110,7 +140,9 @@ def build(*, background: bool, wait: bool, out: TextIO = sys.stdout, err: TextIO
             return EXIT_OK
         # One background `dev build` builds every missing GoBuild in turn; it logs to the first one's folder.
         first = missing[0]
-        pid = first.start_background_build()
+        pid = first.start_background_build(
+            ["--kubernetes-version", kubernetes_version] if kubernetes_version else []
+        )
         if pid is None:
             print(f"a build is already under way; its progress is in {first.progress_log_path}", file=out)
         else:
@@ -146,7 +178,11 @@ def up(
         except cluster.PlaneStillRunningError as refusal:
             print(refusal_advice(refusal), file=err)
             return EXIT_FAILED
-    cache = BinaryCache.default()
+    try:
+        cache = BinaryCache.default(settings.kubernetes_version)
+    except BuildError as error:
+        print(f"error: {error}", file=err)
+        return EXIT_USAGE
     try:
         bin_dir = cache.ensure(wait=True, out=err)
         # metrics-server reads the nodes' usage: with no node there is nothing for `kubectl top`.

@@ -23,6 +23,7 @@ from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, final_s
 from vk_devtools.devcluster import cluster, hints, kueuedemo, policydemo, traffic
 from vk_devtools.devcluster.building import BuildError
 from vk_devtools.devcluster.processes import ComponentFailedError
+from vk_provider.kit.kubeversions import NATIVE_POD_GROUPS, KubernetesVersion
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -125,6 +126,27 @@ async def _training_story(state: cluster.ClusterState, out: TextIO, *, kueue: bo
     return EXIT_OK
 
 
+def _stopped(state: cluster.ClusterState, directory: Path) -> str | None:
+    stopped = [name for name, running in state.running().items() if not running]
+    if not stopped:
+        return None
+    restarts = "; ".join(f"`{hints.dev(directory, 'restart', name)}`" for name in stopped)
+    return f"not running in {directory}: {', '.join(stopped)}; restart with {restarts}"
+
+
+def _lacks_native_gangs(state: cluster.ClusterState) -> str | None:
+    """Why the policy demo cannot run on this plane: its training gang is a native PodGroup
+    (manifests/examples/training-job.yaml), which an older minor's apiserver does not serve."""
+    gap = NATIVE_POD_GROUPS.unavailable(KubernetesVersion.parse(state.kubernetes_version))
+    if gap is None:
+        return None
+    return (
+        f"the policy demo's training gang is a native PodGroup: {gap}. On this plane run "
+        "`dev demo --kueue` (a Kueue-queued Job) or `dev demo --manual` (flips by hand), or start the "
+        "default plane (`dev up` without --kubernetes-version)"
+    )
+
+
 def run(directory: Path, *, manual: bool = False, kueue: bool = False, out: TextIO = sys.stdout) -> int:
     state = cluster.ClusterState.load(directory)
     if state is None or state.stopped or not state.has_demo:
@@ -133,10 +155,9 @@ def run(directory: Path, *, manual: bool = False, kueue: bool = False, out: Text
             file=out,
         )
         return EXIT_FAILED
-    stopped = [name for name, running in state.running().items() if not running]
-    if stopped:
-        restarts = "; ".join(f"`{hints.dev(directory, 'restart', name)}`" for name in stopped)
-        print(f"error: not running in {directory}: {', '.join(stopped)}; restart with {restarts}", file=out)
+    refusal = (None if manual or kueue else _lacks_native_gangs(state)) or _stopped(state, directory)
+    if refusal:
+        print(f"error: {refusal}", file=out)
         return EXIT_FAILED
     rollout = _kubectl(
         state,

@@ -39,7 +39,7 @@ def test_cluster_up_itself_refuses_while_one_component_is_alive(tmp_path: Path) 
     with plane(folder, ["etcd"]):
         with pytest.raises(cluster.PlaneStillRunningError) as refusal:
             cluster.up(
-                up_settings(folder), bin_dir=tmp_path / "bin", kubernetes_version="v1", out=io.StringIO()
+                up_settings(folder), bin_dir=tmp_path / "bin", kubernetes_version="v1.37.2", out=io.StringIO()
             )
         assert refusal.value.running == ["etcd"]
         assert "controller" in refusal.value.stopped
@@ -57,7 +57,7 @@ def test_up_moves_a_plane_that_died_without_down_aside_before_starting_afresh(tm
         cluster.check_folder_may_be_reused(existing)  # nothing alive: no refusal
         out = io.StringIO()
         with pytest.raises(FileNotFoundError):  # no binaries here: the start itself fails, afterwards
-            cluster.up(up_settings(folder), bin_dir=tmp_path / "bin", kubernetes_version="v1", out=out)
+            cluster.up(up_settings(folder), bin_dir=tmp_path / "bin", kubernetes_version="v1.37.2", out=out)
         kept = cluster.previous_folder(folder)
         assert f"its data and logs are in {kept}" in out.getvalue()
         assert data_is_intact(kept)

@@ -12,7 +12,7 @@ from vk_provider.kit.kube import KubeApi
 from vk_provider.policy import signals
 from vk_provider.policy.model import Gang, History, Observed
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
-from vk_provider.policy.podgroups import PodGroupDemand, PodGroupDemands
+from vk_provider.policy.podgroups import NOT_SERVED, PodGroupDemand, PodGroupDemands
 from vk_provider.policy.signals import GpuHealth, NativePodGroups, NoHealthSignal
 from vk_provider.policy.status import demand_entry, history_from_status
 
@@ -77,3 +77,54 @@ def test_the_demand_clocks_survive_a_round_trip_through_status() -> None:
     assert history_from_status({"demand": entry}) == history
     gone = History(demand_gone_since=NOW)
     assert history_from_status({"demand": demand_entry(Observed(), gone)}) == gone
+
+
+class VersionApi:
+    """`/version` only: what NativePodGroups asks once PodGroups turn out not to be served."""
+
+    def __init__(self, git_version: str) -> None:
+        self.git_version = git_version
+        self.asked = 0
+
+    async def get(self, path: str, **_: Any) -> dict[str, Any]:
+        assert path == "/version"
+        self.asked += 1
+        return {"gitVersion": self.git_version}
+
+
+async def not_served(api: Any, resource: str) -> PodGroupDemands:
+    return PodGroupDemands(unavailable=NOT_SERVED)
+
+
+async def test_on_a_cluster_older_than_the_api_the_reason_names_the_version_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(signals, "unschedulable_pod_groups", not_served)
+    api = VersionApi("v1.35.4")
+    source = NativePodGroups(cast(KubeApi, api))
+    assert await source.demand(policy()) == []
+    assert source.unavailable() == (
+        "cluster v1.35.4: native PodGroups (scheduling.k8s.io/v1beta1) unavailable (needs 1.37+); "
+        "training demand is read from pods and Kueue Workloads only"
+    )
+    await source.demand(policy())
+    assert api.asked == 1  # the version is read once
+
+
+async def test_on_a_new_enough_cluster_the_reason_is_the_api_turned_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(signals, "unschedulable_pod_groups", not_served)
+    source = NativePodGroups(cast(KubeApi, VersionApi("v1.37.2")))
+    await source.demand(policy())
+    assert source.unavailable() == NOT_SERVED
+
+
+async def test_pod_groups_that_are_read_leave_nothing_to_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def served(api: Any, resource: str) -> PodGroupDemands:
+        return PodGroupDemands()
+
+    monkeypatch.setattr(signals, "unschedulable_pod_groups", served)
+    source = NativePodGroups(cast(KubeApi, None))
+    await source.demand(policy())
+    assert source.unavailable() is None

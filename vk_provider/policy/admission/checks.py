@@ -257,3 +257,6 @@ class WithWorkloads:
 
     async def demand(self, policy: PolicySpec) -> list[Gang]:
         return [*await self._podgroups.demand(policy), *await self._checks.demand(policy)]
+
+    def unavailable(self) -> str | None:
+        return self._podgroups.unavailable()
