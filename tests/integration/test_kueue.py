@@ -101,9 +101,9 @@ def kueue_process(
         yield handle
     finally:
         if ours:
-            processes.stop(handle.record())
-            # A stopped Kueue's webhooks would refuse Kueue objects; the scoped ones touch nobody else.
-            kueue.uninstall_webhooks(control_plane.bin_dir, control_plane.kubeconfig)
+            # Dropped from the shared plane's state too: tests on other workers that look at the plane
+            # after this module must find it fully running.
+            kueue.remove_from_plane(control_plane)
 
 
 @dataclasses.dataclass

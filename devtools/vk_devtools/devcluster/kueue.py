@@ -360,3 +360,20 @@ def add_to_plane(state: ClusterState, *, out: TextIO) -> ClusterState:
     )
     updated.save()
     return updated
+
+
+def remove_from_plane(state: ClusterState) -> ClusterState:
+    """Kueue stopped, its webhooks removed and its record dropped from the plane's state: the plane as
+    it was before `add_to_plane`. A stopped record left behind would make the plane read as not fully
+    running (`ClusterState.is_fully_running`) to whoever looks at it next."""
+    # As the state file has it now: Kueue may have been restarted since `state` was read.
+    current = ClusterState.load(state.directory) or state
+    record = current.record(COMPONENT)
+    if record is not None:
+        processes.stop(record)
+    # A stopped Kueue's webhooks would refuse Kueue objects; the scoped ones touch nobody else.
+    uninstall_webhooks(current.bin_dir, current.kubeconfig)
+    others = tuple(kept for kept in current.processes if kept.name != COMPONENT)
+    updated = dataclasses.replace(current, processes=others)
+    updated.save()
+    return updated
