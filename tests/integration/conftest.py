@@ -72,9 +72,7 @@ IN_CLUSTER_GROUP = pytest.mark.xdist_group("in-cluster-stack")
 every Gateway of their class)."""
 
 
-def test_plane_settings(
-    directory: Path, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
-) -> cluster.ClusterSettings:
+def test_plane_settings(directory: Path, kubernetes_version: str) -> cluster.ClusterSettings:
     return cluster.ClusterSettings(
         directory=directory,
         kubernetes_version=kubernetes_version,

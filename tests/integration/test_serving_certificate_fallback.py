@@ -34,7 +34,7 @@ from tests.integration.servingcert import (
 from tests.integration.test_kubelet_api import node_address  # noqa: F401 - a fixture
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster
-from vk_devtools.devcluster.building import BinaryCache
+from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION, BinaryCache
 from vk_provider.kit.kube import KubeApi
 
 pytestmark = [pytest.mark.integration, DEV_CLUSTER_GROUP]
@@ -48,7 +48,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
     again empty, overrides the dev plane's)."""
     directory = tmp_path_factory.mktemp("unverifying-plane")
     settings = dataclasses.replace(
-        rigs.test_plane_settings(directory),
+        rigs.test_plane_settings(directory, DEFAULT_KUBERNETES_VERSION),
         extra_args={"kube-apiserver": ("--kubelet-certificate-authority=",)},
     )
     cache = BinaryCache.default()
