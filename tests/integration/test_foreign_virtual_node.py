@@ -154,7 +154,8 @@ async def _flip_away_beside(
             await rig.api.patch(
                 path, {"metadata": {"annotations": {"touched": str(round_)}}}, content_type=MERGE_PATCH
             )
-            await asyncio.sleep(1)
+            # An absence (no second Event) shows only over a window: a second per resync.
+            await asyncio.sleep(1)  # one resync window (noqa: sleep-ok)
         document = await router_document(rig)
         assert decoy_url not in document["active_checks"], document["active_checks"]
         (route,) = [r for r in document["routes"] if r["name"] == NAME]

@@ -149,7 +149,13 @@ async def test_uninstall_brings_the_service_home_under_load_and_leaves_nothing(
             assert f"offload {rig.namespace}/{NAME}: home" in done.stdout
             assert f"offload {rig.namespace}/{NAME}: gone" in done.stdout
             assert "no Offload left, no pod on a virtual node" in done.stdout
-            await asyncio.sleep(2)  # traffic after the Offload is gone goes home by its kept route
+            # Traffic after the Offload is gone goes home by its kept route: 40 more requests of it.
+            after = len(generator.outcomes)
+
+            async def more_requests() -> bool:
+                return len(generator.outcomes) >= after + 40
+
+            await wait_for(more_requests, timeout_seconds=60, what="40 requests after the uninstall")
         finally:
             await generator.stop()
         outcomes = generator.outcomes

@@ -63,7 +63,7 @@ async def test_a_missing_key_file_is_reported_on_the_node_and_picked_up_once_it_
 
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
-        await asyncio.sleep(0.01)  # lets the Event out
+        await asyncio.sleep(0.01)  # the stand-in for the backoff wait lets the Event out (noqa: sleep-ok)
         if len(waits) == 2:  # the Secret is created while the daemon waits
             key.parent.mkdir()
             key.write_text("rp_key\n")
