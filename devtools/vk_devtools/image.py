@@ -108,8 +108,18 @@ def build_image(
     return BuiltImage(layout, tag, _layer_bytes(layout, tag), root_bytes)
 
 
-def _run(step: str, command: Sequence[object], log: TextIO, env: dict[str, str] | None = None) -> str:
-    print(f"image: {step}", file=log, flush=True)
+def run_step(
+    who: str,
+    step: str,
+    command: Sequence[object],
+    log: TextIO,
+    *,
+    error: type[RuntimeError],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> str:
+    """Run one build step, saying `who: step` on `log`; its output, or `error` quoting what it said."""
+    print(f"{who}: {step}", file=log, flush=True)
     done = subprocess.run(
         [str(part) for part in command],
         capture_output=True,
@@ -117,11 +127,16 @@ def _run(step: str, command: Sequence[object], log: TextIO, env: dict[str, str] 
         timeout=STEP_TIMEOUT_SECONDS,
         check=False,
         env=env,
+        cwd=cwd,
     )
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()[-3000:]
-        raise ImageBuildError(f"image: {step} failed (exit {done.returncode}): {said}")
+        raise error(f"{who}: {step} failed (exit {done.returncode}): {said}")
     return done.stdout
+
+
+def _run(step: str, command: Sequence[object], log: TextIO, env: dict[str, str] | None = None) -> str:
+    return run_step("image", step, command, log, error=ImageBuildError, env=env)
 
 
 def _debian_root(root: Path, packages: Sequence[str], log: TextIO) -> None:

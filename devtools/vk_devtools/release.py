@@ -24,7 +24,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -148,19 +147,7 @@ def _clear_previous(output: Path) -> None:
 
 
 def _run(step: str, command: Sequence[object], log: TextIO, cwd: Path | None = None) -> str:
-    print(f"release: {step}", file=log, flush=True)
-    done = subprocess.run(
-        [str(part) for part in command],
-        capture_output=True,
-        text=True,
-        timeout=STEP_TIMEOUT_SECONDS,
-        check=False,
-        cwd=cwd,
-    )
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()[-3000:]
-        raise ReleaseError(f"release: {step} failed (exit {done.returncode}): {said}")
-    return done.stdout
+    return building_image.run_step("release", step, command, log, error=ReleaseError, cwd=cwd)
 
 
 def _python_distributions(source: Path, output: Path, tree: Path, log: TextIO) -> tuple[Path, Path]:

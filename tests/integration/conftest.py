@@ -36,6 +36,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.devcluster import cluster, gatewayapi
 from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION, BinaryCache
 from vk_devtools.devcluster.envoy import envoy_binary
+from vk_devtools.devcluster.helm import helm_binary
 from vk_devtools.release import Release, make_release
 from vk_provider.kit.kube import KubeApi
 
@@ -500,3 +501,19 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Release:
     for path in made.artifacts:
         print(f"release: {path.name} {path.stat().st_size / 2**20:.1f} MiB", file=sys.stderr)
     return made
+
+
+@pytest.fixture(scope="session")
+def helm() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Helm (built from our pinned module) for the chart's tests; `check=False` returns a failure."""
+    binary = helm_binary()
+
+    def run(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(binary), *arguments], capture_output=True, text=True, timeout=120, check=False
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"helm {' '.join(arguments)} failed: {done.stderr}")
+        return done
+
+    return run

@@ -24,7 +24,6 @@ from tests.integration.test_manifests import (
     TRAFFIC_RIGHTS,
     can_i_as,
 )
-from vk_devtools.devcluster.helm import helm_binary
 
 pytestmark = MANIFESTS_GROUP
 
@@ -41,21 +40,6 @@ HELM_LABELS = (
 """Labels Helm's convention adds to every object; kustomize's objects have the rest."""
 
 Object = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def helm() -> Callable[..., subprocess.CompletedProcess[str]]:
-    binary = helm_binary()
-
-    def run(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [str(binary), *arguments], capture_output=True, text=True, timeout=120, check=False
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"helm {' '.join(arguments)} failed: {done.stderr}")
-        return done
-
-    return run
 
 
 def render(helm: Callable[..., subprocess.CompletedProcess[str]], *values: str) -> list[Object]:

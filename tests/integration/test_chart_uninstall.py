@@ -17,28 +17,12 @@ import yaml
 from tests.integration.conftest import MANIFESTS_GROUP, Kubectl
 from tests.integration.test_chart import CHART, MANIFESTS, NAMESPACE, Object, key, render
 from tests.integration.test_manifests import can_i_as
-from vk_devtools.devcluster.helm import helm_binary
 
 pytestmark = MANIFESTS_GROUP
 
 Helm = Callable[..., subprocess.CompletedProcess[str]]
 HOOK_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:vk-provider-uninstall"
 HOOK_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Job"}
-
-
-@pytest.fixture(scope="module")
-def helm() -> Helm:
-    binary = helm_binary()
-
-    def run(*arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [str(binary), *arguments], capture_output=True, text=True, timeout=120, check=False
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"helm {' '.join(arguments)} failed: {done.stderr}")
-        return done
-
-    return run
 
 
 def hooks(rendered: list[Object]) -> dict[tuple[str, str, str], Object]:
