@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
@@ -45,6 +46,20 @@ from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.table import Endpoint, RouteTable
 
 logger = logging.getLogger(__name__)
+
+
+class _PodRef(Protocol):
+    """What a pod the router warns about is known by."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+_PodT = TypeVar("_PodT", bound=_PodRef)
 
 
 class TableFeed:
@@ -147,39 +162,48 @@ class TableFeed:
         return True
 
     def _warn_untrusted(self, pods: tuple[UntrustedPod, ...]) -> None:
-        """One Warning Event per pod UID; forget the UIDs gone, so the set stays as small as the pods."""
-        for pod in pods:
-            if pod.uid in self._warned:
-                continue
-            self._warned.add(pod.uid)
-            message = (
+        self._warned = self._warn_once(
+            pods,
+            self._warned,
+            UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
+            lambda pod: (
                 f"ignored {', '.join(pod.annotations)}: the router takes a pod's traffic address and "
                 "auth marker only from its status, which only its virtual node may write"
-            )
-            if self._events is None:
-                logger.warning("pod %s/%s: %s", pod.namespace, pod.name, message)
-            else:
-                involved = InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
-                self._events.record(involved, "Warning", UNTRUSTED_TRAFFIC_ANNOTATION_REASON, message)
-        self._warned &= {pod.uid for pod in pods}
+            ),
+        )
 
     def _warn_foreign(self, pods: tuple[ForeignNodePod, ...]) -> None:
-        """One Warning Event per pod UID, as for the annotations: a resync must not repeat it."""
-        for pod in pods:
-            if pod.uid in self._warned_foreign:
-                continue
-            self._warned_foreign.add(pod.uid)
-            message = (
+        self._warned_foreign = self._warn_once(
+            pods,
+            self._warned_foreign,
+            FOREIGN_NODE_REASON,
+            lambda pod: (
                 f"ignored its traffic address: node {pod.node or '(none)'} is not a vk-provider virtual "
                 f"node (no {VIRTUAL_NODE_LABEL} label; type=virtual-kubelet alone is any "
                 "virtual-kubelet's), so no vk-provider node daemon published it"
-            )
+            ),
+        )
+
+    def _warn_once(
+        self,
+        pods: tuple[_PodT, ...],
+        warned: set[str],
+        reason: str,
+        message_of: Callable[[_PodT], str],
+    ) -> set[str]:
+        """One Warning Event per pod UID (a resync must not repeat it); returns the UIDs warned of that
+        are still there, so the set stays as small as the pods."""
+        for pod in pods:
+            if pod.uid in warned:
+                continue
+            warned.add(pod.uid)
+            message = message_of(pod)
             if self._events is None:
                 logger.warning("pod %s/%s: %s", pod.namespace, pod.name, message)
             else:
                 involved = InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
-                self._events.record(involved, "Warning", FOREIGN_NODE_REASON, message)
-        self._warned_foreign &= {pod.uid for pod in pods}
+                self._events.record(involved, "Warning", reason, message)
+        return warned & {pod.uid for pod in pods}
 
     async def run(self) -> None:
         """Watch, check and rebuild until cancelled."""
