@@ -28,6 +28,10 @@ class NodeAddress:
     """Where the daemon listens (the root side of the veth pair)."""
     port: int
 
+    def node_settings(self) -> dict[str, object]:
+        """The node daemon's settings that publish this address and listen behind it."""
+        return {"addresses": [self.node_ip], "kubelet_bind_address": self.bind_ip, "kubelet_port": self.port}
+
 
 def _ip(*arguments: str) -> str:
     return subprocess.run(["ip", *arguments], check=True, capture_output=True, text=True, timeout=30).stdout

@@ -137,6 +137,9 @@ def test_the_default_render_has_no_node_and_no_secret_to_create_by_hand(
     assert not [arg for arg in router["containers"][0]["args"] if arg.startswith("--aws-credentials-file")]
     # The node daemons' identity and rights exist already, ready for a node added later.
     assert ("ServiceAccount", NAMESPACE, "vk-provider-node") in rendered
+    # No node, no node proxy: an empty resourceNames would grant every node's.
+    node_rules = rendered["ClusterRole", "", "vk-provider-node"]["rules"]
+    assert not [rule for rule in node_rules if "nodes/proxy" in rule["resources"]]
 
 
 def test_every_deployment_has_probes_and_the_router_a_disruption_budget_and_spread(
@@ -216,6 +219,18 @@ def test_two_nodes_each_get_their_settings_and_credentials(
     assert all(volume["name"] != "credentials" for volume in remote["spec"]["template"]["spec"]["volumes"])
     assert ("Deployment", NAMESPACE, "vk-provider-router") not in rendered
     assert ("OffloadPolicy", "", "training-first") in rendered
+    # The serving certificate's check through the apiserver: each node's own proxy, and no other.
+    [proxy_rule] = [
+        rule
+        for rule in rendered["ClusterRole", "", "vk-provider-node"]["rules"]
+        if "nodes/proxy" in rule["resources"]
+    ]
+    assert proxy_rule == {
+        "apiGroups": [""],
+        "resources": ["nodes/proxy"],
+        "resourceNames": ["runpod-burst", "remote"],
+        "verbs": ["get"],
+    }
     # A changed setting changes the pods' checksum, so the Deployment rolls.
     annotations = runpod["spec"]["template"]["metadata"]["annotations"]
     assert (
@@ -482,6 +497,38 @@ def test_service_accounts_can_be_annotated_renamed_or_brought(
         for rule in item["spec"]["rules"]
     ]
     assert flow_subjects == ["platform-nodes", "platform-nodes"]
+
+
+def test_pods_carry_extra_labels_such_as_aks_workload_identity_s(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    workload_identity = {"azure.workload.identity/use": "true"}
+    values = {
+        "nodes": BASE_EQUIVALENT["nodes"],
+        "node": {"podLabels": workload_identity},
+        "router": {"podLabels": workload_identity},
+        "controller": {"podLabels": {"team": "inference"}},
+    }
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+
+    def pod_labels(deployment: str) -> dict[str, str]:
+        labels: dict[str, str] = rendered["Deployment", NAMESPACE, deployment]["spec"]["template"][
+            "metadata"
+        ]["labels"]
+        return labels
+
+    assert pod_labels("vk-provider-node") == {
+        "app.kubernetes.io/name": "vk-provider-node",
+        **workload_identity,
+    }
+    assert pod_labels("vk-provider-router") == {
+        "app.kubernetes.io/name": "vk-provider-router",
+        **workload_identity,
+    }
+    assert pod_labels("vk-provider-controller")["team"] == "inference"
+    # The selectors stay what they were: a label added later must not orphan the ReplicaSets.
+    selector = rendered["Deployment", NAMESPACE, "vk-provider-router"]["spec"]["selector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "vk-provider-router"}
 
 
 def test_a_host_network_cluster_s_needs_are_values(

@@ -394,9 +394,7 @@ async def test_stats_metrics_and_logs_through_the_apiservers_node_proxy(
     """The path metrics-server and `kubectl get --raw .../proxy/...` take: apiserver -> node, verified TLS."""
     daemon = await start_node(
         "local",
-        addresses=[node_address.node_ip],
-        kubelet_bind_address=node_address.bind_ip,
-        kubelet_port=node_address.port,
+        **node_address.node_settings(),
     )
     core = client.CoreV1Api(kube_api)
     await core.create_namespaced_pod(namespace, talker_pod(daemon.node_name))

@@ -106,6 +106,30 @@ def test_the_node_service_account_has_every_verb_the_daemon_uses_and_no_more(kub
 
 
 @pytest.mark.usefixtures("applied_base")
+def test_the_node_may_use_the_node_proxy_of_its_own_node_only(kubectl: Kubectl) -> None:
+    """The serving certificate's check through the apiserver (`certificates.probe`) reaches the daemon
+    itself; any other node's proxy would reach a real kubelet."""
+    own_name = yaml.safe_load((BASE / "config.yaml").read_text())["data"]["node.yaml"]
+    node_name = yaml.safe_load(own_name)["node_name"]
+
+    def may_proxy_to(name: str) -> str:
+        done = kubectl(
+            "auth",
+            "can-i",
+            "get",
+            f"nodes/{name}",
+            "--subresource=proxy",
+            f"--as={SERVICE_ACCOUNT}",
+            check=False,
+        )
+        return done.stdout.strip()
+
+    assert may_proxy_to(node_name) == "yes"
+    assert may_proxy_to("a-real-kubelet") == "no"
+    assert can_i(kubectl, "create", "nodes/proxy", None) == "no"
+
+
+@pytest.mark.usefixtures("applied_base")
 async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_pod(
     kube_api: client.ApiClient,
     namespace: str,

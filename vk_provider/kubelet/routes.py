@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from vk_provider.errors import CapabilityMissingError, NotFoundError, ProviderError
+from vk_provider.kubelet.certificates.probe import INSTANCE_HEADER, INSTANCE_ID
 from vk_provider.kubelet.logoptions import LogOptionsError, parse_log_options
 from vk_provider.kubelet.stats import (
     RESOURCE_METRICS_CONTENT_TYPE,
@@ -360,7 +361,8 @@ def _pod_list(pods: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:
-    return web.Response(text="ok")
+    # The header lets the node's own probe through the apiserver know that it reached this process.
+    return web.Response(text="ok", headers={INSTANCE_HEADER: INSTANCE_ID})
 
 
 async def _daemon_metrics(request: web.Request) -> web.StreamResponse:

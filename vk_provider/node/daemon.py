@@ -42,6 +42,7 @@ from vk_provider.kubelet.certificates import (
     SelfSignedCertificate,
     ServingCertificate,
     from_files,
+    probe_through_apiserver,
     via_csr,
 )
 from vk_provider.kubelet.routes import KubeletBackend
@@ -451,9 +452,12 @@ async def _run_node_on(
             lambda: (certificate.state.reason, certificate.state.working),
             lambda: certificate.refused_handshakes,
         )
+        keeping_certificate = _beside(
+            certificate.run(), certificate.check_acceptance(probe_through_apiserver(api, settings.node_name))
+        )
         if not settings.leader_elect:
             node = _run_the_node(settings, api, metrics, certificate, ready, listener=listener)
-            await _until_stopped(stop, _beside(certificate.run(), node))
+            await _until_stopped(stop, _beside(keeping_certificate, node))
         else:
             elector = leadership.elector(settings, api)
             logger.info(
@@ -466,7 +470,7 @@ async def _run_node_on(
                 candidate = elector.run(
                     lambda: _lead(settings, api, metrics, certificate, ready, listener=listener)
                 )
-                await _until_stopped(stop, _beside(certificate.run(), candidate))
+                await _until_stopped(stop, _beside(keeping_certificate, candidate))
             finally:
                 await elector.release()
         logger.info("node %s stopping; workloads keep running at the provider", settings.node_name)

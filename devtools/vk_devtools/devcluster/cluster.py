@@ -168,6 +168,9 @@ class ClusterSettings:
     release: Path | None = None
     """With `in_cluster`: install them from this release folder (`make release`'s dist/) with Helm,
     not from the source tree's manifests (`releaseinstall`)."""
+    metrics_server_verifies_kubelets: bool = True
+    """With metrics-server: it verifies the nodes' serving certificates against the cluster CA, as
+    upstream's manifest does; False: `--kubelet-insecure-tls`, as many distributions run it."""
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     """The minor whose pinned control plane runs (`building.CONTROL_PLANES`): `dev up` and the tests pick
     the binaries by it; `up` itself is given them, and sets each component's flags by their version."""
@@ -613,8 +616,8 @@ def up(
 ) -> UpResult:
     """Start the control plane in `settings.directory`, or report the one already running there.
 
-    With the local node and `metrics_server_bin_dir` (where metrics-server's build is), metrics-server
-    too, registered as the `metrics.k8s.io` API (`metricsserver`).
+    With `metrics_server_bin_dir` (where metrics-server's build is), metrics-server too, registered as
+    the `metrics.k8s.io` API (`metricsserver`).
 
     Raises PlaneStillRunningError rather than touch the folder of a plane with any component alive;
     the folder of a plane that died without `down` is moved to `previous_folder` first.
@@ -738,15 +741,16 @@ def _start_plane(
                 out,
                 runs_the_stack=launch.state.in_cluster,
             )
-            if metrics_server_bin_dir is not None:
-                _start_metrics_server(
-                    launch,
-                    pki,
-                    metrics_server_bin_dir,
-                    port=ports[metricsserver.COMPONENT],
-                    timeout_seconds=settings.start_timeout_seconds,
-                    out=out,
-                )
+        if metrics_server_bin_dir is not None:
+            _start_metrics_server(
+                launch,
+                pki,
+                metrics_server_bin_dir,
+                port=ports[metricsserver.COMPONENT],
+                verify_kubelets=settings.metrics_server_verifies_kubelets,
+                timeout_seconds=settings.start_timeout_seconds,
+                out=out,
+            )
         if launch.state.in_cluster:
             _start_stack_in_cluster(launch, settings, out)
         elif settings.local_node and settings.demo:
@@ -862,6 +866,7 @@ def _start_metrics_server(
     bin_dir: Path,
     *,
     port: int,
+    verify_kubelets: bool,
     timeout_seconds: float,
     out: TextIO,
 ) -> None:
@@ -888,7 +893,7 @@ def _start_metrics_server(
         bin_dir / "metrics-server",
         kubeconfig=kubeconfig,
         pki=pki,
-        ca_cert=pki["ca"].cert,
+        ca_cert=pki["ca"].cert if verify_kubelets else None,
         listen_address=listen_address,
         port=port,
     )

@@ -103,11 +103,16 @@ def argv(
     *,
     kubeconfig: Path,
     pki: Mapping[str, KeyPair],
-    ca_cert: Path,
+    ca_cert: Path | None,
     listen_address: str,
     port: int,
 ) -> list[str]:
+    """`ca_cert`: the CA the nodes' serving certificates must verify against; None: not verified
+    (`--kubelet-insecure-tls`), which a self-signed serving certificate needs."""
     serving, client = pki[SERVING_STEM], pki[IDENTITY.file_stem]
+    verification = (
+        f"--kubelet-certificate-authority={ca_cert}" if ca_cert is not None else "--kubelet-insecure-tls"
+    )
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
@@ -120,7 +125,7 @@ def argv(
         # The virtual nodes: their InternalIP and port, their serving certificates from the cluster CA.
         "--kubelet-preferred-address-types=InternalIP",
         "--kubelet-use-node-status-port",
-        f"--kubelet-certificate-authority={ca_cert}",
+        verification,
         f"--kubelet-client-certificate={client.cert}",
         f"--kubelet-client-key={client.key}",
         f"--metric-resolution={SCRAPE_SECONDS}s",

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
 from cryptography import x509
 
 from tests.unit.kubelet_certificates import SigningCa, cert_pem
@@ -73,11 +72,6 @@ async def settle(condition: Any) -> None:
     async with asyncio.timeout(5):
         while not condition():  # noqa: ASYNC110 - a state to poll, not an event to wait on
             await asyncio.sleep(0.01)
-
-
-@pytest.fixture(scope="module")
-def ca() -> SigningCa:
-    return SigningCa.create()
 
 
 async def test_the_flow_reports_the_csr_it_waits_for_a_denial_and_the_issue(

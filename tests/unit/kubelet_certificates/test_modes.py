@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
@@ -33,16 +32,6 @@ from vk_provider.kubelet.certificates import (
 from vk_provider.kubelet.certificates.state import DENIED, ISSUED, PENDING
 
 NAMES = serving_names("n1", ["127.0.0.1"])
-
-
-@pytest.fixture(scope="module")
-def ca() -> SigningCa:
-    return SigningCa.create()
-
-
-@pytest.fixture
-def ca_file(tmp_path: Path, ca: SigningCa) -> Path:
-    return ca.write(tmp_path / "ca.crt")
 
 
 class FakeCsr(ServingCertificate):

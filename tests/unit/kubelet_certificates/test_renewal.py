@@ -26,11 +26,6 @@ START = datetime(2030, 1, 1, tzinfo=UTC)
 NAMES = serving_names("n1", ["10.0.0.5"])
 
 
-@pytest.fixture(scope="module")
-def ca() -> SigningCa:
-    return SigningCa.create()
-
-
 def test_renewal_comes_after_70_to_80_percent_of_the_validity(ca: SigningCa) -> None:
     cert, _ = ca.issue(node_name="n1", names=NAMES, not_before=START, lifetime=timedelta(hours=100))
 

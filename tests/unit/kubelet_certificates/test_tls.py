@@ -20,11 +20,6 @@ from vk_provider.kubelet.certificates import ServingCertificate, from_files, ser
 NAMES = serving_names("n1", ["127.0.0.1"])
 
 
-@pytest.fixture(scope="module")
-def ca() -> SigningCa:
-    return SigningCa.create()
-
-
 def test_the_server_context_wants_tls_12_and_asks_for_optional_client_certificates(
     tmp_path: Path, ca: SigningCa
 ) -> None:

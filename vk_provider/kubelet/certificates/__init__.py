@@ -15,6 +15,7 @@ condition, and notices clients refusing a self-signed certificate (`handshakes`)
 
 Until a certificate is loaded `ready` stays unset; the caller (the kubelet API server) waits for it.
 
+The RBAC `ServingCertificate.check_acceptance` needs: get on `nodes/proxy`, for the node's own name.
 The RBAC `via_csr` needs: create, get, list and watch on `certificatesigningrequests`; for
 self-approval also update on `certificatesigningrequests/approval` and approve on `signers` named
 `kubernetes.io/kubelet-serving` (all in the `certificates.k8s.io` group).
@@ -28,7 +29,8 @@ The modules, each importing only those above it:
 - `requesting`: the CSR flow against the API server (`via_csr`): request, approval, renewal;
 - `selfsigned`: the node's own certificate; `fallback`: `auto`, the CSR flow with it as a fallback.
 
-`state` (the reported state) and `handshakes` (noticing refusals) stand apart, imported by `serving`.
+`state` (the reported state), `handshakes` (noticing refusals) and `probe` (asking the apiserver
+whether it is one of the refusing clients) stand apart, imported by `serving`.
 
 This module re-exports what the rest of vk-provider uses; anything else is imported from its module.
 """
@@ -47,6 +49,7 @@ from vk_provider.kubelet.certificates.drafting import (
     stored_certificate_problem,
 )
 from vk_provider.kubelet.certificates.fallback import DEFAULT_WAIT_SECONDS, AutoCertificate
+from vk_provider.kubelet.certificates.probe import probe_through_apiserver
 from vk_provider.kubelet.certificates.requesting import (
     APPROVAL_REASON,
     CSR_PATH,
@@ -86,6 +89,7 @@ __all__ = [
     "names_of",
     "new_private_key",
     "node_subject",
+    "probe_through_apiserver",
     "renewal_deadline",
     "server_ssl_context",
     "serving_names",

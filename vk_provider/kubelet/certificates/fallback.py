@@ -26,7 +26,7 @@ from vk_provider.kubelet.certificates.serving import Clock, ServingCertificate, 
 from vk_provider.kubelet.certificates.state import (
     DENIED,
     ISSUED,
-    REJECTED_BY_CLIENTS,
+    REFUSED_REASONS,
     CertificateState,
 )
 
@@ -92,9 +92,9 @@ class AutoCertificate(ServingCertificate):
         self.certificate = self._own.certificate
         self.renew_at = self._own.renew_at
         self.ready.set()
-        # A refusal by the apiserver stands until the issued certificate comes: a new CSR does not
-        # make the self-signed certificate any more acceptable.
-        if self.state.reason != REJECTED_BY_CLIENTS:
+        # A refusal stands until the issued certificate comes: a new CSR does not make the self-signed
+        # certificate any more acceptable.
+        if self.state.reason not in REFUSED_REASONS:
             self._report(state)
 
     def _why(self, csr_state: CertificateState) -> str:

@@ -20,6 +20,7 @@ import logging
 import os
 import ssl
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,12 +29,16 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
+from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kubelet.certificates.drafting import describe_certificate, key_matches
 from vk_provider.kubelet.certificates.handshakes import watch_refusals
+from vk_provider.kubelet.certificates.probe import ApiserverProbe, ProbeResult, Verdict
 from vk_provider.kubelet.certificates.state import (
     FILE_INVALID,
     FILE_LOADED,
+    REFUSED_REASONS,
     REJECTED_BY_CLIENTS,
+    REJECTED_BY_OTHER_CLIENTS,
     SELF_SIGNED,
     STARTING,
     CertificateState,
@@ -45,6 +50,9 @@ from vk_provider.kubelet.certificates.state import (
 logger = logging.getLogger(__package__)
 
 FILE_POLL_SECONDS = 10.0
+CHECK_ATTEMPTS = 8
+"""Probes through the apiserver (with backoff, about 6 minutes) before a certificate is left unsettled."""
+UNSETTLED_RECHECK_SECONDS = 600.0
 
 Clock = Callable[[], datetime]
 
@@ -158,6 +166,13 @@ class ServingCertificate(abc.ABC):
         """Handshakes that clients ended by refusing our certificate (any certificate, any client)."""
         self._listeners: list[StateListener] = []
         self._clock = clock
+        # What is known of the certificate in service (by serial): the alert of the last client that
+        # refused it, and the apiserver's verdict on it (`check_acceptance`).
+        self._refusal: tuple[int, str] | None = None
+        self._verdict: tuple[int, ProbeResult] | None = None
+        self._checking = False
+        self._check_wanted = asyncio.Event()
+        self._unsettled_until = 0.0
 
     @abc.abstractmethod
     async def run(self) -> None:
@@ -177,6 +192,8 @@ class ServingCertificate(abc.ABC):
         self.state = state
         for listener in list(self._listeners):
             listener(state)
+        if state.reason == SELF_SIGNED:
+            self._want_check()
 
     def _install(self, chain: Sequence[x509.Certificate], key: PrivateKeyTypes) -> None:
         load_identity(self.ssl_context, chain, key)
@@ -187,19 +204,114 @@ class ServingCertificate(abc.ABC):
         """A client refused our certificate. Only a self-signed one makes that news: a curl without
         the cluster CA refuses an issued one too, and says nothing about the apiserver."""
         self.refused_handshakes += 1
-        if self.state.reason not in (SELF_SIGNED, REJECTED_BY_CLIENTS):
+        if self.state.reason != SELF_SIGNED and self.state.reason not in REFUSED_REASONS:
             logger.debug("a TLS client refused the serving certificate (%s)", alert)
             return
-        self._report(
-            CertificateState(
-                REJECTED_BY_CLIENTS,
-                f"TLS clients refuse the self-signed serving certificate (their handshakes end with the "
-                f"alert {alert}): the apiserver verifies kubelet certificates "
-                "(--kubelet-certificate-authority), so kubectl logs, exec, port-forward and top fail on "
-                "this node. Fix: serving_certificate csr (and have the node's kubelet-serving CSR "
-                "approved) or file (a certificate from a CA the apiserver trusts)",
-            )
-        )
+        self._refusal = (self._serial(), alert)
+        self._judge()
+
+    def _serial(self) -> int:
+        return self.certificate.serial_number if self.certificate is not None else 0
+
+    def _known(self) -> tuple[str | None, ProbeResult | None]:
+        """The refusal alert and the apiserver's verdict, both of the certificate in service."""
+        serial = self._serial()
+        alert = self._refusal[1] if self._refusal is not None and self._refusal[0] == serial else None
+        verdict = self._verdict[1] if self._verdict is not None and self._verdict[0] == serial else None
+        return alert, verdict
+
+    def _judge(self) -> None:
+        """The state a self-signed certificate is in, from who refused it and what the apiserver says."""
+        alert, result = self._known()
+        if result is not None and result.verdict is Verdict.REFUSED:
+            self._report(CertificateState(REJECTED_BY_CLIENTS, _apiserver_refuses(result.detail)))
+        elif alert is None:
+            return
+        elif result is not None and result.verdict is Verdict.ACCEPTED:
+            self._report(CertificateState(REJECTED_BY_OTHER_CLIENTS, _others_refuse(alert)))
+        elif self._checking and result is None:
+            self._want_check()  # the apiserver's answer decides; until then the state stands
+        else:
+            unsettled = result.detail if result is not None else None
+            self._report(CertificateState(REJECTED_BY_CLIENTS, _someone_refuses(alert, unsettled)))
+            self._want_check()
+
+    def _want_check(self) -> None:
+        """Have `check_acceptance` ask about the certificate in service, unless its answer is known (or
+        was unsettled a moment ago)."""
+        if not self._checking:
+            return
+        _, known = self._known()
+        if known is None or (known.verdict is Verdict.UNKNOWN and time.monotonic() >= self._unsettled_until):
+            self._check_wanted.set()
+
+    async def check_acceptance(self, probe: ApiserverProbe) -> None:
+        """Whenever a self-signed certificate is served or refused, ask `probe` (the apiserver, through
+        its node proxy: `probe.probe_through_apiserver`) whether the apiserver accepts it, and say
+        which clients refuse it: the apiserver (`RejectedByClients`, logs and exec fail) or only
+        others (`RejectedByOtherClients`, `kubectl top` fails). Until cancelled; never raises."""
+        self._checking = True
+        if self.state.reason == SELF_SIGNED or self.state.reason in REFUSED_REASONS:
+            self._want_check()
+        while True:
+            await self._check_wanted.wait()
+            self._check_wanted.clear()
+            await self._check_until_settled(probe)
+
+    async def _check_until_settled(self, probe: ApiserverProbe) -> None:
+        for attempt in range(1, CHECK_ATTEMPTS + 1):
+            if self.state.reason != SELF_SIGNED and self.state.reason not in REFUSED_REASONS:
+                return  # an issued or operator's certificate: the apiserver's trust is not in doubt
+            _, known = self._known()
+            if known is not None and known.verdict is not Verdict.UNKNOWN:
+                return
+            serial = self._serial()
+            result = await probe()
+            if self._serial() != serial:
+                continue  # a new certificate came meanwhile: ask about that one
+            self._verdict = (serial, result)
+            logger.info("serving certificate %x, asked through the apiserver: %s", serial, result.detail)
+            self._judge()
+            if result.verdict is not Verdict.UNKNOWN:
+                return
+            await asyncio.sleep(jittered_backoff_seconds(attempt, initial_seconds=5.0, max_seconds=120.0))
+        # Unsettled (no permission, no Node, another replica answers): ask again only much later.
+        self._unsettled_until = time.monotonic() + UNSETTLED_RECHECK_SECONDS
+
+
+def _apiserver_refuses(detail: str) -> str:
+    return (
+        f"the apiserver refuses the self-signed serving certificate ({detail}): it verifies kubelet "
+        "certificates (--kubelet-certificate-authority), so kubectl logs, exec, port-forward and top fail "
+        f"on this node. Fix: {_FIX}"
+    )
+
+
+def _others_refuse(alert: str) -> str:
+    return (
+        "the apiserver accepts the self-signed serving certificate (a request through its node proxy "
+        "succeeded), so kubectl logs, exec and port-forward work; another TLS client refuses it (its "
+        f"handshakes end with the alert {alert}): metrics-server (kubectl top) or a Prometheus scraping "
+        "the kubelet port. Fix: let that client skip kubelet certificate verification (metrics-server "
+        f"--kubelet-insecure-tls), or {_FIX}"
+    )
+
+
+def _someone_refuses(alert: str, unsettled: str | None) -> str:
+    why = f": {unsettled}" if unsettled else ""
+    return (
+        f"TLS clients refuse the self-signed serving certificate (their handshakes end with the alert "
+        f"{alert}), and the node could not ask the apiserver whether it is one of them{why}. If the "
+        "apiserver verifies kubelet certificates (--kubelet-certificate-authority), kubectl logs, exec, "
+        "port-forward and top fail on this node; otherwise only metrics-server (kubectl top) or a "
+        f"Prometheus refuses it. Fix: {_FIX}"
+    )
+
+
+_FIX = (
+    "serving_certificate csr (and have the node's kubelet-serving CSR approved) or file (a certificate "
+    "from a CA the clients trust)"
+)
 
 
 def from_files(

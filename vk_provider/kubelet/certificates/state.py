@@ -32,11 +32,18 @@ issued in time; a new one follows after a backoff."""
 FILE_INVALID = "FileInvalid"
 """The operator's files are missing, unreadable or do not match."""
 REJECTED_BY_CLIENTS = "RejectedByClients"
-"""Serving a self-signed certificate that TLS clients (the apiserver, when it verifies kubelet
-certificates) refuse."""
+"""Serving a self-signed certificate that the apiserver refuses (it verifies kubelet certificates), or
+that some client refuses when the node cannot tell whether the apiserver is one of them."""
+REJECTED_BY_OTHER_CLIENTS = "RejectedByOtherClients"
+"""Serving a self-signed certificate that the apiserver accepts (logs, exec and port-forward work) but
+another TLS client refuses: metrics-server (`kubectl top`) or a Prometheus scraping the kubelet port."""
 
-WORKING_REASONS = frozenset({ISSUED, FILE_LOADED, SELF_SIGNED})
-WARNING_REASONS = frozenset({SELF_SIGNED, DENIED, REQUEST_FAILED, FILE_INVALID, REJECTED_BY_CLIENTS})
+WORKING_REASONS = frozenset({ISSUED, FILE_LOADED, SELF_SIGNED, REJECTED_BY_OTHER_CLIENTS})
+WARNING_REASONS = frozenset(
+    {SELF_SIGNED, DENIED, REQUEST_FAILED, FILE_INVALID, REJECTED_BY_CLIENTS, REJECTED_BY_OTHER_CLIENTS}
+)
+REFUSED_REASONS = frozenset({REJECTED_BY_CLIENTS, REJECTED_BY_OTHER_CLIENTS})
+"""A self-signed certificate some client refused: it stays so until another certificate is served."""
 """States an operator should hear about through a Warning Event: SelfSigned too, as `kubectl logs`
 fails in every cluster that verifies kubelet certificates."""
 
