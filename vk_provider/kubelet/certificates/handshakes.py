@@ -3,9 +3,8 @@
 Why: an apiserver started with `--kubelet-certificate-authority` verifies the node's serving
 certificate; one it cannot verify (our self-signed fallback) makes `kubectl logs`, `exec` and `top`
 fail for the user, while the node itself sees nothing but handshakes that end early. The client says
-why in a TLS alert (Go's crypto/tls sends `bad_certificate` or `unknown_ca`), and that alert is the
-one place the node can learn it without extra RBAC: a probe through the apiserver's node proxy would
-need `nodes/proxy`, which a node's ServiceAccount should not hold.
+why in a TLS alert (Go's crypto/tls sends `bad_certificate` or `unknown_ca`), but not who it is: the
+node's own request through the apiserver (`probe`) tells the apiserver from other clients.
 
 How: asyncio's TLS transport drives an `ssl.SSLObject` that it makes with the server context's
 `wrap_bio`; `SSLContext.sslobject_class` (public since Python 3.7) lets us hand it a subclass whose
