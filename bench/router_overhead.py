@@ -28,7 +28,7 @@ One run, on this machine, with the same load tools for every path:
       `vk-provider router --workers 2` runs, with the bench's static table as its table source
       instead of the cluster feed; it starts two `python -m vk_provider.router.worker` processes,
       each `vk_provider.router.start(router, host, port, reuse_port=True)` on its own event loop.
-      The supervisor is off the data path (it pushes tables and answers /-/status and /-/metrics),
+      The supervisor is off the data path (it pushes tables and answers status and metrics),
       but it is in the process group, whose CPU is counted, workers and supervisor together
       (`--workers-mode processes` on the runner gives the same data path without the supervisor);
   (c) `nginx-1w`: nginx as the equivalent weighted proxy, one worker process like our one process:
@@ -1941,7 +1941,7 @@ def two_workers_text(mode: str) -> str:
         how = "two processes of `bench/router_runner.py`, without the supervisor"
     return (
         f"Router with 2 workers (mode `{mode}`): {how}, listening on the same port with SO_REUSEPORT; "
-        "the supervisor is off the data path (it pushes tables, answers /-/status and /-/metrics). "
+        "the supervisor is off the data path (it pushes tables, answers status and metrics). "
         "CPU is counted over the whole process group."
     )
 

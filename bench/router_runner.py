@@ -17,8 +17,8 @@ kernel spreads connections over them), each a whole Router on its own event loop
 
 - `--workers-mode supervisor` (the default): `vk_provider.router.workers.Supervisor`, what
   `vk-provider router --workers N` runs, with this static table as its table source instead of the
-  cluster feed: it starts the workers (`python -m vk_provider.router.worker`), pushes them the table
-  and answers `/-/status` and `/-/metrics` for them;
+  cluster feed: it starts the workers (`python -m vk_provider.router.worker`) and pushes them the
+  table (the router's admin listener, which answers status and metrics, is not started here);
 - `--workers-mode processes`: N processes of this script with `--reuse-port`, started by this one,
   which then only waits: the same data path without the supervisor, which is off it anyway.
 
@@ -82,9 +82,16 @@ def loop_name() -> str:
 
 
 async def serve(
-    table: RouteTable, host: str, port: int, loop_label: str, stop: asyncio.Event, *, reuse_port: bool
+    table: RouteTable,
+    host: str,
+    port: int,
+    loop_label: str,
+    stop: asyncio.Event,
+    *,
+    reuse_port: bool,
+    settings: ProxySettings,
 ) -> None:
-    server = await start(Router(table), host, port, reuse_port=reuse_port)
+    server = await start(Router(table, settings=settings), host, port, reuse_port=reuse_port)
     try:
         print(
             f"ready port={port} loop={loop_label.replace(' ', '-')} pid={os.getpid()} workers=1", flush=True
@@ -104,7 +111,15 @@ def serve_one(args: argparse.Namespace) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(
                 until_signalled(
-                    lambda stop: serve(table, args.host, args.port, label, stop, reuse_port=args.reuse_port)
+                    lambda stop: serve(
+                        table,
+                        args.host,
+                        args.port,
+                        label,
+                        stop,
+                        reuse_port=args.reuse_port,
+                        settings=ProxySettings(header_timeout=args.header_timeout),
+                    )
                 )
             )
     finally:
@@ -180,7 +195,7 @@ async def supervise(
     config = WorkerConfig(
         host=args.host,
         port=args.port,
-        proxy=ProxySettings(),
+        proxy=ProxySettings(header_timeout=args.header_timeout),
         shutdown_grace=SHUTDOWN_GRACE_SECONDS,
         log_level="WARNING",
     )
@@ -232,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--reuse-port", action="store_true", help="listen with SO_REUSEPORT (set for each of --workers)"
     )
     parser.add_argument("--profile", type=Path, help="write cProfile stats here on exit (one worker only)")
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=ProxySettings().header_timeout,
+        help="seconds a request head may take (%(default)s); slow_clients.py sets a huge one for its peer",
+    )
     return parser
 
 

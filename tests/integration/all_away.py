@@ -40,6 +40,11 @@ def load(rig: Rig, rate: float) -> LoadGenerator:
     )
 
 
+async def served_at_least(generator: LoadGenerator, count: int) -> bool:
+    """A `wait_for` probe: the load has had at least `count` answers (or failures)."""
+    return len(generator.outcomes) >= count
+
+
 def describe(outcomes: list[Outcome]) -> str:
     return "\n".join(
         f"{o.kind} status={o.status} by={o.served_by} failure={o.failure}" for o in outcomes[:10]
@@ -48,7 +53,10 @@ def describe(outcomes: list[Outcome]) -> str:
 
 async def router_document(rig: Rig, what: str = "status") -> Any:
     """The router's `/-/status` (JSON) or `/-/metrics` (text)."""
-    async with aiohttp.ClientSession() as session, session.get(f"{rig.router_url}/-/{what}") as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{rig.router_admin_url}/-/{what}") as response,
+    ):
         response.raise_for_status()
         return await response.json() if what == "status" else await response.text()
 

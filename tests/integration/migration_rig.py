@@ -176,6 +176,8 @@ class Rig:
     away: NodeDaemon
     router: ManagedProcess
     router_url: str
+    router_admin_url: str
+    """The router's admin listener: `/-/status` and `/-/metrics`, which the controller reads."""
     controller: ManagedProcess
     fail_dir: Path
     envoy: EnvoyPlane | None = None
@@ -243,7 +245,7 @@ class Rig:
             "--namespace",
             self.namespace,
             "--router-url",
-            self.router_url,
+            self.router_admin_url,
             # OffloadPolicies are cluster-scoped: a rig's controller leaves them to the policy tests'.
             "--no-policy",
             # The manifests let the controller hold Leases only in its own namespace.
@@ -388,7 +390,7 @@ async def _start_rig(
         )
         for part in ("router", "controller")
     ]
-    router, router_url = start_router(
+    router, router_url, router_admin_url = start_router(
         folder / "router", router_kubeconfig, namespace=namespace, host=router_host
     )
     envoy = None
@@ -408,6 +410,7 @@ async def _start_rig(
         away=away,
         router=router,
         router_url=router_url,
+        router_admin_url=router_admin_url,
         controller=ManagedProcess(folder=folder / "controller", arguments=[]),
         fail_dir=fail_dir,
         envoy=envoy,
@@ -429,9 +432,11 @@ async def _start_rig(
 
 def start_router(
     folder: Path, kubeconfig: Path, *, namespace: str | None = None, host: str = "127.0.0.1"
-) -> tuple[ManagedProcess, str]:
-    """A started router on a free port of `host` (of `namespace`, or the whole cluster); it and its URL."""
-    port = PortPicker(host).pick()
+) -> tuple[ManagedProcess, str, str]:
+    """A started router on free ports of `host` (of `namespace`, or the whole cluster): it, its traffic
+    URL and its admin URL."""
+    picker = PortPicker(host)
+    port, admin_port = picker.pick(), picker.pick()
     scope = ["--namespace", namespace] if namespace else []
     router = ManagedProcess(
         folder=folder,
@@ -442,16 +447,21 @@ def start_router(
             *scope,
             "--listen",
             f"{host}:{port}",
+            "--admin-listen",
+            f"{host}:{admin_port}",
             "--log-level",
             "DEBUG",
         ],
     )
     router.start()
-    return router, f"http://{host}:{port}"
+    return router, f"http://{host}:{port}", f"http://{host}:{admin_port}"
 
 
 async def router_route(rig: Rig) -> dict[str, Any] | None:
-    async with aiohttp.ClientSession() as session, session.get(f"{rig.router_url}/-/status") as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{rig.router_admin_url}/-/status") as response,
+    ):
         document: dict[str, Any] = await response.json()
     return next((route for route in document["routes"] if route["name"] == NAME), None)
 

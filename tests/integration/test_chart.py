@@ -168,6 +168,44 @@ def test_every_deployment_has_probes_and_the_router_a_disruption_budget_and_spre
     assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
 
 
+def test_the_router_s_admin_port_is_probed_scraped_and_closed_to_all_but_the_controller_and_prometheus(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    values = {
+        "nodes": BASE_EQUIVALENT["nodes"],
+        "router": {"adminPort": 9555, "networkPolicy": {"adminFrom": [prometheus]}},
+        "monitoring": {"podMonitors": {"enabled": True}},
+    }
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+    [router] = rendered["Deployment", NAMESPACE, "vk-provider-router"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert "--admin-listen=0.0.0.0:9555" in router["args"]
+    assert {"name": "admin", "containerPort": 9555} in router["ports"]
+    assert {
+        router[probe]["httpGet"]["port"] for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+    } == {"admin"}
+    [controller] = rendered["Deployment", NAMESPACE, "vk-provider-controller"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert "--router-port=9555" in controller["args"]
+    assert rendered["PodMonitor", NAMESPACE, "vk-provider-router"]["spec"]["podMetricsEndpoints"] == [
+        {"port": "admin", "path": "/-/metrics"}
+    ]
+    policy = rendered["NetworkPolicy", NAMESPACE, "vk-provider-router"]["spec"]
+    assert policy["ingress"] == [
+        {"ports": [{"port": "http"}]},
+        {
+            "ports": [{"port": "admin"}],
+            "from": [
+                {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "vk-provider-controller"}}},
+                prometheus,
+            ],
+        },
+    ]
+
+
 def test_the_chart_s_crds_are_the_manifests_crds() -> None:
     for crd in (MANIFESTS / "crds").glob("*.yaml"):
         if crd.name != "kustomization.yaml":

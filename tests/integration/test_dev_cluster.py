@@ -149,7 +149,7 @@ def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Pa
             check=True,
         ).stdout.splitlines()
         assert sorted(line.split()[:2] for line in nodes) == [["burst-gpu", "Ready"], ["local-gpu", "Ready"]]
-        router = f"http://127.0.0.1:{state.ports['router']}/-/status"
+        router = f"http://127.0.0.1:{state.ports['router-admin']}/-/status"
         with urllib.request.urlopen(router, timeout=10) as response:
             routes = json.load(response)["routes"]
         assert [(route["namespace"], route["name"]) for route in routes] == [("default", "tokens")]

@@ -155,7 +155,7 @@ async def test_envoy_gateway_carries_each_weight_the_controller_writes_with_no_f
             await point_away_service_at_the_router(api, namespace, rig.router_url)
             # The home side's counters: Envoy Gateway's Envoy (per rule) less our router's (away).
             prometheus.scrape("envoy-gateway", [envoy_gateway.stats_address], "/stats/prometheus")
-            prometheus.scrape("router", [rig.router_url.removeprefix("http://")], "/-/metrics")
+            prometheus.scrape("router", [rig.router_admin_url.removeprefix("http://")], "/-/metrics")
 
             async def at_home_and_accepted() -> bool:
                 route = await api.get(route_path(namespace, NAME))

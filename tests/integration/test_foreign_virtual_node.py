@@ -27,6 +27,7 @@ from tests.integration.all_away import (
     flip_all_away,
     load,
     router_document,
+    served_at_least,
     wait_for_healthy_checks,
 )
 from tests.integration.migration_rig import NAME, Rig, RigFor
@@ -161,7 +162,9 @@ async def _flip_away_beside(
         (route,) = [r for r in document["routes"] if r["name"] == NAME]
         assert route["endpoints"]["away"]["usable"] == 2, route
         seen = len(generator.outcomes)
-        await wait_for(lambda: _at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests")
+        await wait_for(
+            lambda: served_at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests"
+        )
         await generator.stop()
     # No kubelet will ever confirm its end: deleted at once, before its node goes.
     await rig.api.delete(path, {"gracePeriodSeconds": 0})
@@ -176,7 +179,3 @@ async def _warnings(rig: Rig, uid: str) -> list[dict[str, Any]] | None:
     )
     items: list[dict[str, Any]] = listing.get("items") or []
     return items or None
-
-
-async def _at_least(generator: LoadGenerator, count: int) -> bool:
-    return len(generator.outcomes) >= count

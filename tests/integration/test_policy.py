@@ -83,6 +83,7 @@ class PolicyRig:
     away: NodeDaemon | None
     router: ManagedProcess | None
     router_url: str
+    router_admin_url: str
     controller: ManagedProcess
     policy_name: str
 
@@ -221,9 +222,11 @@ async def policy_rig(
         for part in ("router", "controller")
     }
     router = None
-    router_url = "http://127.0.0.1:1"
+    router_url = router_admin_url = "http://127.0.0.1:1"
     if services:
-        router, router_url = start_router(folder / "router", kubeconfigs["router"], namespace=namespace)
+        router, router_url, router_admin_url = start_router(
+            folder / "router", kubeconfigs["router"], namespace=namespace
+        )
     controller = ManagedProcess(
         folder=folder / "controller",
         arguments=[
@@ -233,7 +236,7 @@ async def policy_rig(
             "--namespace",
             namespace,
             "--router-url",
-            router_url,
+            router_admin_url,
             "--leader-election-namespace",
             SYSTEM_NAMESPACE,
             "--lease-name",
@@ -258,6 +261,7 @@ async def policy_rig(
         away=nodes[-1] if away else None,
         router=router,
         router_url=router_url,
+        router_admin_url=router_admin_url,
         controller=controller,
         policy_name=f"training-first-{tag}",
     )
@@ -334,7 +338,10 @@ async def wait_for_router(rig: PolicyRig, name: str, replicas: int) -> None:
         assert rig.router is not None
         if not rig.router.alive():
             raise AssertionError(f"the router exited:\n{rig.router.log_tail()}")
-        async with aiohttp.ClientSession() as session, session.get(f"{rig.router_url}/-/status") as answer:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{rig.router_admin_url}/-/status") as answer,
+        ):
             document = await answer.json()
         route = next((route for route in document["routes"] if route["name"] == name), None)
         return route is not None and route["endpoints"]["home"]["usable"] >= replicas

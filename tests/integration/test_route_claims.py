@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
+from tests.integration.all_away import served_at_least
 from tests.integration.conftest import release_offloads
 from tests.integration.daemons import ManagedProcess
 from tests.integration.migration_rig import API, NAME, Rig, RigFor, start_router
@@ -129,11 +130,11 @@ async def _second_namespace_parts(
 ) -> AsyncIterator[tuple[ManagedProcess, ManagedProcess, str]]:
     """A router for the whole cluster (the rig's own is scoped to the first namespace) and the second
     namespace's own controller, as its ServiceAccount; yields both and the router's URL."""
-    router, router_url = start_router(tmp_path / "cluster-router", tmp_path / "router.kubeconfig")
+    router, router_url, admin_url = start_router(tmp_path / "cluster-router", tmp_path / "router.kubeconfig")
     arguments = list(rig.controller.arguments)
     arguments[arguments.index("--namespace") + 1] = second_namespace
     arguments[arguments.index("--lease-name") + 1] = f"controller-{second_namespace}"[:63]
-    arguments[arguments.index("--router-url") + 1] = router_url
+    arguments[arguments.index("--router-url") + 1] = admin_url
     controller = ManagedProcess(folder=tmp_path / "rival-controller", arguments=arguments)
     controller.start()
     try:
@@ -380,13 +381,11 @@ async def _two_hundred_requests(
     )
     load = LoadGenerator(LoadSettings(url=router_url, host_header=host, rate=40, stream_share=0.3))
     await load.start()
-    await wait_for(lambda: _at_least(load, 200), timeout_seconds=60, what="200 requests through the router")
+    await wait_for(
+        lambda: served_at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
+    )
     await load.stop()
     return load
-
-
-async def _at_least(load: LoadGenerator, count: int) -> bool:
-    return len(load.outcomes) >= count
 
 
 async def _wait_rival_ready(api: KubeApi, namespace: str) -> None:

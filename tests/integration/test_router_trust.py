@@ -23,12 +23,13 @@ from tests.integration.all_away import (
     flip_all_away,
     load,
     router_document,
+    served_at_least,
     wait_for_healthy_checks,
 )
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.migration_rig import NAME, RigFor
 from tests.integration.waiting import wait_for
-from vk_devtools.demo.load import LoadGenerator, failures
+from vk_devtools.demo.load import failures
 from vk_devtools.devcluster import cluster
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
 from vk_provider.offload.names import (
@@ -155,7 +156,7 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
                 # A few more seconds of traffic after the router has seen the forgery.
                 seen = len(generator.outcomes)
                 await wait_for(
-                    lambda: _at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests"
+                    lambda: served_at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests"
                 )
                 await generator.stop()
         finally:
@@ -174,7 +175,3 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
     ours = [line for line in rig.router.log_path.read_text().splitlines() if REASON in line and name in line]
     assert len(ours) == 1, ours
     print(f"{len(outcomes)} requests, 0 failed, 0 to the decoy; event: {events[0]['message']}")
-
-
-async def _at_least(generator: LoadGenerator, count: int) -> bool:
-    return len(generator.outcomes) >= count

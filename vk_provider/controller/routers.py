@@ -1,10 +1,11 @@
 """Reach every router replica: what weight each applies, and its metrics.
 
-Routers are found either as a fixed list of base URLs (development, tests, routers outside the
+Routers are found either as a fixed list of admin base URLs (development, tests, routers outside the
 cluster) or as the Ready pods matching a label selector in a namespace, each at its pod IP and the
-router port. Envoy replicas' admin ports are found the same way (`metrics_path` then names Envoy's
-statistics page). A step's interval starts counting only once EVERY router found applies the step's
-weight: a replica still on the old weight would skew the very traffic the gates judge.
+router's admin port (`router.admin`: status and metrics are not on the traffic port). Envoy replicas'
+admin ports are found the same way (`metrics_path` then names Envoy's statistics page). A step's
+interval starts counting only once EVERY router found applies the step's weight: a replica still on
+the old weight would skew the very traffic the gates judge.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from vk_provider.kit.kube import KubeApi, resource_path
+from vk_provider.router.admin import ROUTER_ADMIN_PORT
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ class RouteView:
     """What one data-plane replica says about one route."""
 
     router: str
-    """The replica, as messages name it: `router http://10.0.0.7:8080`, `Envoy envoy-0`."""
+    """The replica, as messages name it: `router http://10.0.0.7:9081`, `Envoy envoy-0`."""
     away_weight: int | None
     """None when the router has no such route (yet)."""
     usable: dict[str, int]
@@ -48,7 +50,7 @@ class RouterDirectory:
         urls: Sequence[str] = (),
         namespace: str | None = None,
         selector: str | None = None,
-        port: int = 8080,
+        port: int = ROUTER_ADMIN_PORT,
         metrics_path: str = "/-/metrics",
         kind: str = "router",
     ) -> None:

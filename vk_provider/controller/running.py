@@ -47,6 +47,7 @@ from vk_provider.offload.names import (
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
+from vk_provider.router.admin import ROUTER_ADMIN_PORT
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
 
@@ -64,7 +65,8 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         dest="router_urls",
         default=[],
         metavar="URL",
-        help="a router replica's base URL, repeatable (instead of finding router pods)",
+        help="a router replica's admin base URL (its --admin-listen), repeatable (instead of finding "
+        "router pods)",
     )
     parser.add_argument(
         "--router-namespace", default="vk-provider-system", help="namespace of the router pods"
@@ -74,7 +76,12 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         default="app.kubernetes.io/name=vk-provider-router",
         help="label selector of the router pods",
     )
-    parser.add_argument("--router-port", type=int, default=8080, help="the router pods' port (default: 8080)")
+    parser.add_argument(
+        "--router-port",
+        type=int,
+        default=ROUTER_ADMIN_PORT,
+        help=f"the router pods' admin port, which answers status and metrics (default: {ROUTER_ADMIN_PORT})",
+    )
     envoy = parser.add_argument_group(
         "the envoy data plane",
         "Offloads with spec.traffic.dataPlane: envoy (only when --envoy-xds-url is given)",

@@ -20,9 +20,12 @@ What the migration needs, and how it holds here:
   request (a proxied one, with a pooled connection to the endpoint it drew, unsigned) is answered
   from the callbacks alone: started when its head is parsed, finished when the endpoint's response
   ends. No task runs for it and nothing awaits: a task's two resumptions per request were an eighth
-  of the router's CPU. What must wait (a new endpoint connection, a signed body, the supervisor's
-  answer to a control path) is answered from a task, one request at a time, in the same order.
+  of the router's CPU. What must wait (a new endpoint connection, a signed body) is answered from a
+  task, one request at a time, in the same order.
 - Timeouts are checked by one sweep a second over all connections, not by timers per request.
+
+The router's own status, metrics and health are not served here: every path on the traffic port is
+a route's (or a 404), whatever the Host; they are on the admin listener (`admin`).
 
 Upgrades (WebSocket) are refused with 501: inference traffic does not use them, and passing a raw
 tunnel through a weighted migration could not be moved.
@@ -32,11 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
@@ -55,7 +57,6 @@ from vk_provider.router.eventstream import (
     stream_url,
     wants_stream,
 )
-from vk_provider.router.metrics import CONTENT_TYPE
 from vk_provider.router.signing import SigningUnavailableError
 from vk_provider.router.table import Endpoint, Route, Side
 from vk_provider.router.upstream import Origin, UpstreamConnection, UpstreamPool
@@ -64,12 +65,6 @@ if TYPE_CHECKING:
     from vk_provider.router.proxy import Router
 
 logger = logging.getLogger(__name__)
-
-Answer = Callable[[str], Awaitable[tuple[int, str, bytes]]]
-"""Answers a control path (`/-/status`, `/-/metrics`) for the whole router: (status, content type,
-body). A worker of a `--workers N` router asks its supervisor, which merges every worker's answer."""
-
-CONTROL_PATHS = frozenset({b"/-/healthz", b"/-/status", b"/-/metrics"})
 
 BUFFER_BEFORE_PAUSE = 256 * 1024
 """Bytes of a request body kept while no endpoint takes them yet, before the client's reads pause."""
@@ -87,10 +82,22 @@ class MalformedBodyError(Exception):
 
 
 class _BadRequest:
-    """What the parser could not read, queued after the requests before it."""
+    """What the parser could not read, or a head refused, queued after the requests before it; it is
+    answered with `status` and the connection closes."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, status: int = 400) -> None:
         self.reason = reason
+        self.status = status
+
+
+class _HeadRefused(Exception):
+    """Raised from a parser callback to stop parsing a head over the limits (`ProxySettings`)."""
+
+    def __init__(self, status: int, metric_reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.metric_reason = metric_reason
+        self.message = message
 
 
 class Request:
@@ -167,6 +174,13 @@ class ClientConnection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._read_pauses: set[str] = set()
         self._held: list[bytes] | None = None
+        # The head being received: since when (None: no head in progress), which one (the parser's
+        # message count), and what it holds so far, against the limits of `ProxySettings`.
+        self.head_since: float | None = None
+        self._head_number = 0
+        self._head_bytes = 0
+        self._header_fields = 0
+        self._header_field_bytes = 0
 
     # asyncio.Protocol
 
@@ -174,20 +188,59 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast("asyncio.Transport", transport)  # TCP: a stream transport
         peer = transport.get_extra_info("peername")
         self.peer = str(peer[0]).encode() if peer else b""
+        limit = self.router.settings.max_client_connections
+        if len(self.server.connections) >= limit:
+            # Each connection holds a descriptor and buffers: a flood of them is refused, not kept.
+            self.router.metrics.client_refused("connection_limit")
+            self.closed = True
+            message = f"the router holds {limit} client connections already; try again"
+            self.transport.write(wire.plain_response(503, message, close=True))
+            self.transport.close()
+            return
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        head_in_progress = self.head_since is not None
+        head_number = self._head_number
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._pause_reading("upgrade")  # the upgrade request is queued; it is refused, then closed
+        except httptools.HttpParserCallbackError as error:
+            if not isinstance(error.__context__, _HeadRefused):
+                raise
+            self._refuse_head(error.__context__)
         except httptools.HttpParserError as error:
             self._malformed(str(error) or "malformed request")
+        else:
+            if head_in_progress and self.head_since is not None and self._head_number == head_number:
+                # The same head, still incomplete after this whole read: every byte of it was head.
+                # The parser keeps a header line it has not seen the end of, so this bounds that too.
+                self._head_bytes += len(data)
+                limit = self.router.settings.max_request_line + self.router.settings.max_header_bytes
+                if self._head_bytes > limit:
+                    self._refuse_head(
+                        _HeadRefused(431, "header_too_large", f"a request head of more than {limit} bytes")
+                    )
         # After the whole read is parsed, not from the parser's callbacks: a request without a body
         # is then complete when it is answered, and a body that came with its head goes out with it.
         if not self._answering:
             self._answer_next()
+
+    def _refuse_head(self, refusal: _HeadRefused) -> None:
+        """Answer the head being received with `refusal`'s status; nothing more is read."""
+        self._pause_reading("bad")
+        self.head_since = None
+        self.router.metrics.client_refused(refusal.metric_reason)
+        self._queue.append(_BadRequest(refusal.message, refusal.status))
+        if not self._answering:
+            self._answer_next()
+
+    def head_timed_out(self) -> None:
+        """The head being received took longer than `header_timeout` (see `ProxyServer.sweep`)."""
+        timeout = self.router.settings.header_timeout
+        self._refuse_head(_HeadRefused(408, "header_timeout", f"no whole request head within {timeout:g}s"))
 
     def _malformed(self, reason: str) -> None:
         """The client sent what HTTP/1.1 cannot parse: answer 400 where a response can still start."""
@@ -226,14 +279,30 @@ class ClientConnection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._parsing = Request(self.router.timer())
+        self.head_since = time.monotonic()
+        self._head_number += 1
+        self._head_bytes = self._header_fields = self._header_field_bytes = 0
 
     def on_url(self, url: bytes) -> None:
         self._parsing.target += url
+        limit = self.router.settings.max_request_line
+        if len(self._parsing.target) > limit:
+            raise _HeadRefused(414, "request_line_too_long", f"a request target of more than {limit} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        settings = self.router.settings
+        self._header_fields += 1
+        self._header_field_bytes += len(name) + len(value)
+        if self._header_fields > settings.max_headers:
+            raise _HeadRefused(431, "too_many_headers", f"more than {settings.max_headers} header fields")
+        if self._header_field_bytes > settings.max_header_bytes:
+            raise _HeadRefused(
+                431, "header_too_large", f"header fields of more than {settings.max_header_bytes} bytes"
+            )
         self._parsing.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        self.head_since = None
         request = self._parsing
         parser = self._parser
         request.method = parser.get_method()
@@ -352,15 +421,12 @@ class ClientConnection(asyncio.Protocol):
         """Answer `request` from here if nothing needs awaiting: whether the connection may serve
         another, or None when the answer is under way (an exchange, or a task)."""
         if isinstance(request, _BadRequest):
-            self.write(wire.plain_response(400, f"bad request: {request.reason}", close=True))
+            self.write(wire.plain_response(request.status, f"bad request: {request.reason}", close=True))
             return False
         if request.upgrade:
             self.write(wire.plain_response(501, "the router does not pass upgrades (WebSocket)", close=True))
             return False
         path = request.path
-        if path in CONTROL_PATHS and request.method in (b"GET", b"HEAD"):
-            self._answer_later(self._control(request, path))
-            return None
         host = request.host.decode("latin-1") if request.host is not None else None
         route = self.router.table.match(host, path.decode("latin-1"))
         if route is None:
@@ -393,23 +459,6 @@ class ClientConnection(asyncio.Protocol):
             return await self._proxy(request, route, draw)
         finally:
             self.router.request_finished()
-
-    async def _control(self, request: Request, path: bytes) -> bool:
-        text = path.decode()
-        if path == b"/-/healthz":
-            status, content_type, body = 200, "text/plain; charset=utf-8", b"ok\n"
-        elif self.server.answer is not None:
-            status, content_type, body = await self.server.answer(text)
-        elif path == b"/-/status":
-            status, content_type, body = 200, "application/json", json.dumps(self.router.status()).encode()
-        else:
-            status, content_type, body = 200, CONTENT_TYPE, self.router.metrics.exposition()
-        headers = [(b"Content-Type", content_type.encode()), (b"Content-Length", b"%d" % len(body))]
-        if not request.keep_alive or self.server.draining:
-            headers.append((b"Connection", b"close"))
-        start = b"HTTP/1.1 %d %b" % (status, wire.REASONS.get(status, b"Unknown"))
-        self.write(wire.head(start, headers) + (b"" if request.method == b"HEAD" else body))
-        return request.keep_alive and not self.server.draining
 
     def _own_answer(self, request: Request, status: int, message: str) -> bool:
         """Answer `request` with the router's own text; keep the connection only if its body was read."""
@@ -935,9 +984,8 @@ class Relay:
 class ProxyServer:
     """A started router: `port` is the bound port; `stop_listening()` then `close()` stop it."""
 
-    def __init__(self, router: Router, *, answer: Answer | None) -> None:
+    def __init__(self, router: Router) -> None:
         self.router = router
-        self.answer = answer
         settings = router.settings
         self.pool = UpstreamPool(
             connect_timeout=settings.connect_timeout,
@@ -985,6 +1033,8 @@ class ProxyServer:
         """Close idle client connections, time out endpoints slow to answer, expire pooled connections."""
         settings = self.router.settings
         for connection in list(self.connections):
+            if connection.head_since is not None and now - connection.head_since > settings.header_timeout:
+                connection.head_timed_out()
             relay = connection.relay
             if relay is None:
                 if now - connection.last_active > settings.client_idle_timeout:
@@ -1000,15 +1050,13 @@ async def start(
     port: int,
     *,
     reuse_port: bool = False,
-    answer: Answer | None = None,
 ) -> ProxyServer:
     """Serve `router` on host:port (0: any free port, see `ProxyServer.port`).
 
     `reuse_port` lets several processes listen on the same port (SO_REUSEPORT: the kernel spreads
-    connections over them). `answer`, when given, answers `/-/status` and `/-/metrics` instead of
-    this process's router.
+    connections over them).
     """
-    server = ProxyServer(router, answer=answer)
+    server = ProxyServer(router)
     await server.listen(host, port, reuse_port=reuse_port)
     return server
 

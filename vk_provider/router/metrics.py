@@ -94,6 +94,15 @@ def _bucket_label(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
+CLIENT_REFUSAL_REASONS = (
+    "header_timeout",
+    "request_line_too_long",
+    "header_too_large",
+    "too_many_headers",
+    "connection_limit",
+)
+
+
 class RouterMetrics:
     """The router's series, with one small method per thing the proxy records."""
 
@@ -145,6 +154,17 @@ class RouterMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._client_refusals = Counter(
+            "client_refusals",
+            "Client connections and requests refused before any route was looked up, by reason: "
+            "header_timeout (408), request_line_too_long (414), header_too_large and "
+            "too_many_headers (431), connection_limit (503).",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        for reason in CLIENT_REFUSAL_REASONS:
+            self._client_refusals.labels(reason)  # at 0 from the start: the first refusal is an increase
         self._unmatched = Counter(
             "unmatched",
             "Requests answered 404 because no route matched their host and path.",
@@ -205,6 +225,9 @@ class RouterMetrics:
 
     def active_check(self, result: str) -> None:
         self._checks.labels(result).inc()
+
+    def client_refused(self, reason: str) -> None:
+        self._client_refusals.labels(reason).inc()
 
     def unmatched(self) -> None:
         self._unmatched.inc()

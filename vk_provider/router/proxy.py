@@ -37,6 +37,18 @@ class ProxySettings:
     when done takes minutes); then the client gets 504. Streams, once started, have no limit."""
     client_idle_timeout: float = 75.0
     """Seconds a client connection may sit between requests before the router closes it."""
+    header_timeout: float = 10.0
+    """Seconds from a request's first byte to the end of its head; then 408 and the connection closes.
+    The idle timer restarts on every byte, so without this a client sending a header line every few
+    seconds (slowloris) would hold its connection for ever."""
+    max_request_line: int = 8 * 1024
+    """Bytes of a request's target (path and query); longer gets 414."""
+    max_header_bytes: int = 32 * 1024
+    """Bytes of a request's header fields, names and values together; more gets 431."""
+    max_headers: int = 100
+    """Header fields a request may have; more gets 431."""
+    max_client_connections: int = 10_000
+    """Client connections one process (one worker) keeps open; one more is answered 503 and closed."""
     signed_body_limit: int = SIGNED_BODY_LIMIT
     """Bytes a request to a signed endpoint may carry (read whole to be signed); larger gets 413."""
     upstream_ca_file: str | None = None

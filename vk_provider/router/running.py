@@ -29,6 +29,7 @@ from pathlib import Path
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi
+from vk_provider.router.admin import DEFAULT_ADMIN_LISTEN, Answer, local_answer, start_admin
 from vk_provider.router.core import ProxyServer, start
 from vk_provider.router.feed import TableFeed
 from vk_provider.router.health import CheckSettings
@@ -96,7 +97,16 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         type=parse_listen,
         default=parse_listen(DEFAULT_LISTEN),
         metavar="HOST:PORT",
-        help=f"where to serve traffic, /-/healthz, /-/status and /-/metrics (default: {DEFAULT_LISTEN})",
+        help=f"where to serve traffic, and nothing else (default: {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--admin-listen",
+        type=parse_listen,
+        default=parse_listen(DEFAULT_ADMIN_LISTEN),
+        metavar="HOST:PORT",
+        help="where to serve /-/healthz, /-/readyz, /-/status and /-/metrics, for the controller, "
+        "Prometheus and probes; the status names every route's endpoints, so keep it off the traffic "
+        f"path (the manifests' NetworkPolicy does) (default: {DEFAULT_ADMIN_LISTEN})",
     )
     parser.add_argument(
         "--namespace", help="route only the Offloads of this namespace (default: every namespace)"
@@ -140,8 +150,63 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); re-read when it changes "
         "(checked at most once a second)",
     )
+    add_client_limit_arguments(parser)
     add_check_arguments(parser)
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+
+
+def add_client_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """What one client may hold: a slow or oversized request head is refused, connections are capped."""
+    defaults = ProxySettings()
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=defaults.header_timeout,
+        metavar="SECONDS",
+        help="seconds from a request's first byte to the end of its head, then 408 and the connection "
+        "closes; a client dribbling header lines (slowloris) is cut here "
+        f"(default: {defaults.header_timeout:g})",
+    )
+    parser.add_argument(
+        "--max-request-line",
+        type=int,
+        default=defaults.max_request_line,
+        metavar="BYTES",
+        help=f"bytes of a request's target; longer gets 414 (default: {defaults.max_request_line})",
+    )
+    parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=defaults.max_header_bytes,
+        metavar="BYTES",
+        help=f"bytes of a request's header fields; more gets 431 (default: {defaults.max_header_bytes})",
+    )
+    parser.add_argument(
+        "--max-headers",
+        type=int,
+        default=defaults.max_headers,
+        metavar="N",
+        help=f"header fields of a request; more gets 431 (default: {defaults.max_headers})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=defaults.max_client_connections,
+        metavar="N",
+        help="client connections each worker keeps open; one more is answered 503 and closed "
+        f"(default: {defaults.max_client_connections})",
+    )
+
+
+def proxy_settings_of(arguments: argparse.Namespace) -> ProxySettings:
+    return ProxySettings(
+        connect_timeout=arguments.connect_timeout,
+        header_timeout=arguments.header_timeout,
+        max_request_line=arguments.max_request_line,
+        max_header_bytes=arguments.max_header_bytes,
+        max_headers=arguments.max_headers,
+        max_client_connections=arguments.max_connections,
+    )
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -219,6 +284,20 @@ def check_settings_of(arguments: argparse.Namespace) -> CheckSettings:
 
 
 @contextlib.asynccontextmanager
+async def admin_listener(
+    arguments: argparse.Namespace, answer: Answer, serving: asyncio.Event, stop: asyncio.Event
+) -> AsyncIterator[None]:
+    """The admin listener while inside, from before the table loads (liveness holds meanwhile);
+    ready while `serving` is set and `stop` is not."""
+    host, port = arguments.admin_listen
+    runner = await start_admin(host, port, answer, lambda: serving.is_set() and not stop.is_set())
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
 async def watching_cluster(
     arguments: argparse.Namespace,
     apply: Callable[[RouteTable], None],
@@ -261,12 +340,17 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
     signing = RequestSigning(
         standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
     )
-    router = Router(settings=ProxySettings(connect_timeout=arguments.connect_timeout), signing=signing)
-    async with watching_cluster(arguments, router.update, router.metrics, stop) as feed:
+    router = Router(settings=proxy_settings_of(arguments), signing=signing)
+    serving = asyncio.Event()
+    async with (
+        admin_listener(arguments, local_answer(router), serving, stop),
+        watching_cluster(arguments, router.update, router.metrics, stop) as feed,
+    ):
         if feed is None:
             return
         router.check_status = feed.checks.status
         server = await start(router, host, port)
+        serving.set()
         try:
             logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
             await stop.wait()
@@ -283,7 +367,7 @@ async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event)
     config = WorkerConfig(
         host=host,
         port=port,
-        proxy=ProxySettings(connect_timeout=arguments.connect_timeout),
+        proxy=proxy_settings_of(arguments),
         shutdown_grace=arguments.shutdown_grace,
         shutdown_delay=arguments.shutdown_delay,
         aws_profile=arguments.aws_profile,
@@ -291,12 +375,17 @@ async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event)
         log_level=str(arguments.log_level),
     )
     supervisor = Supervisor(config, arguments.workers)
-    async with watching_cluster(arguments, supervisor.update, supervisor.router.metrics, stop) as feed:
+    serving = asyncio.Event()
+    async with (
+        admin_listener(arguments, supervisor.answer, serving, stop),
+        watching_cluster(arguments, supervisor.update, supervisor.router.metrics, stop) as feed,
+    ):
         if feed is None:
             return
         supervisor.router.check_status = feed.checks.status
         try:
             await supervisor.start()
+            serving.set()
             logger.info(
                 "router serving on %s:%d from %d workers with %d routes",
                 host,
@@ -330,6 +419,8 @@ def run_router_command(arguments: argparse.Namespace) -> int:
     try:
         eventloop.run(until_signalled(main, slow_stop_seconds=slow_stop_seconds))
     except OSError as error:
-        logger.error("cannot serve on %s:%d: %s", *arguments.listen, error)
+        logger.error(
+            "cannot serve on %s:%d (admin %s:%d): %s", *arguments.listen, *arguments.admin_listen, error
+        )
         return 1
     return 0

@@ -38,6 +38,8 @@ REASONS = {
     404: b"Not Found",
     408: b"Request Timeout",
     413: b"Content Too Large",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
     500: b"Internal Server Error",
     501: b"Not Implemented",
     502: b"Bad Gateway",

@@ -3,8 +3,8 @@
 Started by the supervisor (`vk_provider.router.workers`) as `python -m vk_provider.router.worker
 --control-fd FD`, FD being its end of a socketpair. It never talks to the apiserver: the first
 message (`Start`) brings its settings and the current table, later ones bring new tables, queries of
-its status and metrics, and `Stop`. It listens (SO_REUSEPORT) only once it holds a table, answers
-`/-/healthz` itself and asks the supervisor for `/-/status` and `/-/metrics`, which describe the
+its status and metrics, and `Stop`. It listens (SO_REUSEPORT) only once it holds a table, and serves
+nothing but routes: the supervisor's admin listener answers status, metrics and health for the
 whole router. Its AWS signing is its own, built from the same settings as every other worker's.
 
 It stops (stops listening, finishes the requests in flight up to the shutdown grace, exits) on
@@ -25,7 +25,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from vk_provider.router.core import Answer, start
+from vk_provider.router.core import start
 from vk_provider.router.metrics import NAMESPACE
 from vk_provider.router.proxy import Router
 from vk_provider.router.running import drain
@@ -33,12 +33,9 @@ from vk_provider.router.signing import RequestSigning, standard_chain
 from vk_provider.router.workerprotocol import (
     Channel,
     ChannelClosedError,
-    ControlAnswer,
-    ControlQuery,
     Listening,
     MetricsQuery,
     NumberedTable,
-    RemoteError,
     Request,
     Start,
     StartFailed,
@@ -51,10 +48,6 @@ from vk_provider.runtime import eventloop
 # Named, not `__name__`: run with `python -m`, this module is `__main__`.
 logger = logging.getLogger("vk_provider.router.worker")
 
-ANSWER_TIMEOUT_SECONDS = 4.0
-"""How long a control request waits for the supervisor's answer (which waits up to 2 s for the
-workers); the controller gives a router 5 s."""
-TEXT = "text/plain; charset=utf-8"
 PR_SET_PDEATHSIG = 1
 
 
@@ -116,22 +109,6 @@ class WorkerState:
         raise TypeError(f"unexpected request from the supervisor: {body!r}")
 
 
-def asking_supervisor(channel: Channel) -> Answer:
-    """The `answer` for `core.start`: `/-/status` and `/-/metrics` of the whole router."""
-
-    async def answer(path: str) -> tuple[int, str, bytes]:
-        try:
-            reply = await channel.request(ControlQuery(path), within=ANSWER_TIMEOUT_SECONDS)
-        except (ChannelClosedError, TimeoutError, RemoteError) as error:
-            why = str(error) or type(error).__name__
-            return 503, TEXT, f"the router's supervisor did not answer: {why}\n".encode()
-        if not isinstance(reply, ControlAnswer):
-            return 502, TEXT, f"the router's supervisor answered {type(reply).__name__}\n".encode()
-        return reply.status, reply.content_type, reply.body
-
-    return answer
-
-
 async def serve_worker(channel: Channel, request: Request, order: Start, stop: asyncio.Event) -> int:
     """Serve until stopped; 1 if the port cannot be served (the supervisor is told why)."""
     config = order.config
@@ -141,9 +118,7 @@ async def serve_worker(channel: Channel, request: Request, order: Start, stop: a
     router = Router(order.table.table, settings=config.proxy, signing=signing)
     state = WorkerState(order.slot, router, order.table, stop)
     try:
-        server = await start(
-            router, config.host, config.port, reuse_port=True, answer=asking_supervisor(channel)
-        )
+        server = await start(router, config.host, config.port, reuse_port=True)
     except OSError as error:
         channel.reply(request, StartFailed(str(error)))
         await channel.flush()

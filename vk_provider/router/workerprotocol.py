@@ -7,8 +7,8 @@ socketpair reaches no third process. A message is a `Request` (wants a `Reply` w
 `Reply`, or a notice (any other message: a new table, `Stop`).
 
 Supervisor to worker: the `Start` request (settings and the current table; answered `Listening` or
-`StartFailed`), `NumberedTable` and `Stop` notices, `StatusQuery` and `MetricsQuery` requests.
-Worker to supervisor: `ControlQuery` requests (the whole router's `/-/status` or `/-/metrics`).
+`StartFailed`), `NumberedTable` and `Stop` notices, `StatusQuery` and `MetricsQuery` requests (the
+supervisor merges the answers for the admin listener). Workers ask nothing of the supervisor.
 """
 
 from __future__ import annotations
@@ -102,20 +102,6 @@ class WorkerStatus:
     """Requests the worker has relayed an answer for since it started."""
     document: dict[str, Any]
     """The worker's own `Router.status()`."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ControlQuery:
-    """Request from a worker: the whole router's answer to a control path (`/-/status`, `/-/metrics`)."""
-
-    path: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ControlAnswer:
-    status: int
-    content_type: str
-    body: bytes
 
 
 @dataclasses.dataclass(frozen=True)

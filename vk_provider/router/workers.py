@@ -41,6 +41,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import Metric
 
+from vk_provider.router.admin import JSON, METRICS_PATH, STATUS_PATH, TEXT, AdminAnswer
 from vk_provider.router.merging import (
     CUMULATIVE_TYPES,
     exposition_of,
@@ -54,8 +55,6 @@ from vk_provider.router.table import RouteTable
 from vk_provider.router.workerprotocol import (
     Channel,
     ChannelClosedError,
-    ControlAnswer,
-    ControlQuery,
     Listening,
     MetricsQuery,
     NumberedTable,
@@ -83,7 +82,6 @@ STEADY_SECONDS = 10.0
 exit in a row waits before the worker is started again, and each further one twice as long."""
 FIRST_RESTART_DELAY_SECONDS = 0.5
 MAX_RESTART_DELAY_SECONDS = 30.0
-TEXT = "text/plain; charset=utf-8"
 
 FEED_FAMILIES = frozenset({f"{NAMESPACE}_endpoints_kept_on_active_checks", f"{NAMESPACE}_active_checks"})
 """The series of the active checks. The supervisor's feed runs them; every worker's Router has the
@@ -319,24 +317,22 @@ class Supervisor:
     # --- Answering for the whole router ---
 
     async def _on_request(self, body: object) -> object:
-        if isinstance(body, ControlQuery):
-            return await self.answer(body.path)
         raise TypeError(f"unexpected request from a worker: {body!r}")
 
     def _on_notice(self, message: object) -> None:
         logger.warning("ignoring an unexpected message from a worker: %r", message)
 
-    async def answer(self, path: str) -> ControlAnswer:
-        """The whole router's `/-/status` or `/-/metrics`; 503 when a worker does not answer."""
+    async def answer(self, path: str) -> AdminAnswer:
+        """The whole router's status or metrics (`admin.Answer`); 503 when a worker does not answer."""
         try:
-            if path == "/-/status":
+            if path == STATUS_PATH:
                 document = await self.status()
-                return ControlAnswer(200, "application/json", json.dumps(document).encode())
-            if path == "/-/metrics":
-                return ControlAnswer(200, CONTENT_TYPE, await self.exposition())
+                return AdminAnswer(200, JSON, json.dumps(document).encode())
+            if path == METRICS_PATH:
+                return AdminAnswer(200, CONTENT_TYPE, await self.exposition())
         except (TimeoutError, RemoteError, _NoWorkerError) as error:
-            return ControlAnswer(503, TEXT, f"{error}\n".encode())
-        return ControlAnswer(404, TEXT, f"no control path {path}\n".encode())
+            return AdminAnswer(503, TEXT, f"{error}\n".encode())
+        return AdminAnswer(404, TEXT, f"no admin path {path}\n".encode())
 
     async def status(self) -> dict[str, Any]:
         replies = await self._ask_serving(StatusQuery())

@@ -69,6 +69,7 @@ PREFERRED_PORTS = {
     "local-node-kubelet": 10250,
     "burst-node-kubelet": 10251,
     "router": 8080,
+    "router-admin": 9081,
     metricsserver.COMPONENT: 4443,
     # The `envoy` data plane (`dev up --data-plane envoy`); picked whatever the data plane, unused else.
     "xds": 18000,
@@ -566,7 +567,7 @@ def health_check(
         metricsserver.COMPONENT: lambda: metricsserver.is_available(
             apiserver_request(state, metricsserver.APISERVICE_PATH)
         ),
-        "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router']}/-/healthz"),
+        "router": lambda: _http_ok(f"http://{LOOPBACK}:{ports['router-admin']}/-/readyz"),
         "xds": lambda: _http_ok(f"http://{LOOPBACK}:{ports['xds-status']}/-/healthz"),
         **{replica: _envoy_ready(ports, replica) for replica in ENVOY_REPLICAS},
         "kueue": lambda: _http_ok(f"http://{LOOPBACK}:{ports['kueue-health']}/readyz"),  # dev up --with-kueue
@@ -642,7 +643,7 @@ def up(
 
     service_subnet = servicenetwork.reserve_subnet(directory)
     try:
-        ports = _pick_ports(settings, service_subnet.group)
+        ports = _pick_ports(settings, service_subnet.group, metrics_server=metrics_server_bin_dir is not None)
         # Not a port, but picked the same way (what is free now) and kept with them in the state.
         ports[servicenetwork.SUBNET_KEY] = service_subnet.subnet
         return _start_plane(
@@ -773,17 +774,18 @@ def _start_plane(
     return UpResult(launch.state, already_running=False, seconds=time.monotonic() - started_at)
 
 
-def _pick_ports(settings: ClusterSettings, group: int) -> dict[str, int]:
+def _pick_ports(settings: ClusterSettings, group: int, *, metrics_server: bool) -> dict[str, int]:
     """A port per component. The nodes and metrics-server listen on their own addresses of the pod
     network (in the plane's address `group`), so their ports are probed there, once the network is
     local."""
     loopback = PortPicker()
     pickers: dict[str, PortPicker] = {}
-    if settings.local_node:
+    if settings.local_node or metrics_server:
         podnetwork.ensure_local_route()
+        pickers[metricsserver.COMPONENT] = PortPicker(metricsserver.address(group))
+    if settings.local_node:
         pickers["local-node-kubelet"] = PortPicker(localnode.HOME.address(group))
         pickers["burst-node-kubelet"] = PortPicker(localnode.AWAY.address(group))
-        pickers[metricsserver.COMPONENT] = PortPicker(metricsserver.address(group))
     return {
         **{
             name: pickers.get(name, loopback).pick(preferred if settings.use_preferred_ports else None)
@@ -922,14 +924,14 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     state = launch.state
     ports = state.ports
     _install_example(state, data_plane=settings.data_plane)
-    router = traffic.router_argv(state.kubeconfig, ports["router"])
+    router = traffic.router_argv(state.kubeconfig, ports["router"], admin_port=ports["router-admin"])
     _start_served(launch, "router", router, settings.start_timeout_seconds)
     envoy_arguments: list[str] = []
     if settings.data_plane == "envoy":
         envoy_arguments = _start_envoys(launch, settings)
     _controller, record = processes.start(
         "controller",
-        traffic.controller_argv(state.kubeconfig, ports["router"]) + envoy_arguments,
+        traffic.controller_argv(state.kubeconfig, ports["router-admin"]) + envoy_arguments,
         log_path=state.directory / "logs" / "controller.log",
     )
     launch.add(record)

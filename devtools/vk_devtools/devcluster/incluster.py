@@ -30,6 +30,7 @@ import yaml
 
 from vk_devtools.devcluster import localnode
 from vk_devtools.devcluster.traffic import MANIFESTS, kubectl_apply
+from vk_provider.router.admin import ROUTER_ADMIN_PORT
 
 NAMESPACE = "vk-provider-system"
 NODE_DEPLOYMENT = "vk-provider-node"
@@ -77,11 +78,12 @@ def _pod_address_variable(name: str) -> dict[str, Any]:
 
 
 def _listen_on_pod_address(
-    name: str, argument_index: int, expected: str, replacement: str, *, has_env: bool = False
+    name: str, replacements: Mapping[int, tuple[str, str]], *, has_env: bool = False
 ) -> dict[str, Any]:
-    """A JSON patch replacing one argument, after testing that it is the one the manifest has: if the
-    manifest changes, kustomize fails here instead of the overlay quietly patching something else.
-    `has_env`: the container has env entries already, which an `add` at `env` would replace."""
+    """A JSON patch replacing arguments (index -> (expected, replacement)), after testing that each
+    is the one the manifest has: if the manifest changes, kustomize fails here instead of the overlay
+    quietly patching something else. `has_env`: the container has env entries already, which an `add`
+    at `env` would replace."""
     container = "/spec/template/spec/containers/0"
     pod_ip = _pod_address_variable("POD_IP")
     add_env = (
@@ -89,15 +91,13 @@ def _listen_on_pod_address(
         if has_env
         else {"op": "add", "path": f"{container}/env", "value": [pod_ip]}
     )
+    operations: list[dict[str, Any]] = []
+    for index, (expected, replacement) in replacements.items():
+        operations.append({"op": "test", "path": f"{container}/args/{index}", "value": expected})
+        operations.append({"op": "replace", "path": f"{container}/args/{index}", "value": replacement})
     return {
         "target": {"kind": "Deployment", "name": name},
-        "patch": json.dumps(
-            [
-                {"op": "test", "path": f"{container}/args/{argument_index}", "value": expected},
-                {"op": "replace", "path": f"{container}/args/{argument_index}", "value": replacement},
-                add_env,
-            ]
-        ),
+        "patch": json.dumps([*operations, add_env]),
     }
 
 
@@ -153,15 +153,17 @@ def kustomization(
             {"target": {"kind": "Deployment", "name": NODE_DEPLOYMENT}, "patch": json.dumps(node_patch)},
             _listen_on_pod_address(
                 ROUTER_DEPLOYMENT,
-                1,
-                f"--listen=0.0.0.0:{ROUTER_PORT}",
-                f"--listen=$(POD_IP):{ROUTER_PORT}",
+                {
+                    1: (f"--listen=0.0.0.0:{ROUTER_PORT}", f"--listen=$(POD_IP):{ROUTER_PORT}"),
+                    2: (
+                        f"--admin-listen=0.0.0.0:{ROUTER_ADMIN_PORT}",
+                        f"--admin-listen=$(POD_IP):{ROUTER_ADMIN_PORT}",
+                    ),
+                },
             ),
             _listen_on_pod_address(
                 CONTROLLER_DEPLOYMENT,
-                5,
-                "--metrics-listen=0.0.0.0:8081",
-                "--metrics-listen=$(POD_IP):8081",
+                {5: ("--metrics-listen=0.0.0.0:8081", "--metrics-listen=$(POD_IP):8081")},
                 has_env=True,  # POD_NAME, its identity in the leader Lease
             ),
         ],

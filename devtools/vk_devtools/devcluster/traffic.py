@@ -91,7 +91,7 @@ def load_manifests(path: Path) -> list[dict[str, Any]]:
     return loaded
 
 
-def router_argv(kubeconfig: Path, port: int) -> list[str]:
+def router_argv(kubeconfig: Path, port: int, *, admin_port: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -101,6 +101,8 @@ def router_argv(kubeconfig: Path, port: int) -> list[str]:
         str(kubeconfig),
         "--listen",
         f"127.0.0.1:{port}",
+        "--admin-listen",
+        f"127.0.0.1:{admin_port}",
     ]
 
 
@@ -122,7 +124,7 @@ def xds_argv(kubeconfig: Path, *, port: int, status_port: int, envoy_port: int) 
     ]
 
 
-def controller_argv(kubeconfig: Path, router_port: int) -> list[str]:
+def controller_argv(kubeconfig: Path, router_admin_port: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -131,7 +133,7 @@ def controller_argv(kubeconfig: Path, router_port: int) -> list[str]:
         "--kubeconfig",
         str(kubeconfig),
         "--router-url",
-        f"http://127.0.0.1:{router_port}",
+        f"http://127.0.0.1:{router_admin_port}",
         "--leader-election-namespace",
         LEASE_NAMESPACE,
     ]

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from vk_devtools.devcluster.pki import CertificateAuthority
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
+from vk_provider.router.admin import bound_port, local_answer, start_admin
 from vk_provider.router.core import ProxyServer, start
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -100,6 +101,20 @@ async def router_client(router: Router) -> AsyncIterator[RouterClient]:
         ) as client,
     ):
         yield client
+
+
+@contextlib.asynccontextmanager
+async def admin_client(
+    router: Router, *, ready: Callable[[], bool] = lambda: True
+) -> AsyncIterator[RouterClient]:
+    """A client of `router`'s admin listener (status, metrics, health) on a free port of 127.0.0.1,
+    as `vk-provider router --workers 1` serves it."""
+    runner = await start_admin("127.0.0.1", 0, local_answer(router), ready)
+    try:
+        async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{bound_port(runner)}") as client:
+            yield client
+    finally:
+        await runner.cleanup()
 
 
 def route(

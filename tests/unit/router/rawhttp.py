@@ -37,8 +37,6 @@ HOP_BY_HOP = frozenset(
 
 FRAMING = frozenset({b"content-length", b"transfer-encoding"})
 
-CONTROL_PATHS = ("/-/healthz", "/-/status", "/-/metrics")
-
 TIMEOUT = 60.0
 """Seconds one example may take, generous for a loaded machine; a hang fails instead of blocking."""
 

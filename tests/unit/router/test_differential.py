@@ -27,7 +27,6 @@ from vk_provider.router import Router
 
 from . import route, served_router, table
 from .rawhttp import (
-    CONTROL_PATHS,
     REPLY_FRAMINGS,
     REQUEST_FRAMINGS,
     TIMEOUT,
@@ -69,8 +68,6 @@ queries = st.one_of(
 @st.composite
 def targets(draw: st.DrawFn) -> bytes:
     path = draw(paths)
-    if path in CONTROL_PATHS:
-        path = "/x" + path  # the router answers these itself
     query = draw(queries)
     return (path if query is None else f"{path}?{query}").encode()
 
@@ -219,7 +216,8 @@ class Client:
     port: int
     pace: Pace | None = None
     router: bool = False
-    """Whether `port` is the router's: then its own /-/healthz follows the last request."""
+    """Whether `port` is the router's: then a request it answers itself (an upgrade, which it
+    refuses) follows the last request."""
     connections: int = 0
 
     async def run(self, scenario: Scenario) -> list[Response]:
@@ -239,12 +237,15 @@ class Client:
                     assert await reader.read() == b"", "bytes after a response that closes its connection"
                     connection = None
             if connection is not None and self.router:
-                # The connection is still in step: a last request (the router's own health check)
-                # is answered as the first thing after the last response.
+                # The connection is still in step: a last request (an upgrade, which the router
+                # refuses itself) is answered as the first thing after the last response.
                 reader, writer = connection
-                writer.write(b"GET /-/healthz HTTP/1.1\r\nHost: router\r\n\r\n")
+                writer.write(
+                    b"GET / HTTP/1.1\r\nHost: router\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                )
                 last = await read_response(reader)
-                assert (last.status, last.body) == (200, b"ok\n")
+                assert last.status == 501, last
+                assert b"does not pass upgrades" in last.body, last
         return responses
 
 

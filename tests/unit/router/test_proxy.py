@@ -13,7 +13,7 @@ from aiohttp import web
 from tests.unit.local import closed_port_url, until
 from vk_provider.router import Balancer, EjectionPolicy, Endpoint, ProxySettings, Router
 
-from . import RouterClient, backends, route, router_client, seeded, table
+from . import RouterClient, admin_client, backends, route, router_client, seeded, table
 
 
 class Clock:
@@ -462,13 +462,13 @@ async def test_status_metrics_and_healthz() -> None:
             ),
             balancer=Balancer(rng=seeded(5)),
         )
-        async with router_client(router) as client:
+        async with router_client(router) as client, admin_client(router) as admin:
             await _spray(client, 40)
-            async with client.get("/-/healthz") as response:
+            async with admin.get("/-/healthz") as response:
                 assert await response.text() == "ok\n"
-            async with client.get("/-/status") as response:
+            async with admin.get("/-/status") as response:
                 status = await response.json()
-            async with client.get("/-/metrics") as response:
+            async with admin.get("/-/metrics") as response:
                 assert response.content_type == "text/plain"
                 metrics = await response.text()
     assert status == {

@@ -378,11 +378,12 @@ async def test_an_answer_to_a_stream_request_that_is_not_a_stream_passes_through
 
 async def test_a_model_stream_error_ends_an_sse_stream_with_an_error_event_and_is_counted() -> None:
     pieces = (part(TOKENS[0]), part(TOKENS[1]), model_stream_error("StreamBroken"), part(b"never relayed"))
-    async with (
-        runtime({STREAM_PATH: stream_of(*pieces)}) as stand_in,
-        router_client(router_for(stand_in)) as client,
-    ):
-        async with client.post("/", data=BODY, headers={"Accept": "text/event-stream"}) as response:
+    async with runtime({STREAM_PATH: stream_of(*pieces)}) as stand_in:
+        router = router_for(stand_in)
+        async with (
+            router_client(router) as client,
+            client.post("/", data=BODY, headers={"Accept": "text/event-stream"}) as response,
+        ):
             assert response.status == 200
             await receive_one_by_one(stand_in, response, TOKENS[:2])
             stand_in.release(2)
@@ -393,8 +394,7 @@ async def test_a_model_stream_error_ends_an_sse_stream_with_an_error_event_and_i
             ("message", '{"token": "lo"}'),
             error_event("ModelStreamError", "the model took too long", "StreamBroken"),
         ]
-        async with client.get("/-/metrics") as metrics:
-            exposition = await metrics.text()
+        exposition = router.metrics.exposition().decode()
     assert (
         'vk_provider_router_errors_total{name="web",namespace="ml",reason="upstream_stream_error",'
         'side="away"} 1.0' in exposition

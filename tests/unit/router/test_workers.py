@@ -1,4 +1,4 @@
-"""`--workers N`: the supervisor's merged `/-/status` and `/-/metrics`, and real worker processes on
+"""`--workers N`: the supervisor's merged status and metrics (its admin answers), and real worker processes on
 127.0.0.1 serving a fixed table (the supervisor's table source is whoever calls `update`)."""
 
 from __future__ import annotations
@@ -187,34 +187,33 @@ async def fetch(
         return response.status, await response.text()
 
 
-async def router_status(session: aiohttp.ClientSession, supervisor: Supervisor) -> dict[str, Any]:
-    code, text = await fetch(session, supervisor, "/-/status")
+async def admin(supervisor: Supervisor, path: str) -> tuple[int, str]:
+    """What the admin listener would answer for `path` (`admin.start_admin` serves this)."""
+    answer = await supervisor.answer(path)
+    return answer.status, answer.body.decode()
+
+
+async def router_status(supervisor: Supervisor) -> dict[str, Any]:
+    code, text = await admin(supervisor, "/-/status")
     assert code == 200, text
     document: dict[str, Any] = json.loads(text)
     return document
 
 
 async def until_status(
-    session: aiohttp.ClientSession,
-    supervisor: Supervisor,
-    holds: Any,
-    within: float = 30.0,
-    *,
-    through_a_death: bool = False,
+    supervisor: Supervisor, holds: Any, within: float = 30.0, *, through_a_death: bool = False
 ) -> dict[str, Any]:
-    """Poll `/-/status` until `holds`. `through_a_death`: a worker was just killed, so a poll may land
-    in its accept queue, which Linux resets when the socket closes (`net.ipv4.tcp_migrate_req` is 0 by
-    default): such a poll fails and is made again."""
+    """Ask for the status until `holds`. `through_a_death`: a worker was just killed, so an answer
+    may be a 503 (the dead worker never replies) and is asked again."""
     async with asyncio.timeout(within):
         while True:
-            try:
-                document = await router_status(session, supervisor)
-            except aiohttp.ClientConnectionError:
-                if not through_a_death:
-                    raise
-            else:
+            code, text = await admin(supervisor, "/-/status")
+            if code == 200:
+                document: dict[str, Any] = json.loads(text)
                 if holds(document):
                     return document
+            elif not through_a_death:
+                raise AssertionError(f"the status answered {code}: {text}")
             await asyncio.sleep(0.05)  # a bounded poll (noqa: sleep-ok)
 
 
@@ -235,13 +234,13 @@ async def test_workers_share_the_port_and_the_table_and_the_whole_router_answers
         ):
             answers = [await fetch(session, supervisor, f"/n{number}") for number in range(40)]
             assert {code for code, _ in answers} == {200}  # the first request too: no 404 at start
-            document = await router_status(session, supervisor)
+            document = await router_status(supervisor)
             workers = document["workers"]
             assert len({worker["pid"] for worker in workers}) == 2
             assert all(worker["requests"] > 0 for worker in workers), workers  # both served
             assert sum(worker["requests"] for worker in workers) == 40
 
-            _, metrics = await fetch(session, supervisor, "/-/metrics")
+            _, metrics = await admin(supervisor, "/-/metrics")
             labels = {"namespace": "ml", "name": "web"}
             assert (
                 metric_value(metrics, "vk_provider_router_requests_total", code="2xx", side="home", **labels)
@@ -253,8 +252,9 @@ async def test_workers_share_the_port_and_the_table_and_the_whole_router_answers
             assert metric_value(metrics, "vk_provider_router_workers") == 2
             assert metric_value(metrics, "vk_provider_router_worker_restarts_total") == 0
 
-            code, text = await fetch(session, supervisor, "/-/healthz")
-            assert (code, text) == (200, "ok\n")
+            # The traffic port serves routes only: the status path goes to the route's backend.
+            code, text = await fetch(session, supervisor, "/-/status")
+            assert (code, text.split()[0]) == (200, "home"), text
 
 
 async def test_a_new_table_reaches_every_worker() -> None:
@@ -269,7 +269,7 @@ async def test_a_new_table_reaches_every_worker() -> None:
 
         supervisor.update(table(route(home=(new.endpoint(),), generation=2)))
         document = await until_status(
-            session, supervisor, lambda doc: all(worker["table"] == 2 for worker in doc["workers"])
+            supervisor, lambda doc: all(worker["table"] == 2 for worker in doc["workers"])
         )
         assert document["routes"][0]["generation"] == 2
         assert {text.split()[0] for _, text in [await fetch(session, supervisor) for _ in range(20)]} == {
@@ -285,15 +285,14 @@ async def in_flight_on_both_workers(
     POSTs: aiohttp sends an idempotent request again when its connection closes before an answer,
     which would hide the failure a killed worker causes."""
     held: list[asyncio.Task[tuple[int, str]]] = []
-    async with fresh_connections() as control:
-        for _ in range(40):
-            held.append(asyncio.create_task(fetch(session, supervisor, method="POST")))
-            async with asyncio.timeout(10):
-                while backend.in_flight < len(held):  # noqa: ASYNC110 - a counter, not an event
-                    await asyncio.sleep(0.005)  # a bounded poll (noqa: sleep-ok)
-            workers = (await router_status(control, supervisor))["workers"]
-            if all(worker["in_flight"] for worker in workers):
-                return held, {worker["pid"]: worker["in_flight"] for worker in workers}
+    for _ in range(40):
+        held.append(asyncio.create_task(fetch(session, supervisor, method="POST")))
+        async with asyncio.timeout(10):
+            while backend.in_flight < len(held):  # noqa: ASYNC110 - a counter, not an event
+                await asyncio.sleep(0.005)  # a bounded poll (noqa: sleep-ok)
+        workers = (await router_status(supervisor))["workers"]
+        if all(worker["in_flight"] for worker in workers):
+            return held, {worker["pid"]: worker["in_flight"] for worker in workers}
     raise AssertionError("40 connections all went to one worker")
 
 
@@ -305,7 +304,7 @@ async def test_a_worker_killed_is_started_again_and_only_its_requests_fail() -> 
     ):
         for _ in range(10):
             await fetch(session, supervisor)
-        _, before = await fetch(session, supervisor, "/-/metrics")  # the counters the sum keeps
+        _, before = await admin(supervisor, "/-/metrics")  # the counters the sum keeps
         supervisor.update(table(route(home=(new.endpoint(),), generation=2)))
         new.hold()
         held, in_flight = await in_flight_on_both_workers(session, supervisor, new)
@@ -313,7 +312,6 @@ async def test_a_worker_killed_is_started_again_and_only_its_requests_fail() -> 
 
         os.kill(victim, signal.SIGKILL)
         document = await until_status(
-            session,
             supervisor,
             lambda doc: (
                 len(doc["workers"]) == 2 and victim not in {worker["pid"] for worker in doc["workers"]}
@@ -330,7 +328,7 @@ async def test_a_worker_killed_is_started_again_and_only_its_requests_fail() -> 
 
         answers = [await fetch(session, supervisor) for _ in range(20)]
         assert {(code, text.split()[0]) for code, text in answers} == {(200, "new")}
-        _, after = await fetch(session, supervisor, "/-/metrics")
+        _, after = await admin(supervisor, "/-/metrics")
         assert metric_value(after, "vk_provider_router_worker_restarts_total") == 1
         labels = {"namespace": "ml", "name": "web", "side": "home", "code": "2xx"}
         counted_before = metric_value(before, "vk_provider_router_requests_total", **labels)
@@ -354,9 +352,10 @@ async def test_stopping_finishes_the_requests_in_flight_and_refuses_new_ones() -
             async with asyncio.timeout(10):
                 while True:  # every worker stops listening at once; their requests run on
                     try:
-                        await fetch(session, supervisor, "/-/healthz")
-                    except aiohttp.ClientConnectorError:
+                        _, writer = await asyncio.open_connection("127.0.0.1", supervisor.port)
+                    except ConnectionRefusedError:
                         break
+                    writer.close()
                     await asyncio.sleep(0.02)  # a bounded poll (noqa: sleep-ok)
             assert not stopping.done()
             slow.release()
