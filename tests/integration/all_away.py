@@ -40,11 +40,6 @@ def load(rig: Rig, rate: float) -> LoadGenerator:
     )
 
 
-async def served_at_least(generator: LoadGenerator, count: int) -> bool:
-    """A `wait_for` probe: the load has had at least `count` answers (or failures)."""
-    return len(generator.outcomes) >= count
-
-
 def describe(outcomes: list[Outcome]) -> str:
     return "\n".join(
         f"{o.kind} status={o.status} by={o.served_by} failure={o.failure}" for o in outcomes[:10]
@@ -88,3 +83,31 @@ async def wait_for_healthy_checks(rig: Rig, count: int) -> dict[str, Any]:
         timeout_seconds=60,
         what=f"the router's active checks to pass for {count} away endpoints:\n{rig.router.log_tail(20)}",
     )
+
+
+async def warnings_on(rig: Rig, uid: str, reason: str) -> list[dict[str, Any]] | None:
+    """The Events `reason` about the object `uid` in the rig's namespace; None while there are none
+    (for `wait_for`)."""
+    listing = await rig.api.get(
+        f"/api/v1/namespaces/{rig.namespace}/events",
+        query={"fieldSelector": f"involvedObject.uid={uid},reason={reason}"},
+    )
+    items: list[dict[str, Any]] = listing.get("items") or []
+    return items or None
+
+
+def router_log_lines(rig: Rig, *words: str) -> list[str]:
+    """The lines of this rig's router log holding every one of `words`. Routers of other tests that
+    watch the whole cluster may post Events about the same objects: the log tells this router's own."""
+    lines = rig.router.log_path.read_text().splitlines()
+    return [line for line in lines if all(word in line for word in words)]
+
+
+async def more_requests(generator: LoadGenerator, count: int, *, timeout_seconds: float = 30) -> None:
+    """Until the load has completed `count` more requests than it has now."""
+    target = len(generator.outcomes) + count
+
+    async def done() -> bool:
+        return len(generator.outcomes) >= target
+
+    await wait_for(done, timeout_seconds=timeout_seconds, what=f"{count} more requests")

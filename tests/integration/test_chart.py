@@ -336,6 +336,7 @@ def test_serving_certificates_are_values_shared_or_per_node(
         ({"nodes": [{"name": "n", "provider": "runpood"}]}, "nodes/0/provider"),
         ({"nodes": [{"name": "n", "provider": "runpod", "credentialsSecret": "key"}]}, "credentialsSecret"),
         ({"router": {"aws": {"existingSecret": {"name": "Not A Name"}}}}, "router/aws/existingSecret/name"),
+        ({"router": {"signForHosts": ["https://s3.amazonaws.com/"]}}, "router/signForHosts/0"),
     ],
     ids=[
         "bad-name",
@@ -347,6 +348,7 @@ def test_serving_certificates_are_values_shared_or_per_node(
         "unknown-provider",
         "old-credentials-key",
         "bad-secret-name",
+        "url-to-sign-for",
     ],
 )
 def test_the_schema_refuses_bad_values_and_says_where(
@@ -606,3 +608,28 @@ def test_a_host_network_cluster_s_needs_are_values(
     controller = container("vk-provider-controller")
     assert "--metrics-listen=$(POD_IP):8081" in controller["args"]
     assert [variable["name"] for variable in controller["env"]] == ["POD_NAME", "POD_IP"]
+
+
+def test_the_router_s_trust_settings_are_values(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """Hosts to sign for besides SageMaker runtime's own, and EndpointSlice managers besides
+    Kubernetes' controller: none by default, each one an argument of the router."""
+    values = {"router": {"signForHosts": ["vpce-1.runtime.sagemaker.eu-west-1.vpce.amazonaws.com"]}}
+    values["router"]["endpointSliceManagers"] = ["mesh.io"]
+    rendered = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+    default = {key(item): item for item in render(helm)}
+
+    def router_args(objects: Mapping[tuple[str, str, str], Object]) -> list[str]:
+        pod = objects["Deployment", NAMESPACE, "vk-provider-router"]["spec"]["template"]["spec"]
+        args: list[str] = pod["containers"][0]["args"]
+        return args
+
+    trust = [arg for arg in router_args(rendered) if arg.startswith(("--sign-for-host", "--endpoint-slice"))]
+    assert trust == [
+        "--sign-for-host=vpce-1.runtime.sagemaker.eu-west-1.vpce.amazonaws.com",
+        "--endpoint-slice-manager=mesh.io",
+    ]
+    assert not [
+        arg for arg in router_args(default) if arg.startswith(("--sign-for-host", "--endpoint-slice"))
+    ]

@@ -26,9 +26,11 @@ from tests.integration.all_away import (
     describe,
     flip_all_away,
     load,
+    more_requests,
     router_document,
-    served_at_least,
+    router_log_lines,
     wait_for_healthy_checks,
+    warnings_on,
 )
 from tests.integration.migration_rig import NAME, Rig, RigFor
 from tests.integration.nodes import healthy_node
@@ -111,8 +113,7 @@ async def test_nothing_goes_to_another_virtual_kubelets_node(
         assert VIRTUAL_NODE_LABEL in str(event["message"])
     # Routers of other tests that watch the whole cluster may warn too: this router's log says it
     # warned exactly once.
-    lines = rig.router.log_path.read_text().splitlines()
-    ours = [line for line in lines if FOREIGN_NODE_REASON in line and INTRUDER in line]
+    ours = router_log_lines(rig, FOREIGN_NODE_REASON, INTRUDER)
     assert len(ours) == 1, ours
     print(
         f"{len(outcomes)} requests, 0 failed, 0 to the decoy; away pods on {sorted(set(placed.values()))}; "
@@ -146,7 +147,7 @@ async def _flip_away_beside(
         uid = created["metadata"]["uid"]
         await rig.api.patch(path + "/status", running_with_address(decoy_url), content_type=MERGE_PATCH)
         events = await wait_for(
-            lambda: _warnings(rig, uid),
+            lambda: warnings_on(rig, uid, FOREIGN_NODE_REASON),
             timeout_seconds=30,
             what=f"the router's {FOREIGN_NODE_REASON} Event:\n{rig.router.log_tail(20)}",
         )
@@ -161,21 +162,9 @@ async def _flip_away_beside(
         assert decoy_url not in document["active_checks"], document["active_checks"]
         (route,) = [r for r in document["routes"] if r["name"] == NAME]
         assert route["endpoints"]["away"]["usable"] == 2, route
-        seen = len(generator.outcomes)
-        await wait_for(
-            lambda: served_at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests"
-        )
+        await more_requests(generator, 60)
         await generator.stop()
     # No kubelet will ever confirm its end: deleted at once, before its node goes.
     await rig.api.delete(path, {"gracePeriodSeconds": 0})
     assert events is not None
     return generator, placed, events
-
-
-async def _warnings(rig: Rig, uid: str) -> list[dict[str, Any]] | None:
-    listing = await rig.api.get(
-        f"/api/v1/namespaces/{rig.namespace}/events",
-        query={"fieldSelector": f"involvedObject.uid={uid},reason={FOREIGN_NODE_REASON}"},
-    )
-    items: list[dict[str, Any]] = listing.get("items") or []
-    return items or None

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.integration.all_away import served_at_least
+from tests.integration.all_away import more_requests
 from tests.integration.conftest import release_offloads
 from tests.integration.daemons import ManagedProcess
 from tests.integration.migration_rig import API, NAME, Rig, RigFor, start_router
@@ -381,9 +381,7 @@ async def _two_hundred_requests(
     )
     load = LoadGenerator(LoadSettings(url=router_url, host_header=host, rate=40, stream_share=0.3))
     await load.start()
-    await wait_for(
-        lambda: served_at_least(load, 200), timeout_seconds=60, what="200 requests through the router"
-    )
+    await more_requests(load, 200, timeout_seconds=60)
     await load.stop()
     return load
 

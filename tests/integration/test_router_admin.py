@@ -17,12 +17,11 @@ from tests.integration.all_away import (
     describe,
     flip_all_away,
     load,
+    more_requests,
     router_document,
-    served_at_least,
     wait_for_healthy_checks,
 )
 from tests.integration.migration_rig import NAME, RigFor
-from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import failures
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
@@ -54,10 +53,7 @@ async def test_the_status_page_is_not_served_on_the_traffic_port(rig_for: RigFor
                 assert not [url for url in away_urls if url.encode() in relayed], relayed[:200]
         metrics = await router_document(rig, "metrics")
         assert "vk_provider_router_requests_total" in metrics
-        seen = len(generator.outcomes)
-        await wait_for(
-            lambda: served_at_least(generator, seen + 40), timeout_seconds=30, what="40 more requests"
-        )
+        await more_requests(generator, 40)
     outcomes = generator.outcomes
     assert not failures(outcomes), describe(failures(outcomes))
     print(f"{len(outcomes)} requests under load, {len(failures(outcomes))} failed")

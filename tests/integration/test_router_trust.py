@@ -22,9 +22,11 @@ from tests.integration.all_away import (
     describe,
     flip_all_away,
     load,
+    more_requests,
     router_document,
-    served_at_least,
+    router_log_lines,
     wait_for_healthy_checks,
+    warnings_on,
 )
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.migration_rig import NAME, RigFor
@@ -128,16 +130,10 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
                     await editor.patch(path + "/status", {"status": {"conditions": [condition]}})
                 assert refused.value.status == 403, refused.value
 
-                async def warned() -> list[dict[str, object]] | None:
-                    listing = await rig.api.get(
-                        f"/api/v1/namespaces/{namespace}/events",
-                        query={"fieldSelector": f"involvedObject.uid={uid},reason={REASON}"},
-                    )
-                    items: list[dict[str, object]] = listing.get("items") or []
-                    return items or None
-
                 events = await wait_for(
-                    warned, timeout_seconds=30, what=f"the router's Warning Event:\n{rig.router.log_tail(20)}"
+                    lambda: warnings_on(rig, uid, REASON),
+                    timeout_seconds=30,
+                    what=f"the router's Warning Event:\n{rig.router.log_tail(20)}",
                 )
                 # The router saw the forged annotations (it posted the Event) and its table still
                 # holds only the addresses the node published.
@@ -154,10 +150,7 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
                 (route,) = [r for r in document["routes"] if r["name"] == NAME]
                 assert route["endpoints"]["away"]["usable"] == 2
                 # A few more seconds of traffic after the router has seen the forgery.
-                seen = len(generator.outcomes)
-                await wait_for(
-                    lambda: served_at_least(generator, seen + 60), timeout_seconds=30, what="60 more requests"
-                )
+                await more_requests(generator, 60)
                 await generator.stop()
         finally:
             await editor.close()
@@ -172,6 +165,6 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
         assert event["type"] == "Warning"
         assert TRAFFIC_ADDRESS_ANNOTATION in str(event["message"])
         assert TRAFFIC_AUTH_ANNOTATION in str(event["message"])
-    ours = [line for line in rig.router.log_path.read_text().splitlines() if REASON in line and name in line]
+    ours = router_log_lines(rig, REASON, name)
     assert len(ours) == 1, ours
     print(f"{len(outcomes)} requests, 0 failed, 0 to the decoy; event: {events[0]['message']}")

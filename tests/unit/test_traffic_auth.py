@@ -26,6 +26,11 @@ def test_a_marker_reads_back_as_what_wrote_it() -> None:
             "https://runtime.sagemaker.cn-north-1.amazonaws.com.cn/endpoints/e/invocations",
             AwsSigV4(region="cn-north-1"),
         ),
+        (
+            "aws-sigv4",
+            "https://runtime-fips.sagemaker.us-gov-west-1.amazonaws.com/endpoints/e/invocations",
+            AwsSigV4(region="us-gov-west-1"),
+        ),
         ("aws-sigv4; region=us-west-2; service=sagemaker", LOCAL, AwsSigV4(region="us-west-2")),
     ],
 )

@@ -9,9 +9,12 @@ HTTP header's parameters:
     aws-sigv4; service=sagemaker; region=eu-west-1
 
 `service` and `region` are the SigV4 credential scope. Either may be left out when the address's host
-says it (`runtime.sagemaker.<region>.amazonaws.com`, or `.amazonaws.com.cn`); a provider names both,
-since a VPC endpoint or a stand-in's address says neither. The router uses its own AWS credentials
-(see `vk_provider.router.signing`) and signs with `vk_provider.kit.signing`.
+says it (`runtime.sagemaker.<region>.amazonaws.com`, `.amazonaws.com.cn` in China, or FIPS's
+`runtime-fips.sagemaker.<region>.amazonaws.com`); a provider names both, since a VPC endpoint or a
+stand-in's address says neither. The router uses its own AWS credentials (see
+`vk_provider.router.signing`) and signs with `vk_provider.kit.signing`. Parsing says what a marker asks
+for; whether the router does it (for SageMaker's runtime only) is the router's decision
+(`vk_provider.router.signingscope`).
 
 The marker and the signing are two modules because they have different readers: the router's route
 table parses markers for every endpoint and needs no AWS SDK; only the requests that are signed do.
@@ -29,7 +32,8 @@ from urllib.parse import urlsplit
 AWS_SIGV4 = "aws-sigv4"
 SAGEMAKER_SERVICE = "sagemaker"
 
-_SAGEMAKER_RUNTIME_HOST = re.compile(r"runtime\.sagemaker\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
+_SAGEMAKER_RUNTIME_HOST = re.compile(r"runtime(?:-fips)?\.sagemaker\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
+"""SageMaker runtime's own hosts (AWS's endpoint prefix `runtime.sagemaker`, FIPS `runtime-fips`)."""
 _TOKEN = re.compile(r"[a-z0-9-]+")
 
 
@@ -74,6 +78,11 @@ def parse_traffic_auth(marker: str, address: str) -> TrafficAuth:
             "is not a SageMaker runtime address"
         )
     return AwsSigV4(region=region, service=service)
+
+
+def is_sagemaker_runtime_host(host: str) -> bool:
+    """Whether `host` (a bare host name, lower case) is one of SageMaker runtime's own."""
+    return _SAGEMAKER_RUNTIME_HOST.fullmatch(host) is not None
 
 
 def _region_from_host(address: str) -> str | None:

@@ -82,6 +82,13 @@ FOREIGN_NODE_REASON = "NotOnVkProviderNode"
 """The reason of the Warning Event the router posts once for an away pod with a traffic address that is
 bound to a node without `VIRTUAL_NODE_LABEL` (another virtual-kubelet's, or an ordinary kubelet's):
 whoever wrote that address, it was not one of our node daemons, so the router sends it nothing."""
+TRAFFIC_AUTH_REFUSED_REASON = "TrafficAuthRefused"
+"""The reason of the Warning Event the router posts once for an away pod whose traffic-auth marker it
+cannot act on (unknown, malformed) or will not (signing for a service other than SageMaker's runtime, or
+at a host that is not SageMaker's and that `--sign-for-host` does not name): the pod gets no traffic."""
+UNTRUSTED_ENDPOINT_SLICE_REASON = "UntrustedEndpointSlice"
+"""The reason of the Warning Event the router posts once for an EndpointSlice of an Offload's home
+Service that no trusted manager wrote (see `vk_provider.offload.homeslices`): its addresses get nothing."""
 
 
 def offloads_path(namespace: str | None = None) -> str:

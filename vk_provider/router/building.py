@@ -6,7 +6,10 @@ endpoints by URL), so building twice from the same objects, in any order, gives 
 caller can skip a swap when nothing changed.
 
 Home endpoints come from the EndpointSlices of the Offload's home Service (label
-`kubernetes.io/service-name`, same namespace), read with the API's documented condition semantics:
+`kubernetes.io/service-name`, same namespace) that a trusted manager wrote (Kubernetes' EndpointSlice
+controller, or one the operator names: `vk_provider.offload.homeslices`); a labelled slice of a home
+Service from anyone else is left out and reported in `BuildResult.untrusted_slices`, for a Warning
+Event. The trusted slices are read with the API's documented condition semantics:
 
 - `ready` true (a missing `ready` counts as true, as the API says) and not terminating: a live
   endpoint;
@@ -29,8 +32,10 @@ and the auth marker are the messages of the pod status conditions `vk-provider.d
 annotations of those names are never read, since any pod editor may set them: a pod carrying one is
 reported in `BuildResult.untrusted`, for a Warning Event. A pod whose address is not an http(s) URL is
 left out. A pod with an auth marker (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see
-`vk_provider.kit.traffic_auth`) becomes a signed endpoint; one whose marker the router cannot act on is
-left out, since unsigned requests would only be refused there.
+`vk_provider.kit.traffic_auth`) becomes a signed endpoint when the router signs for that service at that
+host (`vk_provider.router.signingscope`: SageMaker's runtime, and the hosts the operator names); one
+whose marker the router cannot or will not act on is left out, since unsigned requests would only be
+refused there, and reported in `BuildResult.refused_signing`, for a Warning Event.
 
 An away pod serves when its `Ready` condition is `True`; one being deleted
 (`metadata.deletionTimestamp` set) drains. When its node is not Ready (the node daemon is down, the
@@ -73,6 +78,7 @@ from typing import Any, Final
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
 from vk_provider.offload.claims import Claims, resolve_claims
+from vk_provider.offload.homeslices import SliceManagers, manager_of
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
     TRAFFIC_ADDRESS_ANNOTATION,
@@ -84,6 +90,7 @@ from vk_provider.offload.names import (
 )
 from vk_provider.offload.retained import RetainedRoute, retained_routes
 from vk_provider.offload.status import OffloadStatus
+from vk_provider.router.signingscope import SigningScope
 from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
 
 logger = logging.getLogger(__name__)
@@ -105,8 +112,10 @@ __all__ = [
     "BuildResult",
     "CheckTarget",
     "ForeignNodePod",
+    "RefusedSigning",
     "SkippedOffload",
     "UntrustedPod",
+    "UntrustedSlice",
     "build_routes",
     "build_table",
 ]
@@ -146,6 +155,27 @@ class ForeignNodePod:
 
 
 @dataclasses.dataclass(frozen=True)
+class RefusedSigning:
+    """An away pod whose traffic-auth marker the router cannot or will not act on: left out."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class UntrustedSlice:
+    """An EndpointSlice of a home Service written by a manager the router does not trust: ignored."""
+
+    namespace: str
+    name: str
+    uid: str
+    manager: str
+    """Its `endpointslice.kubernetes.io/managed-by` label ("" when it has none)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class CheckTarget:
     """An away endpoint to check actively: `url` is its traffic address, `check_url` what to GET."""
 
@@ -156,14 +186,17 @@ class CheckTarget:
 @dataclasses.dataclass(frozen=True)
 class BuildResult:
     """The table built, the Offloads that could not be part of it (sorted by key), the away pods with
-    ignored traffic annotations, those ignored for their node and the away endpoints to check actively
-    (all three sorted)."""
+    ignored traffic annotations, those ignored for their node, the away endpoints to check actively,
+    the away pods left out for their auth marker and the home Services' slices left out for their
+    manager (all sorted)."""
 
     table: RouteTable
     skipped: tuple[SkippedOffload, ...] = ()
     untrusted: tuple[UntrustedPod, ...] = ()
     check_targets: tuple[CheckTarget, ...] = ()
     foreign: tuple[ForeignNodePod, ...] = ()
+    refused_signing: tuple[RefusedSigning, ...] = ()
+    untrusted_slices: tuple[UntrustedSlice, ...] = ()
 
 
 def build_table(
@@ -174,6 +207,8 @@ def build_table(
     virtual_nodes: Iterable[Mapping[str, Any]] = (),
     active_checks: Mapping[str, bool] | None = None,
     kept_routes: Iterable[Mapping[str, Any]] = (),
+    signing_scope: SigningScope | None = None,
+    slice_managers: SliceManagers | None = None,
 ) -> RouteTable:
     """The route table for these objects; each skipped Offload is logged as a warning."""
     result = build_routes(
@@ -183,6 +218,8 @@ def build_table(
         virtual_nodes=virtual_nodes,
         active_checks=active_checks,
         kept_routes=kept_routes,
+        signing_scope=signing_scope,
+        slice_managers=slice_managers,
     )
     for skipped in result.skipped:
         logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
@@ -197,6 +234,8 @@ def build_routes(
     virtual_nodes: Iterable[Mapping[str, Any]] = (),
     active_checks: Mapping[str, bool] | None = None,
     kept_routes: Iterable[Mapping[str, Any]] = (),
+    signing_scope: SigningScope | None = None,
+    slice_managers: SliceManagers | None = None,
 ) -> BuildResult:
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
     route's claim (no logging).
@@ -205,11 +244,16 @@ def build_routes(
     (others are ignored); only pods bound to one of them are away endpoints. `active_checks` are the
     router's latest verdicts on away addresses (URL → passing), which keep the pods of a node gone not
     Ready serving.
-    `kept_routes` are the KeptRoutes deleted Offloads left.
+    `kept_routes` are the KeptRoutes deleted Offloads left. `signing_scope` says which signed endpoints
+    the router takes (default: SageMaker's runtime hosts only), `slice_managers` whose EndpointSlices
+    are home endpoints (default: Kubernetes' EndpointSlice controller's only).
     """
     offloads = list(offloads)
-    home_index = _index_home_endpoints(endpoint_slices)
-    away = _index_away_endpoints(away_pods, _node_states(virtual_nodes), active_checks or {})
+    home = _index_home_endpoints(endpoint_slices, slice_managers or SliceManagers())
+    home_index = home.index
+    away = _index_away_endpoints(
+        away_pods, _node_states(virtual_nodes), active_checks or {}, signing_scope or SigningScope()
+    )
     away_index = away.index
     routes: list[Route] = []
     skipped: list[SkippedOffload] = []
@@ -232,9 +276,31 @@ def build_routes(
     routes.sort(key=lambda route: (route.namespace, route.name))
     skipped.sort(key=lambda item: (item.namespace, item.name, item.reason))
     owners = {host: namespace for host, namespace in claims.owners.items() if host}
-    return BuildResult(
-        RouteTable.of(routes, owners), tuple(skipped), away.untrusted, away.check_targets, away.foreign
+    # Only the slices of Services that routes read: a selector-less Service nobody offloads is none of
+    # the router's business, and warning about every one in the cluster would bury the real ones.
+    home_services = {_home_service_key(offload) for offload in offloads} | {
+        (kept.namespace, kept.service) for kept in claims.kept
+    }
+    untrusted_slices = tuple(
+        found
+        for key in sorted(home.untrusted.keys() & home_services)
+        for found in sorted(home.untrusted[key], key=lambda found: (found.name, found.uid))
     )
+    return BuildResult(
+        RouteTable.of(routes, owners),
+        tuple(skipped),
+        away.untrusted,
+        away.check_targets,
+        away.foreign,
+        away.refused_signing,
+        untrusted_slices,
+    )
+
+
+def _home_service_key(offload: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, home Service) of an Offload, as the home index keys it."""
+    service = _text(_mapping(_mapping(offload.get("spec")).get("home")).get("service"))
+    return (_text(_mapping(offload.get("metadata")).get("namespace")), service)
 
 
 def _drop_claim_losers(claims: Claims, routes: list[Route], skipped: list[SkippedOffload]) -> list[Route]:
@@ -327,15 +393,33 @@ def _add(index: _Index, key: tuple[str, str], endpoint: Endpoint) -> None:
     side[endpoint.url] = endpoint
 
 
-def _index_home_endpoints(endpoint_slices: Iterable[Mapping[str, Any]]) -> _Index:
+@dataclasses.dataclass(frozen=True)
+class _HomeReading:
+    index: _Index
+    untrusted: Mapping[tuple[str, str], list[UntrustedSlice]]
+    """By (namespace, service): the slices labelled with a Service but written by an untrusted manager."""
+
+
+def _index_home_endpoints(
+    endpoint_slices: Iterable[Mapping[str, Any]], managers: SliceManagers
+) -> _HomeReading:
     index: _Index = {}
+    untrusted: dict[tuple[str, str], list[UntrustedSlice]] = {}
     for endpoint_slice in endpoint_slices:
         metadata = _mapping(endpoint_slice.get("metadata"))
         service = _text(_mapping(metadata.get("labels")).get(SERVICE_NAME_LABEL))
-        port = _slice_port(endpoint_slice.get("ports"))
-        if not service or port is None:
+        if not service:
             continue
         key = (_text(metadata.get("namespace")), service)
+        if not managers.trusts(endpoint_slice):
+            found = UntrustedSlice(
+                key[0], _text(metadata.get("name")), _text(metadata.get("uid")), manager_of(endpoint_slice)
+            )
+            untrusted.setdefault(key, []).append(found)
+            continue
+        port = _slice_port(endpoint_slice.get("ports"))
+        if port is None:
+            continue
         ipv6_slice = endpoint_slice.get("addressType") == "IPv6"
         for endpoint in endpoint_slice.get("endpoints") or ():
             if not isinstance(endpoint, Mapping):
@@ -347,7 +431,7 @@ def _index_home_endpoints(endpoint_slices: Iterable[Mapping[str, Any]]) -> _Inde
                 if isinstance(address, str) and address:
                     host = f"[{address}]" if ipv6_slice or ":" in address else address
                     _add(index, key, Endpoint(f"http://{host}:{port}", terminating=terminating))
-    return index
+    return _HomeReading(index, untrusted)
 
 
 def _endpoint_state(conditions: Mapping[str, Any]) -> bool | None:
@@ -377,6 +461,7 @@ class _AwayReading:
     untrusted: tuple[UntrustedPod, ...]
     check_targets: tuple[CheckTarget, ...]
     foreign: tuple[ForeignNodePod, ...]
+    refused_signing: tuple[RefusedSigning, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,11 +502,15 @@ def _marked_not_ready_by_node_outage(pod: Mapping[str, Any], node: _NodeState) -
 
 
 def _index_away_endpoints(
-    away_pods: Iterable[Mapping[str, Any]], nodes: Mapping[str, _NodeState], active_checks: Mapping[str, bool]
+    away_pods: Iterable[Mapping[str, Any]],
+    nodes: Mapping[str, _NodeState],
+    active_checks: Mapping[str, bool],
+    signing_scope: SigningScope,
 ) -> _AwayReading:
     index: _Index = {}
     untrusted: list[UntrustedPod] = []
     foreign: list[ForeignNodePod] = []
+    refused: list[RefusedSigning] = []
     targets: dict[str, CheckTarget] = {}
     for pod in away_pods:
         metadata = _mapping(pod.get("metadata"))
@@ -457,9 +546,17 @@ def _index_away_endpoints(
             continue
         url = address.rstrip("/")
         try:
-            auth = _traffic_auth(pod, url)
-            Endpoint(url, auth=auth)  # validates the URL
+            Endpoint(url)  # validates the URL
         except ValueError:
+            continue
+        try:
+            auth = _traffic_auth(pod, url)
+        except ValueError as error:
+            refused.append(_refused(metadata, str(error)))
+            continue
+        refusal = signing_scope.refusal(auth, url) if auth is not None else None
+        if refusal is not None:
+            refused.append(_refused(metadata, refusal))
             continue
         if auth is None:  # a signed endpoint (a managed service's invocation URL) takes no GET
             targets[url] = CheckTarget(url, url + _check_path(pod))
@@ -475,8 +572,19 @@ def _index_away_endpoints(
         _add(index, (_text(metadata.get("namespace")), offload), endpoint)
     untrusted.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     foreign.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
+    refused.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     return _AwayReading(
-        index, tuple(untrusted), tuple(targets[url] for url in sorted(targets)), tuple(foreign)
+        index,
+        tuple(untrusted),
+        tuple(targets[url] for url in sorted(targets)),
+        tuple(foreign),
+        tuple(refused),
+    )
+
+
+def _refused(metadata: Mapping[str, Any], reason: str) -> RefusedSigning:
+    return RefusedSigning(
+        _text(metadata.get("namespace")), _text(metadata.get("name")), _text(metadata.get("uid")), reason
     )
 
 

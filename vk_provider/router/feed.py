@@ -11,8 +11,10 @@ state each time it wakes. Rebuilding everything is cheap next to the network: a 
 Offloads, not tens of thousands.
 
 Each rebuild hands the active checks the away endpoints to check, and posts one Warning Event per away
-pod (by UID) that carries the old traffic annotations the router now ignores, and one per away pod with
-a traffic address on a node that is not ours (another virtual-kubelet's), which it ignores too.
+pod (by UID) that carries the old traffic annotations the router now ignores, one per away pod with
+a traffic address on a node that is not ours (another virtual-kubelet's), which it ignores too, one per
+away pod whose traffic-auth marker it refuses (a service other than SageMaker's runtime, or a host
+outside the signing scope), and one per EndpointSlice of a home Service that no trusted manager wrote.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from typing import Protocol, TypeVar
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
+from vk_provider.offload.homeslices import MANAGED_BY_LABEL, SliceManagers
 from vk_provider.offload.names import (
     FOREIGN_NODE_REASON,
     OFFLOAD_LABEL,
+    TRAFFIC_AUTH_REFUSED_REASON,
+    UNTRUSTED_ENDPOINT_SLICE_REASON,
     UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
     VIRTUAL_NODE_LABEL,
     VIRTUAL_NODE_SELECTOR,
@@ -37,19 +42,22 @@ from vk_provider.offload.retained import kept_routes_reflector
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
     ForeignNodePod,
+    RefusedSigning,
     SkippedOffload,
     UntrustedPod,
+    UntrustedSlice,
     build_routes,
 )
 from vk_provider.router.health import ActiveChecks, CheckSettings
 from vk_provider.router.metrics import RouterMetrics
+from vk_provider.router.signingscope import SigningScope
 from vk_provider.router.table import Endpoint, RouteTable
 
 logger = logging.getLogger(__name__)
 
 
-class _PodRef(Protocol):
-    """What a pod the router warns about is known by."""
+class _ObjectRef(Protocol):
+    """What an object the router warns about (a pod, an EndpointSlice) is known by."""
 
     @property
     def namespace(self) -> str: ...
@@ -59,7 +67,7 @@ class _PodRef(Protocol):
     def uid(self) -> str: ...
 
 
-_PodT = TypeVar("_PodT", bound=_PodRef)
+_RefT = TypeVar("_RefT", bound=_ObjectRef)
 
 
 class TableFeed:
@@ -68,8 +76,9 @@ class TableFeed:
     `namespace` limits every watch but the Nodes' to one namespace (None: the whole cluster).
     `synced` is set once all five mirrors hold their first list and the first table has been
     applied. The active checks of away endpoints run here, with `check_settings`, counted in
-    `metrics`; `events`, if given, takes the Warnings about ignored annotations and pods on foreign
-    nodes (its `run` is the caller's).
+    `metrics`; `events`, if given, takes the Warnings about ignored annotations, pods on foreign
+    nodes, refused traffic-auth markers and untrusted EndpointSlices (its `run` is the caller's).
+    `signing_scope` and `slice_managers` are handed to `build_routes`.
     """
 
     def __init__(
@@ -81,8 +90,12 @@ class TableFeed:
         check_settings: CheckSettings | None = None,
         metrics: RouterMetrics | None = None,
         events: EventRecorder | None = None,
+        signing_scope: SigningScope | None = None,
+        slice_managers: SliceManagers | None = None,
     ) -> None:
         self._apply = apply
+        self._signing_scope = signing_scope
+        self._slice_managers = slice_managers
         self._wake = asyncio.Event()
         self.checks = ActiveChecks(check_settings, on_change=self.checks_changed, metrics=metrics)
         self._events = events
@@ -90,6 +103,10 @@ class TableFeed:
         """UIDs of the pods already warned about ignored traffic annotations."""
         self._warned_foreign: set[str] = set()
         """UIDs of the pods already warned about being on a node that is not ours."""
+        self._warned_refused_signing: set[str] = set()
+        """UIDs of the pods already warned about a traffic-auth marker the router refuses."""
+        self._warned_slices: set[str] = set()
+        """UIDs of the EndpointSlices already warned about being written by an untrusted manager."""
         self.synced = asyncio.Event()
         self.table = RouteTable()
         self.skipped: tuple[SkippedOffload, ...] = ()
@@ -147,11 +164,15 @@ class TableFeed:
             virtual_nodes=self.virtual_nodes.objects.values(),
             active_checks=self.checks.verdicts,
             kept_routes=self.kept_routes.objects.values(),
+            signing_scope=self._signing_scope,
+            slice_managers=self._slice_managers,
         )
         self.rebuilds += 1
         self.checks.set_targets(result.check_targets)
         self._warn_untrusted(result.untrusted)
         self._warn_foreign(result.foreign)
+        self._warn_refused_signing(result.refused_signing)
+        self._warn_untrusted_slices(result.untrusted_slices)
         for skipped in set(result.skipped) - set(self.skipped):
             logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
         self.skipped = result.skipped
@@ -184,26 +205,50 @@ class TableFeed:
             ),
         )
 
+    def _warn_refused_signing(self, pods: tuple[RefusedSigning, ...]) -> None:
+        self._warned_refused_signing = self._warn_once(
+            pods,
+            self._warned_refused_signing,
+            TRAFFIC_AUTH_REFUSED_REASON,
+            lambda pod: (
+                f"ignored its traffic address, whose traffic-auth marker the router does not act on: "
+                f"{pod.reason}"
+            ),
+        )
+
+    def _warn_untrusted_slices(self, slices: tuple[UntrustedSlice, ...]) -> None:
+        self._warned_slices = self._warn_once(
+            slices,
+            self._warned_slices,
+            UNTRUSTED_ENDPOINT_SLICE_REASON,
+            _untrusted_slice_message,
+            kind="EndpointSlice",
+            api_version="discovery.k8s.io/v1",
+        )
+
     def _warn_once(
         self,
-        pods: tuple[_PodT, ...],
+        objects: tuple[_RefT, ...],
         warned: set[str],
         reason: str,
-        message_of: Callable[[_PodT], str],
+        message_of: Callable[[_RefT], str],
+        *,
+        kind: str = "Pod",
+        api_version: str = "v1",
     ) -> set[str]:
-        """One Warning Event per pod UID (a resync must not repeat it); returns the UIDs warned of that
-        are still there, so the set stays as small as the pods."""
-        for pod in pods:
-            if pod.uid in warned:
+        """One Warning Event per object UID (a resync must not repeat it); returns the UIDs warned of
+        that are still there, so the set stays as small as the objects."""
+        for found in objects:
+            if found.uid in warned:
                 continue
-            warned.add(pod.uid)
-            message = message_of(pod)
+            warned.add(found.uid)
+            message = message_of(found)
             if self._events is None:
-                logger.warning("pod %s/%s: %s", pod.namespace, pod.name, message)
+                logger.warning("%s %s/%s: %s", kind, found.namespace, found.name, message)
             else:
-                involved = InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
+                involved = InvolvedObject(kind, found.name, found.namespace, found.uid, api_version)
                 self._events.record(involved, "Warning", reason, message)
-        return warned & {pod.uid for pod in pods}
+        return warned & {found.uid for found in objects}
 
     async def run(self) -> None:
         """Watch, check and rebuild until cancelled."""
@@ -235,6 +280,14 @@ class TableFeed:
                     ", ".join(f"{route.key} away={route.away_weight}%" for route in self.table.routes)
                     or "no routes",
                 )
+
+
+def _untrusted_slice_message(found: UntrustedSlice) -> str:
+    manager = f"{MANAGED_BY_LABEL}={found.manager}" if found.manager else f"no {MANAGED_BY_LABEL} label"
+    return (
+        f"ignored as home endpoints ({manager}): the router takes a home Service's endpoints only from "
+        "slices of Kubernetes' EndpointSlice controller or of a manager its --endpoint-slice-manager names"
+    )
 
 
 def _described(endpoint: Endpoint) -> str:

@@ -11,7 +11,10 @@ this process serves the port itself, with no other process.
 Away pods whose traffic address wants SigV4 (SageMaker endpoints) get signed requests, with the AWS
 credentials botocore's standard chain finds for the router (environment, IRSA, shared files, container
 or instance metadata), or the profile and credentials file `--aws-profile` and
-`--aws-credentials-file` name; see `vk_provider.router.signing`.
+`--aws-credentials-file` name; see `vk_provider.router.signing`. It signs only for SageMaker's
+runtime, at its own hosts and those `--sign-for-host` names (`vk_provider.router.signingscope`), and
+takes home endpoints only from the EndpointSlices of Kubernetes' EndpointSlice controller and the
+managers `--endpoint-slice-manager` names (`vk_provider.offload.homeslices`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi
+from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
 from vk_provider.router.admin import DEFAULT_ADMIN_LISTEN, Answer, local_answer, start_admin
 from vk_provider.router.core import ProxyServer, start
 from vk_provider.router.feed import TableFeed
@@ -36,6 +40,7 @@ from vk_provider.router.health import CheckSettings
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.proxy import ProxySettings, Router
 from vk_provider.router.signing import RequestSigning, standard_chain
+from vk_provider.router.signingscope import SigningScope, sign_for_host
 from vk_provider.router.table import RouteTable
 from vk_provider.router.workerprotocol import WorkerConfig
 from vk_provider.router.workers import Supervisor
@@ -151,6 +156,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
         "(checked at most once a second)",
     )
     add_client_limit_arguments(parser)
+    add_trust_arguments(parser)
     add_check_arguments(parser)
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
@@ -206,6 +212,30 @@ def proxy_settings_of(arguments: argparse.Namespace) -> ProxySettings:
         max_header_bytes=arguments.max_header_bytes,
         max_headers=arguments.max_headers,
         max_client_connections=arguments.max_connections,
+    )
+
+
+def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the route tables take on trust (`--sign-for-host`, `--endpoint-slice-manager`): the
+    router's, and the xDS server's feed's."""
+    parser.add_argument(
+        "--sign-for-host",
+        type=sign_for_host,
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="sign SigV4 requests (service sagemaker) for pods whose traffic address is at HOST too: a "
+        "SageMaker VPC endpoint's host name, a stand-in's address; repeat for more (default: only "
+        "SageMaker runtime's own hosts, runtime.sagemaker.<region>.amazonaws.com and the like)",
+    )
+    parser.add_argument(
+        "--endpoint-slice-manager",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"take home endpoints from EndpointSlices whose {MANAGED_BY_LABEL} label is NAME too; "
+        f"repeat for more (default: only {ENDPOINTSLICE_CONTROLLER}, Kubernetes' EndpointSlice "
+        "controller, since anyone who may write EndpointSlices can label one with a Service's name)",
     )
 
 
@@ -283,6 +313,14 @@ def check_settings_of(arguments: argparse.Namespace) -> CheckSettings:
     )
 
 
+def signing_scope_of(arguments: argparse.Namespace) -> SigningScope:
+    return SigningScope.with_hosts(arguments.sign_for_host)
+
+
+def slice_managers_of(arguments: argparse.Namespace) -> SliceManagers:
+    return SliceManagers.with_extra(arguments.endpoint_slice_manager)
+
+
 @contextlib.asynccontextmanager
 async def admin_listener(
     arguments: argparse.Namespace, answer: Answer, serving: asyncio.Event, stop: asyncio.Event
@@ -315,6 +353,8 @@ async def watching_cluster(
         check_settings=check_settings_of(arguments),
         metrics=metrics,
         events=events,
+        signing_scope=signing_scope_of(arguments),
+        slice_managers=slice_managers_of(arguments),
     )
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
     events_task = asyncio.create_task(events.run(), name="router-events")

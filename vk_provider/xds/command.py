@@ -15,7 +15,12 @@ import logging
 from collections.abc import Callable
 
 from vk_provider.router.metrics import RouterMetrics
-from vk_provider.router.running import add_check_arguments, parse_listen, watching_cluster
+from vk_provider.router.running import (
+    add_check_arguments,
+    add_trust_arguments,
+    parse_listen,
+    watching_cluster,
+)
 from vk_provider.router.table import RouteTable
 from vk_provider.runtime import eventloop
 from vk_provider.runtime.signals import until_signalled
@@ -61,6 +66,7 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="CA bundle Envoy trusts for TLS endpoints (default: the system's roots)",
     )
+    add_trust_arguments(parser)
     add_check_arguments(parser)
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 

@@ -33,7 +33,8 @@ Placement annotations on the pod:
 Settings (the provider's section of the node configuration; see `config.SageMakerSettings`):
 - `role_arn` (required): the model's execution role;
 - `region` (else the boto3 chain's), `endpoint_url` (the SageMaker API, for moto or a VPC endpoint),
-  `runtime_url` (where invocations go, if not AWS's own);
+  `runtime_url` (where invocations go, if not AWS's own; the router signs for its host only when its
+  `--sign-for-host` names it);
 - credentials: boto3's standard chain (environment, IRSA web identity, shared files, container and
   instance metadata), with an optional `profile`; or `credentials_file`, a mounted AWS credentials
   file (a Secret) read with `profile`'s section and re-read when it changes. Credential values are

@@ -33,7 +33,9 @@ class SageMakerSettings:
     endpoint_url: str | None = None
     """The SageMaker API's address; None for AWS's own. Set for moto or a VPC interface endpoint."""
     runtime_url: str | None = None
-    """Where invocations go; None: https://runtime.sagemaker.<region>.amazonaws.com (.com.cn in China)."""
+    """Where invocations go; None: https://runtime.sagemaker.<region>.amazonaws.com (.com.cn in China).
+    The router signs requests for another host (a VPC endpoint's, a stand-in's) only when its
+    `--sign-for-host` names it."""
     profile: str | None = None
     """A named profile of the shared AWS files (or of `credentials_file`)."""
     credentials_file: Path | None = None

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from vk_provider.kit.traffic_auth import AwsSigV4
+from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
     TRAFFIC_ADDRESS_ANNOTATION,
@@ -23,9 +24,11 @@ from vk_provider.router.building import (
     ForeignNodePod,
     SkippedOffload,
     UntrustedPod,
+    UntrustedSlice,
     build_routes,
     build_table,
 )
+from vk_provider.router.signingscope import SigningScope
 from vk_provider.router.table import RouteTable
 
 VIRTUAL_NODE = "vk-away"
@@ -111,11 +114,14 @@ def _slice(
     ports: list[dict[str, Any]] | None = None,
     address_type: str = "IPv4",
     name: str = "chat-svc-abcde",
+    manager: str | None = ENDPOINTSLICE_CONTROLLER,
 ) -> dict[str, Any]:
+    """A slice of `service`, written by `manager` (default: Kubernetes' EndpointSlice controller)."""
+    labels = {SERVICE_NAME_LABEL: service} | ({MANAGED_BY_LABEL: manager} if manager is not None else {})
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {"name": name, "namespace": namespace, "labels": {SERVICE_NAME_LABEL: service}},
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels},
         "addressType": address_type,
         "ports": [{"name": "", "port": 8080, "protocol": "TCP"}] if ports is None else ports,
         "endpoints": endpoints,
@@ -247,6 +253,53 @@ def test_an_address_in_two_slices_is_listed_once_and_live_wins() -> None:
     assert route.home == (Endpoint("http://10.0.0.1:8080"),)
 
 
+def test_a_home_services_slice_from_anyone_but_the_endpointslice_controller_is_ignored_and_reported() -> None:
+    slices = [
+        _slice([_endpoint("10.0.0.1")], name="chat-svc-abcde"),
+        _slice([_endpoint("10.6.6.6")], name="hand-made", manager=None),
+        _slice([_endpoint("10.6.6.7")], name="forged-manager", manager="someone"),
+        # Mirrored from hand-written Endpoints: whoever wrote them chose the addresses.
+        _slice([_endpoint("10.6.6.8")], name="mirrored", manager="endpointslicemirroring-controller.k8s.io"),
+    ]
+    result = build_routes([_offload()], slices, [])
+    (route,) = result.table.routes
+    assert route.home == (Endpoint("http://10.0.0.1:8080"),)
+    assert result.untrusted_slices == (
+        UntrustedSlice("ml", "forged-manager", "uid-forged-manager", "someone"),
+        UntrustedSlice("ml", "hand-made", "uid-hand-made", ""),
+        UntrustedSlice("ml", "mirrored", "uid-mirrored", "endpointslicemirroring-controller.k8s.io"),
+    )
+
+
+def test_a_manager_the_operator_names_is_trusted_too() -> None:
+    slices = [
+        _slice([_endpoint("10.0.0.1")]),
+        _slice([_endpoint("10.0.0.2")], name="mesh", manager="mesh.io"),
+    ]
+    managers = SliceManagers.with_extra(["mesh.io"])
+    result = build_routes([_offload()], slices, [], slice_managers=managers)
+    (route,) = result.table.routes
+    assert route.home == (Endpoint("http://10.0.0.1:8080"), Endpoint("http://10.0.0.2:8080"))
+    assert result.untrusted_slices == ()
+
+
+def test_untrusted_slices_of_services_no_route_reads_are_not_reported() -> None:
+    """A router watching the whole cluster sees every selector-less Service's slices: not its business."""
+    slices = [_slice([_endpoint("10.0.0.9")], service="unrelated", name="unrelated", manager=None)]
+    assert build_routes([_offload()], slices, []).untrusted_slices == ()
+
+
+def test_a_kept_routes_service_ignores_untrusted_slices_too() -> None:
+    slices = [
+        _slice([_endpoint("10.0.0.1")]),
+        _slice([_endpoint("10.6.6.6")], name="hand-made", manager=None),
+    ]
+    result = build_routes([], slices, [], kept_routes=[_kept("ml", "chat-svc", "2026-01-01T10:00:00Z")])
+    (route,) = result.table.routes
+    assert route.home == (Endpoint("http://10.0.0.1:8080"),)
+    assert [found.name for found in result.untrusted_slices] == ["hand-made"]
+
+
 def test_ready_away_pods_with_an_address_are_away_endpoints() -> None:
     pods = [
         _pod("a", address="http://10.9.0.1:9000/"),
@@ -272,12 +325,81 @@ def test_the_traffic_auth_marker_carries_into_the_away_endpoint() -> None:
         _pod("b", address="http://127.0.0.1:9000/endpoints/x/invocations", auth="aws-sigv4;region=us-east-2"),
         _pod("c", address="http://10.9.0.3:9000"),
     ]
-    (route,) = _table([_offload()], [], pods).routes
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()])
+    (route,) = result.table.routes
     # b is left out: its marker names no service, and its address is no SageMaker host to say one.
     assert route.away == (
         Endpoint("http://10.9.0.3:9000"),
         Endpoint(SAGEMAKER_URL, auth=AwsSigV4(region="eu-west-1", service="sagemaker")),
     )
+    ((refused, reason),) = [((p.namespace, p.name, p.uid), p.reason) for p in result.refused_signing]
+    assert refused == ("ml", "b", "uid-b")
+    assert "needs a region and a service" in reason
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        SAGEMAKER_URL,
+        "https://runtime-fips.sagemaker.us-gov-west-1.amazonaws.com/endpoints/vk-1/invocations",
+        "https://runtime.sagemaker.cn-north-1.amazonaws.com.cn/endpoints/vk-1/invocations",
+    ],
+)
+def test_the_router_signs_for_sagemaker_at_its_runtime_hosts(address: str) -> None:
+    result = build_routes(
+        [_offload()], [], [_pod("a", address=address, auth="aws-sigv4")], virtual_nodes=[_node()]
+    )
+    (route,) = result.table.routes
+    assert [endpoint.url for endpoint in route.away] == [address]
+    assert result.refused_signing == ()
+
+
+@pytest.mark.parametrize(
+    ("address", "marker", "why"),
+    [
+        (
+            "https://my-bucket.s3.eu-west-1.amazonaws.com/object",
+            "aws-sigv4; service=s3; region=eu-west-1",
+            "only for the sagemaker service",
+        ),
+        (SAGEMAKER_URL, "aws-sigv4; service=iam; region=eu-west-1", "not 'iam'"),
+        (
+            "https://attacker.example/endpoints/vk-1/invocations",
+            "aws-sigv4; service=sagemaker; region=eu-west-1",
+            "'attacker.example' is not a SageMaker runtime host",
+        ),
+        (
+            # Looks like SageMaker's until the last label: only the whole host counts.
+            "https://runtime.sagemaker.eu-west-1.amazonaws.com.attacker.example/endpoints/x/invocations",
+            "aws-sigv4; service=sagemaker; region=eu-west-1",
+            "is not a SageMaker runtime host",
+        ),
+    ],
+)
+def test_a_marker_outside_the_signing_scope_is_left_out_and_reported(
+    address: str, marker: str, why: str
+) -> None:
+    pods = [_pod("a", address=address, auth=marker), _pod("b", address="http://10.9.0.2:9000")]
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()])
+    (route,) = result.table.routes
+    assert route.away == (Endpoint("http://10.9.0.2:9000"),)
+    ((name, reason),) = [(pod.name, pod.reason) for pod in result.refused_signing]
+    assert name == "a"
+    assert why in reason
+    assert address not in {target.url for target in result.check_targets}
+
+
+def test_a_host_the_operator_names_is_signed_for_sagemaker_only() -> None:
+    stand_in = "http://127.0.0.1:9000/endpoints/x/invocations"
+    pods = [
+        _pod("a", address=stand_in, auth="aws-sigv4; service=sagemaker; region=us-east-2"),
+        _pod("b", address="http://127.0.0.1:9001/bucket/key", auth="aws-sigv4; service=s3; region=us-east-2"),
+    ]
+    scope = SigningScope.with_hosts(["127.0.0.1"])
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()], signing_scope=scope)
+    (route,) = result.table.routes
+    assert route.away == (Endpoint(stand_in, auth=AwsSigV4(region="us-east-2")),)
+    assert [(pod.name, "s3" in pod.reason) for pod in result.refused_signing] == [("b", True)]
 
 
 def test_a_bare_marker_takes_region_and_service_from_a_sagemaker_runtime_host() -> None:
@@ -291,8 +413,10 @@ def test_a_bare_marker_takes_region_and_service_from_a_sagemaker_runtime_host() 
 )
 def test_a_pod_with_a_marker_the_router_cannot_act_on_is_left_out(marker: str) -> None:
     pods = [_pod("a", address=SAGEMAKER_URL, auth=marker), _pod("b", address="http://10.9.0.2:9000")]
-    (route,) = _table([_offload()], [], pods).routes
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()])
+    (route,) = result.table.routes
     assert route.away == (Endpoint("http://10.9.0.2:9000"),)
+    assert [pod.name for pod in result.refused_signing] == ["a"]
 
 
 def test_a_pod_without_the_offload_label_is_not_an_away_endpoint() -> None:

@@ -1,5 +1,6 @@
-"""The feed's rebuild: what it hands the active checks, and one Warning per pod it ignores (forged
-annotations, or a node that is not ours).
+"""The feed's rebuild: what it hands the active checks, and one Warning per object it ignores (a pod
+with forged annotations, on a node that is not ours or with a marker the router will not sign for; an
+EndpointSlice no trusted manager wrote).
 
 The mirrors are filled by hand (no watch runs); events go to a recording stand-in for the recorder.
 """
@@ -10,8 +11,15 @@ import copy
 from typing import Any
 
 from vk_provider._kube.events import InvolvedObject
-from vk_provider.offload.names import OFFLOAD_LABEL, TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_ADDRESS_CONDITION
+from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
+from vk_provider.offload.names import (
+    OFFLOAD_LABEL,
+    TRAFFIC_ADDRESS_ANNOTATION,
+    TRAFFIC_ADDRESS_CONDITION,
+    TRAFFIC_AUTH_CONDITION,
+)
 from vk_provider.router.feed import TableFeed
+from vk_provider.router.signingscope import SigningScope
 from vk_provider.router.table import RouteTable
 
 
@@ -23,7 +31,7 @@ class RecordedEvents:
         self.recorded.append((involved, type, reason, message))
 
 
-def away_pod(name: str, *, forged: bool, node: str = "vk-away") -> dict[str, Any]:
+def away_pod(name: str, *, forged: bool, node: str = "vk-away", marker: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": "ml",
@@ -33,10 +41,19 @@ def away_pod(name: str, *, forged: bool, node: str = "vk-away") -> dict[str, Any
     if forged:
         metadata["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: "http://attacker.example"}
     address = {"type": TRAFFIC_ADDRESS_CONDITION, "status": "True", "message": f"http://{name}.test:8080"}
+    conditions = [{"type": "Ready", "status": "True"}, address]
+    if marker is not None:
+        conditions.append({"type": TRAFFIC_AUTH_CONDITION, "status": "True", "message": marker})
+    return {"metadata": metadata, "spec": {"nodeName": node}, "status": {"conditions": conditions}}
+
+
+def home_slice(name: str, address: str, *, manager: str | None) -> dict[str, Any]:
+    """A slice of the Offload's home Service `chat`, written by `manager`."""
+    labels = {"kubernetes.io/service-name": "chat"} | ({MANAGED_BY_LABEL: manager} if manager else {})
     return {
-        "metadata": metadata,
-        "spec": {"nodeName": node},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}, address]},
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "labels": labels},
+        "ports": [{"name": "http", "port": 8080}],
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
     }
 
 
@@ -111,3 +128,55 @@ def test_one_warning_per_pod_on_a_foreign_node_naming_the_node_and_the_missing_l
     feed.away_pods.objects["x"] = away_pod("x", forged=False, node="virtual-node-aci-linux")
     feed.rebuild()
     assert len(events.recorded) == 2
+
+
+def test_one_warning_per_pod_whose_marker_the_router_will_not_sign_for() -> None:
+    tables: list[RouteTable] = []
+    events = RecordedEvents()
+    scope = SigningScope.with_hosts(["signed.test"])
+    feed = TableFeed(None, tables.append, events=events, signing_scope=scope)  # type: ignore[arg-type]
+    feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
+    feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
+    feed.away_pods.objects["a"] = away_pod("a", forged=False)
+    feed.away_pods.objects["s3"] = away_pod(
+        "s3", forged=False, marker="aws-sigv4; service=s3; region=eu-west-1"
+    )
+    feed.away_pods.objects["signed"] = away_pod(
+        "signed", forged=False, marker="aws-sigv4; service=sagemaker; region=eu-west-1"
+    )
+
+    feed.rebuild()
+    feed.rebuild()  # a resync: no second Event
+    (route,) = tables[-1].routes
+    assert [endpoint.url for endpoint in route.away] == ["http://a.test:8080", "http://signed.test:8080"]
+    ((involved, kind, reason, message),) = events.recorded
+    assert (involved.kind, involved.name, involved.uid, kind, reason) == (
+        "Pod",
+        "s3",
+        "uid-s3",
+        "Warning",
+        "TrafficAuthRefused",
+    )
+    assert "'s3'" in message
+
+
+def test_one_warning_per_untrusted_slice_of_a_home_service_on_the_slice() -> None:
+    tables: list[RouteTable] = []
+    events = RecordedEvents()
+    managers = SliceManagers.with_extra(["mesh.io"])
+    feed = TableFeed(None, tables.append, events=events, slice_managers=managers)  # type: ignore[arg-type]
+    feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
+    feed.endpoint_slices.objects["k"] = home_slice("chat-k8s", "10.0.0.1", manager=ENDPOINTSLICE_CONTROLLER)
+    feed.endpoint_slices.objects["m"] = home_slice("chat-mesh", "10.0.0.2", manager="mesh.io")
+    feed.endpoint_slices.objects["h"] = home_slice("hand-made", "10.6.6.6", manager=None)
+
+    feed.rebuild()
+    feed.rebuild()  # a resync: no second Event
+    (route,) = tables[-1].routes
+    assert [endpoint.url for endpoint in route.home] == ["http://10.0.0.1:8080", "http://10.0.0.2:8080"]
+    ((involved, kind, reason, message),) = events.recorded
+    assert involved == InvolvedObject(
+        "EndpointSlice", "hand-made", "ml", "uid-hand-made", "discovery.k8s.io/v1"
+    )
+    assert (kind, reason) == ("Warning", "UntrustedEndpointSlice")
+    assert f"no {MANAGED_BY_LABEL} label" in message
