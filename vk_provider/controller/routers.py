@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from vk_provider.kit.kube import KubeApi, resource_path
-from vk_provider.router.admin import ROUTER_ADMIN_PORT
+from vk_provider.offload.names import ROUTER_ADMIN_PORT
 
 logger = logging.getLogger(__name__)
 

@@ -41,13 +41,13 @@ from vk_provider.kit.probes import Readiness, add_probe_routes
 from vk_provider.offload.names import (
     CONTROLLER_LEASE,
     CONTROLLER_NAMESPACE,
+    ROUTER_ADMIN_PORT,
     VERSION_ANNOTATION,
     offloads_path,
 )
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
-from vk_provider.router.admin import ROUTER_ADMIN_PORT
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
 

@@ -132,3 +132,7 @@ KEPT_ROUTES_MISSING = (
     "deleted Offloads' routes cannot be kept (apply the KeptRoute CRD: manifests/crds, or the chart's crds/)"
 )
 """What a cluster without the KeptRoute resource type loses; the routers and the controller say it."""
+
+ROUTER_ADMIN_PORT = 9081
+"""The router's admin port (`--admin-listen`): status, metrics and probes, which the controller reads
+on every router pod (`--router-port`). Never the traffic port."""

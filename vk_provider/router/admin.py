@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from vk_provider.offload.names import ROUTER_ADMIN_PORT
 from vk_provider.router.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ROUTER_ADMIN_PORT = 9081
 DEFAULT_ADMIN_LISTEN = f"0.0.0.0:{ROUTER_ADMIN_PORT}"
 STATUS_PATH = "/-/status"
 METRICS_PATH = "/-/metrics"

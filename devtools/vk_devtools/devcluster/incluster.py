@@ -30,7 +30,7 @@ import yaml
 
 from vk_devtools.devcluster import localnode
 from vk_devtools.devcluster.traffic import MANIFESTS, kubectl_apply
-from vk_provider.router.admin import ROUTER_ADMIN_PORT
+from vk_provider.offload.names import ROUTER_ADMIN_PORT
 
 NAMESPACE = "vk-provider-system"
 NODE_DEPLOYMENT = "vk-provider-node"
