@@ -220,7 +220,7 @@ async def assemble(
         dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
     )
     certificate = certificate or serving_certificate(settings, api)
-    metrics = metrics or DaemonMetrics()
+    metrics = metrics or DaemonMetrics(settings.node_name)
     metrics.set_queue_depth_source(lambda: queue.depth)
     reconciler = PodReconciler(
         api=api,
@@ -451,7 +451,7 @@ async def _run_node_on(
     readiness.set_ready()
     # Every replica says it, standby too: its log is where an operator looks first.
     await clusterversion.report_cluster_version(api, settings)
-    metrics = DaemonMetrics()
+    metrics = DaemonMetrics(settings.node_name)
     metrics.set_api_budget_source(api.budget)
     try:
         # The serving certificate is this replica's (it names its address) for the process's whole

@@ -47,9 +47,19 @@ class CertificateTimes:
 class DaemonMetrics:
     """The node's counters and histograms, with one small method per thing the node code records."""
 
-    def __init__(self) -> None:
+    def __init__(self, node_name: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         register_build_info(self.registry)
+        if node_name is not None:
+            # The info idiom again: the node's name, which no other series of ours carries (they are
+            # told apart by the scrape's `instance`), for dashboards to pick a node by name.
+            Gauge(
+                "node_info",
+                "The virtual node this daemon runs or stands by for (always 1).",
+                ["node"],
+                namespace=NAMESPACE,
+                registry=self.registry,
+            ).labels(node_name).set(1)
         self._queue_depth = Gauge(
             "pod_queue_depth",
             "Pods waiting in the work queue for a reconcile.",

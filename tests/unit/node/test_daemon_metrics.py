@@ -122,3 +122,8 @@ def test_refusals_that_name_no_resource_start_at_zero() -> None:
 
 def test_build_info_carries_the_version() -> None:
     assert value(DaemonMetrics(), "vk_provider_build_info", version=__version__) == 1
+
+
+def test_the_node_s_name_is_an_info_series_for_dashboards() -> None:
+    assert value(DaemonMetrics("gpu-burst"), "vk_provider_node_info", node="gpu-burst") == 1
+    assert "vk_provider_node_info" not in DaemonMetrics().exposition().decode()  # no name, no series
