@@ -4,6 +4,7 @@ fail when it is broken."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -91,3 +92,76 @@ def test_each_alert_has_a_test_that_fails_when_it_never_fires(
     done = run_tests_against(promtool, tmp_path, yaml.safe_dump(rules))
     assert done.returncode != 0
     assert f"alertname: {alert}," in done.stdout + done.stderr
+
+
+DASHBOARD = ROOT / "charts" / "vk-provider" / "files" / "grafana-dashboard.json"
+ALL = {"$namespace": ".*", "$offload": ".*", "$node": ".*"}
+"""The dashboard's variables as Grafana fills them with All selected."""
+
+
+def dashboard_queries() -> dict[str, list[str]]:
+    """Each panel's queries by title, with the variables filled in."""
+    queries: dict[str, list[str]] = {}
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        for target in panel.get("targets") or ():
+            expr = target["expr"]
+            for variable, value in ALL.items():
+                expr = expr.replace(variable, value)
+            queries.setdefault(panel["title"], []).append(expr)
+    return queries
+
+
+def test_every_dashboard_query_is_valid_promql(promtool: Path, tmp_path: Path) -> None:
+    records = [
+        {"record": f"dashboard:query{number}", "expr": expr}
+        for number, expr in enumerate(expr for exprs in dashboard_queries().values() for expr in exprs)
+    ]
+    rules = tmp_path / "dashboard-rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}))
+    done = run(promtool, "check", "rules", rules)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def rolled_back(name: str, reason: str) -> str:
+    labels = f'namespace="team", name="{name}", outcome="RolledBack", reason="{reason}"'
+    return f"vk_provider_controller_migrations_ended_total{{{labels}}}"
+
+
+def test_the_migrations_panel_counts_an_offload_s_first_rollback(promtool: Path, tmp_path: Path) -> None:
+    """The panel's hour of endings counts a series that appeared at 1 (the first rollback, in the pass
+    that first saw the Offload) and one created at 0, and forgets both once they are older than the hour."""
+    [query] = dashboard_queries()["Migrations ended (1 h)"]
+    tests = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": rolled_back("embed", "Aborted"), "values": "_ _ 1x100"},
+                    {"series": rolled_back("chat", "GatesFailed"), "values": "_ 0 0 1x16 2x100"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": query,
+                        "eval_time": "30m",
+                        "exp_samples": [
+                            {"labels": '{outcome="RolledBack", reason="Aborted"}', "value": 1},
+                            {"labels": '{outcome="RolledBack", reason="GatesFailed"}', "value": 2},
+                        ],
+                    },
+                    {
+                        "expr": query,
+                        "eval_time": "100m",
+                        "exp_samples": [
+                            {"labels": '{outcome="RolledBack", reason="Aborted"}', "value": 0},
+                            {"labels": '{outcome="RolledBack", reason="GatesFailed"}', "value": 0},
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "panel-test.yaml").write_text(yaml.safe_dump(tests))
+    done = run(promtool, "test", "rules", "panel-test.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr

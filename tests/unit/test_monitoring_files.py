@@ -139,3 +139,9 @@ def test_each_alert_is_expected_to_fire_somewhere_in_the_promtool_tests() -> Non
         if check.get("exp_alerts")
     }
     assert {alert["alert"] for alert in alerts()} - expected == set()
+
+
+def test_the_dashboard_has_variables_for_namespace_offload_and_node() -> None:
+    dashboard = json.loads((FILES / "grafana-dashboard.json").read_text())
+    names = {variable["name"] for variable in dashboard["templating"]["list"]}
+    assert {"namespace", "offload", "node"} <= names
