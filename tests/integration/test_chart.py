@@ -193,7 +193,7 @@ def test_the_router_s_admin_port_is_probed_scraped_and_closed_to_all_but_the_con
     ]
     assert "--router-port=9555" in controller["args"]
     assert rendered["PodMonitor", NAMESPACE, "vk-provider-router"]["spec"]["podMetricsEndpoints"] == [
-        {"port": "admin", "path": "/-/metrics"}
+        {"port": "admin", "path": "/-/metrics", "honorLabels": True}
     ]
     policy = rendered["NetworkPolicy", NAMESPACE, "vk-provider-router"]["spec"]
     assert policy["ingress"] == [
@@ -457,8 +457,12 @@ def test_the_monitoring_objects_carry_the_shipped_rules_and_dashboard(
     assert json.loads(dashboard["data"]["vk-provider.json"]) == shipped_dashboard
     node_monitor = rendered["PodMonitor", NAMESPACE, "vk-provider-node"]
     assert node_monitor["spec"]["selector"]["matchExpressions"][0]["values"] == ["vk-provider-node"]
-    assert {("PodMonitor", NAMESPACE, f"vk-provider-{part}") for part in ("router", "controller")} <= set(
-        rendered
+    monitors = [
+        rendered["PodMonitor", NAMESPACE, f"vk-provider-{part}"] for part in ("node", "router", "controller")
+    ]
+    # Our own `namespace` and `pod` labels (an Offload's, a placed pod's) win over the target's.
+    assert all(
+        endpoint["honorLabels"] for monitor in monitors for endpoint in monitor["spec"]["podMetricsEndpoints"]
     )
     # The scrape token nothing else creates: the chart's own, allowed only `get nodes/metrics`.
     credentials = node_monitor["spec"]["podMetricsEndpoints"][0]["authorization"]["credentials"]
