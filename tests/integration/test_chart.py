@@ -30,6 +30,8 @@ pytestmark = MANIFESTS_GROUP
 ROOT = Path(__file__).parents[2]
 CHART = ROOT / "charts" / "vk-provider"
 MANIFESTS = ROOT / "manifests"
+RUNBOOKS = "https://github.com/vk-provider/vk-provider/blob/main/docs/runbooks.md"
+"""Where the shipped rules point their runbook_url (the chart's `monitoring.runbookBaseUrl` default)."""
 NAMESPACE = "vk-provider-system"
 HELM_LABELS = (
     "app.kubernetes.io/managed-by",
@@ -191,7 +193,7 @@ def test_the_router_s_admin_port_is_probed_scraped_and_closed_to_all_but_the_con
     ]
     assert "--router-port=9555" in controller["args"]
     assert rendered["PodMonitor", NAMESPACE, "vk-provider-router"]["spec"]["podMetricsEndpoints"] == [
-        {"port": "admin", "path": "/-/metrics"}
+        {"port": "admin", "path": "/-/metrics", "honorLabels": True}
     ]
     policy = rendered["NetworkPolicy", NAMESPACE, "vk-provider-router"]["spec"]
     assert policy["ingress"] == [
@@ -421,6 +423,7 @@ def test_the_monitoring_objects_carry_the_shipped_rules_and_dashboard(
                 "nodes": BASE_EQUIVALENT["nodes"],
                 "monitoring": {
                     "spendBudgetUsdPerHour": 120,
+                    "runbookBaseUrl": "https://wiki.example.com/vk-provider/runbooks",
                     "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
                     "grafanaDashboard": {"enabled": True},
                     "podMonitors": {"enabled": True},
@@ -431,18 +434,35 @@ def test_the_monitoring_objects_carry_the_shipped_rules_and_dashboard(
     rendered = {key(item): item for item in render(helm, "--values", str(values))}
     rule = rendered["PrometheusRule", NAMESPACE, "vk-provider"]
     assert rule["metadata"]["labels"]["release"] == "prometheus"
-    text = yaml.safe_dump(rule["spec"]["groups"])
-    assert "* 3600 > 120" in text
+    rules = {item["alert"]: item for group in rule["spec"]["groups"] for item in group["rules"]}
+    spend = rules["VkProviderSpendAboveBudget"]
+    assert spend["expr"].endswith("* 3600 > 120")
+    assert "the budget of 120 USD/h" in spend["annotations"]["description"]  # the text says it too
+    for alert, item in rules.items():
+        anchor = alert.lower()
+        assert item["annotations"]["runbook_url"] == f"https://wiki.example.com/vk-provider/runbooks#{anchor}"
+    # Nothing else differs from the file a plain Prometheus loads.
+    text = json.dumps(rule["spec"]["groups"])
+    for chart_value, shipped_value in (
+        ("* 3600 > 120", "* 3600 > 50"),
+        ("the budget of 120 USD/h", "the budget of 50 USD/h"),
+        ("https://wiki.example.com/vk-provider/runbooks", RUNBOOKS),
+    ):
+        text = text.replace(chart_value, shipped_value)
     shipped = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())["groups"]
-    assert yaml.safe_load(text.replace("* 3600 > 120", "* 3600 > 50")) == shipped
+    assert json.loads(text) == shipped
     dashboard = rendered["ConfigMap", NAMESPACE, "vk-provider-dashboard"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped_dashboard = json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
     assert json.loads(dashboard["data"]["vk-provider.json"]) == shipped_dashboard
     node_monitor = rendered["PodMonitor", NAMESPACE, "vk-provider-node"]
     assert node_monitor["spec"]["selector"]["matchExpressions"][0]["values"] == ["vk-provider-node"]
-    assert {("PodMonitor", NAMESPACE, f"vk-provider-{part}") for part in ("router", "controller")} <= set(
-        rendered
+    monitors = [
+        rendered["PodMonitor", NAMESPACE, f"vk-provider-{part}"] for part in ("node", "router", "controller")
+    ]
+    # Our own `namespace` and `pod` labels (an Offload's, a placed pod's) win over the target's.
+    assert all(
+        endpoint["honorLabels"] for monitor in monitors for endpoint in monitor["spec"]["podMetricsEndpoints"]
     )
     # The scrape token nothing else creates: the chart's own, allowed only `get nodes/metrics`.
     credentials = node_monitor["spec"]["podMetricsEndpoints"][0]["authorization"]["credentials"]

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.unit.policy.fixtures import NOW, gang, node, offload, policy, sick
 from vk_provider._kube.events import EventRecorder
@@ -18,6 +19,7 @@ from vk_provider.policy.admission.names import CONTROLLER_NAME, admission_checks
 from vk_provider.policy.admission.verdict import demand_gangs, judge
 from vk_provider.policy.admission.workload import read_workload
 from vk_provider.policy.decide import Action, decide
+from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import Gang, History, Observed
 from vk_provider.policy.spec import InvalidPolicy, parse_policy
 
@@ -360,6 +362,22 @@ async def test_the_controller_keeps_active_and_applies_only_its_own_check_entry(
     api.patches.clear()
     await checks.refresh([raw], NOW)  # unchanged conditions are not written again
     assert api.patches == []
+
+
+async def test_the_verdicts_written_are_counted_from_zero_per_served_check() -> None:
+    api = recorder([check_object()], [workload()])
+    registry = CollectorRegistry()
+    checks = AdmissionChecks(api, EventRecorder(api, host="n"), metrics=PolicyMetrics(registry))  # type: ignore[arg-type]
+    raw = policy_object("training-first", [CHECK])
+    await checks.refresh([raw], NOW)
+
+    def count(state: str) -> float | None:
+        labels = {"policy": "training-first", "check": CHECK, "state": state}
+        return registry.get_sample_value("vk_provider_policy_admission_verdicts_total", labels)
+
+    assert (count("Ready"), count("Retry"), count("Rejected")) == (0, 0, 0)
+    await checks.settle(parse_policy(raw), observed(), NOW)
+    assert (count("Ready"), count("Retry")) == (1, 0)
 
 
 async def test_a_cluster_without_kueue_gives_no_checks_and_no_error() -> None:

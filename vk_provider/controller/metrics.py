@@ -1,32 +1,55 @@
-"""The controller's own Prometheus metrics: what it did on its own, without a person asking.
+"""The controller's own Prometheus metrics: what it did on its own, without a person asking, and
+where each Offload stands.
 
 Served on `--metrics-listen` (off by default: tests run several controllers on one host). Like the
 router's, they live in their own `CollectorRegistry`, so two controllers in one process never share
 series.
+
+Counters labelled by Offload start at 0 for every label set the controller can produce, as soon as
+it first sees the Offload: a series that first appears at 1 has no earlier sample, so `increase()`
+over it is 0 and an alert on the first rollback of an Offload would never fire. The shipped rules
+also catch a series that appears at 1 (a migration can end in the very pass that first sees the
+Offload, before any scrape saw the 0), so the lists below need not be complete to be safe; they keep
+`increase()` exact for everything else (dashboards).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from vk_provider import __version__
+from vk_provider.kit.buildinfo import register_build_info
+from vk_provider.offload.status import OffloadStatus, Phase
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 NAMESPACE = "vk_provider_controller"
+
+MIGRATION_ENDINGS: tuple[tuple[str, str], ...] = (
+    (Phase.SUCCEEDED.value, "Succeeded"),
+    (Phase.SUCCEEDED.value, "EmergencyMigration"),
+    (Phase.ROLLED_BACK.value, "GatesFailed"),
+    (Phase.ROLLED_BACK.value, "Aborted"),
+    (Phase.ROLLED_BACK.value, "SevereFailure"),
+    (Phase.FAILED.value, "ProgressDeadlineExceeded"),
+)
+"""(outcome, reason) of every way the reconciler ends a migration (`Reconciler._decide`)."""
+LOST_SIDES = ("home", "away")
 
 
 class ControllerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        # Prometheus' build_info idiom: always 1, the version in a label, so a dashboard can join it
-        # onto any series (or count the versions running during a rollout).
-        Gauge(
-            "vk_provider_build_info",
-            "The running controller's vk-provider version (always 1).",
-            ["version"],
+        register_build_info(self.registry)
+        self._leader = Gauge(
+            "leader",
+            "1 while this replica holds the controller's leader Lease and reconciles, 0 as a standby.",
+            namespace=NAMESPACE,
             registry=self.registry,
-        ).labels(__version__).set(1)
+        )
+        self._leader.set_function(lambda: 0.0)  # until the elector is there to ask
         self._emergencies = Counter(
             "emergency_migrations",
             "Emergency migrations started because the serving side lost its endpoints, by the side lost.",
@@ -49,6 +72,62 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        # Per Offload, as its status says at the controller's last look; only the leader has them.
+        self._away_weight = Gauge(
+            "offload_away_weight",
+            "The Offload's status.awayWeight: the percentage of its requests routed away.",
+            ["namespace", "name"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._phase = Gauge(
+            "offload_phase",
+            "1 for the Offload's status.phase, 0 for every other phase (all 0 before its first status).",
+            ["namespace", "name", "phase"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._step = Gauge(
+            "offload_step",
+            "The Offload's status.stepIndex: the index of the current weight in status.steps.",
+            ["namespace", "name"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+
+    def set_leader_source(self, leading: Callable[[], bool]) -> None:
+        """Read whether this replica leads from `leading` at each scrape (the elector stays the truth)."""
+        self._leader.set_function(lambda: 1.0 if leading() else 0.0)
+
+    def offload_seen(self, namespace: str, name: str) -> None:
+        """Start the Offload's counters at 0 (see the module), once; later calls change nothing."""
+        for outcome, reason in MIGRATION_ENDINGS:
+            self._ended.labels(namespace, name, outcome, reason)
+        for side in LOST_SIDES:
+            self._emergencies.labels(namespace, name, side)
+        self._severe.labels(namespace, name)
+
+    def offload_status(self, namespace: str, name: str, status: OffloadStatus) -> None:
+        self._away_weight.labels(namespace, name).set(status.away_weight or 0)
+        self._step.labels(namespace, name).set(status.step_index or 0)
+        for phase in Phase:
+            self._phase.labels(namespace, name, phase.value).set(1 if status.phase is phase else 0)
+
+    def offload_gone(self, namespace: str, name: str) -> None:
+        """Drop a deleted Offload's gauges. Its counters stay: removing them could lose the last
+        increment (a migration that ended just before the deletion) before any scrape saw it."""
+        with contextlib.suppress(KeyError):
+            self._away_weight.remove(namespace, name)
+        with contextlib.suppress(KeyError):
+            self._step.remove(namespace, name)
+        for phase in Phase:
+            with contextlib.suppress(KeyError):
+                self._phase.remove(namespace, name, phase.value)
+
+    def forget_offloads(self) -> None:
+        """Drop every Offload's gauges when this replica stops leading: a standby's would go stale."""
+        for gauge in (self._away_weight, self._phase, self._step):
+            gauge.clear()
 
     def migration_ended(self, namespace: str, name: str, outcome: str, reason: str) -> None:
         self._ended.labels(namespace, name, outcome, reason).inc()

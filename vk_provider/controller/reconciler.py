@@ -90,6 +90,7 @@ from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
 from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
 from vk_provider.offload.status import (
     RUNNING_PHASES,
+    InvalidStatus,
     OffloadStatus,
     Phase,
     set_condition,
@@ -236,9 +237,11 @@ class Reconciler:
             for memory in (self._lost, self._back):
                 memory.forget(f"{namespace}/{name}")
             self._intervals.pop(f"{namespace}/{name}", None)
+            self._metrics.offload_gone(namespace, name)
             return None
         now = self._wall_clock()
         status: Mapping[str, Any] = offload.get("status") or {}
+        self._export(namespace, name, status)
         spec = await self._actionable_spec(offload, status, now)
         if spec is None:
             return None
@@ -264,6 +267,13 @@ class Reconciler:
         requeue = await self._step(work)
         await self._write(work)
         return requeue
+
+    def _export(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """The Offload's gauges from its status as read. Our own status writes come back through the
+        watch as another pass, so the gauges trail the status by one pass at most."""
+        self._metrics.offload_seen(namespace, name)
+        with contextlib.suppress(InvalidStatus):  # a status of the wrong shape has no gauges
+            self._metrics.offload_status(namespace, name, OffloadStatus.from_raw(status))
 
     async def _missing(
         self, spec: OffloadSpec, home: RawObject | None, service: RawObject | None

@@ -284,6 +284,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     )
 
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow
+    metrics.set_leader_source(elector.leading.is_set)
     policy_metrics = PolicyMetrics(metrics.registry)
     metrics_runner = None
     readiness = Readiness(reason="starting: no answer from the apiserver about the leader Lease yet")
@@ -311,16 +312,21 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         controller = Controller(
             api, reconciler, namespace=arguments.namespace, workers=arguments.workers, claims=claims
         )
-        if not arguments.policy:
-            await controller.run()
-            return
-        # The policy acts only while this replica leads: it is cancelled with the migrations.
-        policy = PolicyController(
-            api, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval
-        )
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(controller.run(), name="offloads")
-            tasks.create_task(policy.run(), name="policy")
+        try:
+            if not arguments.policy:
+                await controller.run()
+                return
+            # The policy acts only while this replica leads: it is cancelled with the migrations.
+            policy = PolicyController(
+                api, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval
+            )
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(controller.run(), name="offloads")
+                tasks.create_task(policy.run(), name="policy")
+        finally:
+            # What a standby exported would stay frozen at its last leading moment: gone instead.
+            metrics.forget_offloads()
+            policy_metrics.forget_policies()
 
     # A standby says so: otherwise its log stays empty until it leads, which looks like a hang.
     logger.info(

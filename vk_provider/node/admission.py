@@ -52,6 +52,17 @@ RawObject = Mapping[str, Any]
 
 INVALID_PLACEMENT = "InvalidPlacement"
 OUT_OF_BUDGET = "OutOfBudget"
+# Which check refused (the metric's `check` label).
+PLACEMENT_CHECK = "placement"
+PODS_CEILING_CHECK = "pods-ceiling"
+SPEND_CEILING_CHECK = "spend-ceiling"
+RESOURCES_CHECK = "resources"
+FIXED_REFUSALS = (
+    (INVALID_PLACEMENT, PLACEMENT_CHECK),
+    (OUT_OF_BUDGET, PODS_CEILING_CHECK),
+    (OUT_OF_BUDGET, SPEND_CEILING_CHECK),
+)
+"""(reason, check) of every refusal whose reason does not name a resource (`OutOf<resource>` does)."""
 REJECTED_PREFIX = "Pod was rejected: "
 """The kubelet's prefix of a rejected pod's status message (the event carries the message alone)."""
 PODS = "pods"
@@ -176,7 +187,7 @@ def check_resources(
                 f"OutOf{resource}",
                 f"Node didn't have enough resource: {resource}, "
                 f"requested: {want}, used: {have}, capacity: {cap}",
-                "resources",
+                RESOURCES_CHECK,
             )
     return None
 
@@ -198,7 +209,7 @@ def check_placement(pod: RawObject) -> Refusal | None:
     try:
         check_annotations(_annotations(pod))
     except PlacementError as error:
-        return Refusal(INVALID_PLACEMENT, str(error), "placement")
+        return Refusal(INVALID_PLACEMENT, str(error), PLACEMENT_CHECK)
     return None
 
 
@@ -242,7 +253,7 @@ def check_ceilings(
             OUT_OF_BUDGET,
             f"node {node_name} may run at most {ceilings.max_pods} pods at its provider "
             f"(max_provider_pods), and {len(admitted)} run there",
-            "pods-ceiling",
+            PODS_CEILING_CHECK,
         )
     ceiling = ceilings.max_spend_per_hour
     if ceiling is None:
@@ -254,14 +265,14 @@ def check_ceilings(
             OUT_OF_BUDGET,
             f"node {node_name} may spend at most ${ceiling:.2f}/h at its provider (max_spend_per_hour); "
             f"its pods cost ${spend:.2f}/h already, and this pod's price is not known before it is placed",
-            "spend-ceiling",
+            SPEND_CEILING_CHECK,
         )
     if price is not None and spend + price > ceiling:
         return Refusal(
             OUT_OF_BUDGET,
             f"node {node_name} may spend at most ${ceiling:.2f}/h at its provider (max_spend_per_hour); "
             f"its pods cost ${spend:.2f}/h already, and this pod may cost ${price:.2f}/h",
-            "spend-ceiling",
+            SPEND_CEILING_CHECK,
         )
     return None
 
@@ -361,7 +372,7 @@ class Admissions:
                         OUT_OF_BUDGET,
                         f"node {self._node_name} may spend at most ${ceiling:.2f}/h at its provider "
                         "(max_spend_per_hour), and nothing is left for this pod",
-                        "spend-ceiling",
+                        SPEND_CEILING_CHECK,
                     )
                 else:
                     self._caps[uid] = room

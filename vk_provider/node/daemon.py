@@ -50,7 +50,7 @@ from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.kubelet.streaming import StreamingBackend
 from vk_provider.node import clusterversion, leadership, nodeobject, providerstart
 from vk_provider.node.keeper import NodeKeeper
-from vk_provider.node.metrics import DaemonMetrics
+from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
 from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import (
@@ -178,6 +178,15 @@ def serving_certificate(settings: NodeSettings, api: KubeApi) -> ServingCertific
     )
 
 
+def certificate_times(certificate: ServingCertificate) -> CertificateTimes:
+    """What the expiry and not-issued alerts read of the serving certificate."""
+    return CertificateTimes(
+        expires=None if certificate.certificate is None else certificate.certificate.not_valid_after_utc,
+        renews=certificate.renew_at,
+        requesting_since=certificate.requesting_since(),
+    )
+
+
 async def assemble(
     settings: NodeSettings,
     api: KubeApi,
@@ -211,7 +220,7 @@ async def assemble(
         dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
     )
     certificate = certificate or serving_certificate(settings, api)
-    metrics = metrics or DaemonMetrics()
+    metrics = metrics or DaemonMetrics(settings.node_name)
     metrics.set_queue_depth_source(lambda: queue.depth)
     reconciler = PodReconciler(
         api=api,
@@ -442,7 +451,7 @@ async def _run_node_on(
     readiness.set_ready()
     # Every replica says it, standby too: its log is where an operator looks first.
     await clusterversion.report_cluster_version(api, settings)
-    metrics = DaemonMetrics()
+    metrics = DaemonMetrics(settings.node_name)
     metrics.set_api_budget_source(api.budget)
     try:
         # The serving certificate is this replica's (it names its address) for the process's whole
@@ -451,6 +460,7 @@ async def _run_node_on(
         metrics.set_serving_certificate_source(
             lambda: (certificate.state.reason, certificate.state.working),
             lambda: certificate.refused_handshakes,
+            lambda: certificate_times(certificate),
         )
         keeping_certificate = _beside(
             certificate.run(), certificate.check_acceptance(probe_through_apiserver(api, settings.node_name))

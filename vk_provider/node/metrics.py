@@ -12,15 +12,19 @@ daemons in one process (tests do that) must not share or collide on series.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from vk_provider.kit.apibudget import ApiBudget
+from vk_provider.kit.buildinfo import register_build_info
+from vk_provider.node.admission import FIXED_REFUSALS
 
 NAMESPACE = "vk_provider"
 
@@ -28,11 +32,34 @@ _PROVIDER_CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 """Up to a minute: remote providers (GPU clouds) can take tens of seconds to answer a create."""
 
 
+@dataclasses.dataclass(frozen=True)
+class CertificateTimes:
+    """The serving certificate's clock, as the alerts need it (None: not known or not applicable)."""
+
+    expires: datetime | None = None
+    """When the certificate in service expires (None: none in service)."""
+    renews: datetime | None = None
+    """When the node replaces it (None: the node does not renew it, an operator's files)."""
+    requesting_since: datetime | None = None
+    """Since when the node has asked the cluster's signer for a certificate it has not got."""
+
+
 class DaemonMetrics:
     """The node's counters and histograms, with one small method per thing the node code records."""
 
-    def __init__(self) -> None:
+    def __init__(self, node_name: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        register_build_info(self.registry)
+        if node_name is not None:
+            # The info idiom again: the node's name, which no other series of ours carries (they are
+            # told apart by the scrape's `instance`), for dashboards to pick a node by name.
+            Gauge(
+                "node_info",
+                "The virtual node this daemon runs or stands by for (always 1).",
+                ["node"],
+                namespace=NAMESPACE,
+                registry=self.registry,
+            ).labels(node_name).set(1)
         self._queue_depth = Gauge(
             "pod_queue_depth",
             "Pods waiting in the work queue for a reconcile.",
@@ -92,6 +119,10 @@ class DaemonMetrics:
         )
         for result in ("success", "failure"):
             self._reconciles.labels(result=result)  # both series exist from the start, at 0
+        # At 0 from the start too, so that `increase()` sees the first OutOfBudget refusal (a series
+        # that first appears at 1 has no increase); `OutOf<resource>` ones appear with their resource.
+        for reason, check in FIXED_REFUSALS:
+            self._admission_refusals.labels(reason=reason, check=check)
         self._leader = Gauge(
             "node_leader",
             "1 while this replica holds the node's leader Lease and runs the node, 0 as a standby.",
@@ -117,10 +148,14 @@ class DaemonMetrics:
         self.registry.register(_ApiBudgetCollector(budget))
 
     def set_serving_certificate_source(
-        self, state: Callable[[], tuple[str, bool]], refused_handshakes: Callable[[], int]
+        self,
+        state: Callable[[], tuple[str, bool]],
+        refused_handshakes: Callable[[], int],
+        times: Callable[[], CertificateTimes] = CertificateTimes,
     ) -> None:
-        """Report the serving certificate's state (reason, working) and refused handshakes at each scrape."""
-        self.registry.register(_ServingCertificateCollector(state, refused_handshakes))
+        """Report the serving certificate's state (reason, working), refused handshakes and its
+        expiry, renewal and outstanding request at each scrape."""
+        self.registry.register(_ServingCertificateCollector(state, refused_handshakes, times))
 
     def set_queue_depth_source(self, depth: Callable[[], int]) -> None:
         """Read the queue depth from `depth` at each scrape (a callback: the queue stays the truth)."""
@@ -210,9 +245,15 @@ class _ServingCertificateCollector(Collector):
     """The serving certificate as the ServingCertificate condition says it, read at scrape time: one
     series, labelled with the reason, 1 while the kubelet API serves a certificate nobody refused."""
 
-    def __init__(self, state: Callable[[], tuple[str, bool]], refused: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        state: Callable[[], tuple[str, bool]],
+        refused: Callable[[], int],
+        times: Callable[[], CertificateTimes],
+    ) -> None:
         self._state = state
         self._refused = refused
+        self._times = times
 
     def collect(self) -> Iterator[Metric]:
         reason, working = self._state()
@@ -232,3 +273,27 @@ class _ServingCertificateCollector(Collector):
             "lacks the cluster CA.",
             value=self._refused(),
         )
+        # Each only while it means something: an absent series is not a timestamp of 0 (1970), which
+        # an alert on "expires within a week" would take for long expired.
+        times = self._times()
+        for name, moment, text in (
+            ("expiry", times.expires, "When the serving certificate in service expires."),
+            (
+                "renewal",
+                times.renews,
+                "When the node replaces the serving certificate in service (absent for an operator's "
+                "files, which the node does not renew).",
+            ),
+            (
+                "requesting_since",
+                times.requesting_since,
+                "Since when the node has asked the cluster's kubelet-serving signer for a certificate it "
+                "has not got (across its retries: a CSR left pending, denied, or failing).",
+            ),
+        ):
+            if moment is not None:
+                yield GaugeMetricFamily(
+                    f"{NAMESPACE}_serving_certificate_{name}_timestamp_seconds",
+                    text,
+                    value=moment.timestamp(),
+                )

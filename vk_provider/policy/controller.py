@@ -110,7 +110,7 @@ class PolicyController:
         self._metrics = metrics
         self._interval = interval_seconds
         self._health = health or health_source(api)
-        self._admission = admission or AdmissionChecks(api, events)
+        self._admission = admission or AdmissionChecks(api, events, metrics=metrics)
         # Kueue Workloads waiting on our AdmissionChecks are gangs like unschedulable PodGroups.
         self._podgroups: PodGroupSource = WithWorkloads(podgroups or podgroup_source(api), self._admission)
         self._clock = clock
@@ -147,6 +147,8 @@ class PolicyController:
             logger.warning("could not read Kueue's AdmissionChecks and Workloads: %s", error)
         for uid in set(self._memory) - {item["metadata"]["uid"] for item in items}:
             del self._memory[uid]  # a deleted policy
+        if self._metrics is not None:
+            self._metrics.policies_listed(item["metadata"]["name"] for item in items)
         for raw in items:
             try:
                 await self.reconcile(raw)
@@ -386,6 +388,9 @@ class PolicyController:
             pod_groups_unavailable=observation.pod_groups_unavailable if observation is not None else None,
         )
         body["decisions"] = memory.decisions
+        if self._metrics is not None:
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in body["conditions"])
+            self._metrics.ready(raw["metadata"]["name"], ready)
         if body == memory.written:
             return
         await self._api.request(

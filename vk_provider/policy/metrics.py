@@ -6,13 +6,17 @@ Names follow the design (research 6.6): `vk_provider_policy_*` for what the poli
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from vk_provider.policy.admission.names import READY, REJECTED, RETRY
 from vk_provider.policy.signals import GpuReading
 
 STATES = ("free", "reserved", "busy", "unhealthy")
+VERDICTS = (READY, RETRY, REJECTED)
+"""What our AdmissionCheck may write on a Workload (Pending is Kueue's, never ours to write)."""
 
 
 class PolicyMetrics:
@@ -55,6 +59,23 @@ class PolicyMetrics:
             namespace="vk_provider_policy",
             registry=registry,
         )
+        self._ready = Gauge(
+            "ready",
+            "1 while the OffloadPolicy's Ready condition is True, 0 while it cannot work as written "
+            "(the condition's reason says why).",
+            ["policy"],
+            namespace="vk_provider_policy",
+            registry=registry,
+        )
+        self._with_ready: set[str] = set()
+        self._verdicts = Counter(
+            "admission_verdicts",
+            "Verdicts our Kueue AdmissionChecks wrote on Workloads, by check and state (Ready, Retry, "
+            "Rejected). Each starts at 0 once a policy serves the check.",
+            ["policy", "check", "state"],
+            namespace="vk_provider_policy",
+            registry=registry,
+        )
         self._healthy = Gauge(
             "node_healthy",
             "1 when the home node counts as healthy, 0 when not (reason: why).",
@@ -82,6 +103,30 @@ class PolicyMetrics:
         self._demand.labels(policy).set(demand_gpus)
         for state in STATES:
             self._home.labels(policy, state).set(states.get(state, 0))
+
+    def ready(self, policy: str, ready: bool) -> None:
+        self._ready.labels(policy).set(1 if ready else 0)
+        self._with_ready.add(policy)
+
+    def policies_listed(self, names: Iterable[str]) -> None:
+        """Drop the Ready gauge of every policy not among `names` (deleted)."""
+        for policy in self._with_ready - set(names):
+            with contextlib.suppress(KeyError):
+                self._ready.remove(policy)
+            self._with_ready.discard(policy)
+
+    def forget_policies(self) -> None:
+        """Drop every Ready gauge when this replica stops leading: a standby's would go stale."""
+        self._ready.clear()
+        self._with_ready.clear()
+
+    def check_served(self, policy: str, check: str) -> None:
+        """Start the check's verdict counters at 0, so that `increase()` sees its first Retry."""
+        for state in VERDICTS:
+            self._verdicts.labels(policy, check, state)
+
+    def verdict(self, policy: str, check: str, state: str) -> None:
+        self._verdicts.labels(policy, check, state).inc()
 
     def flipped(self, policy: str, key: str, direction: str, trigger: str) -> None:
         namespace, _, name = key.partition("/")

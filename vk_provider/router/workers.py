@@ -41,6 +41,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import Metric
 
+from vk_provider.kit.buildinfo import register_build_info
 from vk_provider.router.admin import JSON, METRICS_PATH, STATUS_PATH, TEXT, AdminAnswer
 from vk_provider.router.merging import (
     CUMULATIVE_TYPES,
@@ -159,6 +160,7 @@ class Supervisor:
         self._retired: list[Metric] = []
         self._stopping = False
         self.registry = CollectorRegistry(auto_describe=True)
+        register_build_info(self.registry)  # here, once: the workers' families are summed
         self.restarts = Counter(
             "worker_restarts",
             "Worker processes started again after one exited (crashed, was killed) while serving.",

@@ -90,10 +90,13 @@ async def test_the_flow_reports_the_csr_it_waits_for_a_denial_and_the_issue(
     )
     assert serving.state.reason == "Requesting"
     assert not serving.state.working
+    assert serving.requesting_since() is None
     task = asyncio.create_task(serving.run())
     try:
         await settle(lambda: serving.state.reason == "Pending")
         assert serving.pending_csr == "n1-serving-0"
+        asking_since = serving.requesting_since()
+        assert asking_since is not None
         assert "kubectl certificate approve n1-serving-0" in serving.state.message
 
         api.condition("Denied")
@@ -102,6 +105,7 @@ async def test_the_flow_reports_the_csr_it_waits_for_a_denial_and_the_issue(
         assert serving.state.warning
 
         await settle(lambda: serving.state.reason == "Pending" and serving.pending_csr == "n1-serving-1")
+        assert serving.requesting_since() == asking_since  # since the first CSR, not the retry
         api.condition("Approved")
         await settle(lambda: "approved" in serving.state.message)
         assert "n1-serving-1" in serving.state.message
@@ -113,6 +117,7 @@ async def test_the_flow_reports_the_csr_it_waits_for_a_denial_and_the_issue(
         assert serving.certificate is not None
         assert serving.certificate.serial_number == issued.serial_number
         assert serving.pending_csr is None
+        assert serving.requesting_since() is None
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -167,6 +167,15 @@ async def test_auto_serves_its_own_certificate_when_the_csr_is_not_issued_in_tim
         assert names_of(cert) == NAMES
 
 
+def test_auto_waits_for_a_certificate_as_long_as_its_csr_flow_does(ca_file: Path) -> None:
+    """What the not-issued alert reads: the CSR flow's clock, self-signed fallback or not."""
+    serving, made = auto(ca_file, wait_seconds=60)
+    assert serving.requesting_since() is None
+    asking = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    made[0].requesting_since = lambda: asking  # type: ignore[method-assign]
+    assert serving.requesting_since() == asking
+
+
 async def test_auto_falls_back_at_once_when_the_csr_is_denied(ca_file: Path) -> None:
     serving, made = auto(ca_file, wait_seconds=60)
     async with running(serving):

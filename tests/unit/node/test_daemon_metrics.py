@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.kit.test_apibudget import FakeClock
+from vk_provider import __version__
 from vk_provider.errors import TemporaryProviderError
 from vk_provider.kit.apibudget import HEARTBEAT, WORKLOAD, ApiBudget
 from vk_provider.node.metrics import DaemonMetrics
@@ -105,3 +106,24 @@ async def test_the_api_clients_pacing_is_read_from_its_budget_at_each_scrape() -
     assert waited is not None
     assert waited >= 2.0
     assert value(metrics, "vk_provider_api_throttled_total", **{"class": HEARTBEAT}) == 0
+
+
+def test_refusals_that_name_no_resource_start_at_zero() -> None:
+    """So that `increase()` sees the first OutOfBudget refusal: a series that first appears at 1 has
+    no increase, and the alert on it would never fire."""
+    metrics = DaemonMetrics()
+    refusals = "vk_provider_pod_admission_refusals_total"
+    assert value(metrics, refusals, reason="OutOfBudget", check="spend-ceiling") == 0
+    assert value(metrics, refusals, reason="OutOfBudget", check="pods-ceiling") == 0
+    assert value(metrics, refusals, reason="InvalidPlacement", check="placement") == 0
+    metrics.count_admission_refusal("OutOfBudget", "spend-ceiling")
+    assert value(metrics, refusals, reason="OutOfBudget", check="spend-ceiling") == 1
+
+
+def test_build_info_carries_the_version() -> None:
+    assert value(DaemonMetrics(), "vk_provider_build_info", version=__version__) == 1
+
+
+def test_the_node_s_name_is_an_info_series_for_dashboards() -> None:
+    assert value(DaemonMetrics("gpu-burst"), "vk_provider_node_info", node="gpu-burst") == 1
+    assert "vk_provider_node_info" not in DaemonMetrics().exposition().decode()  # no name, no series

@@ -26,7 +26,7 @@ from vk_provider.kubelet.certificates import (
 )
 from vk_provider.node import daemon, nodeobject
 from vk_provider.node.keeper import NodeKeeper
-from vk_provider.node.metrics import DaemonMetrics
+from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
 from vk_provider.node.settings import NodeSettings, SettingsError, load_settings
 from vk_provider.provider import ProviderContext
 from vk_providers.mock import MockProvider
@@ -248,3 +248,38 @@ def test_the_metrics_say_the_reason_and_count_refusals() -> None:
     text = metrics.exposition().decode()
     assert 'vk_provider_serving_certificate_working{reason="RejectedByClients"} 0.0' in text
     assert "vk_provider_serving_certificate_refused_handshakes_total 3.0" in text
+
+
+def test_the_metrics_give_the_certificate_s_expiry_renewal_and_request_only_when_known() -> None:
+    metrics = DaemonMetrics()
+    times = CertificateTimes()
+    metrics.set_serving_certificate_source(lambda: ("Pending", False), lambda: 0, lambda: times)
+    # Nothing known: no series at all, rather than a timestamp of 0 that reads as expired in 1970.
+    assert "_timestamp_seconds" not in metrics.exposition().decode()
+    expires = datetime(2027, 12, 6, 12, 0, tzinfo=UTC)
+    renews = datetime(2027, 9, 1, 0, 0, tzinfo=UTC)
+    asking = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    times = CertificateTimes(expires=expires, renews=renews, requesting_since=asking)
+    registry = metrics.registry
+    assert registry.get_sample_value("vk_provider_serving_certificate_expiry_timestamp_seconds") == (
+        expires.timestamp()
+    )
+    assert registry.get_sample_value("vk_provider_serving_certificate_renewal_timestamp_seconds") == (
+        renews.timestamp()
+    )
+    assert registry.get_sample_value(
+        "vk_provider_serving_certificate_requesting_since_timestamp_seconds"
+    ) == (asking.timestamp())
+
+
+def test_the_daemon_reads_the_times_of_the_certificate_in_service(tmp_path: Path) -> None:
+    ca_file = SigningCa.create().write(tmp_path / "ca.crt")
+    certificate = SelfSignedCertificate(
+        node_name="n1", addresses=["127.0.0.1"], client_ca_file=ca_file, because="x"
+    )
+    assert certificate.certificate is not None
+    times = daemon.certificate_times(certificate)
+    assert times.expires == certificate.certificate.not_valid_after_utc
+    assert times.renews == certificate.renew_at
+    assert times.renews is not None
+    assert times.requesting_since is None  # a self-signed certificate asks nobody

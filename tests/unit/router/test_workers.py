@@ -21,6 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.router import Backend, backends, route, table
+from vk_provider import __version__
 from vk_provider.controller.gates import parse_side_sample
 from vk_provider.router import Endpoint, RouterMetrics, RouteTable
 from vk_provider.router.merging import exposition_of, merged_status, parsed_families, summed
@@ -251,6 +252,8 @@ async def test_workers_share_the_port_and_the_table_and_the_whole_router_answers
             assert metrics.count("# TYPE vk_provider_router_endpoints_kept_on_active_checks gauge") == 1
             assert metric_value(metrics, "vk_provider_router_workers") == 2
             assert metric_value(metrics, "vk_provider_router_worker_restarts_total") == 0
+            # Once for the router, not summed over its workers.
+            assert metric_value(metrics, "vk_provider_build_info", version=__version__) == 1
 
             # The traffic port serves routes only: the status path goes to the route's backend.
             code, text = await fetch(session, supervisor, "/-/status")

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from vk_provider.kubelet.certificates.selfsigned import SelfSignedCertificate
@@ -69,6 +70,9 @@ class AutoCertificate(ServingCertificate):
         self._own.subscribe(self._own_changed)
         self._csr.subscribe(self._csr_changed)
         self._csr_changed(self._csr.state)  # a stored certificate is issued at construction
+
+    def requesting_since(self) -> datetime | None:
+        return self._csr.requesting_since()
 
     def _csr_changed(self, state: CertificateState) -> None:
         if state.reason == ISSUED:

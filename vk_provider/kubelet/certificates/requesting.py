@@ -180,6 +180,7 @@ class CsrCertificate(ServingCertificate):
     ) -> None:
         super().__init__(client_ca_file=client_ca_file, clock=clock, ssl_context=ssl_context)
         self.pending_csr: str | None = None
+        self._requesting_since: datetime | None = None
         self._api = api
         self._node_name = node_name
         self._names = names
@@ -194,6 +195,9 @@ class CsrCertificate(ServingCertificate):
         self._retry_max = retry_max_seconds
         self._recheck = recheck_seconds
         self._reuse_stored()
+
+    def requesting_since(self) -> datetime | None:
+        return self._requesting_since
 
     def _deadline(self, certificate: x509.Certificate) -> datetime:
         return renewal_deadline(certificate, fraction=self._renew_fraction, jitter=self._renew_jitter)
@@ -264,10 +268,12 @@ class CsrCertificate(ServingCertificate):
     async def _renew(self) -> None:
         """Obtain and load a new certificate, retrying every failure until one is in place."""
         failures = 0
+        self._requesting_since = self._clock()
         while True:
             try:
                 name, chain, key = await self._request_certificate()
                 self._use(chain, key, self._deadline(chain[0]), origin=f"issued through CSR {name}")
+                self._requesting_since = None
             except Exception as error:
                 delay = backoff_delay(failures, initial=self._retry_initial, cap=self._retry_max)
                 failures += 1

@@ -178,6 +178,11 @@ class ServingCertificate(abc.ABC):
     async def run(self) -> None:
         """Keep the certificate current until cancelled; never raises otherwise."""
 
+    def requesting_since(self) -> datetime | None:
+        """Since when this source has asked the cluster's signer for a certificate it has not got yet
+        (None: it waits for none). Only the CSR flow asks; it keeps the moment across its retries."""
+        return None
+
     def subscribe(self, listener: StateListener) -> None:
         """Call `listener(state)` on every change of `state` from now on (in the event loop)."""
         self._listeners.append(listener)

@@ -40,6 +40,7 @@ from vk_provider.policy.admission.names import (
 )
 from vk_provider.policy.admission.verdict import Verdict, demand_gangs, judge
 from vk_provider.policy.admission.workload import WorkloadView, read_workload
+from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import Gang, Observed
 from vk_provider.policy.pods import pod_gpus
 from vk_provider.policy.signals import PodGroupSource
@@ -86,9 +87,10 @@ def resolve(check: RawObject, policies: Mapping[str, RawObject]) -> tuple[str | 
 
 
 class AdmissionChecks:
-    def __init__(self, api: KubeApi, events: EventRecorder) -> None:
+    def __init__(self, api: KubeApi, events: EventRecorder, *, metrics: PolicyMetrics | None = None) -> None:
         self._api = api
         self._events = events
+        self._metrics = metrics
         self._served: dict[str, list[str]] = {}
         """Policy name -> the checks it serves (Active ones)."""
         self._workloads: list[RawObject] = []
@@ -124,6 +126,8 @@ class AdmissionChecks:
                     reason, message = "InvalidPolicy", f"OffloadPolicy {policy_name} is invalid: {error}"
                 else:
                     served.setdefault(policy_name, []).append(str(check["metadata"]["name"]))
+                    if self._metrics is not None:
+                        self._metrics.check_served(policy_name, str(check["metadata"]["name"]))
             await self._set_active(check, now, policy_name if not reason else None, reason, message)
         self._served = served
         self._workloads = list(workloads.get("items") or ())
@@ -184,7 +188,8 @@ class AdmissionChecks:
         promised = await self._promised(policy, checks, views)
         verdicts = judge(now, policy, checks, views, observed, promised=promised)
         for verdict in verdicts:
-            await self._write(verdict, now)
+            if await self._write(verdict, now) and self._metrics is not None:
+                self._metrics.verdict(policy.name, verdict.check, verdict.state)
         return verdicts
 
     async def _promised(self, policy: PolicySpec, checks: list[str], views: list[WorkloadView]) -> int:
@@ -210,7 +215,8 @@ class AdmissionChecks:
             promised += max(0, view.gpus - held)
         return promised
 
-    async def _write(self, verdict: Verdict, now: datetime) -> None:
+    async def _write(self, verdict: Verdict, now: datetime) -> bool:
+        """Write the verdict on its Workload; False when the Workload is gone or was replaced."""
         workload = verdict.workload
         entry: dict[str, Any] = {
             "name": verdict.check,
@@ -238,7 +244,7 @@ class AdmissionChecks:
             )
         except KubeApiError as error:
             if error.not_found or error.conflict:  # deleted, or replaced (uid): next pass reads it again
-                return
+                return False
             raise
         involved = InvolvedObject(
             "Workload", workload.name, workload.namespace, workload.uid, api_version=KUEUE_API_VERSION
@@ -246,6 +252,7 @@ class AdmissionChecks:
         kind: EventType = "Normal" if verdict.state == READY else "Warning"
         reason = EVENT_REASONS.get(verdict.state, "AdmissionCheckRejected")
         self._events.record(involved, kind, reason, f"{verdict.check}: {verdict.message}")
+        return True
 
 
 class WithWorkloads:
