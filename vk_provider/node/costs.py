@@ -5,13 +5,15 @@ the meter keeps the price, the running time and the metric's series. The price c
 provider's placement, or after a restart from the placement recorded on the pod (its `Chosen` status
 condition, or the `chosen` annotation of older nodes): only the instance that placed a pod knows its
 placement, the record outlives it. A pod no placement priced (a provider that does not choose among
-backends, such as SageMaker or a remote cluster) costs what its provider prices it at
-(`node.pricing`), counted under the node's provider's name; a pod priced at nothing (the `mock` and
-`local` providers) or not priced at all adds no series.
+backends, such as SageMaker or a remote cluster, or a chain member that took the pod by its own
+defaults) costs what its provider prices it at (`node.pricing`), counted under the node's provider's
+name or the member's; a pod priced at nothing (the `mock` and `local` providers) or not priced at all
+adds no series.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,9 +49,9 @@ class PodCosts:
 
     def observe(self, pod: Mapping[str, Any], state: PodState) -> None:
         """Add what the pod cost since it was last looked at to the cost counter (placed pods only)."""
-        placement = state.placement
-        if placement is None:
-            placement = recorded_placement(pod) or self._quoted(pod)
+        placement = state.placement or recorded_placement(pod)
+        if placement is None or placement.price_per_hour is None:
+            placement = self._priced(pod, placement)
         if placement is None:
             return
         uid = pod["metadata"]["uid"]
@@ -60,11 +62,15 @@ class PodCosts:
         dollars = self._meter.observe(uid, price_per_hour=placement.price_per_hour, running=running)
         self._metrics.add_pod_cost(*self._labels[uid], dollars)
 
-    def _quoted(self, pod: Mapping[str, Any]) -> Placement | None:
+    def _priced(self, pod: Mapping[str, Any], placement: Placement | None) -> Placement | None:
+        """`placement` (None: the node's provider) at the provider's price for the pod, if it has one
+        (a chain member that took it by its own defaults, a provider that places nothing)."""
         price = self._quote(pod)
         if not price:  # unknown, or free: nothing to meter
-            return None
-        return Placement(self._provider_name, price_per_hour=price)
+            return placement
+        if placement is None:
+            return Placement(self._provider_name, price_per_hour=price)
+        return dataclasses.replace(placement, price_per_hour=price)
 
     def stop(self, uid: str) -> None:
         """The pod is gone: charge its last stretch and close its series."""

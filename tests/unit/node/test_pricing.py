@@ -19,7 +19,7 @@ from vk_provider.node.admission import no_quote
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.pricing import provider_quote
-from vk_provider.provider import PricedPod, ProviderContext
+from vk_provider.provider import Placement, PodRef, PodState, PricedPod, ProviderContext
 from vk_providers.mock import MockProvider
 
 pytestmark = pytest.mark.unit
@@ -113,3 +113,18 @@ async def test_pods_of_a_free_provider_add_no_cost_series(tmp_path: Path) -> Non
     await reconciler.reconcile("a")
     await reconciler.reconcile("a")
     assert "vk_provider_pod_cost_usd_total{" not in metrics.exposition().decode()
+
+
+def test_a_placement_without_a_price_is_metered_at_the_providers_price(tmp_path: Path) -> None:
+    metrics = DaemonMetrics()
+    clock = ManualClock()
+    costs = PodCosts(metrics, CostMeter(clock), quote=lambda raw: 4.0, provider_name="chain")
+    seen = pod("a")
+    by_default = Placement("aws", gpu_count=1)  # a chain member that took the pod by its own defaults
+    state = PodState(PodRef("ns", "pod-a", "a"), "Running", placement=by_default)
+    costs.observe(seen, state)
+    clock.now = 900.0  # a quarter of an hour at $4/h
+    costs.observe(seen, state)
+    assert costs.prices == {"a": 4.0}
+    exposition = metrics.exposition().decode()
+    assert 'vk_provider_pod_cost_usd_total{namespace="ns",pod="pod-a",provider="aws"} 1.0' in exposition
