@@ -111,6 +111,15 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="most US dollars an hour the node's pods may cost at list price; beyond, OutOfBudget "
         "(default: none)",
     )
+    node.add_argument(
+        "--allow-unpriced-pods",
+        type=str,
+        nargs="?",
+        const="true",
+        metavar="true|false",
+        help="under --max-spend-per-hour, admit pods whose price is not known, counted as 0; false: refuse "
+        "them, OutOfBudget (default: false)",
+    )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
     node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
     node.add_argument(

@@ -19,6 +19,9 @@ The required surface is `PodLifecycle`. Everything else is an optional capabilit
   placement to choose from.
 - `SupportsOfferPlacement`: the provider can be told which of its offers to use for a pod (placement
   by a provider that chooses among others, such as `chain`).
+- `SupportsPodPrice`: the provider says what a pod will cost an hour before it is created (a price
+  table, configured prices), so that the node's spend ceiling and cost metric count it; without it,
+  and without a price on the pod, the pod's price is unknown.
 - `SupportsExec`, `SupportsAttach`, `SupportsPortForward`: `kubectl exec` (and `cp`), `kubectl attach`
   and `kubectl port-forward`; the node serves the protocols, the provider only moves bytes.
 - `SupportsServiceAccountTokens`: the provider mounts projected volumes whole, ServiceAccount tokens
@@ -57,6 +60,7 @@ import dataclasses
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -401,6 +405,26 @@ class GpuOffer:
     locations: tuple[LocationAvailability, ...] = ()
     max_count: int | None = None
     """The most GPUs of this type one pod can have in this tier."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PricedPod:
+    """What a pod's price can depend on, as the node knows it before the pod is created (its
+    environment is not resolved yet, so `PodRequest` is not at hand)."""
+
+    ref: PodRef
+    annotations: Mapping[str, str]
+    requests: Mapping[str, Fraction]
+    """What the pod requests, as the kubelet counts it (its containers, or its largest init container,
+    plus overhead), e.g. {"nvidia.com/gpu": Fraction(2), "cpu": Fraction(1, 2), "pods": Fraction(1)}."""
+
+
+@runtime_checkable
+class SupportsPodPrice(Protocol):
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        """USD per hour the pod will cost at list price, for the whole pod; None when the provider
+        cannot say (an instance type without a price, a resource without a configured price). Pure and
+        quick: no call to the backend, since the node asks while it admits pods and meters their cost."""
 
 
 @runtime_checkable

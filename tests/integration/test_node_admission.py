@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.daemons import NodeDaemon
 from tests.integration.nodes import TOLERATE_ALL
 from tests.integration.waiting import wait_for
+from tests.unit.providers.sagemaker.support import write_credentials
 from vk_devtools.devcluster import cluster
+from vk_devtools.standins.sagemaker import TEST_ROLE_ARN, MotoSageMaker
 
 pytestmark = pytest.mark.integration
 
@@ -41,23 +46,35 @@ def bound_pod(
 
 
 RunningAtProvider = Callable[[NodeDaemon], Awaitable[set[str]]]
+KubeletGet = Callable[[NodeDaemon, str], Awaitable[bytes]]
 
 
 @pytest.fixture
-def running_at_provider(control_plane: cluster.ClusterState) -> RunningAtProvider:
-    """The names of the pods a node's provider runs, from the node's kubelet API `/runningpods/` (its
-    provider's own list), asked directly as the cluster admin: the apiserver's proxy refuses loopback."""
+def kubelet_get(control_plane: cluster.ClusterState) -> KubeletGet:
+    """GET a path of a node's kubelet API, asked directly as the cluster admin: the apiserver's proxy
+    refuses loopback."""
     context = ssl.create_default_context(cafile=str(control_plane.ca_cert))
     context.check_hostname = False  # the serving certificate names the node's IPs
     pki = control_plane.directory / "pki"
     context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
 
-    async def names(daemon: NodeDaemon) -> set[str]:
+    async def get(daemon: NodeDaemon, path: str) -> bytes:
         port = yaml.safe_load(daemon.config_path.read_text())["kubelet_port"]
-        url = f"https://127.0.0.1:{port}/runningpods/"
+        url = f"https://127.0.0.1:{port}{path}"
         async with aiohttp.ClientSession() as session, session.get(url, ssl=context) as response:
             assert response.status == 200, await response.text()
-            listing = json.loads(await response.read())
+            return await response.read()
+
+    return get
+
+
+@pytest.fixture
+def running_at_provider(kubelet_get: KubeletGet) -> RunningAtProvider:
+    """The names of the pods a node's provider runs, from the node's kubelet API `/runningpods/` (its
+    provider's own list)."""
+
+    async def names(daemon: NodeDaemon) -> set[str]:
+        listing = json.loads(await kubelet_get(daemon, "/runningpods/"))
         return {item["metadata"]["name"] for item in listing.get("items") or []}
 
     return names
@@ -185,7 +202,7 @@ async def test_the_spend_ceiling_refuses_the_pod_that_would_pass_it(
     await warning(core, namespace, "second", "OutOfBudget")
     assert await running_at_provider(daemon) == {"first"}
 
-    # The pod ceiling: two more pods of unknown price fit under the spend, the third pod does not.
+    # The pod ceiling: two more pods the mock runs for nothing fit under the spend, the third does not.
     for name in ("cheap-1", "cheap-2"):
         await core.create_namespaced_pod(namespace, bound_pod(name, daemon.node_name))
         await running(core, namespace, name)
@@ -194,6 +211,79 @@ async def test_the_spend_ceiling_refuses_the_pod_that_would_pass_it(
     assert refused.status.reason == "OutOfBudget"
     assert "at most 3 pods at its provider (max_provider_pods), and 3 run there" in refused.status.message
     assert await running_at_provider(daemon) == {"first", "cheap-1", "cheap-2"}
+
+
+@pytest.fixture(scope="module")
+def moto_sagemaker() -> Iterator[MotoSageMaker]:
+    """moto's SageMaker in server mode: the node daemon, another process, reaches it by its URL."""
+    with MotoSageMaker() as server:
+        yield server
+
+
+def cost_of(exposition: str, pod: str, provider: str) -> float | None:
+    """The pod's `vk_provider_pod_cost_usd_total` in the node's metrics; None without a series."""
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            series = (sample.labels.get("pod"), sample.labels.get("provider"))
+            if sample.name == "vk_provider_pod_cost_usd_total" and series == (pod, provider):
+                return float(sample.value)
+    return None
+
+
+async def test_a_sagemaker_pod_under_a_spend_ceiling_is_counted_at_its_instance_types_price(  # noqa: PLR0917 (fixtures)
+    start_node: StartNode,
+    kube_api: client.ApiClient,
+    namespace: str,
+    running_at_provider: RunningAtProvider,
+    kubelet_get: KubeletGet,
+    moto_sagemaker: MotoSageMaker,
+    tmp_path: Path,
+) -> None:
+    """SageMaker sets no price of its own: the node counts its pods at the instance type's list price
+    (ml.g4dn.xlarge, $0.7364/h in us-east-1, from the provider's table), refuses the pod that would pass
+    the ceiling, and refuses one whose instance type has no price rather than counting it as free."""
+    moto_sagemaker.reset()
+    config = {
+        "role_arn": TEST_ROLE_ARN,
+        "region": "us-east-1",
+        "endpoint_url": moto_sagemaker.endpoint_url,
+        "credentials_file": str(write_credentials(tmp_path / "aws-credentials")),
+        "instance_type": "ml.g4dn.xlarge",
+        "capacity": GPU_NODE,
+    }
+    daemon = await start_node("sagemaker", provider_config=config, max_spend_per_hour=1.0)
+    core = client.CoreV1Api(kube_api)
+    created = time.monotonic()
+    await core.create_namespaced_pod(namespace, bound_pod("first", daemon.node_name))
+    await running(core, namespace, "first")
+
+    # $0.74/h runs, and another $0.74/h would pass $1/h.
+    await core.create_namespaced_pod(namespace, bound_pod("second", daemon.node_name))
+    refused = await failed(core, namespace, "second")
+    assert refused.status.reason == "OutOfBudget"
+    assert "its pods cost $0.74/h already, and this pod may cost $0.74/h" in refused.status.message
+    await warning(core, namespace, "second", "OutOfBudget")
+
+    # An instance type without a price is not free: refused although $0.26/h is left.
+    unpriced = {"sagemaker.vk-provider.dev/instance-type": "ml.m4.xlarge"}
+    await core.create_namespaced_pod(namespace, bound_pod("unpriced", daemon.node_name, annotations=unpriced))
+    refused = await failed(core, namespace, "unpriced")
+    assert refused.status.reason == "OutOfBudget"
+    assert "this pod's price is not known" in refused.status.message
+    assert "instance_prices" in refused.status.message
+    assert "allow_unpriced_pods" in refused.status.message
+    assert await running_at_provider(daemon) == {"first"}
+
+    # The cost metric adds up the running pod at its price, under the provider's name.
+    async def first_cost() -> float | None:
+        cost = cost_of((await kubelet_get(daemon, "/metrics")).decode(), "first", "sagemaker")
+        return cost if cost else None
+
+    cost = await wait_for(first_cost, timeout_seconds=30, what="a cost for the SageMaker pod")
+    hours_since_created = (time.monotonic() - created) / 3600
+    assert 0 < cost <= 0.7364 * hours_since_created
+    exposition = (await kubelet_get(daemon, "/metrics")).decode()
+    assert cost_of(exposition, "second", "sagemaker") is None
 
 
 async def test_a_forced_deletion_stops_the_workload_without_a_grace_period_warning(

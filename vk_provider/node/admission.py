@@ -9,9 +9,12 @@ A pod is judged once, when the node first meets it, in this order; the first che
 2. `OutOfBudget`: the node's ceilings, where money is at stake: at most `max_provider_pods` pods at its
    provider, and at most `max_spend_per_hour` US dollars an hour for all of them. A pod's price is the
    one its placement recorded (the node's own record, else the pod's `Chosen` status condition or the
-   `chosen` annotation of older nodes), else the most it
-   may cost (its `max-price-per-hour`), else unknown, which counts as 0: a pod of unknown price is
-   admitted only while the known spend is below the ceiling, and one with a cap only when the cap fits.
+   `chosen` annotation of older nodes), else the most it may cost (its `max-price-per-hour`), else
+   its provider's price for it (`SupportsPodPrice`: SageMaker's instance prices, the remote cluster's
+   configured GPU prices), else unknown. Under a spend ceiling a pod of unknown price is refused,
+   since nothing would bound what it costs, unless the node allows unpriced pods
+   (`allow_unpriced_pods`); those count as 0 and are admitted only while the known spend is below the
+   ceiling. A pod with a price is admitted only when the price fits.
    A pod placed by price (any of the catalog annotations) is placed within what is left: the provider
    is handed the pod with its `max-price-per-hour` lowered to the room under the ceiling (`capped`),
    and the pod counts at that price until its placement records the real one.
@@ -90,6 +93,18 @@ class Ceilings:
 
     max_pods: int | None = None
     max_spend_per_hour: float | None = None
+    allow_unpriced_pods: bool = False
+    """Under a spend ceiling, admit a pod whose price nobody can tell (counted as 0) rather than refuse it."""
+
+
+QuotePrice = Callable[[RawObject], "float | None"]
+"""The provider's price per hour for a pod before it is placed, None when it cannot say (see
+`node.pricing`)."""
+
+
+def no_quote(pod: RawObject) -> float | None:
+    """For a provider that prices nothing."""
+    return None
 
 
 # -- what a pod asks for -----------------------------------------------------------------------------
@@ -217,10 +232,14 @@ def _annotations(pod: RawObject) -> Mapping[str, str]:
     return (pod.get("metadata") or {}).get("annotations") or {}
 
 
-def expected_price(pod: RawObject, recorded: float | None = None) -> float | None:
+def expected_price(
+    pod: RawObject, recorded: float | None = None, *, quote: QuotePrice = no_quote
+) -> float | None:
     """US dollars an hour the pod costs or may cost: `recorded` (the node's record of its placement), else
     the price its placement record on the pod says (its `Chosen` status condition, or the `chosen`
-    annotation of older nodes), else its `max-price-per-hour`; None when nothing says."""
+    annotation of older nodes), else its `max-price-per-hour`, else its provider's price for it
+    (`quote`), unless it is placed by price (its placement, not its provider's defaults, decides what
+    it costs); None when nothing says."""
     if recorded is not None:
         return recorded
     annotations = _annotations(pod)
@@ -228,14 +247,20 @@ def expected_price(pod: RawObject, recorded: float | None = None) -> float | Non
     if placement is not None and placement.price_per_hour is not None:
         return placement.price_per_hour
     try:
-        return price_cap(annotations)
+        cap = price_cap(annotations)
     except PlacementError:
-        return None
+        cap = None
+    if cap is not None or _uses_catalog(pod):
+        return cap
+    return quote(pod)
 
 
-def spend_per_hour(admitted: Iterable[RawObject], prices: Mapping[str, float]) -> float:
-    """What the admitted pods cost or may cost an hour, as far as is known (see `expected_price`)."""
-    return sum(expected_price(other, prices.get(_uid(other))) or 0.0 for other in admitted)
+def spend_per_hour(
+    admitted: Iterable[RawObject], prices: Mapping[str, float], *, quote: QuotePrice = no_quote
+) -> float:
+    """What the admitted pods cost or may cost an hour, as far as is known (see `expected_price`); a pod
+    of unknown price (admitted under `allow_unpriced_pods`, or before the ceiling was set) counts as 0."""
+    return sum(expected_price(other, prices.get(_uid(other)), quote=quote) or 0.0 for other in admitted)
 
 
 def check_ceilings(
@@ -245,8 +270,10 @@ def check_ceilings(
     *,
     prices: Mapping[str, float],
     node_name: str,
+    quote: QuotePrice = no_quote,
 ) -> Refusal | None:
-    """`OutOfBudget` when one more pod, or its price, would take the node past a ceiling."""
+    """`OutOfBudget` when one more pod, or its price, would take the node past a ceiling, or when its
+    price is unknown under a spend ceiling that does not allow unpriced pods."""
     admitted = list(admitted)
     if ceilings.max_pods is not None and len(admitted) + 1 > ceilings.max_pods:
         return Refusal(
@@ -258,8 +285,18 @@ def check_ceilings(
     ceiling = ceilings.max_spend_per_hour
     if ceiling is None:
         return None
-    spend = spend_per_hour(admitted, prices)
-    price = expected_price(pod)
+    spend = spend_per_hour(admitted, prices, quote=quote)
+    price = expected_price(pod, prices.get(_uid(pod)), quote=quote)
+    # A pod placed by price has no price yet but is placed within what is left (`Admissions.decide`).
+    if price is None and not ceilings.allow_unpriced_pods and not _uses_catalog(pod):
+        return Refusal(
+            OUT_OF_BUDGET,
+            f"node {node_name} may spend at most ${ceiling:.2f}/h at its provider (max_spend_per_hour), "
+            "and this pod's price is not known: give it a placement.vk-provider.dev/max-price-per-hour "
+            "annotation, configure its provider's prices (sagemaker: instance_prices; kubernetes: "
+            "gpu_prices_usd_per_hour), or set allow_unpriced_pods to admit pods of unknown price",
+            "spend-ceiling",
+        )
     if price is None and spend >= ceiling:
         return Refusal(
             OUT_OF_BUDGET,
@@ -316,10 +353,22 @@ class Admissions:
     decisions of concurrent workers.
     """
 
-    def __init__(self, *, node_name: str, allocatable: Mapping[str, str], ceilings: Ceilings) -> None:
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        allocatable: Mapping[str, str],
+        ceilings: Ceilings,
+        quote: QuotePrice = no_quote,
+    ) -> None:
         self._node_name = node_name
         self._allocatable = dict(allocatable)
         self._ceilings = ceilings
+        self._quote = quote
+        self._quotes: dict[str, tuple[str, float | None]] = {}
+        """The provider's price of each pod, by UID, with the resourceVersion it was read at: a decision
+        prices every admitted pod, and a pod changes (its annotations may name another instance type)
+        far less often than pods are judged."""
         self._admitted: set[str] = set()
         self._refused: dict[str, Refusal] = {}
         self._announced: set[str] = set()
@@ -359,13 +408,15 @@ class Admissions:
         known = {**self._caps, **(prices or {})}  # a recorded price replaces the cap admitted under
         refusal = (
             check_placement(pod)
-            or check_ceilings(pod, admitted, self._ceilings, prices=known, node_name=self._node_name)
+            or check_ceilings(
+                pod, admitted, self._ceilings, prices=known, node_name=self._node_name, quote=self._quote_of
+            )
             or check_resources(pod, admitted, self._allocatable, requests=self._requests_of)
         )
         ceiling = self._ceilings.max_spend_per_hour
         if refusal is None and ceiling is not None and _uses_catalog(pod):
-            room = ceiling - spend_per_hour(admitted, known)
-            cap = expected_price(pod)
+            room = ceiling - spend_per_hour(admitted, known, quote=self._quote_of)
+            cap = expected_price(pod, quote=self._quote_of)
             if cap is None or cap > room:
                 if room < _SMALLEST_CAP:
                     refusal = Refusal(
@@ -389,6 +440,14 @@ class Admissions:
             requests = self._requests[uid] = pod_units(pod)
         return requests
 
+    def _quote_of(self, pod: RawObject) -> float | None:
+        uid = _uid(pod)
+        version = str((pod.get("metadata") or {}).get("resourceVersion", ""))
+        cached = self._quotes.get(uid)
+        if cached is None or cached[0] != version or not version:
+            cached = self._quotes[uid] = (version, self._quote(pod))
+        return cached[1]
+
     def price_cap(self, uid: str) -> float | None:
         """The price cap the provider must place the pod within, when the spend ceiling lowered it."""
         return self._caps.get(uid)
@@ -408,3 +467,4 @@ class Admissions:
         self._announced.discard(uid)
         self._caps.pop(uid, None)
         self._requests.pop(uid, None)
+        self._quotes.pop(uid, None)

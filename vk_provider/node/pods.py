@@ -37,6 +37,7 @@ from vk_provider.node import admission, podstatus
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.podrequest import build_pod_request, pod_ref
+from vk_provider.node.pricing import provider_quote
 from vk_provider.node.settings import NodeSettings
 from vk_provider.node.tokens import ServiceAccountTokens
 from vk_provider.offload.names import TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION
@@ -182,11 +183,15 @@ class PodReconciler:
         """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
         self._stopping: dict[str, float] = {}
         """Pods asked to stop at the provider, with the grace period they were given, by UID."""
-        self._costs = PodCosts(metrics)
+        quote = provider_quote(provider)
+        self._costs = PodCosts(metrics, quote=quote, provider_name=settings.provider)
         self._admissions = admission.Admissions(
             node_name=settings.node_name,
             allocatable=node_allocatable,
-            ceilings=admission.Ceilings(settings.max_provider_pods, settings.max_spend_per_hour),
+            ceilings=admission.Ceilings(
+                settings.max_provider_pods, settings.max_spend_per_hour, settings.allow_unpriced_pods
+            ),
+            quote=quote,
         )
         self._announced: dict[str, str] = {}
         """The placement (its JSON record) each pod's Placed event announced, by UID: until the watch

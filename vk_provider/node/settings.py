@@ -63,6 +63,10 @@ class NodeSettings:
     max_spend_per_hour: float | None = None
     """The most US dollars an hour this node's pods may cost at its provider's list prices; a pod that
     would take it past this is refused (OutOfBudget). None: no ceiling. See `node.admission`."""
+    allow_unpriced_pods: bool = False
+    """Under `max_spend_per_hour`, admit pods whose price is not known (no price annotation, and none
+    their provider can tell), counted as 0 while the known spend is below the ceiling. False: refuse them
+    (OutOfBudget), since nothing would bound what they cost."""
     kubelet_port: int = 10250
     addresses: tuple[str, ...] = ("127.0.0.1",)
     """InternalIP addresses reported on the Node; the first is every pod's hostIP."""
@@ -342,6 +346,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "insecure_kubelet_api_allow_all": lambda value, source: _boolean(value),
     "kubelet_websocket": lambda value, source: _boolean(value),
     "no_taint": lambda value, source: _boolean(value),
+    "allow_unpriced_pods": lambda value, source: _boolean(value),
     "leader_elect": lambda value, source: _boolean(value),
     "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),
     "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),

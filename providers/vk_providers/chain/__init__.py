@@ -47,7 +47,8 @@ member is. Node capacity: the members' capacities added up, resource by resource
 members report per-type resources).
 
 Capabilities: logs (CapabilityMissingError when the owner serves none), usage (NotFoundError when the
-owner reports none, so the kubelet's stats leave the pod out quietly) and node capacity. No status push
+owner reports none, so the kubelet's stats leave the pod out quietly), node capacity and pod prices (the
+owner's price; before a pod is placed, the dearest member's, unknown if any member cannot say). No status push
 (the node polls: a push from some members only would leave the others unpolled), no pod address before
 creation (the member is not known yet), no GPU catalog of its own.
 """

@@ -41,12 +41,14 @@ from vk_provider.provider import (
     PodRef,
     PodRequest,
     PodState,
+    PricedPod,
     ProviderContext,
     SupportsAttach,
     SupportsExec,
     SupportsGpuCatalog,
     SupportsLogs,
     SupportsNodeCapacity,
+    SupportsPodPrice,
     SupportsPortForward,
     SupportsUsage,
 )
@@ -184,6 +186,17 @@ class ChainProvider:
         for member, outcome in await each(self.members, lambda member: member.provider.aclose()):
             if isinstance(outcome, Exception):
                 logger.warning("closing chain member %s failed: %s", member.name, describe(outcome))
+
+    # -- SupportsPodPrice ----------------------------------------------------------------------
+
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        """The price of the member that holds the pod; before it is placed, the dearest member's, since it
+        may land on any of them. None when one of those members cannot price it. (A pod placed by price
+        costs what its placement chose; the node does not ask then.)"""
+        owner = self._owners.owner(pod.ref.uid)
+        prices = [_member_price(member, pod) for member in ([owner] if owner else self.members)]
+        known = [price for price in prices if price is not None]
+        return max(known) if known and len(known) == len(prices) else None
 
     # -- SupportsNodeCapacity, SupportsLogs, SupportsUsage -------------------------------------
 
@@ -436,3 +449,8 @@ def format_quantity(value: Fraction, *, binary: bool = False) -> str:
         if scaled.denominator == 1:
             return f"{int(scaled)}{suffix}"
     return f"{int(value * 10**9)}n"  # finer than Kubernetes counts: round down to nanos
+
+
+def _member_price(member: Member, pod: PricedPod) -> float | None:
+    provider = member.provider
+    return provider.pod_price_per_hour(pod) if isinstance(provider, SupportsPodPrice) else None

@@ -55,7 +55,11 @@ Settings (the provider's section of the node configuration; see `config.Kubernet
   `max_retry_after_seconds`, `breaker_failure_threshold`, `breaker_open_seconds`,
   `health_timeout_seconds`: resilience; `namespace_ready_timeout_seconds`;
 - `capacity`: what the node advertises; `error_log_lines`: log lines quoted for a container that
-  failed without a termination message.
+  failed without a termination message;
+- `gpu_prices_usd_per_hour`: USD per hour of one unit of each GPU (extended) resource, e.g.
+  `{nvidia.com/gpu: 2.0}`; a pod costs its requests times these, for the node's spend ceiling and
+  cost metric, and is of unknown price when none are set or it requests an extended resource without
+  one (see `prices`).
 
 Errors: 400 and 422 (the remote apiserver's validation) and admission refusals fail the pod with the
 remote message; 409 on create means it exists (done); a quota that is exceeded, a namespace being set
@@ -70,8 +74,9 @@ call. The Secrets are written just before the Pod; if the node crashed in betwee
 were force-deleted before it came back, they would stay (`list_pods` lists Pods only); they hold the
 pod's variables and files, so the namespace should be reserved to the provider.
 
-Capabilities: logs (the remote pod's log, with follow, tail, since, timestamps, limit and previous)
-and node capacity. No status push (the node polls), no pod IP before creation, no usage.
+Capabilities: logs (the remote pod's log, with follow, tail, since, timestamps, limit and previous),
+node capacity and pod prices (from `gpu_prices_usd_per_hour`). No status push (the node polls), no pod
+IP before creation, no usage.
 """
 
 from __future__ import annotations

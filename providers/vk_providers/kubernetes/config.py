@@ -45,6 +45,10 @@ class KubernetesSettings:
     """Remote objects are named `<name_prefix>-<pod UID>` (the Secret `...-env`)."""
     capacity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Resources the node advertises, e.g. {"nvidia.com/gpu": "8"}."""
+    gpu_prices_usd_per_hour: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """USD per hour of one unit of each GPU (extended) resource, e.g. {"nvidia.com/gpu": 2.0}: what a
+    pod's requests cost, for the node's spend ceiling and cost metric (`prices`). Empty: pods are of
+    unknown price."""
     calls: CallSettings = dataclasses.field(default_factory=CallSettings)
     """Timeouts, retries, the circuit breaker and the health probe (flat keys: `call_timeout_seconds`...)."""
     namespace_ready_timeout_seconds: float = 20.0
@@ -70,6 +74,7 @@ def parse_settings(config: Mapping[str, Any]) -> KubernetesSettings:
         image_pull_secrets=_names(config, "image_pull_secrets"),
         name_prefix=_dns_label(config, "name_prefix", defaults.name_prefix, MAX_NAME_PREFIX),
         capacity=values.capacity(),
+        gpu_prices_usd_per_hour=values.prices_per_hour("gpu_prices_usd_per_hour", "{'nvidia.com/gpu': 2.0}"),
         calls=read_call_settings(values),
         namespace_ready_timeout_seconds=values.seconds(
             "namespace_ready_timeout_seconds", defaults.namespace_ready_timeout_seconds, positive=True

@@ -44,11 +44,13 @@ from vk_provider.provider import (
     PodRef,
     PodRequest,
     PodState,
+    PricedPod,
     ProviderContext,
 )
 from vk_providers.kubernetes.api import RemoteCluster
 from vk_providers.kubernetes.config import KubernetesSettings, parse_settings
 from vk_providers.kubernetes.portforward import TUNNEL_PROTOCOL, forward_through_tunnel
+from vk_providers.kubernetes.prices import remote_pod_price
 from vk_providers.kubernetes.states import (
     failed_containers_without_message,
     log_query,
@@ -295,6 +297,9 @@ class KubernetesProvider:
         await self._remote.aclose()
 
     # -- SupportsNodeCapacity, SupportsLogs -----------------------------------------------------
+
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        return remote_pod_price(pod, self._settings.gpu_prices_usd_per_hour)
 
     async def node_capacity(self) -> Mapping[str, str]:
         return self._settings.capacity

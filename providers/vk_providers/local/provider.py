@@ -50,6 +50,7 @@ from vk_provider.provider import (
     PodRef,
     PodRequest,
     PodState,
+    PricedPod,
     ProviderContext,
     VolumeFile,
 )
@@ -353,6 +354,12 @@ class LocalProvider:
 
     async def node_capacity(self) -> Mapping[str, str]:
         return dict(self._settings.capacity)
+
+    # SupportsPodPrice
+
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        """Nothing: its pods are processes on this host, paid for at no provider."""
+        return 0.0
 
     # Housekeeping
 

@@ -39,6 +39,7 @@ from vk_provider.provider import (
     PodRef,
     PodRequest,
     PodState,
+    PricedPod,
     ProviderContext,
 )
 from vk_providers.mock.streams import attach, echo_port, run_builtin
@@ -150,6 +151,10 @@ class MockProvider:
 
     async def node_capacity(self) -> Mapping[str, str]:
         return self._capacity
+
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        """Nothing: its pods live in memory, and a spend ceiling has nothing to count."""
+        return 0.0
 
     async def watch_states(self) -> AsyncIterator[PodState]:
         while True:

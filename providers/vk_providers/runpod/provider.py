@@ -45,6 +45,7 @@ from vk_provider.provider import (
     PodRef,
     PodRequest,
     PodState,
+    PricedPod,
     ProviderContext,
 )
 from vk_providers.runpod.api import LogEvent, RunPodApi, RunPodGpuType, RunPodPod, server_sent_events
@@ -288,6 +289,14 @@ class RunPodProvider:
     async def aclose(self) -> None:
         await self._readiness.aclose()
         await self._api.aclose()
+
+    # -- SupportsPodPrice ----------------------------------------------------------------------
+
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        """The most the pod may cost: `max_price_per_hour`, above which no offer is taken (a pod's own
+        max-price-per-hour annotation is counted by the node before it asks). None without a cap: the
+        offer is not chosen before the pod is created, so its price is not known before."""
+        return self._settings.max_price_per_hour
 
     # -- SupportsNodeCapacity, SupportsGpuCatalog, SupportsOfferPlacement ----------------------
 

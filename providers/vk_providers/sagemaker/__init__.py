@@ -40,6 +40,11 @@ Settings (the provider's section of the node configuration; see `config.SageMake
   file (a Secret) read with `profile`'s section and re-read when it changes. Credential values are
   never logged: botocore's loggers get a filter that scrubs them (and models' environments);
 - `instance_type`, `instance_count`, `container_startup_timeout_seconds`: placement defaults;
+- `instance_prices`: USD per instance-hour by instance type, e.g. `{ml.g5.xlarge: 1.408}`, over the
+  built-in table of us-east-1 on-demand prices (`prices`), which serves only in us-east-1: in any other
+  region only these prices count. A pod costs its instance type's price times its instance count;
+  one whose type has no price is of unknown price (refused under the node's spend ceiling unless the
+  node allows unpriced pods);
 - `call_timeout_seconds`, `connect_timeout_seconds`, `max_attempts`, `backoff_initial_seconds`,
   `backoff_max_seconds`, `max_retry_after_seconds`, `breaker_failure_threshold`,
   `breaker_open_seconds`, `health_timeout_seconds`: resilience; `max_concurrent_calls`: the size of the
@@ -53,8 +58,8 @@ AddTags, DescribeModel, DescribeEndpointConfig, DescribeEndpoint, ListEndpoints,
 ListModels, ListTags, DeleteModel, DeleteEndpointConfig, DeleteEndpoint and InvokeEndpoint (for the
 router), and iam:PassRole on `role_arn`.
 
-Capabilities: node capacity. No status push (the node polls), no pod IP, no logs (they are in
-CloudWatch Logs), no usage, no GPU catalog.
+Capabilities: node capacity, pod prices (for the node's spend ceiling and cost metric). No status push
+(the node polls), no pod IP, no logs (they are in CloudWatch Logs), no usage, no GPU catalog.
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ class SageMakerSettings:
     instance_type: str | None = None
     """The instance type (e.g. ml.g5.xlarge) for pods without the instance-type annotation."""
     instance_count: int = 1
+    instance_prices: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """USD per instance-hour by instance type, e.g. {"ml.g5.xlarge": 1.408}: over the built-in us-east-1
+    table (`prices`), and the only prices in any other region."""
     container_startup_timeout_seconds: int | None = None
     """ContainerStartupHealthCheckTimeoutInSeconds (60-3600): how long /ping may fail at start."""
     name_prefix: str = "vk"
@@ -75,6 +78,7 @@ def parse_settings(config: Mapping[str, Any]) -> SageMakerSettings:
         credentials_file=values.optional_path("credentials_file"),
         instance_type=_optional_text(config, "instance_type"),
         instance_count=values.integer("instance_count", defaults.instance_count, minimum=1),
+        instance_prices=values.prices_per_hour("instance_prices", "{'ml.g5.xlarge': 1.408}"),
         container_startup_timeout_seconds=None
         if startup is None
         else values.integer(

@@ -59,10 +59,11 @@ from vk_provider.kit.resilience import (
 )
 from vk_provider.kit.resilience.health import probe_health
 from vk_provider.kit.signing import RequestSigner
-from vk_provider.provider import PodRef, PodRequest, PodState, ProviderContext
+from vk_provider.provider import PodRef, PodRequest, PodState, PricedPod, ProviderContext
 from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
+from vk_providers.sagemaker.prices import endpoint_price
 from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
 from vk_providers.sagemaker.session import make_client, make_session
 from vk_providers.sagemaker.translate import (
@@ -503,6 +504,11 @@ class SageMakerProvider:
             )
         self._executor.shutdown(wait=False, cancel_futures=True)
         await asyncio.get_running_loop().run_in_executor(None, self._api.close)
+
+    # -- SupportsPodPrice ----------------------------------------------------------------------
+
+    def pod_price_per_hour(self, pod: PricedPod) -> float | None:
+        return endpoint_price(pod, self._settings, self.region)
 
     # -- SupportsNodeCapacity ------------------------------------------------------------------
 

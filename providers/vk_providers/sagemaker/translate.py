@@ -138,8 +138,8 @@ def deployment_for(pod: PodRequest, settings: SageMakerSettings, node_name: str)
         config_name=name,
         image=container.image,
         environment=dict(container.env),
-        instance_type=_instance_type(pod, settings),
-        instance_count=_instance_count(pod, settings),
+        instance_type=instance_type_of(pod.annotations, settings),
+        instance_count=instance_count_of(pod.annotations, settings),
         tags=tags_for(pod.ref, node_name, container),
         startup_timeout_seconds=settings.container_startup_timeout_seconds,
     )
@@ -176,8 +176,8 @@ def _single_container(pod: PodRequest) -> ContainerSpec:
     return container
 
 
-def _instance_type(pod: PodRequest, settings: SageMakerSettings) -> str:
-    chosen = pod.annotations.get(INSTANCE_TYPE_ANNOTATION, "").strip() or settings.instance_type
+def instance_type_of(annotations: Mapping[str, str], settings: SageMakerSettings) -> str:
+    chosen = annotations.get(INSTANCE_TYPE_ANNOTATION, "").strip() or settings.instance_type
     if not chosen:
         raise InvalidPodError(
             f"no SageMaker instance type: annotate the pod with {INSTANCE_TYPE_ANNOTATION} "
@@ -186,8 +186,8 @@ def _instance_type(pod: PodRequest, settings: SageMakerSettings) -> str:
     return chosen
 
 
-def _instance_count(pod: PodRequest, settings: SageMakerSettings) -> int:
-    text = pod.annotations.get(INSTANCE_COUNT_ANNOTATION)
+def instance_count_of(annotations: Mapping[str, str], settings: SageMakerSettings) -> int:
+    text = annotations.get(INSTANCE_COUNT_ANNOTATION)
     if text is None:
         return settings.instance_count
     try:

@@ -185,36 +185,98 @@ def test_the_pod_ceiling_refuses_the_pod_beyond_it() -> None:
     assert "at most 2 pods at its provider (max_provider_pods), and 2 run there" in refusal.message
 
 
-def test_the_spend_ceiling_counts_known_prices_then_recorded_ones_then_caps() -> None:
-    judge = admissions(Ceilings(max_spend_per_hour=10.0))
+def quoting(prices: Mapping[str, float]) -> Any:
+    """A provider's prices by pod UID, counting how often it is asked."""
+
+    def quote(raw: Mapping[str, Any]) -> float | None:
+        quote.asked += 1  # type: ignore[attr-defined]
+        return prices.get(raw["metadata"]["uid"])
+
+    quote.asked = 0  # type: ignore[attr-defined]
+    return quote
+
+
+def test_the_spend_ceiling_counts_known_prices_then_recorded_ones_then_caps_then_the_providers() -> None:
+    judge = Admissions(
+        node_name="n",
+        allocatable=NODE,
+        ceilings=Ceilings(max_spend_per_hour=10.0),
+        quote=quoting({"quoted": 1.0, "capped": 9.0}),  # a cap of the pod's own counts before its quote
+    )
     placed = pod("placed")  # the node's own record: $3/h
     recorded = pod("recorded", annotations={CHOSEN_ANNOTATION: '{"provider":"runpod","pricePerHour":2.5}'})
     capped = pod("capped", annotations={MAX_PRICE_ANNOTATION: "2"})
-    unknown = pod("unknown")
-    bound = [placed, recorded, capped, unknown]
+    quoted = pod("quoted")
+    bound = [placed, recorded, capped, quoted]
     prices = {"placed": 3.0}
     for each in bound:
-        assert judge.decide(each, bound, prices=prices) is None  # 3 + 2.5 + 2 + 0 = 7.5
-    too_dear = pod("dear", annotations={MAX_PRICE_ANNOTATION: "2.60"})
+        assert judge.decide(each, bound, prices=prices) is None  # 3 + 2.5 + 2 + 1 = 8.5
+    too_dear = pod("dear", annotations={MAX_PRICE_ANNOTATION: "1.60"})
     refusal = judge.decide(too_dear, [*bound, too_dear], prices=prices)
     assert refusal is not None
     assert refusal.reason == "OutOfBudget"
     assert refusal.check == "spend-ceiling"
     assert "$10.00/h" in refusal.message
-    assert "$7.50/h already" in refusal.message
-    assert "$2.60/h" in refusal.message
-    fits = pod("fits", annotations={MAX_PRICE_ANNOTATION: "2.5"})
+    assert "$8.50/h already" in refusal.message
+    assert "$1.60/h" in refusal.message
+    fits = pod("fits", annotations={MAX_PRICE_ANNOTATION: "1.5"})
     assert judge.decide(fits, [*bound, fits], prices=prices) is None
 
 
-def test_a_pod_of_unknown_price_is_refused_once_the_known_spend_reaches_the_ceiling() -> None:
+def test_a_pod_the_provider_prices_is_refused_when_its_price_would_pass_the_ceiling() -> None:
+    judge = Admissions(
+        node_name="n",
+        allocatable=NODE,
+        ceilings=Ceilings(max_spend_per_hour=2.0),
+        quote=quoting({"first": 1.408, "second": 1.408}),
+    )
+    first, second = pod("first"), pod("second")
+    assert judge.decide(first, [first, second]) is None
+    refusal = judge.decide(second, [first, second])
+    assert refusal is not None
+    assert refusal.reason == "OutOfBudget"
+    assert "its pods cost $1.41/h already, and this pod may cost $1.41/h" in refusal.message
+
+
+def test_a_pod_of_unknown_price_is_refused_under_a_spend_ceiling_with_the_fixes_named() -> None:
     judge = admissions(Ceilings(max_spend_per_hour=5.0))
+    unknown = pod("unknown")
+    refusal = judge.decide(unknown, [unknown])  # nothing is spent yet: still refused
+    assert refusal is not None
+    assert (refusal.reason, refusal.check) == ("OutOfBudget", "spend-ceiling")
+    for fix in (MAX_PRICE_ANNOTATION, "instance_prices", "gpu_prices_usd_per_hour", "allow_unpriced_pods"):
+        assert fix in refusal.message
+    # Without a spend ceiling, a price is nobody's business.
+    assert admissions(Ceilings(max_pods=5)).decide(unknown, [unknown]) is None
+
+
+def test_with_unpriced_pods_allowed_one_is_refused_once_the_known_spend_reaches_the_ceiling() -> None:
+    judge = admissions(Ceilings(max_spend_per_hour=5.0, allow_unpriced_pods=True))
     placed = pod("placed")
     assert judge.decide(placed, [placed]) is None
     later = pod("later")
     refusal = judge.decide(later, [placed, later], prices={"placed": 5.0})
     assert refusal is not None
     assert "not known before it is placed" in refusal.message
+
+
+def test_the_providers_price_of_a_pod_is_asked_again_only_when_the_pod_changed() -> None:
+    quote = quoting({})
+    judge = Admissions(
+        node_name="n", allocatable=NODE, ceilings=Ceilings(max_spend_per_hour=50.0), quote=quote
+    )
+    quote_of = judge._quote_of
+    seen = pod("a")
+    seen["metadata"]["resourceVersion"] = "7"
+    quote_of(seen)
+    quote_of(seen)
+    assert quote.asked == 1
+    seen["metadata"]["resourceVersion"] = "8"  # e.g. another instance type annotated
+    quote_of(seen)
+    assert quote.asked == 2
+    judge.forget("a")
+    quote_of(seen)
+    assert quote.asked == 3
 
 
 def test_a_pod_placed_by_price_is_placed_within_what_is_left_under_the_spend_ceiling() -> None:
@@ -302,6 +364,9 @@ def test_valid_placement_annotations_and_the_nodes_own_record_pass() -> None:
 def test_the_ceilings_are_settings_off_by_default() -> None:
     assert NodeSettings().max_provider_pods is None
     assert NodeSettings().max_spend_per_hour is None
+    assert NodeSettings().allow_unpriced_pods is False
+    allowed = load_settings(config_file=None, environ={}, flags={"allow_unpriced_pods": "true"})
+    assert allowed.allow_unpriced_pods is True
     settings = load_settings(
         config_file=None,
         environ={"VK_PROVIDER_MAX_SPEND_PER_HOUR": "12.5"},

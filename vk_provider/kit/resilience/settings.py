@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,19 @@ class ConfigValues:
         if not isinstance(value, Mapping):
             raise self._invalid(key, "a mapping like {'nvidia.com/gpu': '8'}", value)
         return {str(name): str(quantity) for name, quantity in value.items()}
+
+    def prices_per_hour(self, key: str, example: str) -> dict[str, float]:
+        """A mapping of names to USD per hour, each a finite number >= 0 (0: free); `example` shows one."""
+        value = self.config.get(key, {})
+        if not isinstance(value, Mapping):
+            raise self._invalid(key, f"a mapping of USD per hour like {example}", value)
+        prices: dict[str, float] = {}
+        for name, price in value.items():
+            number = price if isinstance(price, int | float) and not isinstance(price, bool) else None
+            if number is None or not math.isfinite(number) or number < 0:
+                raise self._invalid(f"{key}[{name!r}]", "a number of USD per hour, 0 or more", price)
+            prices[str(name)] = float(number)
+        return prices
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
