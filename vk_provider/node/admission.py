@@ -295,7 +295,7 @@ def check_ceilings(
             "and this pod's price is not known: give it a placement.vk-provider.dev/max-price-per-hour "
             "annotation, configure its provider's prices (sagemaker: instance_prices; kubernetes: "
             "gpu_prices_usd_per_hour), or set allow_unpriced_pods to admit pods of unknown price",
-            "spend-ceiling",
+            SPEND_CEILING_CHECK,
         )
     if price is None and spend >= ceiling:
         return Refusal(
