@@ -53,6 +53,9 @@ class DataPlane(Protocol):
     async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         """Each replica's counters of one side of the route, by replica; RouterUnreachable likewise."""
 
+    def measures(self, side: str) -> bool:
+        """Whether `samples` can count this side (the gates compare the sides only where both are)."""
+
     async def close(self) -> None: ...
 
 
@@ -80,6 +83,9 @@ class BuiltinRouters:
             url: parse_side_sample(text, spec.namespace, spec.name, side)
             for url, text in zip(urls, texts, strict=True)
         }
+
+    def measures(self, side: str) -> bool:
+        return True
 
     async def close(self) -> None:
         await self._routers.close()
@@ -159,6 +165,9 @@ class EnvoyFleet:
             url: parse_envoy_side_sample(text, spec.namespace, spec.name, side)
             for url, text in zip(urls, texts, strict=True)
         }
+
+    def measures(self, side: str) -> bool:
+        return True
 
     async def close(self) -> None:
         if self._session is not None:

@@ -5,9 +5,16 @@ subtracts; the difference, summed over replicas, is what happened during the int
 being judged. Counters only grow, so a negative difference means a router restarted in between: the
 interval is then not judged at all (NOT_ENOUGH_DATA), and starts over.
 
-What counts as a failed request: a 5xx answer, or a proxy failure after the request went out
-(`upstream`, `upstream_broken`). A refused connection that the router retried elsewhere is not a
-failed request (the client never saw it), so the `connect` reason is left out.
+What counts as a failed request: an answer in one of the Offload's `errorStatuses` classes (5xx
+unless told otherwise), or a proxy failure after the request went out (`upstream`,
+`upstream_broken`). A refused connection that the router retried elsewhere is not a failed request
+(the client never saw it), so the `connect` reason is left out.
+
+While a step's weight sends traffic to both sides, the judged side's error rate is compared with the
+other side's over the same interval (`vk_provider.controller.baseline`), as canary analysis compares
+canary and baseline: a client that provokes 500s gets them from both sides alike, so they cannot
+roll a healthy migration back. The absolute limits judge one-sided steps (weight 0 or 100), and a
+two-sided step whose other side served too few requests to be a fair baseline.
 
 Besides the tolerant gates (a failing interval is held up to `failuresBeforeRollback` times), the
 severe gate is checked over short windows inside the interval: an error rate at or above its
@@ -26,6 +33,8 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from vk_provider.controller.baseline import exceeds_baseline
+from vk_provider.controller.serving import other_side
 from vk_provider.offload.plan import Verdict
 from vk_provider.offload.spec import Gates, SevereGate
 
@@ -38,7 +47,8 @@ class SideSample:
     """One route side's counters, summed over the routers scraped."""
 
     responses: float = 0.0
-    server_errors: float = 0.0
+    by_class: tuple[tuple[str, float], ...] = ()
+    """Responses by status class ("2xx", "5xx", ...), ascending; classes never seen are left out."""
     proxy_errors: float = 0.0
     buckets: tuple[tuple[float, float], ...] = ()
     """(upper bound in seconds, cumulative count), ascending; the last bound is +Inf."""
@@ -46,7 +56,7 @@ class SideSample:
     def __add__(self, other: SideSample) -> SideSample:
         return SideSample(
             self.responses + other.responses,
-            self.server_errors + other.server_errors,
+            _merge_counts(self.by_class, other.by_class, 1.0),
             self.proxy_errors + other.proxy_errors,
             _merge_buckets(self.buckets, other.buckets, 1.0),
         )
@@ -55,11 +65,12 @@ class SideSample:
         """What was counted since `earlier`, or None when a counter went down (a router restarted)."""
         difference = SideSample(
             self.responses - earlier.responses,
-            self.server_errors - earlier.server_errors,
+            _merge_counts(self.by_class, earlier.by_class, -1.0),
             self.proxy_errors - earlier.proxy_errors,
             _merge_buckets(self.buckets, earlier.buckets, -1.0),
         )
-        counts = [difference.responses, difference.server_errors, difference.proxy_errors]
+        counts = [difference.responses, difference.proxy_errors]
+        counts.extend(count for _, count in difference.by_class)
         counts.extend(count for _, count in difference.buckets)
         return None if any(count < 0 for count in counts) else difference
 
@@ -68,8 +79,24 @@ class SideSample:
         return self.responses + self.proxy_errors
 
     @property
-    def failures(self) -> float:
-        return self.server_errors + self.proxy_errors
+    def server_errors(self) -> float:
+        return self.of_class("5xx")
+
+    def of_class(self, status_class: str) -> float:
+        return sum(count for name, count in self.by_class if name == status_class)
+
+    def failures(self, error_statuses: Iterable[str]) -> float:
+        """Responses in the classes that count as errors, plus the relays that failed."""
+        return sum(self.of_class(status_class) for status_class in set(error_statuses)) + self.proxy_errors
+
+
+def _merge_counts(
+    first: tuple[tuple[str, float], ...], second: tuple[tuple[str, float], ...], sign: float
+) -> tuple[tuple[str, float], ...]:
+    merged: dict[str, float] = dict(first)
+    for name, count in second:
+        merged[name] = merged.get(name, 0.0) + sign * count
+    return tuple(sorted(merged.items()))
 
 
 def _merge_buckets(
@@ -84,7 +111,8 @@ def _merge_buckets(
 def parse_side_sample(text: str, namespace: str, name: str, side: str) -> SideSample:
     """The counters of one route side in one router's /-/metrics exposition."""
     wanted = {"namespace": namespace, "name": name, "side": side}
-    responses = server_errors = proxy_errors = 0.0
+    responses = proxy_errors = 0.0
+    by_class: dict[str, float] = {}
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         if not family.name.startswith(METRIC_PREFIX):
@@ -95,15 +123,17 @@ def parse_side_sample(text: str, namespace: str, name: str, side: str) -> SideSa
                 continue
             if sample.name == f"{METRIC_PREFIX}requests_total":
                 responses += sample.value
-                if labels.get("code") == "5xx":
-                    server_errors += sample.value
+                status_class = labels.get("code", "")
+                by_class[status_class] = by_class.get(status_class, 0.0) + sample.value
             elif sample.name == f"{METRIC_PREFIX}errors_total":
                 if labels.get("reason") not in RETRIED_REASONS:
                     proxy_errors += sample.value
             elif sample.name == f"{METRIC_PREFIX}response_header_seconds_bucket":
                 bound = float(labels["le"])
                 buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return SideSample(responses, server_errors, proxy_errors, tuple(sorted(buckets.items())))
+    return SideSample(
+        responses, tuple(sorted(by_class.items())), proxy_errors, tuple(sorted(buckets.items()))
+    )
 
 
 def total(samples: Iterable[SideSample]) -> SideSample:
@@ -137,41 +167,112 @@ class Judgement:
     requests: int = 0
     error_rate_percent: float = 0.0
     p99_ms: float | None = None
+    baseline_error_rate_percent: float | None = None
+    """The other side's error rate over the same interval, when the judged side was compared with it."""
 
     def as_status(self) -> Mapping[str, object]:
+        baseline = self.baseline_error_rate_percent
         return {
             "verdict": self.verdict.value,
             "requests": self.requests,
             "errorRatePercent": round(self.error_rate_percent, 3),
+            "baselineErrorRatePercent": None if baseline is None else round(baseline, 3),
             "p99Milliseconds": None if self.p99_ms is None else round(self.p99_ms, 1),
             "message": self.message,
         }
 
 
-def judge_severe(window: SideSample | None, severe: SevereGate, side: str) -> Judgement | None:
-    """A SEVERE judgement when the window's error rate reaches the severe threshold, else None."""
+@dataclasses.dataclass(frozen=True)
+class ErrorRates:
+    """The judged side's failures, and the other side's when it is a fair baseline."""
+
+    requests: int
+    failures: float
+    baseline_requests: int = 0
+    baseline_failures: float = 0.0
+    compared: bool = False
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.failures / self.requests if self.requests else 0.0
+
+    @property
+    def baseline_percent(self) -> float | None:
+        if not self.compared:
+            return None
+        return 100.0 * self.baseline_failures / self.baseline_requests
+
+    def above(self, absolute_percent: float, increase_percent: float) -> bool:
+        """Beyond the limit: the increase over the baseline when compared, else the absolute rate."""
+        if self.compared:
+            return exceeds_baseline(
+                self.failures, self.requests, self.baseline_failures, self.baseline_requests, increase_percent
+            )
+        return self.percent > absolute_percent
+
+
+def error_rates(
+    judged: SideSample, baseline: SideSample | None, gates: Gates, min_baseline_requests: int
+) -> ErrorRates:
+    """Counted by the Offload's error statuses; a baseline with fewer requests than the gate's
+    minimum is too noisy to judge against (and could hide a failure), so the absolute limit rules."""
+    requests = int(judged.requests)
+    failures = judged.failures(gates.error_statuses)
+    if baseline is None or not gates.compare_with_other_side:
+        return ErrorRates(requests, failures)
+    baseline_requests = int(baseline.requests)
+    if baseline_requests < max(1, min_baseline_requests):
+        return ErrorRates(requests, failures)
+    baseline_failures = baseline.failures(gates.error_statuses)
+    return ErrorRates(requests, failures, baseline_requests, baseline_failures, compared=True)
+
+
+def _rates_message(rates: ErrorRates, side: str) -> str:
+    measured = f"{rates.requests} requests, {rates.percent:.2f}% errors"
+    if rates.compared:
+        measured += f" ({other_side(side)} side {rates.baseline_percent:.2f}% over {rates.baseline_requests})"
+    return measured
+
+
+def judge_severe(
+    window: SideSample | None, gates: Gates, side: str, baseline: SideSample | None = None
+) -> Judgement | None:
+    """A SEVERE judgement when the window's error rate reaches the severe threshold, else None.
+
+    `baseline` is the other side over the same window, while the step sends it traffic too."""
+    severe: SevereGate = gates.severe
     if window is None or not severe.enabled:
         return None
-    requests = int(window.requests)
-    if requests < severe.min_requests or requests <= 0:
+    if int(window.requests) < severe.min_requests or window.requests <= 0:
         return None
-    error_rate = 100.0 * window.failures / requests
-    if error_rate < severe.error_rate_percent:
-        return None
+    rates = error_rates(window, baseline, gates, severe.min_requests)
+    if rates.compared:
+        if not rates.above(severe.error_rate_percent, severe.error_rate_increase_percent):
+            return None
+        threshold = (
+            f"fails more than {severe.error_rate_increase_percent:g}% of what the {other_side(side)} side "
+            "serves: severe"
+        )
+    else:
+        if rates.percent < severe.error_rate_percent:
+            return None
+        threshold = f"at or above the severe {severe.error_rate_percent:g}%"
     p99 = quantile_seconds(window.buckets, 0.99)
     return Judgement(
         Verdict.SEVERE,
-        f"{side} side: {requests} requests, {error_rate:.2f}% errors: at or above the severe "
-        f"{severe.error_rate_percent:g}%",
-        requests,
-        error_rate,
+        f"{side} side: {_rates_message(rates, side)}: {threshold}",
+        rates.requests,
+        rates.percent,
         None if p99 is None else p99 * 1000.0,
+        rates.baseline_percent,
     )
 
 
-def judge(interval: SideSample | None, gates: Gates, side: str) -> Judgement:
-    """The verdict on one interval of the judged side."""
-    severe = judge_severe(interval, gates.severe, side)
+def judge(
+    interval: SideSample | None, gates: Gates, side: str, baseline: SideSample | None = None
+) -> Judgement:
+    """The verdict on one interval of the judged side (and `baseline`, the other side's, if it served)."""
+    severe = judge_severe(interval, gates, side, baseline)
     if severe is not None:
         return severe
     if interval is None:
@@ -184,19 +285,21 @@ def judge(interval: SideSample | None, gates: Gates, side: str) -> Judgement:
             f"fewer than the {gates.min_requests_per_interval} needed",
             requests,
         )
-    error_rate = 100.0 * interval.failures / requests if requests else 0.0
+    rates = error_rates(interval, baseline, gates, gates.min_requests_per_interval)
     p99 = quantile_seconds(interval.buckets, 0.99)
     p99_ms = None if p99 is None else p99 * 1000.0
-    measured = f"{requests} requests, {error_rate:.2f}% errors, p99 " + (
-        "n/a" if p99_ms is None else f"{p99_ms:.0f} ms"
-    )
+    measured = f"{_rates_message(rates, side)}, p99 " + ("n/a" if p99_ms is None else f"{p99_ms:.0f} ms")
     problems = []
-    if error_rate > gates.max_error_rate_percent:
-        problems.append(f"error rate above {gates.max_error_rate_percent:g}%")
+    if rates.above(gates.max_error_rate_percent, gates.max_error_rate_increase_percent):
+        if rates.compared:
+            problems.append(
+                f"fails more than {gates.max_error_rate_increase_percent:g}% of what the "
+                f"{other_side(side)} side serves"
+            )
+        else:
+            problems.append(f"error rate above {gates.max_error_rate_percent:g}%")
     if p99_ms is not None and p99_ms > gates.max_p99_latency_ms:
         problems.append(f"p99 above {gates.max_p99_latency_ms} ms")
-    if problems:
-        return Judgement(
-            Verdict.UNHEALTHY, f"{side} side: {measured}: {', '.join(problems)}", requests, error_rate, p99_ms
-        )
-    return Judgement(Verdict.HEALTHY, f"{side} side: {measured}", requests, error_rate, p99_ms)
+    verdict = Verdict.UNHEALTHY if problems else Verdict.HEALTHY
+    message = f"{side} side: {measured}" + (f": {', '.join(problems)}" if problems else "")
+    return Judgement(verdict, message, requests, rates.percent, p99_ms, rates.baseline_percent)

@@ -199,6 +199,10 @@ class GatewayRoutes:
 
     # -- gates -----------------------------------------------------------------------------------
 
+    def measures(self, side: str) -> bool:
+        # The gateway carries the home share; only Prometheus knows what it served.
+        return side == "away" or self._home_metrics is not None
+
     async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         if side == "away":
             return await self._away_side.samples(spec, side)

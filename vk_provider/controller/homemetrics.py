@@ -7,6 +7,8 @@ step's start from the value at its end, as they do with the routers' counters.
 
 - `responses`: responses of the home side;
 - `server_errors`: those with a 5xx status;
+- `client_errors`: those with a 4xx status, read only for an Offload whose `errorStatuses` count
+  them ('' when the implementation has no such count: such an Offload's home side cannot be judged);
 - `latency_buckets`: the cumulative histogram of the time to the response head, by `le`, in
   `latency_unit_seconds` (Envoy: milliseconds); '' leaves the latency gate without data.
 
@@ -38,6 +40,7 @@ class HomeQueries:
     responses: str
     server_errors: str
     latency_buckets: str = ""
+    client_errors: str = ""
     latency_unit_seconds: float = 1.0
 
 
@@ -56,6 +59,10 @@ ENVOY_GATEWAY = HomeQueries(
     # subtracted bound by bound, so the latency gate reads the whole rule (both sides).
     latency_buckets=f"sum by (le) (envoy_cluster_upstream_rq_time_bucket{{{_RULE}}})",
     latency_unit_seconds=0.001,
+    client_errors=(
+        f'sum(envoy_cluster_upstream_rq_xx{{{_RULE},envoy_response_code_class="4"}})'
+        f' - (sum(vk_provider_router_requests_total{{{_AWAY},code="4xx"}}) or vector(0))'
+    ),
 )
 
 
@@ -88,7 +95,11 @@ class HomeMetrics:
 
         queries = self._queries
         responses = _total(await self._query(filled(queries.responses)))
-        server_errors = _total(await self._query(filled(queries.server_errors)))
+        by_class = [("5xx", max(0.0, _total(await self._query(filled(queries.server_errors)))))]
+        if "4xx" in spec.strategy.gates.error_statuses:
+            if not queries.client_errors:
+                raise PrometheusQueryError("4xx count as errors, and no query counts the home side's 4xx")
+            by_class.append(("4xx", max(0.0, _total(await self._query(filled(queries.client_errors))))))
         buckets: tuple[tuple[float, float], ...] = ()
         if queries.latency_buckets:
             found = await self._query(filled(queries.latency_buckets))
@@ -99,7 +110,7 @@ class HomeMetrics:
                     if "le" in (item.get("metric") or {})
                 )
             )
-        return SideSample(max(0.0, responses), max(0.0, server_errors), 0.0, buckets)
+        return SideSample(max(0.0, responses), tuple(sorted(by_class)), 0.0, buckets)
 
     async def _query(self, query: str) -> list[dict[str, Any]]:
         if self._session is None:

@@ -60,17 +60,12 @@ from vk_provider.controller.deployments import (
     replicas_of,
     service_path,
 )
-from vk_provider.controller.gates import (
-    Judgement,
-    SideSample,
-    judge,
-    judge_severe,
-    total,
-)
+from vk_provider.controller.gates import Judgement, judge, judge_severe
 from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.metrics import ControllerMetrics
 from vk_provider.controller.routekeeping import RouteKeeper
 from vk_provider.controller.routers import RouterUnreachable, RouteView
+from vk_provider.controller.scrapes import Scrape, counted_since, serves_both_sides
 from vk_provider.controller.serving import (
     NOT_SERVING_YET_REASON,
     LossClock,
@@ -132,10 +127,10 @@ class IntervalStart:
     step_key: tuple[int, int, int]
     """(step index, weight, consecutive failures): a new key means a new interval."""
     started: float
-    samples: dict[str, SideSample]
-    """Per router URL, the judged side's counters."""
-    window_started: float = 0.0
-    window_samples: dict[str, SideSample] = dataclasses.field(default_factory=dict)
+    samples: Scrape
+    """The counters when the interval began."""
+    window_started: float
+    window_samples: Scrape
     """The start of the current short window in which the severe gate is checked."""
 
 
@@ -558,11 +553,11 @@ class Reconciler:
             return self._decide(work, plan.promote(work.state()))
         weight = work.weight
         side = receiving_side(work.direction)
-        samples: dict[str, SideSample] = {}
+        samples = Scrape({})
         try:
             lagging = await self._lagging_routers(spec, weight)
             if not lagging:
-                samples = await self._sample(spec, side)
+                samples = await self._sample(spec, side, weight)
         except RouterUnreachable as error:
             lagging = str(error)
         if lagging:
@@ -580,7 +575,7 @@ class Reconciler:
             return min(float(work.step_interval_seconds), severe_poll_seconds(spec))
         return self._within_interval(work, started, samples)
 
-    def _within_interval(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
+    def _within_interval(self, work: Pass, started: IntervalStart, samples: Scrape) -> Requeue:
         """Judge the interval once it is over; until then, check each short window for a severe failure."""
         spec = work.spec
         remaining = work.step_interval_seconds - (self._monotonic() - started.started)
@@ -593,16 +588,15 @@ class Reconciler:
         # requests at a severe error rate need not run out before it counts.
         return min(remaining, severe_poll_seconds(spec))
 
-    def _severe_window(
-        self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]
-    ) -> Judgement | None:
+    def _severe_window(self, work: Pass, started: IntervalStart, samples: Scrape) -> Judgement | None:
         """Judge the short window so far by the severe gate alone; a new window starts when it is over."""
         side = receiving_side(work.direction)
-        severe_gate = work.spec.strategy.gates.severe
+        gates = work.spec.strategy.gates
+        severe_gate = gates.severe
         judgement = None
-        if samples.keys() == started.window_samples.keys():
-            counted = total(samples.values()).minus(total(started.window_samples.values()))
-            judgement = judge_severe(counted, severe_gate, side)
+        counted, baseline = counted_since(samples, started.window_samples)
+        if counted is not None:
+            judgement = judge_severe(counted, gates, side, baseline)
         if judgement is None and self._monotonic() - started.window_started >= severe_gate.window_seconds:
             started.window_started, started.window_samples = self._monotonic(), samples
         return judgement
@@ -630,21 +624,17 @@ class Reconciler:
         self._intervals.pop(work.spec.key, None)
         return None
 
-    def _begin_interval(
-        self, work: Pass, step_key: tuple[int, int, int], samples: dict[str, SideSample]
-    ) -> None:
+    def _begin_interval(self, work: Pass, step_key: tuple[int, int, int], samples: Scrape) -> None:
         now = self._monotonic()
         self._intervals[work.spec.key] = IntervalStart(step_key, now, samples, now, samples)
         work.set(step_started_at=work.now)
 
-    def _judge(self, work: Pass, started: IntervalStart, samples: dict[str, SideSample]) -> Requeue:
+    def _judge(self, work: Pass, started: IntervalStart, samples: Scrape) -> Requeue:
         """The interval is over: judge it and act on the plan's decision."""
         spec = work.spec
         side = receiving_side(work.direction)
-        interval = None
-        if samples.keys() == started.samples.keys():  # the same routers at both ends
-            interval = total(samples.values()).minus(total(started.samples.values()))
-        judgement = judge(interval, spec.strategy.gates, side)
+        interval, baseline = counted_since(samples, started.samples)  # None unless the same routers
+        judgement = judge(interval, spec.strategy.gates, side, baseline)
         work.set(last_check={**judgement.as_status(), "side": side, "at": format_timestamp(work.now)})
         work.condition(
             "GatesPassing",
@@ -674,8 +664,18 @@ class Reconciler:
         work.set(message=f"holding away weight {started.step_key[1]}: {judgement.message}")
         return interval_seconds
 
-    async def _sample(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
-        return await self._plane(spec).samples(spec, side)
+    async def _sample(self, spec: OffloadSpec, side: str, weight: int) -> Scrape:
+        """The judged side's counters, and the other side's while the weight sends it traffic too."""
+        plane = self._plane(spec)
+        judged = await plane.samples(spec, side)
+        baseline_side = other_side(side)
+        if not (
+            spec.strategy.gates.compare_with_other_side
+            and serves_both_sides(weight)
+            and plane.measures(baseline_side)
+        ):
+            return Scrape(judged)
+        return Scrape(judged, await plane.samples(spec, baseline_side))
 
     def _plane(self, spec: OffloadSpec) -> DataPlane:
         return self._data_planes.of(spec)  # `reconcile` reported an unknown one before any step

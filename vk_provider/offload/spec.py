@@ -42,6 +42,14 @@ DEFAULT_MIN_REQUESTS_PER_INTERVAL = 10
 DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
 DEFAULT_SEVERE_ERROR_RATE_PERCENT = 50.0
 """An error rate this high on the receiving side rolls back at once, without the tolerated failures."""
+DEFAULT_SEVERE_ERROR_RATE_INCREASE_PERCENT = 50.0
+"""While both sides serve: the judged side's error rate this many points above the other side's,
+over the same window, rolls back at once (see `vk_provider.controller.baseline`)."""
+DEFAULT_MAX_ERROR_RATE_INCREASE_PERCENT = 1.0
+"""While both sides serve: the most points the judged side's error rate may exceed the other's."""
+STATUS_CLASSES = ("4xx", "5xx")
+"""The status classes `gates.errorStatuses` may count as errors: the routers count responses by class."""
+DEFAULT_ERROR_STATUSES: tuple[str, ...] = ("5xx",)
 DEFAULT_SEVERE_MIN_REQUESTS = 20
 """...but only over at least this many requests: two failures out of three say nothing yet."""
 DEFAULT_SEVERE_WINDOW_SECONDS = 5
@@ -87,6 +95,9 @@ class SevereGate:
 
     enabled: bool = True
     error_rate_percent: float = DEFAULT_SEVERE_ERROR_RATE_PERCENT
+    """The absolute threshold, for one-sided steps (weight 0 or 100)."""
+    error_rate_increase_percent: float = DEFAULT_SEVERE_ERROR_RATE_INCREASE_PERCENT
+    """The threshold over the other side's rate, while both sides serve."""
     min_requests: int = DEFAULT_SEVERE_MIN_REQUESTS
     window_seconds: int = DEFAULT_SEVERE_WINDOW_SECONDS
 
@@ -94,6 +105,13 @@ class SevereGate:
 @dataclasses.dataclass(frozen=True)
 class Gates:
     max_error_rate_percent: float = DEFAULT_MAX_ERROR_RATE_PERCENT
+    """The absolute limit, for one-sided steps (weight 0 or 100)."""
+    max_error_rate_increase_percent: float = DEFAULT_MAX_ERROR_RATE_INCREASE_PERCENT
+    """The limit over the other side's rate in the same interval, while both sides serve."""
+    compare_with_other_side: bool = True
+    """False judges every step by the absolute limits alone (as before the comparison existed)."""
+    error_statuses: tuple[str, ...] = DEFAULT_ERROR_STATUSES
+    """Status classes that count as errors, besides relays that failed."""
     max_p99_latency_ms: int = DEFAULT_MAX_P99_LATENCY_MS
     min_requests_per_interval: int = DEFAULT_MIN_REQUESTS_PER_INTERVAL
     severe: SevereGate = SevereGate()
@@ -355,6 +373,11 @@ def _severe(gates: Mapping[str, Any]) -> SevereGate:
             "spec.strategy.gates.severe.errorRatePercent",
             DEFAULT_SEVERE_ERROR_RATE_PERCENT,
         ),
+        error_rate_increase_percent=_number(
+            severe.get("errorRateIncreasePercent"),
+            "spec.strategy.gates.severe.errorRateIncreasePercent",
+            DEFAULT_SEVERE_ERROR_RATE_INCREASE_PERCENT,
+        ),
         min_requests=_integer(
             severe.get("minRequests"),
             "spec.strategy.gates.severe.minRequests",
@@ -368,6 +391,15 @@ def _severe(gates: Mapping[str, Any]) -> SevereGate:
             minimum=1,
         ),
     )
+
+
+def _error_statuses(value: Any) -> tuple[str, ...]:
+    field = "spec.strategy.gates.errorStatuses"
+    if value is None:
+        return DEFAULT_ERROR_STATUSES
+    if not isinstance(value, list) or not all(item in STATUS_CLASSES for item in value):
+        raise InvalidSpec(f"{field} must be a list of {' and '.join(STATUS_CLASSES)}, not {value!r}")
+    return tuple(sorted(set(value)))
 
 
 def _emergency(strategy: Mapping[str, Any]) -> Emergency:
@@ -467,6 +499,17 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             ),
             gates=Gates(
                 max_error_rate_percent=float(max_error_rate),
+                max_error_rate_increase_percent=_number(
+                    gates.get("maxErrorRateIncreasePercent"),
+                    "spec.strategy.gates.maxErrorRateIncreasePercent",
+                    DEFAULT_MAX_ERROR_RATE_INCREASE_PERCENT,
+                ),
+                compare_with_other_side=_flag(
+                    gates.get("compareWithOtherSide"),
+                    "spec.strategy.gates.compareWithOtherSide",
+                    default=True,
+                ),
+                error_statuses=_error_statuses(gates.get("errorStatuses")),
                 max_p99_latency_ms=_integer(
                     gates.get("maxP99LatencyMilliseconds"),
                     "spec.strategy.gates.maxP99LatencyMilliseconds",

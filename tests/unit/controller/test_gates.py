@@ -53,7 +53,7 @@ def test_samples_from_several_routers_add_up() -> None:
     one = parse_side_sample(exposition([("away", 200, 0.01)] * 3), "ns", "chat", "away")
     two = parse_side_sample(exposition([("away", 500, 0.01)] * 2), "ns", "chat", "away")
     summed = total([one, two])
-    assert (summed.requests, summed.failures) == (5, 2)
+    assert (summed.requests, summed.failures(["5xx"])) == (5, 2)
     assert summed.buckets[-1] == (float("inf"), 5)
 
 
@@ -83,19 +83,76 @@ def test_verdicts() -> None:
     assert judge(SideSample(), no_minimum, "home").verdict is Verdict.HEALTHY
 
 
+def served(ok: int, failed: int, status_class: str = "5xx") -> SideSample:
+    return SideSample(responses=ok + failed, by_class=(("2xx", ok), (status_class, failed)))
+
+
 def test_a_severe_error_rate_over_enough_requests_is_severe_whatever_the_tolerance() -> None:
     gates = Gates(max_error_rate_percent=1.0)
-    bad = SideSample(responses=20, server_errors=10)
+    bad = served(10, 10)
     assert judge(bad, gates, "away").verdict is Verdict.SEVERE
-    assert judge_severe(bad, gates.severe, "away") is not None
+    assert judge_severe(bad, gates, "away") is not None
     # Too few requests to call it severe: the tolerant gates judge it (unhealthy, held).
-    few = SideSample(responses=19, server_errors=19)
-    assert judge_severe(few, gates.severe, "away") is None
+    few = served(0, 19)
+    assert judge_severe(few, gates, "away") is None
     assert judge(few, gates, "away").verdict is Verdict.UNHEALTHY
     # Below the severe rate: tolerant path.
-    poor = SideSample(responses=100, server_errors=49)
+    poor = served(51, 49)
     assert judge(poor, gates, "away").verdict is Verdict.UNHEALTHY
     # Turned off: never severe.
     off = Gates(severe=SevereGate(enabled=False))
     assert judge(bad, off, "away").verdict is Verdict.UNHEALTHY
-    assert judge_severe(None, gates.severe, "away") is None
+    assert judge_severe(None, gates, "away") is None
+
+
+def test_errors_a_client_provokes_on_both_sides_alike_are_neither_severe_nor_unhealthy() -> None:
+    gates = Gates()  # the defaults: 1% at most, severe at 50%; compared with the other side
+    # 40 provoked 500s in a 5 s window beside 20 good requests, split 50/50 as a router would.
+    away, home = served(10, 20), served(10, 20)
+    assert judge_severe(away, gates, "away", home) is None
+    assert judge_severe(away, gates, "away") is not None  # judged alone, as before: severe
+    # Over an interval: a chance difference of a few points between the sides is no failure.
+    away, home = served(60, 140), served(70, 130)
+    judgement = judge(away, gates, "away", home)
+    assert judgement.verdict is Verdict.HEALTHY, judgement.message
+    assert judgement.baseline_error_rate_percent == pytest.approx(65.0)
+    assert "home side 65.00% over 200" in judgement.message
+    assert judge(away, gates, "away").verdict is Verdict.SEVERE  # judged alone, as before
+
+
+def test_a_truly_failing_side_stands_out_from_its_baseline() -> None:
+    gates = Gates()
+    # Everything fails away, while home fails only the quarter of its requests a client provoked.
+    severe = judge_severe(served(0, 100), gates, "away", served(75, 25))
+    assert severe is not None
+    assert "fails more than 50% of what the home side serves" in severe.message
+    # A client provoking two thirds of the requests does not soften the severe gate: away fails
+    # all that home serves, and that is what is measured (the noise the client adds takes more
+    # requests to see through: 150 a side here, 30 a side would still be chance).
+    assert judge_severe(served(0, 150), gates, "away", served(50, 100)) is not None
+    assert judge_severe(served(0, 30), gates, "away", served(10, 20)) is None
+    # A few points worse than home, over enough requests: unhealthy, not severe.
+    judgement = judge(served(900, 100), gates, "away", served(990, 10))
+    assert judgement.verdict is Verdict.UNHEALTHY
+    assert "fails more than 1% of what the home side serves" in judgement.message
+    # The same few points, as home direction: the judged side is home, the baseline away.
+    assert judge(served(900, 100), gates, "home", served(990, 10)).verdict is Verdict.UNHEALTHY
+
+
+def test_a_baseline_too_small_to_be_fair_leaves_the_absolute_limits_in_charge() -> None:
+    gates = Gates(min_requests_per_interval=10)
+    # 9 home requests that all failed would hide anything: the absolute 1% judges instead.
+    judgement = judge(served(95, 5), gates, "away", served(0, 9))
+    assert judgement.verdict is Verdict.UNHEALTHY
+    assert judgement.baseline_error_rate_percent is None
+    off = Gates(compare_with_other_side=False)
+    assert judge(served(10, 20), off, "away", served(10, 20)).verdict is Verdict.SEVERE
+
+
+def test_which_status_classes_count_is_configurable() -> None:
+    rejected = served(90, 10, "4xx")
+    assert judge(rejected, Gates(), "away").verdict is Verdict.HEALTHY  # 4xx: the client's, by default
+    counting_4xx = Gates(error_statuses=("4xx", "5xx"))
+    assert judge(rejected, counting_4xx, "away").verdict is Verdict.UNHEALTHY
+    relay_failures = SideSample(responses=90, by_class=(("2xx", 90),), proxy_errors=10)
+    assert relay_failures.failures(["5xx"]) == 10  # a failed relay always counts

@@ -188,6 +188,34 @@ def test_the_severe_gate_and_the_emergency_are_read_and_checked() -> None:
         parse_offload(offload)
 
 
+def test_an_offload_written_before_the_comparison_judges_against_the_other_side_counting_5xx() -> None:
+    gates = parse_offload(MINIMAL).strategy.gates
+    assert (gates.compare_with_other_side, gates.max_error_rate_increase_percent) == (True, 1.0)
+    assert gates.error_statuses == ("5xx",)
+    assert gates.severe.error_rate_increase_percent == 50.0
+
+
+def test_the_comparison_and_the_error_statuses_are_read_and_checked() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["strategy"] = {
+        "gates": {
+            "maxErrorRateIncreasePercent": 2.5,
+            "compareWithOtherSide": False,
+            "errorStatuses": ["5xx", "4xx"],
+            "severe": {"errorRateIncreasePercent": 30},
+        }
+    }
+    gates = parse_offload(offload).strategy.gates
+    assert (gates.max_error_rate_increase_percent, gates.compare_with_other_side) == (2.5, False)
+    assert (gates.error_statuses, gates.severe.error_rate_increase_percent) == (("4xx", "5xx"), 30.0)
+    offload["spec"]["strategy"] = {"gates": {"errorStatuses": ["503"]}}
+    with pytest.raises(InvalidSpec, match="errorStatuses must be a list of 4xx and 5xx"):
+        parse_offload(offload)
+    offload["spec"]["strategy"] = {"gates": {"maxErrorRateIncreasePercent": -1}}
+    with pytest.raises(InvalidSpec, match="maxErrorRateIncreasePercent -1 is outside"):
+        parse_offload(offload)
+
+
 def test_deletion_and_finalizers_are_read() -> None:
     offload = copy.deepcopy(MINIMAL)
     assert (parse_offload(offload).deleting, parse_offload(offload).finalizers) == (False, ())
