@@ -72,6 +72,8 @@ class LoadSettings:
     short_request: ShortRequest = "completion"
     """What a short request is: a non-streamed completion, or `GET /`."""
     prompt: str = "the quick brown fox"
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    """Headers sent with every request besides Host, e.g. one that makes the server fail it."""
 
     def __post_init__(self) -> None:
         if not self.rate > 0:
@@ -199,6 +201,7 @@ class LoadGenerator:
         if self._session is not None:
             raise RuntimeError("the load generator was already started")
         headers = {"Host": self.settings.host_header} if self.settings.host_header else {}
+        headers.update(self.settings.extra_headers)
         self._session = aiohttp.ClientSession(
             # No connection limit: a limit would queue new requests behind slow ones, which is
             # closed-loop behaviour in disguise.

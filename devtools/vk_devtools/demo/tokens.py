@@ -7,7 +7,10 @@ It copies the parts of an LLM server that a migration between home and away has 
 - `GET /healthz` (the readiness probe) turns 503 on SIGTERM, and the shutdown lets requests in flight
   (streams included) finish before the process exits, as a well-behaved pod does;
 - failures can be switched on while the pod stays Ready (a file that exists, or an error rate): then
-  Kubernetes keeps sending traffic, and only the migration's health gates can notice.
+  Kubernetes keeps sending traffic, and only the migration's health gates can notice;
+- a client can provoke a 500 itself (`PROVOKE_ERROR_HEADER`), as a prompt that crashes a model
+  server would: every replica, home or away, answers it alike, which the gates must not take for a
+  failing side.
 
 Every response names the replica in `X-Served-By`, so a client can tell which side served it.
 """
@@ -38,6 +41,8 @@ from vk_provider.runtime.signals import until_signalled
 logger = logging.getLogger("vk_devtools.demo.tokens")
 
 SERVED_BY = "X-Served-By"
+PROVOKE_ERROR_HEADER = "X-Provoke-Error"
+"""A request carrying this header is answered 500 by every replica: the client's doing, not the side's."""
 COMPLETIONS_PATH = "/v1/completions"
 MAX_TOKENS_LIMIT = 4096
 DEFAULT_MAX_TOKENS = 16
@@ -168,6 +173,8 @@ def error_response(status: int, kind: str, message: str) -> web.Response:
 
 
 def _injected_failure(request: web.Request) -> web.Response | None:
+    if PROVOKE_ERROR_HEADER in request.headers:
+        return error_response(500, "provoked_failure", f"the request asked for it ({PROVOKE_ERROR_HEADER})")
     reason = request.app[STATE].failure_reason()
     return None if reason is None else error_response(500, "injected_failure", reason)
 

@@ -140,6 +140,19 @@ async def test_the_fail_file_switches_failures_on_and_off_while_the_pod_stays_re
         assert await _statuses(session, url) == (200, 200, 200, 200)
 
 
+async def test_a_client_can_provoke_a_500_from_a_healthy_server_and_only_for_its_own_request() -> None:
+    settings = TokenServerSettings(name="healthy", token_delay=0.001)
+    provoking = {tokens.PROVOKE_ERROR_HEADER: "1"}
+    async with token_server(settings) as url, aiohttp.ClientSession() as session:
+        async with session.post(url + COMPLETIONS, json={"prompt": "p"}, headers=provoking) as response:
+            assert response.status == 500
+            assert response.headers["X-Served-By"] == "healthy"
+            assert (await response.json())["error"]["type"] == "provoked_failure"
+        async with session.get(url + "/", headers=provoking) as response:
+            assert response.status == 500
+        assert await _statuses(session, url) == (200, 200, 200, 200)  # everyone else is served
+
+
 async def test_an_error_rate_of_one_fails_every_request_but_healthz() -> None:
     settings = TokenServerSettings(name="broken", error_rate=1.0)
     async with token_server(settings) as url, aiohttp.ClientSession() as session:
