@@ -6,6 +6,7 @@ the queries are checked as sent, with every placeholder filled.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -93,6 +94,31 @@ async def test_the_envoy_gateway_templates_read_the_rule_less_the_away_share(
         'vk_provider_router_requests_total{namespace="ml",name="chat",side="away"}' in prometheus.queries[0]
     )
     assert not [query for query in prometheus.queries if "$" in query]  # every placeholder filled
+
+
+async def test_4xx_are_read_only_for_an_offload_that_counts_them(served: tuple[Prometheus, str]) -> None:
+    prometheus, url = served
+    prometheus.answers = {
+        'envoy_response_code_class="5"': vector(({}, "3")),
+        'envoy_response_code_class="4"': vector(({}, "7")),
+        "envoy_cluster_upstream_rq_xx": vector(({}, "120")),
+        "le)": vector(({"le": "+Inf"}, "120")),
+    }
+    counting_4xx = dataclasses.replace(
+        SPEC,
+        strategy=dataclasses.replace(
+            SPEC.strategy, gates=dataclasses.replace(SPEC.strategy.gates, error_statuses=("4xx", "5xx"))
+        ),
+    )
+    metrics = HomeMetrics(url, ENVOY_GATEWAY)
+    try:
+        assert (await metrics.sample(SPEC, 0)).of_class("4xx") == 0.0
+        assert not [query for query in prometheus.queries if 'code="4xx"' in query]
+        sample = await metrics.sample(counting_4xx, 0)
+    finally:
+        await metrics.close()
+    assert (sample.of_class("4xx"), sample.failures(["4xx", "5xx"])) == (7.0, 10.0)
+    assert [query for query in prometheus.queries if 'code="4xx"' in query]  # less the routers' away 4xx
 
 
 async def test_a_template_with_an_unknown_placeholder_is_named() -> None:
