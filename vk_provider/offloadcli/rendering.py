@@ -276,13 +276,16 @@ def gate_lines(offload: RawObject, now: datetime) -> list[str]:
         lines.append("  Last check:  none yet")
     else:
         p99 = check.get("p99Milliseconds")
+        baseline = check.get("baselineErrorRatePercent")
         verdict, side = check.get("verdict") or NONE, check.get("side") or NONE
         when = human_age(parse_timestamp(check.get("at")), now)
         lines += [
             f"  Last check:  {verdict} on the {side} side, {when} ago",
             f"  Measured:    {number_text(check.get('requests'))} requests, "
-            f"error rate {number_text(check.get('errorRatePercent'))}%, "
-            f"p99 {NONE if p99 is None else number_text(p99) + ' ms'}",
+            f"error rate {number_text(check.get('errorRatePercent'))}%"
+            # Both sides served: the judged side was compared with the other one's rate.
+            + ("" if baseline is None else f" (the other side {number_text(baseline)}%)")
+            + f", p99 {NONE if p99 is None else number_text(p99) + ' ms'}",
         ]
         if check.get("message"):
             lines.append(f"  Message:     {check['message']}")

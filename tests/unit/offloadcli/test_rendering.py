@@ -244,6 +244,24 @@ def test_a_last_check_without_a_p99_and_without_failures() -> None:
     ]
 
 
+def test_a_last_check_compared_with_the_other_side_shows_its_rate() -> None:
+    offload = sample(
+        phase="Shifting",
+        lastCheck={
+            "verdict": "Healthy",
+            "side": "away",
+            "requests": 300,
+            "errorRatePercent": 64.4,
+            "baselineErrorRatePercent": 69.2,
+            "p99Milliseconds": 8.4,
+            "message": "away side: 300 requests, 64.40% errors (home side 69.20% over 290), p99 8 ms",
+            "at": "2026-12-02T11:59:48Z",
+        },
+    )
+    lines = section(rendering.render_status(offload, now=NOW), "Gates:")
+    assert lines[3] == "  Measured:    300 requests, error rate 64.4% (the other side 69.2%), p99 8.4 ms"
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [
