@@ -12,8 +12,9 @@ A migration's life, recorded in `status.phase`:
   home Deployment given its replicas back) until the ready threshold is met and every router has
   that many usable endpoints there. Then the first step's weight is applied.
 - **Shifting**: for each weight, wait until every router applies it; then the step's interval counts;
-  then the gates judge the receiving side's traffic over the interval and the pure plan
-  (`vk_provider.offload.plan`) says advance, hold, roll back or finish.
+  then the gates judge the receiving side's traffic over the interval (against the other side's
+  over the same interval while the weight sends it traffic too, `vk_provider.controller.baseline`)
+  and the pure plan (`vk_provider.offload.plan`) says advance, hold, roll back or finish.
 - **Paused**: `spec.paused` holds the current weight; the interval starts over on resume.
 - **Finalizing**: the migration has an outcome. Once every router applies the final weight, the
   side that no longer gets traffic is scaled to 0 (home, so training gets the GPUs; or away, so
