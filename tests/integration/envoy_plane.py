@@ -65,10 +65,15 @@ class EnvoyPlane:
         return None
 
     async def applied_weight(self, namespace: str, name: str) -> int | None:
-        """The weight every Envoy has applied, or None while they differ (or none is connected)."""
+        """The weight every Envoy of this plane has applied, or None while they differ (or one is not
+        connected). Other clients of the xDS server (a test's strays) do not count."""
         route = await self.route(namespace, name)
-        applied = set((route or {}).get("applied", {}).values())
-        if len(applied) != 1 or len(self.replicas) != len((route or {}).get("applied", {})):
+        by_node = (route or {}).get("applied", {})
+        ours = [replica.node_id for replica in self.replicas]
+        if not all(node in by_node for node in ours):
+            return None
+        applied = {by_node[node] for node in ours}
+        if len(applied) != 1:
             return None
         (weight,) = applied
         return weight if isinstance(weight, int) else None
