@@ -15,16 +15,16 @@ from pathlib import Path
 
 import grpc
 import pytest
-from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from envoy.service.discovery.v3 import ads_pb2_grpc
 
 from tests.integration.envoy_plane import EnvoyPlane
 from tests.integration.migration_rig import NAME, RigFor
 from tests.integration.test_migration import describe, flip, following, load
 from tests.integration.waiting import wait_for
+from tests.unit.xds.clients import cluster_request, first_answer, tls_credentials
 from vk_devtools.demo.load import failures
 from vk_devtools.devcluster.envoy import envoy_binary
 from vk_devtools.devcluster.pki import ClientIdentity
-from vk_provider.xds.names import CLUSTER_TYPE
 
 pytestmark = [
     pytest.mark.usefixtures("traffic_rbac"),
@@ -35,27 +35,10 @@ pytestmark = [
 
 STRAY = "stray-with-certificate"
 REFUSED = "stray-without-certificate"
-ANSWER_SECONDS = 10.0
 
 
-async def first_answer(channel: grpc.aio.Channel, node_id: str) -> discovery_pb2.DiscoveryResponse:
-    call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(
-        timeout=ANSWER_SECONDS
-    )
-    request = discovery_pb2.DiscoveryRequest(type_url=CLUSTER_TYPE)
-    request.node.id = node_id
-    await call.write(request)
-    answer: discovery_pb2.DiscoveryResponse = await call.read()
-    call.cancel()
-    return answer
-
-
-def tls_credentials(plane: EnvoyPlane, client: tuple[bytes, bytes] | None) -> grpc.ChannelCredentials:
-    return grpc.ssl_channel_credentials(
-        root_certificates=plane.certificates.authority.paths.cert.read_bytes(),
-        certificate_chain=None if client is None else client[0],
-        private_key=None if client is None else client[1],
-    )
+def credentials_for(plane: EnvoyPlane, client: tuple[Path, Path] | None) -> grpc.ChannelCredentials:
+    return tls_credentials(plane.certificates.authority.paths.cert, client)
 
 
 @contextlib.asynccontextmanager
@@ -63,12 +46,10 @@ async def stray_that_never_acks(plane: EnvoyPlane, folder: Path) -> AsyncIterato
     """A client with a certificate of the Envoys' CA: it asks for the clusters, is answered, and
     never ACKs anything. Yields how many clusters it was sent."""
     pair = plane.certificates.authority.issue_client(folder, ClientIdentity("stray", "stray"))
-    credentials = tls_credentials(plane, (pair.cert.read_bytes(), pair.key.read_bytes()))
+    credentials = credentials_for(plane, (pair.cert, pair.key))
     async with grpc.aio.secure_channel(plane.xds_address, credentials) as channel:
         call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources()
-        request = discovery_pb2.DiscoveryRequest(type_url=CLUSTER_TYPE)
-        request.node.id = STRAY
-        await call.write(request)
+        await call.write(cluster_request(STRAY))
         answer = await call.read()
         try:
             yield len(answer.resources)
@@ -101,7 +82,7 @@ async def test_a_stray_without_a_certificate_is_refused_and_one_with_a_certifica
 
         # Without a certificate of the Envoys' CA, no stream: neither in plaintext nor over TLS.
         plaintext = grpc.aio.insecure_channel(plane.xds_address)
-        anonymous = grpc.aio.secure_channel(plane.xds_address, tls_credentials(plane, None))
+        anonymous = grpc.aio.secure_channel(plane.xds_address, credentials_for(plane, None))
         for channel in (plaintext, anonymous):
             async with channel:
                 with pytest.raises(grpc.aio.AioRpcError) as refused:

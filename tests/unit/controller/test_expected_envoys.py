@@ -13,10 +13,11 @@ from typing import Any, cast
 
 import grpc
 import pytest
-from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from envoy.service.discovery.v3 import ads_pb2_grpc
 
 from tests.unit.local import until
 from tests.unit.xds import route, table
+from tests.unit.xds.clients import cluster_request
 from tests.unit.xds.running_envoy import requires_envoy
 from tests.unit.xds.test_envoy import Echo, envoy_offload, plane
 from vk_provider.cli import build_parser
@@ -24,7 +25,6 @@ from vk_provider.controller import expectedenvoys
 from vk_provider.controller.dataplanes import EnvoyFleet
 from vk_provider.controller.routers import RouterDirectory, RouteView
 from vk_provider.kit.kube import KubeApi
-from vk_provider.xds.names import CLUSTER_TYPE
 from vk_provider.xds.status import serving_status
 
 USABLE = {"home": 1, "away": 1}
@@ -98,9 +98,7 @@ async def test_a_connected_client_that_never_acks_is_logged_as_a_stray_and_does_
             table(route(away_weight=40, home=(home.endpoint(),), away=(away.endpoint(),)))
         )
         stray = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources()
-        request = discovery_pb2.DiscoveryRequest(type_url=CLUSTER_TYPE)
-        request.node.id = "stray"
-        await stray.write(request)
+        await stray.write(cluster_request("stray"))
         await stray.read()  # answered, never ACKed
         await until(lambda: envoy_plane.server.acked().get("stray") == 0)
         strays: list[int] = []

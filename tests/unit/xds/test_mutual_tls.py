@@ -11,9 +11,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from tests.unit.local import until
+from tests.unit.xds.clients import ANSWER_SECONDS, first_answer, tls_credentials
 from tests.unit.xds.running_envoy import requires_envoy, running_envoy
 from vk_devtools.devcluster.pki import CertificateAuthority
 from vk_devtools.devcluster.xdscerts import ENVOY_IDENTITY, XdsCertificates, issue_xds_certificates
@@ -22,8 +22,6 @@ from vk_provider.router.table import RouteTable
 from vk_provider.xds.names import CLUSTER_TYPE
 from vk_provider.xds.resources import EnvoySettings
 from vk_provider.xds.server import XdsServer
-
-ANSWER_SECONDS = 10.0
 
 
 @contextlib.asynccontextmanager
@@ -36,27 +34,6 @@ async def tls_server(certificates: XdsCertificates) -> AsyncIterator[tuple[XdsSe
         yield server, port
     finally:
         await server.stop(0)
-
-
-async def first_answer(channel: grpc.aio.Channel, node_id: str) -> discovery_pb2.DiscoveryResponse:
-    call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(
-        timeout=ANSWER_SECONDS
-    )
-    request = discovery_pb2.DiscoveryRequest(type_url=CLUSTER_TYPE)
-    request.node.id = node_id
-    await call.write(request)
-    response: discovery_pb2.DiscoveryResponse = await call.read()
-    call.cancel()
-    return response
-
-
-def tls_channel(port: int, ca: Path, client: tuple[Path, Path] | None) -> grpc.aio.Channel:
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=ca.read_bytes(),
-        private_key=None if client is None else client[1].read_bytes(),
-        certificate_chain=None if client is None else client[0].read_bytes(),
-    )
-    return grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials)
 
 
 @requires_envoy
@@ -76,7 +53,9 @@ async def test_a_client_with_a_certificate_of_the_envoys_ca_gets_a_stream(tmp_pa
     certificates = issue_xds_certificates(tmp_path / "pki")
     async with tls_server(certificates) as (_, port):
         client = (certificates.envoy.cert, certificates.envoy.key)
-        async with tls_channel(port, certificates.authority.paths.cert, client) as channel:
+        async with grpc.aio.secure_channel(
+            f"127.0.0.1:{port}", tls_credentials(certificates.authority.paths.cert, client)
+        ) as channel:
             response = await first_answer(channel, "with-a-certificate")
         assert response.type_url == CLUSTER_TYPE
 
@@ -91,13 +70,15 @@ async def test_a_client_without_a_certificate_of_the_envoys_ca_is_refused(
         if client == "plaintext":
             channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
         elif client == "without a certificate":
-            channel = tls_channel(port, ca, None)
+            channel = grpc.aio.secure_channel(f"127.0.0.1:{port}", tls_credentials(ca, None))
         else:
             stranger = CertificateAuthority.create(
                 tmp_path / "stranger", common_name="vk-provider-xds-dev-ca"
             )
             impostor = stranger.issue_client(tmp_path / "stranger", ENVOY_IDENTITY)
-            channel = tls_channel(port, ca, (impostor.cert, impostor.key))
+            channel = grpc.aio.secure_channel(
+                f"127.0.0.1:{port}", tls_credentials(ca, (impostor.cert, impostor.key))
+            )
         async with channel:
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await first_answer(channel, "stray")
