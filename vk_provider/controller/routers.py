@@ -79,26 +79,37 @@ class RouterDirectory:
     async def urls(self) -> tuple[str, ...]:
         if self._urls or self._api is None:
             return self._urls
-        listing = await self._api.get(
+        return tuple(url for _, url in await self._ready_pods(self._api))
+
+    async def pod_names(self) -> tuple[str, ...] | None:
+        """The Ready pods' names, when replicas are found by label; None when given as URLs."""
+        if self._urls or self._api is None:
+            return None
+        return tuple(name for name, _ in await self._ready_pods(self._api))
+
+    async def _ready_pods(self, api: KubeApi) -> list[tuple[str, str]]:
+        """(name, admin base URL) of each Ready pod the selector matches, by URL."""
+        listing = await api.get(
             resource_path("v1", "pods", namespace=self._namespace),
             query={"labelSelector": str(self._selector)},
         )
         found = []
         for pod in listing.get("items", []):
             status = pod.get("status") or {}
+            metadata = pod.get("metadata") or {}
             ready = any(
                 condition.get("type") == "Ready" and condition.get("status") == "True"
                 for condition in status.get("conditions") or ()
             )
             address = status.get("podIP")
-            if ready and address and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if ready and address and not metadata.get("deletionTimestamp"):
                 host = f"[{address}]" if ":" in address else address
-                found.append(f"http://{host}:{self._port}")
+                found.append((str(metadata.get("name", "")), f"http://{host}:{self._port}"))
         if not found:
             raise RouterUnreachable(
                 f"no Ready {self._kind} pod matches {self._selector} in {self._namespace}"
             )
-        return tuple(sorted(found))
+        return sorted(found, key=lambda pod: pod[1])
 
     async def _get(self, url: str, path: str) -> aiohttp.ClientResponse:
         try:

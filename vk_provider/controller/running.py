@@ -106,6 +106,14 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         help="label selector of the Envoy pods",
     )
     envoy.add_argument(
+        "--envoy-expected-count",
+        type=positive_count,
+        metavar="N",
+        help="wait, at each step, for N connected Envoys whatever their node ids (default: the Envoy pods "
+        "found by --envoy-selector, by name, or as many as --envoy-stats-url are given); any other "
+        "client of the xDS server is a stray, which no step waits for",
+    )
+    envoy.add_argument(
         "--envoy-stats-port",
         type=int,
         default=9902,
@@ -272,7 +280,8 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     identity = arguments.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     events = EventRecorder(api, host=identity, component=COMPONENT)
-    data_planes = configured_data_planes(api, arguments)
+    metrics = ControllerMetrics()  # kept across leader terms: counters only grow
+    data_planes = configured_data_planes(api, arguments, metrics)
     elector = LeaderElector(
         api,
         namespace=arguments.leader_election_namespace,
@@ -283,7 +292,6 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         annotations={VERSION_ANNOTATION: __version__},
     )
 
-    metrics = ControllerMetrics()  # kept across leader terms: counters only grow
     metrics.set_leader_source(elector.leading.is_set)
     policy_metrics = PolicyMetrics(metrics.registry)
     metrics_runner = None
@@ -358,7 +366,19 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         await api.close()
 
 
-def configured_data_planes(api: KubeApi, arguments: argparse.Namespace) -> DataPlanes:
+def positive_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return count
+
+
+def configured_data_planes(
+    api: KubeApi, arguments: argparse.Namespace, metrics: ControllerMetrics | None = None
+) -> DataPlanes:
     """The built-in routers always; Envoy when the command line says where its xDS server is; HTTPRoute
     weights with --gateway-api."""
 
@@ -396,7 +416,14 @@ def configured_data_planes(api: KubeApi, arguments: argparse.Namespace) -> DataP
             metrics_path=ENVOY_STATS_PATH,
             kind="envoy",
         )
-        planes.append(EnvoyFleet(arguments.envoy_xds_url, admins))
+        planes.append(
+            EnvoyFleet(
+                arguments.envoy_xds_url,
+                admins,
+                expected_count=arguments.envoy_expected_count,
+                strays_seen=metrics.envoy_strays if metrics is not None else None,
+            )
+        )
     return DataPlanes(*planes)
 
 

@@ -18,6 +18,7 @@ What is in it:
   kubernetes_asyncio's generated classes out of memory until something asks for them;
 - `spdyframes`: SPDY/3.1 frames, for a provider that tunnels port-forward to a remote pod;
 - `signing` and `traffic_auth`: SigV4 signatures, and the marker that says how the router must sign;
+- `grpctls`: mutual TLS for a gRPC server (a plugin on TCP, the xDS server);
 - `quantity`, `timestamps`, `backoff`, `procfs`, `useragent`: resource quantities, RFC 3339 times, the
   retry backoff formula, processes through /proc, and how vk-provider names itself to the APIs it calls.
 """

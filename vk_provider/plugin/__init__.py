@@ -8,6 +8,7 @@ it turns gRPC's fork support off, which gRPC reads only once, when it loads. Wit
 by uvloop (which forks with fork(2)) can crash between fork and exec (see `vk_provider/__init__.py`).
 """
 
-from vk_provider.plugin.server import ServerTls, serve, serving
+from vk_provider.kit.grpctls import ServerTls
+from vk_provider.plugin.server import serve, serving
 
 __all__ = ["ServerTls", "serve", "serving"]

@@ -13,16 +13,15 @@ statuses `status.py` lists, anything else INTERNAL (logged with its traceback: p
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from vk_provider import __version__
 from vk_provider.errors import CapabilityMissingError, InvalidPodError, ProviderError
+from vk_provider.kit.grpctls import ServerTls
 from vk_provider.plugin import convert, sessions
 from vk_provider.plugin.convert import MessageError
 from vk_provider.plugin.status import status_of
@@ -221,23 +220,6 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], error: Exception) 
     if metadata:
         context.set_trailing_metadata(metadata)
     await context.abort(code, details)
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerTls:
-    """Mutual TLS for a plugin on TCP: its certificate and key, and the CA its clients' certificates
-    must come from (every client must present one)."""
-
-    cert_file: Path
-    key_file: Path
-    client_ca_file: Path
-
-    def credentials(self) -> grpc.ServerCredentials:
-        return grpc.ssl_server_credentials(
-            [(self.key_file.read_bytes(), self.cert_file.read_bytes())],
-            root_certificates=self.client_ca_file.read_bytes(),
-            require_client_auth=True,
-        )
 
 
 @contextlib.asynccontextmanager

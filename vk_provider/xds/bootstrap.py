@@ -11,6 +11,8 @@ development cluster write the same document for their replicas.
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import json
 from typing import Any
 
@@ -24,6 +26,29 @@ PASSED_ADMIN_PATHS = ("/stats/prometheus", "/ready")
 STATS_FLUSH_INTERVAL = "1s"
 MAX_DOWNSTREAM_CONNECTIONS = 50_000
 """Far above any one replica's load; Envoy warns at start-up when there is no limit at all."""
+TLS_SOCKET_TYPE = type_url("envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext")
+
+
+@dataclasses.dataclass(frozen=True)
+class XdsClientTls:
+    """How an Envoy proves itself to the xDS server (mutual TLS), as paths inside the Envoy's
+    filesystem: its client certificate and key, and the CA the server's certificate must come from.
+
+    The server's certificate must also name the host Envoy dials (`xds_host`: a DNS name, or an IP
+    address in development), so a certificate of the same CA issued to something else is refused.
+    """
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+
+
+MANIFEST_XDS_CLIENT_TLS = XdsClientTls(
+    cert_file="/etc/vk-provider/xds-client/tls.crt",
+    key_file="/etc/vk-provider/xds-client/tls.key",
+    ca_file="/etc/vk-provider/xds-client/ca.crt",
+)
+"""Where the Envoy pods of the manifests mount their Secret `vk-provider-envoy-xds-client`."""
 
 
 def bootstrap(
@@ -35,15 +60,19 @@ def bootstrap(
     admin_port: int = 9901,
     node_cluster: str = "vk-provider-envoy",
     stats_port: int | None = None,
+    xds_tls: XdsClientTls | None = None,
 ) -> dict[str, Any]:
     """`node_id` must differ per replica: the xDS server reports each one's ACKs by it (the manifests
     set it from the pod's name with Envoy's `--service-node`, which overrides this one).
 
     `stats_port`: where `/stats/prometheus` and `/ready` are served to the pod network (all
     addresses); None serves them nowhere but on the admin page.
+
+    `xds_tls`: dial the xDS server over mutual TLS (what `vk-provider xds` requires unless started
+    with --allow-plaintext); None dials plaintext.
     """
     ads = {"ads": {}, "resource_api_version": "V3"}
-    clusters = [_xds_cluster(xds_host, xds_port)]
+    clusters = [_xds_cluster(xds_host, xds_port, xds_tls)]
     listeners = []
     if stats_port is not None:
         clusters.append(_static_cluster(ADMIN_CLUSTER, admin_host, admin_port, http2=False))
@@ -80,9 +109,37 @@ def bootstrap(
     }
 
 
-def _xds_cluster(host: str, port: int) -> dict[str, Any]:
+def _xds_cluster(host: str, port: int, tls: XdsClientTls | None) -> dict[str, Any]:
     """The xDS server: gRPC needs HTTP/2; a Service name is resolved."""
-    return _static_cluster(XDS_CLUSTER, host, port, http2=True)
+    cluster = _static_cluster(XDS_CLUSTER, host, port, http2=True)
+    if tls is not None:
+        cluster["transport_socket"] = _client_tls_socket(host, tls)
+    return cluster
+
+
+def _client_tls_socket(host: str, tls: XdsClientTls) -> dict[str, Any]:
+    """Present the client certificate; trust only the CA given, and only a certificate naming `host`."""
+    try:
+        ipaddress.ip_address(host)
+        san_type, server_name = "IP_ADDRESS", None
+    except ValueError:
+        san_type, server_name = "DNS", host
+    context: dict[str, Any] = {
+        "@type": TLS_SOCKET_TYPE,
+        "common_tls_context": {
+            "alpn_protocols": ["h2"],  # gRPC
+            "tls_certificates": [
+                {"certificate_chain": {"filename": tls.cert_file}, "private_key": {"filename": tls.key_file}}
+            ],
+            "validation_context": {
+                "trusted_ca": {"filename": tls.ca_file},
+                "match_typed_subject_alt_names": [{"san_type": san_type, "matcher": {"exact": host}}],
+            },
+        },
+    }
+    if server_name is not None:
+        context["sni"] = server_name
+    return {"name": "envoy.transport_sockets.tls", "typed_config": context}
 
 
 def _static_cluster(name: str, host: str, port: int, *, http2: bool) -> dict[str, Any]:
@@ -141,6 +198,7 @@ def manifest_config_map(
         xds_port=xds_port,
         admin_port=admin_port,
         stats_port=stats_port,
+        xds_tls=MANIFEST_XDS_CLIENT_TLS,
     )
     return {
         "apiVersion": "v1",

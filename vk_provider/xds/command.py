@@ -4,7 +4,8 @@ The tables are the router's: the same watches (Offloads, EndpointSlices, away po
 the same active checks of away endpoints (`vk_provider.router.running.watching_cluster`), so Envoy
 routes exactly what the built-in router would. Each table becomes one version of every resource type
 (`XdsServer.update`); the server keeps, per connected Envoy, the newest version it has ACKed, and
-says at `--status-listen` which weight that gives each route (`vk_provider.xds.status`).
+says at `--status-listen` which weight that gives each route (`vk_provider.xds.status`). Envoys
+connect over mutual TLS (`vk_provider.xds.authentication`); plaintext only with --allow-plaintext.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 from collections.abc import Callable
 
+from vk_provider.kit.grpctls import ServerTls
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.running import (
     add_check_arguments,
@@ -24,6 +27,11 @@ from vk_provider.router.running import (
 from vk_provider.router.table import RouteTable
 from vk_provider.runtime import eventloop
 from vk_provider.runtime.signals import until_signalled
+from vk_provider.xds.authentication import (
+    AuthenticationArgumentError,
+    add_authentication_arguments,
+    server_tls,
+)
 from vk_provider.xds.clusters import UpstreamTrust
 from vk_provider.xds.resources import EnvoySettings
 from vk_provider.xds.running import serve_xds
@@ -43,6 +51,7 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"where Envoys connect for aggregated xDS over gRPC (default: {DEFAULT_LISTEN})",
     )
+    add_authentication_arguments(parser)
     parser.add_argument(
         "--status-listen",
         type=parse_listen,
@@ -71,7 +80,7 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
 
 
-async def serve(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerTls | None) -> None:
     host, port = arguments.listen
     settings = EnvoySettings(
         listener_port=arguments.envoy_port, trust=UpstreamTrust(arguments.upstream_ca_file)
@@ -87,7 +96,8 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
                 await stop.wait()
 
     serving = asyncio.create_task(
-        serve_xds(tables, host, port, settings=settings, status=arguments.status_listen), name="xds"
+        serve_xds(tables, host, port, settings=settings, tls=tls, status=arguments.status_listen),
+        name="xds",
     )
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -104,9 +114,14 @@ def run_xds_command(arguments: argparse.Namespace) -> int:
     logging.basicConfig(
         level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    try:
+        tls = server_tls(arguments)
+    except AuthenticationArgumentError as error:
+        print(f"vk-provider xds: error: {error}", file=sys.stderr)
+        return 2
     logger.info("event loop: %s", eventloop.loop_name())
     try:
-        eventloop.run(until_signalled(lambda stop: serve(arguments, stop)))
+        eventloop.run(until_signalled(lambda stop: serve(arguments, stop, tls)))
     except OSError as error:
         logger.error(
             "cannot serve xDS on %s:%d and its status on %s:%d: %s",

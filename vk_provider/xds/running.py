@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from vk_provider.kit.grpctls import ServerTls
 from vk_provider.router.table import RouteTable
 from vk_provider.xds.resources import EnvoySettings
 from vk_provider.xds.server import XdsServer
@@ -36,18 +37,21 @@ async def serve_xds(
     port: int,
     *,
     settings: EnvoySettings | None = None,
+    tls: ServerTls | None = None,
     status: tuple[str, int] | None = None,
     started: Callable[[XdsServer, int], None] | None = None,
     status_started: Callable[[int], None] | None = None,
 ) -> None:
     """Serve xDS on `host:port` with the tables `table_source` produces, until cancelled.
 
+    `tls`: mutual TLS (see `XdsServer.start`); None serves plaintext.
+
     `status`, if given, is the `HOST:PORT` of the HTTP status (`vk_provider.xds.status`), served as
     long as xDS is. `started`, if given, gets the server and its port once it listens (the port
     matters when `port` is 0), e.g. to report its ACKs; `status_started` the status's port.
     """
     server = XdsServer(settings)
-    bound = await server.start(host, port)
+    bound = await server.start(host, port, tls=tls)
 
     def apply(table: RouteTable) -> None:
         version = server.update(table)

@@ -16,6 +16,7 @@ from typing import TypeAlias
 import grpc
 from envoy.service.discovery.v3 import discovery_pb2
 
+from vk_provider.kit.grpctls import ServerTls
 from vk_provider.router.table import RouteTable
 from vk_provider.xds.resources import EnvoySettings, Resources, build_resources
 from vk_provider.xds.session import DiscoverySession, Nack
@@ -83,8 +84,13 @@ class XdsServer:
     def nacks(self) -> dict[str, list[Nack]]:
         return self.nodes.nacks()
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on `host:port` (0: any free port); returns the port."""
+    async def start(self, host: str, port: int, *, tls: ServerTls | None = None) -> int:
+        """Listen on `host:port` (0: any free port); returns the port.
+
+        With `tls`, only a client presenting a certificate of its client CA completes the handshake:
+        anyone else who can reach the port never gets a stream, so never reads the route table nor
+        shows up as an Envoy. Without it the port is plaintext and open to any client (development).
+        """
         server = grpc.aio.server(options=_SERVER_OPTIONS)
         handler = grpc.stream_stream_rpc_method_handler(
             self._stream,
@@ -94,10 +100,16 @@ class XdsServer:
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, {"StreamAggregatedResources": handler}),)
         )
-        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, tls.credentials())
+        if bound == 0:
+            raise OSError(f"cannot listen on {address}")
         await server.start()
         self._server = server
-        logger.info("xDS server listening on %s:%d", host, bound)
+        logger.info("xDS server listening on %s:%d (%s)", host, bound, "mutual TLS" if tls else "plaintext")
         return bound
 
     async def stop(self, grace: float | None = None) -> None:

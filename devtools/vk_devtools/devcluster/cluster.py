@@ -42,6 +42,7 @@ from vk_devtools.devcluster import (
     runpodstandin,
     servicenetwork,
     traffic,
+    xdscerts,
 )
 from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
@@ -1012,11 +1013,16 @@ def _start_envoys(launch: _Launch, settings: ClusterSettings) -> list[str]:
     """The xDS server and the Envoy replicas; the controller's arguments that drive them."""
     state = launch.state
     ports = state.ports
+    certificates = xdscerts.issue_xds_certificates(state.directory / "xds-pki", host=LOOPBACK)
     _start_served(
         launch,
         "xds",
         traffic.xds_argv(
-            state.kubeconfig, port=ports["xds"], status_port=ports["xds-status"], envoy_port=ports["envoy"]
+            state.kubeconfig,
+            port=ports["xds"],
+            status_port=ports["xds-status"],
+            envoy_port=ports["envoy"],
+            tls_arguments=certificates.server_arguments(),
         ),
         settings.start_timeout_seconds,
     )
@@ -1030,7 +1036,13 @@ def _start_envoys(launch: _Launch, settings: ClusterSettings) -> list[str]:
         replica = envoy.EnvoyReplica(
             name, admin_port=ports[f"{name}-admin"], stats_port=ports[f"{name}-stats"]
         )
-        argv = envoy.envoy_argv(binary, replica, state.directory / "envoy", xds_port=ports["xds"])
+        argv = envoy.envoy_argv(
+            binary,
+            replica,
+            state.directory / "envoy",
+            xds_port=ports["xds"],
+            xds_tls=certificates.envoy_tls(),
+        )
         _start_served(launch, name, argv, settings.start_timeout_seconds)
         arguments += ["--envoy-stats-url", replica.stats_url]
     return arguments

@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from vk_provider.xds.bootstrap import bootstrap
+from vk_provider.xds.bootstrap import XdsClientTls, bootstrap
 
 
 def envoy_binary() -> Path | None:
@@ -47,8 +47,11 @@ class EnvoyReplica:
         return f"http://127.0.0.1:{self.stats_port}"
 
 
-def envoy_argv(binary: Path, replica: EnvoyReplica, folder: Path, *, xds_port: int) -> list[str]:
-    """Write the replica's bootstrap into `folder`; the command line that runs it."""
+def envoy_argv(
+    binary: Path, replica: EnvoyReplica, folder: Path, *, xds_port: int, xds_tls: XdsClientTls | None = None
+) -> list[str]:
+    """Write the replica's bootstrap into `folder`; the command line that runs it. `xds_tls`: dial the
+    xDS server over mutual TLS (`vk_devtools.devcluster.xdscerts`)."""
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / f"{replica.node_id}.json"
     config.write_text(
@@ -59,6 +62,7 @@ def envoy_argv(binary: Path, replica: EnvoyReplica, folder: Path, *, xds_port: i
                 xds_port=xds_port,
                 admin_port=replica.admin_port,
                 stats_port=replica.stats_port,
+                xds_tls=xds_tls,
             ),
             indent=2,
         )

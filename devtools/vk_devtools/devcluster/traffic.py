@@ -106,8 +106,11 @@ def router_argv(kubeconfig: Path, port: int, *, admin_port: int) -> list[str]:
     ]
 
 
-def xds_argv(kubeconfig: Path, *, port: int, status_port: int, envoy_port: int) -> list[str]:
-    """`vk-provider xds` for the Envoys of `dev up --data-plane envoy`, on loopback."""
+def xds_argv(
+    kubeconfig: Path, *, port: int, status_port: int, envoy_port: int, tls_arguments: list[str]
+) -> list[str]:
+    """`vk-provider xds` for the Envoys of `dev up --data-plane envoy`, on loopback, with the mutual
+    TLS flags `tls_arguments` (`XdsCertificates.server_arguments`)."""
     return [
         sys.executable,
         "-m",
@@ -121,6 +124,7 @@ def xds_argv(kubeconfig: Path, *, port: int, status_port: int, envoy_port: int) 
         f"127.0.0.1:{status_port}",
         "--envoy-port",
         str(envoy_port),
+        *tls_arguments,
     ]
 
 

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from vk_devtools.devcluster.envoy import envoy_binary
-from vk_provider.xds.bootstrap import bootstrap
+from vk_provider.xds.bootstrap import XdsClientTls, bootstrap
 
 START_SECONDS = 20.0
 STOP_SECONDS = 5.0
@@ -70,12 +70,17 @@ class RunningEnvoy:
 
 @contextlib.asynccontextmanager
 async def running_envoy(
-    directory: Path, *, node_id: str, xds_port: int, environment: Mapping[str, str] | None = None
+    directory: Path,
+    *,
+    node_id: str,
+    xds_port: int,
+    environment: Mapping[str, str] | None = None,
+    xds_tls: XdsClientTls | None = None,
 ) -> AsyncIterator[RunningEnvoy]:
     binary = envoy_binary()
     assert binary is not None, "requires_envoy should have skipped this test"
     config = directory / f"{node_id}.json"
-    config.write_text(json.dumps(_bootstrap(node_id, xds_port)))
+    config.write_text(json.dumps(_bootstrap(node_id, xds_port, xds_tls)))
     admin_address = directory / f"{node_id}.admin"
     log = directory / f"{node_id}.log"
     with log.open("wb") as output:
@@ -103,8 +108,8 @@ async def running_envoy(
         await _stop(process)
 
 
-def _bootstrap(node_id: str, xds_port: int) -> dict[str, Any]:
-    return bootstrap(node_id=node_id, xds_host="127.0.0.1", xds_port=xds_port, admin_port=0)
+def _bootstrap(node_id: str, xds_port: int, xds_tls: XdsClientTls | None) -> dict[str, Any]:
+    return bootstrap(node_id=node_id, xds_host="127.0.0.1", xds_port=xds_port, admin_port=0, xds_tls=xds_tls)
 
 
 async def _admin_url(path: Path, process: asyncio.subprocess.Process) -> str:

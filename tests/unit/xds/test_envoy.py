@@ -99,6 +99,7 @@ class Plane:
     envoy: RunningEnvoy
     url: str
     session: aiohttp.ClientSession
+    xds_port: int
 
     async def apply(self, routes: RouteTable | Resources) -> tuple[int, float]:
         """Serve `routes`; returns its version once Envoy has ACKed it, and how long that took."""
@@ -161,7 +162,7 @@ async def plane(
         )
         port = await envoy.listener_port(LISTENER_NAME)
         session = await stack.enter_async_context(aiohttp.ClientSession())
-        yield Plane(server, envoy, f"http://127.0.0.1:{port}", session)
+        yield Plane(server, envoy, f"http://127.0.0.1:{port}", session, xds_port)
 
 
 async def test_weights_move_with_the_table_and_each_version_is_reported_applied(tmp_path: Path) -> None:
