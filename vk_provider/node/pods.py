@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from vk_provider._kube.combined import Mirror
 from vk_provider._kube.events import EventRecorder, InvolvedObject
-from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
@@ -152,7 +152,7 @@ class PodReconciler:
         api: KubeApi,
         settings: NodeSettings,
         provider: PodLifecycle,
-        pods: Reflector,
+        pods: Mirror,
         reader: ReferenceReader,
         events: EventRecorder,
         queue: KeyedQueue,
