@@ -127,14 +127,16 @@ def test_the_render_for_the_base_s_node_is_what_kustomize_builds(
 
 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+GUARD_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
 def test_served_namespaces_render_the_rbac_of_the_namespaced_example(
     helm: Callable[..., subprocess.CompletedProcess[str]], kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    """`node.namespaces` gives the nodes the RBAC of manifests/examples/namespaced-node (whose one
-    served namespace is `inference`), which test_namespaced_node proves narrow and sufficient on
-    the plane, and the nodes the setting; without it the render is the base's (above)."""
+    """`node.namespaces` gives the nodes the RBAC and the binding guard of
+    manifests/examples/namespaced-node (whose one served namespace is `inference`), which
+    test_namespaced_node proves on the plane, and the nodes the setting; without it the render is
+    the base's (above)."""
     values = {**BASE_EQUIVALENT, "node": {"namespaces": ["inference"]}}
     rendered = render(helm, "--no-hooks", "--values", values_file(tmp_path, values))
     built = [
@@ -145,14 +147,16 @@ def test_served_namespaces_render_the_rbac_of_the_namespaced_example(
         if item
     ]
 
-    def node_rbac(items: list[Object]) -> dict[tuple[str, str, str], Object]:
+    def node_rbac_and_guard(items: list[Object]) -> dict[tuple[str, str, str], Object]:
         return {
             key(item): without_helm_additions(item)
             for item in items
-            if item["kind"] in RBAC_KINDS and item["metadata"]["name"].startswith("vk-provider-node")
+            if item["kind"] in (*RBAC_KINDS, *GUARD_KINDS)
+            and item["metadata"]["name"].startswith("vk-provider-node")
         }
 
-    expected, got = node_rbac(built), node_rbac(rendered)
+    expected, got = node_rbac_and_guard(built), node_rbac_and_guard(rendered)
+    assert ("ValidatingAdmissionPolicy", "", "vk-provider-node-served-namespaces") in expected
     assert sorted(got) == sorted(expected)
     for name, item in expected.items():
         assert got[name] == item, name

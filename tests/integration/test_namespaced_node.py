@@ -1,7 +1,9 @@
-"""A node limited to some namespaces runs on Roles there alone: its token reads no Secret elsewhere.
+"""A node limited to some namespaces runs on Roles there alone: its token reads no Secret elsewhere,
+and no pod of another namespace is let onto it.
 
 The RBAC is manifests/examples/namespaced-node's (the base with manifests/components/namespaced), its
 served namespace's RoleBinding moved to the test's namespace; the daemon runs as that ServiceAccount.
+The admission policy is the example's binding-guard.yaml, its node and namespace lists replaced.
 """
 
 from __future__ import annotations
@@ -156,3 +158,86 @@ async def test_a_node_on_namespaced_rbac_runs_and_removes_a_pod_of_its_namespace
     await wait_for(running, timeout_seconds=60, what="the served namespace's pod to run")
     await delete_and_wait_removed(core, namespace, "served")
     assert "Forbidden" not in daemon.log_tail()
+
+
+GUARD = EXAMPLE / "binding-guard.yaml"
+
+
+@pytest.fixture
+def binding_guard(kubectl: Kubectl, namespace: str, tmp_path: Path) -> Iterator[str]:
+    """The example's ValidatingAdmissionPolicy, for a node of this test's own (no daemon needed:
+    admission refuses before any node looks) serving the test's namespace. Yields the node's name."""
+    node_name = f"vk-guarded-{namespace[-6:]}"
+    text = GUARD.read_text()
+    for example, ours in (("['vk-provider']", f"['{node_name}']"), ("['inference']", f"['{namespace}']")):
+        assert example in text
+        text = text.replace(example, ours)
+    policy = tmp_path / "binding-guard.yaml"
+    policy.write_text(text)
+    kubectl("apply", "-f", str(policy))
+    try:
+        yield node_name
+    finally:
+        kubectl("delete", "-f", str(policy), "--ignore-not-found", check=False)
+
+
+def pod_body(name: str, node: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "x"}]}
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+async def refusal(create: Awaitable[object]) -> str:
+    """The apiserver's 403 message for `create`, or "" when it was accepted."""
+    try:
+        await create
+    except client.ApiException as error:
+        if error.status != 403:  # anything but a refusal is a failure of the test itself
+            raise
+        return str(error.body)
+    return ""
+
+
+async def bind(core: client.CoreV1Api, namespace: str, pod: str, node: str, **options: str) -> str:
+    """The 403 message for binding the pod to `node` as the scheduler does, or "" when it was bound.
+    Read raw: the answer is a Status, which the client cannot read as the Binding it expects."""
+    binding = {"metadata": {"name": pod}, "target": {"kind": "Node", "name": node}}
+    response = await core.create_namespaced_pod_binding(
+        pod, namespace, binding, _preload_content=False, **options
+    )
+    body = await response.text()
+    if response.status == 201:
+        return ""
+    assert response.status == 403, body
+    return body
+
+
+async def test_a_pod_of_a_namespace_the_node_does_not_serve_is_refused_the_node_not_left_pending(
+    kube_api: client.ApiClient, namespace: str, binding_guard: str
+) -> None:
+    """Both ways onto a node, the scheduler's Binding and a pod created with its nodeName, are
+    refused from other namespaces (the pod stays unbound, its reason said) and allowed from the
+    served one."""
+    core = client.CoreV1Api(kube_api)
+    node = binding_guard
+    other = f"{namespace[:50]}-other"
+    await core.create_namespace({"metadata": {"name": other, "labels": {"vk-provider.dev/test": "true"}}})
+    try:
+
+        async def created_on_the_node_refused() -> str:
+            return await refusal(core.create_namespaced_pod(other, pod_body("direct", node), dry_run="All"))
+
+        message = await wait_for(created_on_the_node_refused, timeout_seconds=60, what="the policy to act")
+        assert f"node {node} serves only the namespaces {namespace}" in message
+        assert not await refusal(
+            core.create_namespaced_pod(namespace, pod_body("direct", node), dry_run="All")
+        )
+
+        await core.create_namespaced_pod(other, pod_body("unbound", None))
+        assert f"a pod of {other} would never run there" in await bind(core, other, "unbound", node)
+        assert (await core.read_namespaced_pod("unbound", other)).spec.node_name is None
+        await core.create_namespaced_pod(namespace, pod_body("unbound", None))
+        assert not await bind(core, namespace, "unbound", node, dry_run="All")
+    finally:
+        await core.delete_namespace(other)

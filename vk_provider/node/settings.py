@@ -72,7 +72,8 @@ class NodeSettings:
     """Serve only the pods of these namespaces, watching pods and Services in each and never
     cluster-wide, so the node's RBAC can be Roles in these namespaces (manifests/components/namespaced,
     the chart's `node.namespaces`). A pod of another namespace bound to this node is never seen: it
-    stays Pending until deleted. Empty: every namespace."""
+    stays Pending until deleted, unless an admission policy refuses the binding (the chart's, and
+    manifests/examples/namespaced-node's binding-guard.yaml). Empty: every namespace."""
     kubelet_port: int = 10250
     addresses: tuple[str, ...] = ("127.0.0.1",)
     """InternalIP addresses reported on the Node; the first is every pod's hostIP."""

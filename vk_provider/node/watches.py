@@ -3,7 +3,8 @@
 Cluster-wide by default. With `namespaces` set, one watch per listed namespace and never a
 cluster-wide list, so the node runs with RBAC granted in those namespaces only (a leaked token then
 reads no Secret elsewhere). A pod of another namespace bound to this node is then never seen: it stays
-Pending with its node name set, until it is deleted (`vk-provider node --help`, `--namespaces`).
+Pending with its node name set, until it is deleted, unless an admission policy refuses the binding
+(manifests/examples/namespaced-node/binding-guard.yaml; the chart's with `node.namespaces`).
 """
 
 from __future__ import annotations
