@@ -182,6 +182,10 @@ class NodeSettings:
             return "file"
         return self.serving_certificate
 
+    def serves(self, namespace: str) -> bool:
+        """Whether this node watches, runs and collects pods of `namespace`."""
+        return not self.namespaces or namespace in self.namespaces
+
     @property
     def host_ip(self) -> str:
         return self.addresses[0]
