@@ -128,8 +128,14 @@ async def test_a_node_on_namespaced_rbac_runs_and_removes_a_pod_of_its_namespace
     """The Roles are not only narrow but sufficient: the daemon registers, turns Ready, resolves a
     ConfigMap and a Secret, runs the pod and removes it, never refused."""
     core = client.CoreV1Api(kube_api)
+    # An unissued CSR turns into a self-signed certificate after the wait: a Node Event soon.
     daemon = await start_as_node_service_account(
-        kube_api, control_plane, tmp_path, start_node, namespaces=[namespace]
+        kube_api,
+        control_plane,
+        tmp_path,
+        start_node,
+        namespaces=[namespace],
+        serving_certificate_wait_seconds=2,
     )
     await core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}, "data": {"k": "v"}})
     await core.create_namespaced_secret(namespace, {"metadata": {"name": "key"}, "stringData": {"s": "x"}})
@@ -156,8 +162,22 @@ async def test_a_node_on_namespaced_rbac_runs_and_removes_a_pod_of_its_namespace
         return (await core.read_namespaced_pod("served", namespace)).status.phase == "Running"
 
     await wait_for(running, timeout_seconds=60, what="the served namespace's pod to run")
+
+    def posted(where: str, kind: str, name: str) -> Callable[[], Awaitable[bool]]:
+        """Whether the daemon posted an Event about it there (the controller-manager's do not count)."""
+
+        async def probe() -> bool:
+            selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+            events = (await core.list_namespaced_event(where, field_selector=selector)).items
+            return any(event.source and event.source.host == daemon.node_name for event in events)
+
+        return probe
+
+    # The pod's Events go to its namespace; the Node's (its serving certificate's) to `default`.
+    await wait_for(posted(namespace, "Pod", "served"), timeout_seconds=60, what="the pod's Event")
+    await wait_for(posted("default", "Node", daemon.node_name), timeout_seconds=60, what="the Node's Event")
     await delete_and_wait_removed(core, namespace, "served")
-    assert "Forbidden" not in daemon.log_tail()
+    assert "Forbidden" not in daemon.log_path.read_text()
 
 
 GUARD = EXAMPLE / "binding-guard.yaml"
