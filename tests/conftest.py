@@ -36,6 +36,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_manifests.py": "manifests",
     "tests/integration/test_chart.py": "manifests",
     "tests/integration/test_chart_uninstall.py": "manifests",
+    "tests/integration/test_namespaced_node.py": "manifests",
     "tests/integration/test_image.py": "image",
     "tests/integration/test_release.py": "image",
     "tests/integration/test_release_install.py": "image",

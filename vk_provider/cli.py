@@ -81,6 +81,16 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--no-taint", action="store_true", default=None, help="register the node without a taint"
     )
     node.add_argument(
+        "--namespaces",
+        action="append",
+        metavar="NS[,NS...]",
+        help="serve only the pods of these namespaces (repeatable), watching pods and Services there and "
+        "never cluster-wide, so the node's RBAC can be granted in them alone "
+        "(manifests/components/namespaced). A pod of another namespace bound to this node is never seen "
+        "and stays Pending until deleted; the admission policy of manifests/examples/namespaced-node "
+        "refuses such a binding (default: every namespace)",
+    )
+    node.add_argument(
         "--label", action="append", dest="labels", metavar="KEY=VALUE", help="extra node label (repeatable)"
     )
     node.add_argument(

@@ -126,6 +126,55 @@ def test_the_render_for_the_base_s_node_is_what_kustomize_builds(
         assert got[name] == item, name
 
 
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+GUARD_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+def test_served_namespaces_render_the_rbac_of_the_namespaced_example(
+    helm: Callable[..., subprocess.CompletedProcess[str]], kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """`node.namespaces` gives the nodes the RBAC and the binding guard of
+    manifests/examples/namespaced-node (whose one served namespace is `inference`), which
+    test_namespaced_node proves on the plane, and the nodes the setting; without it the render is
+    the base's (above)."""
+    values = {**BASE_EQUIVALENT, "node": {"namespaces": ["inference"]}}
+    rendered = render(helm, "--no-hooks", "--values", values_file(tmp_path, values))
+    built = [
+        item
+        for item in yaml.safe_load_all(
+            kubectl("kustomize", str(MANIFESTS / "examples" / "namespaced-node")).stdout
+        )
+        if item
+    ]
+
+    def node_rbac_and_guard(items: list[Object]) -> dict[tuple[str, str, str], Object]:
+        return {
+            key(item): without_helm_additions(item)
+            for item in items
+            if item["kind"] in (*RBAC_KINDS, *GUARD_KINDS)
+            and item["metadata"]["name"].startswith("vk-provider-node")
+        }
+
+    expected, got = node_rbac_and_guard(built), node_rbac_and_guard(rendered)
+    assert ("ValidatingAdmissionPolicy", "", "vk-provider-node-served-namespaces") in expected
+    assert sorted(got) == sorted(expected)
+    for name, item in expected.items():
+        assert got[name] == item, name
+    (config,) = [item for item in rendered if key(item) == ("ConfigMap", NAMESPACE, "vk-provider-node")]
+    assert yaml.safe_load(config["data"]["node.yaml"])["namespaces"] == ["inference"]
+
+
+def test_served_namespaces_are_set_for_all_nodes_or_none(
+    helm: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """The nodes share one ServiceAccount: one node's own list would not match the RoleBindings."""
+    node = {**BASE_EQUIVALENT["nodes"][0], "settings": {"namespaces": ["elsewhere"]}}
+    values = {"nodes": [node], "node": {"namespaces": ["inference"]}}
+    done = helm("template", "vk", str(CHART), "--values", values_file(tmp_path, values), check=False)
+    assert done.returncode != 0
+    assert "set the served namespaces in node.namespaces, not in settings" in done.stderr, done.stderr
+
+
 def test_the_default_render_has_no_node_and_no_secret_to_create_by_hand(
     helm: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
@@ -374,11 +423,7 @@ def chart_rbac_applied(
     """The chart's ServiceAccounts and RBAC applied over the same-named objects of `manifests/`. They
     stay: other tests run as these ServiceAccounts, and the chart's rules equal kustomize's (above)."""
     rendered = render(helm)
-    rbac = [
-        item
-        for item in rendered
-        if item["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-    ]
+    rbac = [item for item in rendered if item["kind"] in RBAC_KINDS]
     file = tmp_path_factory.mktemp("chart") / "rbac.yaml"
     file.write_text(yaml.safe_dump_all(rbac))
     everything = file.with_name("all.yaml")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -139,17 +140,7 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
 ) -> None:
     """The RBAC is not only plausible but sufficient: the daemon works with nothing else."""
     core = client.CoreV1Api(kube_api)
-    kubeconfig = await service_account_kubeconfig(
-        kube_api, control_plane, NAMESPACE, "vk-provider-node", tmp_path / "node-sa.kubeconfig"
-    )
-    # Self-approval needs the opt-in component; the base alone leaves the CSR to an operator.
-    # Leader election in the namespace the manifests let it hold its Lease in, as deployed.
-    daemon = await start_node(
-        "mock",
-        kubeconfig=str(kubeconfig),
-        kubelet_csr_self_approve=False,
-        leader_election_namespace=NAMESPACE,
-    )
+    daemon = await start_as_node_service_account(kube_api, control_plane, tmp_path, start_node)
     await core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}, "data": {"k": "v"}})
     await core.create_namespaced_pod(
         namespace,
@@ -176,13 +167,40 @@ async def test_a_daemon_running_as_the_node_service_account_runs_and_removes_a_p
         return pod.status.phase == "Running" and "vk-provider.dev/TrafficAddress" in published
 
     await wait_for(running_with_address, timeout_seconds=60, what="the pod to run under the service account")
-    await core.delete_namespaced_pod("as-sa", namespace)
+    await delete_and_wait_removed(core, namespace, "as-sa")
+    assert "Forbidden" not in daemon.log_tail()
+
+
+async def start_as_node_service_account(
+    kube_api: client.ApiClient,
+    control_plane: cluster.ClusterState,
+    tmp_path: Path,
+    start_node: Callable[..., Awaitable[NodeDaemon]],
+    **settings: Any,
+) -> NodeDaemon:
+    """A mock node daemon authenticated as the manifests' node ServiceAccount, nothing else."""
+    kubeconfig = await service_account_kubeconfig(
+        kube_api, control_plane, NAMESPACE, "vk-provider-node", tmp_path / "node-sa.kubeconfig"
+    )
+    # Self-approval needs the opt-in component; the base alone leaves the CSR to an operator.
+    # Leader election in the namespace the manifests let it hold its Lease in, as deployed.
+    return await start_node(
+        "mock",
+        kubeconfig=str(kubeconfig),
+        kubelet_csr_self_approve=False,
+        leader_election_namespace=NAMESPACE,
+        **settings,
+    )
+
+
+async def delete_and_wait_removed(core: client.CoreV1Api, namespace: str, name: str) -> None:
+    """Delete a pod bound to a node and wait until its daemon has removed it."""
+    await core.delete_namespaced_pod(name, namespace)
 
     async def gone() -> bool:
-        return not (await core.list_namespaced_pod(namespace, field_selector="metadata.name=as-sa")).items
+        return not (await core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}")).items
 
-    await wait_for(gone, timeout_seconds=60, what="the pod to be removed by the daemon")
-    assert "Forbidden" not in daemon.log_tail()
+    await wait_for(gone, timeout_seconds=60, what=f"pod {namespace}/{name} to be removed by the daemon")
 
 
 ROUTER = f"system:serviceaccount:{NAMESPACE}:vk-provider-router"

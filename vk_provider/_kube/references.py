@@ -11,12 +11,12 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vk_provider._kube.watching import Reflector
+from vk_provider._kube.combined import Mirror
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 
 
 class ApiReferenceReader:
-    def __init__(self, api: KubeApi, services: Reflector) -> None:
+    def __init__(self, api: KubeApi, services: Mirror) -> None:
         self._api = api
         self._services = services
 

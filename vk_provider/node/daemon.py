@@ -26,14 +26,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vk_provider import plugins
+from vk_provider._kube.combined import Mirror
 from vk_provider._kube.events import EventRecorder
 from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
-from vk_provider._kube.watching import Reflector
 from vk_provider.errors import ProviderError
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.backoff import jittered_backoff_seconds
-from vk_provider.kit.kube import KubeApi, resource_path
+from vk_provider.kit.kube import KubeApi
 from vk_provider.kit.probes import Readiness, serve_probes
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import (
@@ -48,7 +48,7 @@ from vk_provider.kubelet.certificates import (
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.kubelet.streaming import StreamingBackend
-from vk_provider.node import clusterversion, leadership, nodeobject, providerstart
+from vk_provider.node import clusterversion, leadership, nodeobject, providerstart, watches
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
@@ -78,8 +78,8 @@ class NodeDaemon:
     provider: PodLifecycle
     events: EventRecorder
     queue: KeyedQueue
-    pods: Reflector
-    services: Reflector
+    pods: Mirror
+    services: Mirror
     keeper: NodeKeeper
     reconciler: PodReconciler
     kubelet: KubeletBackend
@@ -110,7 +110,7 @@ async def _status_flow(daemon: NodeDaemon) -> None:
 
 
 def kubelet_backend(
-    node_name: str, provider: PodLifecycle, pods: Reflector, metrics: DaemonMetrics, provider_name: str = ""
+    node_name: str, provider: PodLifecycle, pods: Mirror, metrics: DaemonMetrics, provider_name: str = ""
 ) -> KubeletBackend:
     """What the kubelet API serves: this node's watch cache, its provider's capabilities, its metrics."""
     return KubeletBackend(
@@ -203,19 +203,8 @@ async def assemble(
     async def enqueue(uid: str) -> None:
         queue.add(uid)
 
-    async def ignore(uid: str) -> None:
-        return None
-
-    pods = Reflector(
-        api,
-        resource_path("v1", "pods"),
-        query={"fieldSelector": f"spec.nodeName={settings.node_name}"},
-        on_change=enqueue,
-        description=f"pods bound to {settings.node_name}",
-    )
-    services = Reflector(
-        api, resource_path("v1", "services"), query={}, on_change=ignore, description="services"
-    )
+    pods = watches.bound_pods(api, settings, enqueue)
+    services = watches.services(api, settings)
     provider_capacity = (
         dict(await provider.node_capacity()) if isinstance(provider, SupportsNodeCapacity) else {}
     )

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from vk_provider._kube.combined import Mirror
 from vk_provider._kube.events import EventRecorder, InvolvedObject
-from vk_provider._kube.watching import Reflector
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
 from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
@@ -152,7 +152,7 @@ class PodReconciler:
         api: KubeApi,
         settings: NodeSettings,
         provider: PodLifecycle,
-        pods: Reflector,
+        pods: Mirror,
         reader: ReferenceReader,
         events: EventRecorder,
         queue: KeyedQueue,
@@ -180,6 +180,8 @@ class PodReconciler:
         self._applied: dict[str, str] = {}
         """What each pod looked like when last handed to the provider (see `spec_fingerprint`)."""
         self.known: dict[str, PodRef] = {}
+        self._unserved_reported: set[str] = set()
+        """UIDs of the workloads already reported as kept for a namespace this node does not serve."""
         """Pods the provider holds a workload for, by UID: created by us, or adopted at start-up."""
         self._stopping: dict[str, float] = {}
         """Pods asked to stop at the provider, with the grace period they were given, by UID."""
@@ -522,6 +524,25 @@ class PodReconciler:
                 adopted += 1
         return adopted
 
+    def _served(self, states: Sequence[PodState]) -> list[PodState]:
+        """The workloads of the namespaces this node serves. Another namespace's pod is invisible to
+        it (it watches its own namespaces only), so its workload, left from before the node was
+        limited, is kept, not collected as an orphan: said once, for an operator to decide."""
+        served = []
+        for state in states:
+            if self._settings.serves(state.ref.namespace):
+                served.append(state)
+            elif state.ref.uid not in self._unserved_reported:
+                self._unserved_reported.add(state.ref.uid)
+                logger.warning(
+                    "keeping workload %s at the provider: this node serves only the namespaces %s, so it "
+                    "cannot see whether its pod exists; serve %s again, or delete it at the provider",
+                    state.ref,
+                    ", ".join(self._settings.namespaces),
+                    state.ref.namespace,
+                )
+        return served
+
     async def run_orphan_sweeps(self) -> None:
         """Delete provider workloads without a pod, but only once seen in two consecutive lists; and
         reconcile the pods the provider has lost (a plugin that restarted with its pods in memory,
@@ -544,7 +565,9 @@ class PodReconciler:
                     self.work.queue.add(uid)
                 lost = missing - lost
                 orphans = {
-                    state.ref.uid: state.ref for state in states if state.ref.uid not in self._pods.objects
+                    state.ref.uid: state.ref
+                    for state in self._served(states)
+                    if state.ref.uid not in self._pods.objects
                 }
                 for uid in orphans.keys() & suspects:
                     logger.info("deleting orphan workload %s: no pod exists for it", orphans[uid])

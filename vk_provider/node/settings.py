@@ -25,6 +25,7 @@ SERVING_CERTIFICATE_MODES: tuple[ServingCertificateMode, ...] = ("auto", "csr", 
 DEFAULT_TAINT_KEY = VIRTUAL_NODE_TAINT
 ENV_PREFIX = "VK_PROVIDER_"
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|Ki)?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
@@ -67,6 +68,12 @@ class NodeSettings:
     """Under `max_spend_per_hour`, admit pods whose price is not known (no price annotation, and none
     their provider can tell), counted as 0 while the known spend is below the ceiling. False: refuse them
     (OutOfBudget), since nothing would bound what they cost."""
+    namespaces: tuple[str, ...] = ()
+    """Serve only the pods of these namespaces, watching pods and Services in each and never
+    cluster-wide, so the node's RBAC can be Roles in these namespaces (manifests/components/namespaced,
+    the chart's `node.namespaces`). A pod of another namespace bound to this node is never seen: it
+    stays Pending until deleted, unless an admission policy refuses the binding (the chart's, and
+    manifests/examples/namespaced-node's binding-guard.yaml). Empty: every namespace."""
     kubelet_port: int = 10250
     addresses: tuple[str, ...] = ("127.0.0.1",)
     """InternalIP addresses reported on the Node; the first is every pod's hostIP."""
@@ -175,6 +182,10 @@ class NodeSettings:
             return "file"
         return self.serving_certificate
 
+    def serves(self, namespace: str) -> bool:
+        """Whether this node watches, runs and collects pods of `namespace`."""
+        return not self.namespaces or namespace in self.namespaces
+
     @property
     def host_ip(self) -> str:
         return self.addresses[0]
@@ -240,6 +251,23 @@ def _addresses(value: Any, source: str) -> tuple[str, ...]:
     for address in addresses:
         ipaddress.ip_address(address)
     return addresses
+
+
+def _namespaces(value: Any, source: str) -> tuple[str, ...]:
+    """Namespace names from a list or comma-separated strings (a repeated flag gives a list of them);
+    duplicates dropped, order kept."""
+    entries = [value] if isinstance(value, str) else list(value or ())
+    names: list[str] = []
+    for entry in entries:
+        for part in str(entry).split(","):
+            name = part.strip()
+            if not name:
+                continue
+            if not _NAMESPACE.match(name):
+                raise SettingsError(f"{source}: namespaces: {name!r} is not a valid namespace name")
+            if name not in names:
+                names.append(name)
+    return tuple(names)
 
 
 def _provider_config(value: Any, source: str) -> dict[str, Any]:
@@ -336,6 +364,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
         _positive_number("max_spend_per_hour"), value, source
     ),
     "addresses": _addresses,
+    "namespaces": _namespaces,
     "provider_config": _provider_config,
     "state_dir": lambda value, source: Path(value),
     "serving_certificate": _serving_certificate,

@@ -81,3 +81,11 @@ readinessProbe:
   periodSeconds: 5
   timeoutSeconds: 3
 {{- end }}
+
+{{/* A list of names as CEL string literals, comma-separated: 'a', 'b'. Names are DNS labels (the
+schema's and the nodes' patterns), so no quote needs escaping. */}}
+{{- define "vk-provider.celStrings" -}}
+{{- $quoted := list }}
+{{- range . }}{{ $quoted = append $quoted (printf "'%s'" .) }}{{ end }}
+{{- join ", " $quoted }}
+{{- end }}

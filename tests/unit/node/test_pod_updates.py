@@ -88,11 +88,12 @@ def make_reconciler(
     *,
     events: EventRecorder | None = None,
     metrics: DaemonMetrics | None = None,
+    settings: NodeSettings | None = None,
 ) -> PodReconciler:
     """The reconciler of node `n`, on these stand-ins (driven with `reconcile(uid)`, no workers)."""
     return PodReconciler(
         api=api,  # type: ignore[arg-type]
-        settings=NodeSettings(node_name="n"),
+        settings=settings or NodeSettings(node_name="n"),
         provider=provider,
         pods=pods,  # type: ignore[arg-type]
         reader=NoReferences(),

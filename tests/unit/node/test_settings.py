@@ -97,3 +97,19 @@ def test_a_file_that_is_not_yaml_or_missing_is_a_clear_error(tmp_path: Path) -> 
         load_settings(config_file=broken, environ={}, flags={})
     with pytest.raises(SettingsError, match="cannot read"):
         load_settings(config_file=tmp_path / "absent.yaml", environ={}, flags={})
+
+
+def test_namespaces_come_from_a_repeated_flag_a_comma_list_or_a_file_list(tmp_path: Path) -> None:
+    flags = load_settings(config_file=None, environ={}, flags={"namespaces": ["team-a,team-b", "team-a"]})
+    assert flags.namespaces == ("team-a", "team-b")
+    environment = load_settings(config_file=None, environ={"VK_PROVIDER_NAMESPACES": "x, y"}, flags={})
+    assert environment.namespaces == ("x", "y")
+    config = tmp_path / "node.yaml"
+    config.write_text("namespaces: [inference]\n")
+    assert load_settings(config_file=config, environ={}, flags={}).namespaces == ("inference",)
+    assert load_settings(config_file=None, environ={}, flags={}).namespaces == ()
+
+
+def test_a_namespace_that_cannot_exist_is_refused() -> None:
+    with pytest.raises(SettingsError, match=r"namespaces: 'Team_A' is not a valid namespace name"):
+        load_settings(config_file=None, environ={}, flags={"namespaces": ["Team_A"]})
