@@ -23,6 +23,14 @@ MINIMAL_SPEC: dict[str, Any] = {
     "route": {"hosts": ["chat.example.test"]},
 }
 
+SEVERE_DEFAULTS = {
+    "enabled": True,
+    "errorRatePercent": 50,
+    "errorRateIncreasePercent": 50,
+    "minRequests": 20,
+    "windowSeconds": 5,
+}
+
 
 def offload(spec: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     return {
@@ -83,9 +91,12 @@ async def test_a_minimal_offload_is_accepted_and_gets_the_strategy_and_away_defa
         "readyThresholdPercent": 100,
         "gates": {
             "maxErrorRatePercent": 1,
+            "maxErrorRateIncreasePercent": 1,
+            "compareWithOtherSide": True,
+            "errorStatuses": ["5xx"],
             "maxP99LatencyMilliseconds": 2000,
             "minRequestsPerInterval": 10,
-            "severe": {"enabled": True, "errorRatePercent": 50, "minRequests": 20, "windowSeconds": 5},
+            "severe": SEVERE_DEFAULTS,
         },
         "failuresBeforeRollback": 3,
         "progressDeadlineSeconds": 600,
@@ -120,9 +131,12 @@ async def test_explicit_steps_and_a_path_prefix_route_are_kept_as_given(
     assert stored["strategy"]["toHomeSteps"] == [1, 2, 99, 100]
     assert stored["strategy"]["gates"] == {
         "maxErrorRatePercent": 0.5,
+        "maxErrorRateIncreasePercent": 1,
+        "compareWithOtherSide": True,
+        "errorStatuses": ["5xx"],
         "maxP99LatencyMilliseconds": 2000,
         "minRequestsPerInterval": 10,
-        "severe": {"enabled": True, "errorRatePercent": 50, "minRequests": 20, "windowSeconds": 5},
+        "severe": SEVERE_DEFAULTS,
     }
     assert stored["away"]["replicas"] == 0
     assert stored["away"]["annotations"] == {"provider.example/region": "eu"}

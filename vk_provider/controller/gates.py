@@ -208,23 +208,35 @@ class ErrorRates:
             return exceeds_baseline(
                 self.failures, self.requests, self.baseline_failures, self.baseline_requests, increase_percent
             )
-        return self.percent > absolute_percent
+        return self.percent > absolute_percent and not self.shared_with_small_baseline(increase_percent)
+
+    def shared_with_small_baseline(self, increase_percent: float) -> bool:
+        """A baseline too small to judge against can still show that the failures are not the judged
+        side's own: when it fails at least as much (beyond the margin), the absolute limit would
+        punish the migration for errors both sides have, e.g. 500s a client provokes while a loaded
+        window holds only a few baseline requests. It only ever spares; with no baseline request at
+        all, or one that fails less, the absolute limit rules."""
+        if self.compared or self.baseline_requests <= 0 or self.requests <= 0:
+            return False
+        rate = self.failures / self.requests
+        baseline_rate = self.baseline_failures / self.baseline_requests
+        return rate - baseline_rate - increase_percent / 100.0 * (1.0 - baseline_rate) <= 0
 
 
 def error_rates(
     judged: SideSample, baseline: SideSample | None, gates: Gates, min_baseline_requests: int
 ) -> ErrorRates:
     """Counted by the Offload's error statuses; a baseline with fewer requests than the gate's
-    minimum is too noisy to judge against (and could hide a failure), so the absolute limit rules."""
+    minimum is too noisy to judge against (and could hide a failure), so the absolute limit rules,
+    unless that baseline fails at least as much (`ErrorRates.shared_with_small_baseline`)."""
     requests = int(judged.requests)
     failures = judged.failures(gates.error_statuses)
     if baseline is None or not gates.compare_with_other_side:
         return ErrorRates(requests, failures)
     baseline_requests = int(baseline.requests)
-    if baseline_requests < max(1, min_baseline_requests):
-        return ErrorRates(requests, failures)
     baseline_failures = baseline.failures(gates.error_statuses)
-    return ErrorRates(requests, failures, baseline_requests, baseline_failures, compared=True)
+    compared = baseline_requests >= max(1, min_baseline_requests)
+    return ErrorRates(requests, failures, baseline_requests, baseline_failures, compared=compared)
 
 
 def _rates_message(rates: ErrorRates, side: str) -> str:
@@ -254,7 +266,9 @@ def judge_severe(
             "serves: severe"
         )
     else:
-        if rates.percent < severe.error_rate_percent:
+        if rates.percent < severe.error_rate_percent or rates.shared_with_small_baseline(
+            severe.error_rate_increase_percent
+        ):
             return None
         threshold = f"at or above the severe {severe.error_rate_percent:g}%"
     p99 = quantile_seconds(window.buckets, 0.99)

@@ -141,10 +141,19 @@ def test_a_truly_failing_side_stands_out_from_its_baseline() -> None:
 
 def test_a_baseline_too_small_to_be_fair_leaves_the_absolute_limits_in_charge() -> None:
     gates = Gates(min_requests_per_interval=10)
-    # 9 home requests that all failed would hide anything: the absolute 1% judges instead.
-    judgement = judge(served(95, 5), gates, "away", served(0, 9))
+    # 9 clean home requests are too few to compare with: the absolute 1% judges.
+    judgement = judge(served(95, 5), gates, "away", served(9, 0))
     assert judgement.verdict is Verdict.UNHEALTHY
     assert judgement.baseline_error_rate_percent is None
+    # With no home request at all, too.
+    assert judge(served(95, 5), gates, "away", SideSample()).verdict is Verdict.UNHEALTHY
+    # But a small baseline failing as much spares the judged side: the errors are both sides'.
+    assert judge(served(95, 5), gates, "away", served(0, 9)).verdict is Verdict.HEALTHY
+    # The severe window of a loaded machine: 20 away requests, 11 of them 500s a client provoked,
+    # beside 19 home requests (under the minimum of 20) with 10 provoked: no severe rollback ...
+    assert judge_severe(served(9, 11), gates, "away", served(9, 10)) is None
+    # ... while an away side failing everything beside a small clean home still is severe.
+    assert judge_severe(served(0, 20), gates, "away", served(15, 0)) is not None
     off = Gates(compare_with_other_side=False)
     assert judge(served(10, 20), off, "away", served(10, 20)).verdict is Verdict.SEVERE
 
