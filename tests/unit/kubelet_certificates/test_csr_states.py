@@ -71,7 +71,7 @@ async def settle(condition: Any) -> None:
     """Until `condition()` holds; polled, as the flow's states change inside its own task."""
     async with asyncio.timeout(5):
         while not condition():  # noqa: ASYNC110 - a state to poll, not an event to wait on
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the polling period of a condition wait (noqa: sleep-ok)
 
 
 async def test_the_flow_reports_the_csr_it_waits_for_a_denial_and_the_issue(

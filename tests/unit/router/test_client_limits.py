@@ -114,8 +114,7 @@ async def test_a_slow_head_is_cut_at_the_deadline_while_other_clients_are_served
         async def dribble() -> None:
             for number in range(100):
                 writer.write(b"X-Slow-%d: v\r\n" % number)
-                # A header line now and then, as slowloris sends them (noqa: sleep-ok).
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # slowloris's pace between header lines (noqa: sleep-ok)
 
         dribbling = asyncio.create_task(dribble())
         try:
