@@ -211,6 +211,13 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "every cluster has)",
     )
     node.add_argument(
+        "--traffic-key-secret",
+        metavar="NAMESPACE/NAME",
+        help="the Secret of the key that seals the traffic addresses the node publishes, created if "
+        "missing; the router must read the same one (default: vk-provider-traffic-key in the pod's own "
+        "namespace; outside a pod, in default)",
+    )
+    node.add_argument(
         "--leader-election-identity", help="this replica's name in the Lease (default: host name + random)"
     )
     node.add_argument(

@@ -97,7 +97,13 @@ def start_test_plane(
         kubernetes_version=cache.pins.kubernetes_version,
         out=sys.stderr,
     )
+    create_system_namespace(result.state)
     return result.state
+
+
+def create_system_namespace(state: cluster.ClusterState) -> None:
+    """The manifests' namespace, where the tests' node daemons keep their traffic key (`daemons`)."""
+    kubectl_for(state)("apply", "-f", str(CRD_FILE.parents[1] / "base" / "namespace.yaml"))
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +115,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> I
             pytest.fail(
                 f"{REUSE_VARIABLE}={reuse} names no running control plane; start it with `vk-provider dev up`"
             )
+        create_system_namespace(state)
         yield state
         return
     if worker_id == "master":  # no xdist: this process owns the plane

@@ -17,6 +17,14 @@ from vk_devtools.devcluster.processes import tail_of_file
 from vk_provider.kit import procfs
 
 # Short intervals so the tests observe behaviour in seconds; the lease keeps its real 40 s duration.
+SYSTEM_NAMESPACE = "vk-provider-system"
+"""The manifests' namespace: the test plane creates it (`conftest.start_test_plane`)."""
+TRAFFIC_KEY_SECRET = f"{SYSTEM_NAMESPACE}/vk-provider-traffic-key"
+"""Where every test's node daemons, routers and xDS servers keep the traffic key, as deployed (their
+pods' namespace): routers running as the manifests' ServiceAccount may read it there and nowhere else."""
+TRAFFIC_KEY_ARGUMENTS = ("--traffic-key-secret", TRAFFIC_KEY_SECRET)
+"""The router's and the xDS server's flags for it."""
+
 FAST_SETTINGS: dict[str, Any] = {
     "health_check_interval_seconds": 1.0,
     "orphan_sweep_interval_seconds": 2.0,
@@ -148,6 +156,7 @@ class NodeDaemon(NodeReplica):
             "kubelet_csr_self_approve": True,
             # Stable across restarts of this process: a restart takes its own Lease back at once.
             "leader_election_identity": f"{self.node_name}-0",
+            "traffic_key_secret": TRAFFIC_KEY_SECRET,
             **FAST_SETTINGS,
             **settings,
         }

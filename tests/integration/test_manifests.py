@@ -45,6 +45,8 @@ NEEDED = [
     ("get", "leases.coordination.k8s.io", NAMESPACE),
     ("create", "leases.coordination.k8s.io", NAMESPACE),
     ("update", "leases.coordination.k8s.io", NAMESPACE),
+    # The traffic key's Secret, created in the daemon's own namespace when no node has yet.
+    ("create", "secrets", NAMESPACE),
     ("create", "tokenreviews.authentication.k8s.io", None),
     ("create", "subjectaccessreviews.authorization.k8s.io", None),
     ("create", "certificatesigningrequests.certificates.k8s.io", None),
@@ -227,6 +229,8 @@ ROUTE_TABLE_RIGHTS = (
         ("patch", "pods/status", "default"),
         ("patch", "nodes", None),
         ("get", "secrets", "default"),
+        ("get", "secrets", NAMESPACE),  # only the traffic key, by name (test_only_the_traffic_key...)
+        ("list", "secrets", NAMESPACE),
         ("patch", "deployments.apps", "default"),
         ("create", "keptroutes.offload.vk-provider.dev", "default"),
     ],
@@ -287,6 +291,24 @@ def test_router_and_controller_may_do_what_they_do_and_nothing_more(kubectl: Kub
     excess = [(verb, res) for verb, res, ns in forbidden if can_i_as(kubectl, user, verb, res, ns) != "no"]
     assert missing == []
     assert excess == []
+
+
+def can_i_by_name(kubectl: Kubectl, user: str, verb: str, secret: str) -> str:
+    done = kubectl("auth", "can-i", verb, f"secrets/{secret}", f"--as={user}", "-n", NAMESPACE, check=False)
+    return done.stdout.strip()
+
+
+@pytest.mark.usefixtures("traffic_rbac", "applied_base")
+def test_only_the_traffic_key_among_secrets_is_readable_by_router_and_xds(kubectl: Kubectl) -> None:
+    """The key that verifies the seals of away addresses: the router and the xDS server read (and
+    watch, by name) that Secret alone; the node reads it too, and no one else of ours does."""
+    for user in (ROUTER, XDS, SERVICE_ACCOUNT):
+        for verb in ("get", "list", "watch") if user != SERVICE_ACCOUNT else ("get",):
+            assert can_i_by_name(kubectl, user, verb, "vk-provider-traffic-key") == "yes", (user, verb)
+    for user in (ROUTER, XDS):
+        assert can_i_by_name(kubectl, user, "get", "another-secret") == "no", user
+        assert can_i_by_name(kubectl, user, "update", "vk-provider-traffic-key") == "no", user
+    assert can_i_by_name(kubectl, CONTROLLER, "get", "vk-provider-traffic-key") == "no"
 
 
 PLUGIN_NODE = BASE.parent / "examples" / "grpc-plugin-node"

@@ -182,6 +182,7 @@ async def test_a_deployment_runs_to_ready_on_the_mock_provider(
             "ContainersReady": "True",
             "Ready": "True",
             "vk-provider.dev/TrafficAddress": "True",  # published by the node, value in its message
+            "vk-provider.dev/TrafficSignature": "True",  # the node's seal over it
         }
         (container,) = item.status.container_statuses
         assert (container.name, container.ready, container.started, container.restart_count) == (

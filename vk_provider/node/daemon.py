@@ -27,7 +27,7 @@ from typing import Any
 
 from vk_provider import plugins
 from vk_provider._kube.combined import Mirror
-from vk_provider._kube.events import EventRecorder
+from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.kubeconfig import cluster_ca_pem
 from vk_provider._kube.references import ApiReferenceReader
 from vk_provider.errors import ProviderError
@@ -35,6 +35,7 @@ from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.backoff import jittered_backoff_seconds
 from vk_provider.kit.kube import KubeApi
 from vk_provider.kit.probes import Readiness, serve_probes
+from vk_provider.kit.traffic_signature import TrafficKey, secret_location
 from vk_provider.kubelet.auth import WebhookAuth
 from vk_provider.kubelet.certificates import (
     AutoCertificate,
@@ -48,7 +49,7 @@ from vk_provider.kubelet.certificates import (
 from vk_provider.kubelet.routes import KubeletBackend
 from vk_provider.kubelet.server import bind_kubelet_port, serve_kubelet_api
 from vk_provider.kubelet.streaming import StreamingBackend
-from vk_provider.node import clusterversion, leadership, nodeobject, providerstart, watches
+from vk_provider.node import clusterversion, leadership, nodeobject, providerstart, traffickey, watches
 from vk_provider.node.keeper import NodeKeeper
 from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
@@ -262,6 +263,7 @@ async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asynci
     group.create_task(daemon.keeper.run_status(), name="node status")
     group.create_task(daemon.keeper.run_health_checks(), name="provider health")
     await daemon.pods.synced.wait()
+    daemon.reconciler.traffic_key = await _traffic_key(daemon)
     adopted = await _adopt(daemon)
     logger.info(
         "pod cache synced: %d pods bound here, %d adopted from the provider",
@@ -299,6 +301,24 @@ async def _adopt(daemon: NodeDaemon) -> int:
             delay = retry_delay(backoff, error)
             logger.warning("listing the provider's pods to adopt failed (%s); again in %.1fs", error, delay)
             await asyncio.sleep(delay)
+
+
+async def _traffic_key(daemon: NodeDaemon) -> TrafficKey:
+    """The key to seal traffic addresses with, before any pod is reconciled (see `traffickey`)."""
+    settings = daemon.settings
+
+    def report(message: str) -> None:
+        node = settings.node_name
+        involved = InvolvedObject("Node", node, "", daemon.keeper.node_uid or node)
+        daemon.events.record(involved, "Warning", traffickey.KEY_UNAVAILABLE_REASON, message)
+
+    return await traffickey.wait_for_key(
+        daemon.api,
+        secret_location(settings.traffic_key_secret),
+        report=report,
+        initial_seconds=settings.retry_initial_seconds,
+        max_seconds=settings.retry_max_seconds,
+    )
 
 
 async def _run_parts_forever(daemon: NodeDaemon, ready: asyncio.Event | None) -> None:

@@ -33,6 +33,7 @@ from vk_provider.kit.placement.record import (
     recorded_placement,
 )
 from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.kit.traffic_signature import TrafficKey
 from vk_provider.node import admission, podstatus
 from vk_provider.node.costs import PodCosts
 from vk_provider.node.metrics import DaemonMetrics
@@ -177,6 +178,9 @@ class PodReconciler:
             on_failure=self._failed,
             expected_errors=EXPECTED_ERRORS,
         )
+        self.traffic_key: TrafficKey | None = None
+        """What the traffic addresses this node publishes are sealed with: set by the daemon before any
+        pod is reconciled (`vk_provider.node.traffickey`)."""
         self._applied: dict[str, str] = {}
         """What each pod looked like when last handed to the provider (see `spec_fingerprint`)."""
         self.known: dict[str, PodRef] = {}
@@ -377,7 +381,13 @@ class PodReconciler:
         once per transition, and every pod write is an update each watcher of pods receives."""
         ref = pod_ref(pod)
         seen = {**pod, "status": self._status_seen(pod)}
-        status = podstatus.pod_status(seen, state, host_ip=self._settings.host_ip, now=datetime.now(UTC))
+        status = podstatus.pod_status(
+            seen,
+            state,
+            host_ip=self._settings.host_ip,
+            now=datetime.now(UTC),
+            traffic_key=self.traffic_key,
+        )
         if state.placement is not None:
             recorded = recorded_placement(seen)
             chosen = chosen_annotation(state.placement)

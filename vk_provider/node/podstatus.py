@@ -8,10 +8,11 @@ containerStatuses and initContainerStatuses are atomic, so a plain list already 
 directive there would be stored as a blank status whenever the pod had none yet. A transition time
 moves only when a condition's status changes, as the kubelet does.
 
-The traffic address and its auth marker ride in the same patch, as two conditions of our own types
-(`vk_provider.offload.names`), value in `message`: the router trusts only what the pod's status says,
-because only the node the pod is bound to may write it (NodeRestriction), so one write per transition
-reports the state and publishes where its traffic goes. They are published only for the pods an
+The traffic address, its auth marker and the node's seal over both ride in the same patch, as three
+conditions of our own types (`vk_provider.offload.names`), value in `message`: the router takes only
+what the pod's status says, sealed with the key only our nodes and routers hold
+(`vk_provider.kit.traffic_signature`), so one write per transition reports the state and publishes
+where its traffic goes. They are published only for the pods an
 Offload routes to (those carrying `OFFLOAD_LABEL`, the only pods the router reads them from): every
 other pod's status stays as small as a kubelet's. The placement a provider chose rides the same way,
 as the `Chosen` condition (`vk_provider.kit.placement.record`). The apiserver accepts any qualified
@@ -26,16 +27,18 @@ from typing import Any
 
 from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.kit.placement.record import CHOSEN_CONDITION, PLACED_EVENT_REASON, chosen_annotation
+from vk_provider.kit.traffic_signature import TrafficKey, seal
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_CONDITION,
     TRAFFIC_CONDITION_REASON,
+    TRAFFIC_SIGNATURE_CONDITION,
 )
 from vk_provider.provider import ContainerState, ContainerStateKind, ContainerTermination, PodRef, PodState
 
 OUR_CONDITIONS = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-TRAFFIC_CONDITIONS = (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_AUTH_CONDITION)
+TRAFFIC_CONDITIONS = (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_AUTH_CONDITION, TRAFFIC_SIGNATURE_CONDITION)
 VALUED_CONDITIONS = (*TRAFFIC_CONDITIONS, CHOSEN_CONDITION)
 """Our conditions whose value is their `message`."""
 PROVIDER_FAILED = "ProviderFailed"
@@ -172,14 +175,30 @@ def _valued_conditions(
     return result
 
 
-def _traffic_values(pod: Mapping[str, Any], state: PodState) -> list[tuple[str, str, str | None]]:
-    """The traffic address and auth marker to publish: only for a pod an Offload routes to; a value the
-    provider does not give is left as it is, since the provider reports the address only while it runs."""
+def _traffic_values(
+    pod: Mapping[str, Any], state: PodState, traffic_key: TrafficKey | None
+) -> list[tuple[str, str, str | None]]:
+    """The traffic address, auth marker and seal to publish: only for a pod an Offload routes to; a
+    value the provider does not give is left as it is, since the provider reports the address only
+    while it runs.
+
+    The seal covers the provider's own values only, never what the status holds: an address someone
+    else wrote there while the provider gave none must stay unsealed. A marker the provider does not
+    give is sealed as none, so a marker written beside the address by anyone else breaks the seal."""
     if OFFLOAD_LABEL not in (pod["metadata"].get("labels") or {}):
         return []
+    signature = None
+    if traffic_key is not None and state.traffic_address:
+        signature = seal(
+            traffic_key,
+            uid=pod["metadata"]["uid"],
+            address=state.traffic_address,
+            marker=state.traffic_auth or "",
+        )
     return [
         (TRAFFIC_ADDRESS_CONDITION, TRAFFIC_CONDITION_REASON, state.traffic_address),
         (TRAFFIC_AUTH_CONDITION, TRAFFIC_CONDITION_REASON, state.traffic_auth),
+        (TRAFFIC_SIGNATURE_CONDITION, TRAFFIC_CONDITION_REASON, signature),
     ]
 
 
@@ -200,8 +219,16 @@ def _readiness_gates_pass(pod: Mapping[str, Any]) -> bool:
     return all(conditions.get(gate) == "True" for gate in gates)
 
 
-def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: datetime) -> dict[str, Any]:
-    """The status to write for `pod` given the provider's `state`."""
+def pod_status(
+    pod: Mapping[str, Any],
+    state: PodState,
+    *,
+    host_ip: str,
+    now: datetime,
+    traffic_key: TrafficKey | None = None,
+) -> dict[str, Any]:
+    """The status to write for `pod` given the provider's `state`; its traffic address sealed with
+    `traffic_key` (none without one: the router then sends it nothing)."""
     spec = pod["spec"]
     current = pod.get("status", {})
     by_name = {container.name: container for container in state.containers}
@@ -244,7 +271,9 @@ def pod_status(pod: Mapping[str, Any], state: PodState, *, host_ip: str, now: da
             reasons,
         )
         + _valued_conditions(
-            current.get("conditions", []), _traffic_values(pod, state) + _chosen_value(pod, state), now
+            current.get("conditions", []),
+            _traffic_values(pod, state, traffic_key) + _chosen_value(pod, state),
+            now,
         ),
         "containerStatuses": containers,
         "hostIP": host_ip,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from vk_provider.kit.traffic_signature import secret_location
 from vk_provider.offload.names import VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -130,6 +131,10 @@ class NodeSettings:
     """Replicas of the daemon for one node elect a leader through a Lease; only the leader runs the node.
     On by default: a lone replica takes a free Lease at once, and a second one makes the node survive
     a crash or an upgrade of the first."""
+    traffic_key_secret: str | None = None
+    """`NAMESPACE/NAME` of the Secret holding the key the node seals its pods' traffic addresses with
+    (`vk_provider.kit.traffic_signature`), created if missing; default: `vk-provider-traffic-key` in the
+    pod's own namespace, outside a pod in `default`. The router must read the same Secret."""
     leader_election_namespace: str | None = None
     """Namespace of the leader Lease; default: the pod's own (its service account mount); outside a pod,
     kube-node-lease, which every cluster has."""
@@ -251,6 +256,16 @@ def _addresses(value: Any, source: str) -> tuple[str, ...]:
     for address in addresses:
         ipaddress.ip_address(address)
     return addresses
+
+
+def _traffic_key_secret(value: Any, source: str) -> str | None:
+    if value in (None, ""):
+        return None
+    try:
+        secret_location(str(value))
+    except ValueError as error:
+        raise SettingsError(f"{source}: traffic_key_secret: {error}") from error
+    return str(value)
 
 
 def _namespaces(value: Any, source: str) -> tuple[str, ...]:
@@ -378,6 +393,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "allow_unpriced_pods": lambda value, source: _boolean(value),
     "leader_elect": lambda value, source: _boolean(value),
     "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),
+    "traffic_key_secret": _traffic_key_secret,
     "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "health_port": lambda value, source: (

@@ -68,8 +68,12 @@ the pod is bound to write it, and a plain pod editor (`pods` patch without `pods
 TRAFFIC_AUTH_CONDITION = "vk-provider.dev/TrafficAuth"
 """A pod status condition beside `TRAFFIC_ADDRESS_CONDITION`, its `message` how the router must
 authenticate requests to the traffic address (see `vk_provider.kit.signing`)."""
+TRAFFIC_SIGNATURE_CONDITION = "vk-provider.dev/TrafficSignature"
+"""A pod status condition beside `TRAFFIC_ADDRESS_CONDITION`, its `message` the node's seal over the
+pod's UID, traffic address and auth marker (see `vk_provider.kit.traffic_signature`): the router takes
+an address only with a seal it verifies, whoever else may write pod status."""
 TRAFFIC_CONDITION_REASON = "Published"
-"""The reason of both traffic conditions while the node publishes them."""
+"""The reason of the traffic conditions while the node publishes them."""
 
 TRAFFIC_ADDRESS_ANNOTATION = "vk-provider.dev/traffic-address"
 """Where older nodes published the traffic address. Any pod editor can set it, so the router never
@@ -86,6 +90,10 @@ TRAFFIC_AUTH_REFUSED_REASON = "TrafficAuthRefused"
 """The reason of the Warning Event the router posts once for an away pod whose traffic-auth marker it
 cannot act on (unknown, malformed) or will not (signing for a service other than SageMaker's runtime, or
 at a host that is not SageMaker's and that `--sign-for-host` does not name): the pod gets no traffic."""
+UNVERIFIED_TRAFFIC_ADDRESS_REASON = "UnverifiedTrafficAddress"
+"""The reason of the Warning Event the router posts once for an away pod on one of our nodes whose
+traffic address carries no seal the router verifies (none, one made with another key, one over other
+values or another pod): whoever wrote that address, no node daemon of ours did, so it gets no traffic."""
 UNTRUSTED_ENDPOINT_SLICE_REASON = "UntrustedEndpointSlice"
 """The reason of the Warning Event the router posts once for an EndpointSlice of an Offload's home
 Service that no trusted manager wrote (see `vk_provider.offload.homeslices`): its addresses get nothing."""

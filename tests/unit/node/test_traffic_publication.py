@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.unit.node.test_pod_updates import CachedPods, RecordingApi, RecordingMock, make_reconciler, pod
 from vk_provider.kit.traffic_auth import AwsSigV4
+from vk_provider.kit.traffic_signature import TrafficKey, seal, seal_refusal
 from vk_provider.node import podstatus
 from vk_provider.node.pods import OWN_ANNOTATIONS
 from vk_provider.offload.names import (
@@ -26,6 +27,7 @@ from vk_provider.offload.names import (
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
+    TRAFFIC_SIGNATURE_CONDITION,
 )
 from vk_provider.provider import PodRef, PodState, ProviderContext
 
@@ -135,3 +137,75 @@ def test_a_pod_no_offload_routes_to_publishes_no_address_until_it_gets_the_label
     later = podstatus.pod_status(labelled, state("http://10.0.0.1:80", MARKER), host_ip="127.0.0.1", now=NOW)
     assert conditions(later)[TRAFFIC_ADDRESS_CONDITION]["message"] == "http://10.0.0.1:80"
     assert podstatus.differs(status, later)  # one status write publishes it
+
+
+KEY = TrafficKey(b"the node's traffic key, 32 bytes")
+
+
+def test_the_seal_covers_the_pods_uid_the_address_and_the_marker() -> None:
+    the_pod = away_pod()
+    uid = the_pod["metadata"]["uid"]
+    status = podstatus.pod_status(
+        the_pod, state("http://10.0.0.1:80", MARKER), host_ip="127.0.0.1", now=NOW, traffic_key=KEY
+    )
+    published = conditions(status)[TRAFFIC_SIGNATURE_CONDITION]
+    assert (published["status"], published["reason"]) == ("True", "Published")
+    sealed = published["message"]
+    assert sealed == seal(KEY, uid=uid, address="http://10.0.0.1:80", marker=MARKER)
+    check = {"uid": uid, "address": "http://10.0.0.1:80", "marker": MARKER}
+    assert seal_refusal((KEY,), sealed, **check) is None
+    for field, other in (("uid", "another-uid"), ("address", "http://evil:80"), ("marker", "")):
+        assert seal_refusal((KEY,), sealed, **{**check, field: other}) is not None
+    # Without a key nothing is sealed (and the router sends such an address nothing).
+    unsealed = podstatus.pod_status(the_pod, state("http://10.0.0.1:80"), host_ip="127.0.0.1", now=NOW)
+    assert TRAFFIC_SIGNATURE_CONDITION not in conditions(unsealed)
+
+
+def test_an_address_someone_else_wrote_is_rewritten_and_never_sealed() -> None:
+    """The node seals only what its provider says: a forged address in the status is replaced while
+    the provider gives one, and left unsealed while it gives none."""
+    the_pod = away_pod()
+    first = podstatus.pod_status(
+        the_pod, state("http://10.0.0.1:80"), host_ip="127.0.0.1", now=NOW, traffic_key=KEY
+    )
+    forged_conditions = [
+        {**condition, "message": "http://evil:80"}
+        if condition["type"] == TRAFFIC_ADDRESS_CONDITION
+        else condition
+        for condition in first["conditions"]
+    ]
+    forged = {**first, "conditions": forged_conditions}
+    repaired = podstatus.pod_status(
+        {**the_pod, "status": forged},
+        state("http://10.0.0.1:80"),
+        host_ip="127.0.0.1",
+        now=NOW,
+        traffic_key=KEY,
+    )
+    assert podstatus.differs(forged, repaired)
+    assert conditions(repaired)[TRAFFIC_ADDRESS_CONDITION]["message"] == "http://10.0.0.1:80"
+
+    quiet = podstatus.pod_status(
+        {**the_pod, "status": forged}, state(None), host_ip="127.0.0.1", now=NOW, traffic_key=KEY
+    )
+    assert TRAFFIC_SIGNATURE_CONDITION not in conditions(quiet)  # the old seal stays, over the real address
+    old_seal = conditions(forged)[TRAFFIC_SIGNATURE_CONDITION]["message"]
+    uid = the_pod["metadata"]["uid"]
+    assert seal_refusal((KEY,), old_seal, uid=uid, address="http://evil:80", marker="") is not None
+
+
+async def test_the_reconciler_seals_with_the_key_the_daemon_hands_it(tmp_path: Path) -> None:
+    api = RecordingApi()
+    provider = SignedMock(ProviderContext("n", {}, "127.0.0.1", tmp_path))
+    pods = CachedPods()
+    reconciler = make_reconciler(api, provider, pods)
+    reconciler.traffic_key = KEY
+    pods.objects["u1"] = away_pod()
+    await reconciler.reconcile("u1")
+
+    (status,) = status_patches(api)
+    published = conditions(status)
+    sealed = published[TRAFFIC_SIGNATURE_CONDITION]["message"]
+    address = published[TRAFFIC_ADDRESS_CONDITION]["message"]
+    uid = pods.objects["u1"]["metadata"]["uid"]
+    assert seal_refusal((KEY,), sealed, uid=uid, address=address, marker=MARKER) is None
