@@ -25,10 +25,14 @@ Away endpoints are the pods in the Offload's namespace labelled `offload.vk-prov
 and bound (`spec.nodeName`) to one of our virtual nodes (a Node labelled
 `node-restriction.kubernetes.io/vk-provider=true`, handed in; not just `type=virtual-kubelet`, which any
 virtual-kubelet carries, AKS's virtual nodes too). A pod with a traffic address bound to any other node
-is left out and reported in `BuildResult.foreign`, for a Warning Event. Only the node writes what the
-router reads of them: the traffic address (the URL the virtual node publishes)
-and the auth marker are the messages of the pod status conditions `vk-provider.dev/TrafficAddress` and
-`vk-provider.dev/TrafficAuth`, which NodeRestriction lets only the pod's own node write. The old
+is left out and reported in `BuildResult.foreign`, for a Warning Event. The traffic address (the URL
+the virtual node publishes) and the auth marker are the messages of the pod status conditions
+`vk-provider.dev/TrafficAddress` and `vk-provider.dev/TrafficAuth`, taken only with the node's seal over
+both and the pod's UID in `vk-provider.dev/TrafficSignature`, verified with the traffic keys handed in
+(`vk_provider.kit.traffic_signature`): whoever else may write pod status or label Nodes, no one without
+the key can publish an address. A pod without a seal that verifies is left out and reported in
+`BuildResult.unverified`, for a Warning Event (`accept_unsigned` lets a pod with no seal at all
+through, for the minutes an upgrade from unsealing nodes takes; a bad seal is refused even then). The old
 annotations of those names are never read, since any pod editor may set them: a pod carrying one is
 reported in `BuildResult.untrusted`, for a Warning Event. A pod whose address is not an http(s) URL is
 left out. A pod with an auth marker (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see
@@ -71,12 +75,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
+from vk_provider.kit.traffic_signature import TrafficKey, seal_refusal
 from vk_provider.offload.claims import Claims, resolve_claims
 from vk_provider.offload.homeslices import SliceManagers, manager_of
 from vk_provider.offload.names import (
@@ -85,6 +90,7 @@ from vk_provider.offload.names import (
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
+    TRAFFIC_SIGNATURE_CONDITION,
     VIRTUAL_NODE_LABEL,
     VIRTUAL_NODE_LABEL_VALUE,
 )
@@ -116,6 +122,7 @@ __all__ = [
     "SkippedOffload",
     "UntrustedPod",
     "UntrustedSlice",
+    "UnverifiedPod",
     "build_routes",
     "build_table",
 ]
@@ -165,6 +172,16 @@ class RefusedSigning:
 
 
 @dataclasses.dataclass(frozen=True)
+class UnverifiedPod:
+    """An away pod on one of our nodes whose traffic address carries no seal the router verifies."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class UntrustedSlice:
     """An EndpointSlice of a home Service written by a manager the router does not trust: ignored."""
 
@@ -187,8 +204,8 @@ class CheckTarget:
 class BuildResult:
     """The table built, the Offloads that could not be part of it (sorted by key), the away pods with
     ignored traffic annotations, those ignored for their node, the away endpoints to check actively,
-    the away pods left out for their auth marker and the home Services' slices left out for their
-    manager (all sorted)."""
+    the away pods left out for their auth marker, the home Services' slices left out for their
+    manager and the away pods left out for an address without a seal that verifies (all sorted)."""
 
     table: RouteTable
     skipped: tuple[SkippedOffload, ...] = ()
@@ -197,6 +214,7 @@ class BuildResult:
     foreign: tuple[ForeignNodePod, ...] = ()
     refused_signing: tuple[RefusedSigning, ...] = ()
     untrusted_slices: tuple[UntrustedSlice, ...] = ()
+    unverified: tuple[UnverifiedPod, ...] = ()
 
 
 def build_table(
@@ -209,6 +227,8 @@ def build_table(
     kept_routes: Iterable[Mapping[str, Any]] = (),
     signing_scope: SigningScope | None = None,
     slice_managers: SliceManagers | None = None,
+    traffic_keys: Sequence[TrafficKey] = (),
+    accept_unsigned: bool = False,
 ) -> RouteTable:
     """The route table for these objects; each skipped Offload is logged as a warning."""
     result = build_routes(
@@ -220,6 +240,8 @@ def build_table(
         kept_routes=kept_routes,
         signing_scope=signing_scope,
         slice_managers=slice_managers,
+        traffic_keys=traffic_keys,
+        accept_unsigned=accept_unsigned,
     )
     for skipped in result.skipped:
         logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
@@ -236,6 +258,8 @@ def build_routes(
     kept_routes: Iterable[Mapping[str, Any]] = (),
     signing_scope: SigningScope | None = None,
     slice_managers: SliceManagers | None = None,
+    traffic_keys: Sequence[TrafficKey] = (),
+    accept_unsigned: bool = False,
 ) -> BuildResult:
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
     route's claim (no logging).
@@ -246,13 +270,18 @@ def build_routes(
     Ready serving.
     `kept_routes` are the KeptRoutes deleted Offloads left. `signing_scope` says which signed endpoints
     the router takes (default: SageMaker's runtime hosts only), `slice_managers` whose EndpointSlices
-    are home endpoints (default: Kubernetes' EndpointSlice controller's only).
+    are home endpoints (default: Kubernetes' EndpointSlice controller's only). `traffic_keys` verify
+    the away pods' seals (none: no away pod is taken); `accept_unsigned` takes a pod with no seal.
     """
     offloads = list(offloads)
     home = _index_home_endpoints(endpoint_slices, slice_managers or SliceManagers())
     home_index = home.index
     away = _index_away_endpoints(
-        away_pods, _node_states(virtual_nodes), active_checks or {}, signing_scope or SigningScope()
+        away_pods,
+        _node_states(virtual_nodes),
+        active_checks or {},
+        signing_scope or SigningScope(),
+        _Seals(tuple(traffic_keys), accept_unsigned),
     )
     away_index = away.index
     routes: list[Route] = []
@@ -294,6 +323,7 @@ def build_routes(
         away.foreign,
         away.refused_signing,
         untrusted_slices,
+        away.unverified,
     )
 
 
@@ -462,6 +492,22 @@ class _AwayReading:
     check_targets: tuple[CheckTarget, ...]
     foreign: tuple[ForeignNodePod, ...]
     refused_signing: tuple[RefusedSigning, ...]
+    unverified: tuple[UnverifiedPod, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seals:
+    """How away pods' seals are judged (see `build_routes`)."""
+
+    keys: tuple[TrafficKey, ...]
+    accept_unsigned: bool
+
+    def refusal(self, pod: Mapping[str, Any], address: str, marker: str) -> str | None:
+        text = _condition_message(pod, TRAFFIC_SIGNATURE_CONDITION)
+        if not text.strip() and self.accept_unsigned:
+            return None
+        uid = _text(_mapping(pod.get("metadata")).get("uid"))
+        return seal_refusal(self.keys, text, uid=uid, address=address, marker=marker)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -506,11 +552,13 @@ def _index_away_endpoints(
     nodes: Mapping[str, _NodeState],
     active_checks: Mapping[str, bool],
     signing_scope: SigningScope,
+    seals: _Seals,
 ) -> _AwayReading:
     index: _Index = {}
     untrusted: list[UntrustedPod] = []
     foreign: list[ForeignNodePod] = []
     refused: list[RefusedSigning] = []
+    unverified: list[UnverifiedPod] = []
     targets: dict[str, CheckTarget] = {}
     for pod in away_pods:
         metadata = _mapping(pod.get("metadata"))
@@ -520,14 +568,7 @@ def _index_away_endpoints(
         annotations = _mapping(metadata.get("annotations"))
         forged = tuple(name for name in UNTRUSTED_ANNOTATIONS if name in annotations)
         if forged:
-            untrusted.append(
-                UntrustedPod(
-                    _text(metadata.get("namespace")),
-                    _text(metadata.get("name")),
-                    _text(metadata.get("uid")),
-                    forged,
-                )
-            )
+            untrusted.append(UntrustedPod(*_identity(metadata), forged))
         node_name = _text(_mapping(pod.get("spec")).get("nodeName"))
         node = nodes.get(node_name)
         address = _condition_message(pod, TRAFFIC_ADDRESS_CONDITION).strip()
@@ -535,57 +576,85 @@ def _index_away_endpoints(
             continue  # its node has published no address (or it is not bound yet)
         if node is None:
             # Another virtual-kubelet (an AKS virtual node) or a kubelet wrote it: not ours to trust.
-            foreign.append(
-                ForeignNodePod(
-                    _text(metadata.get("namespace")),
-                    _text(metadata.get("name")),
-                    _text(metadata.get("uid")),
-                    node_name,
-                )
-            )
+            foreign.append(ForeignNodePod(*_identity(metadata), node_name))
             continue
         url = address.rstrip("/")
         try:
             Endpoint(url)  # validates the URL
         except ValueError:
             continue
-        try:
-            auth = _traffic_auth(pod, url)
-        except ValueError as error:
-            refused.append(_refused(metadata, str(error)))
-            continue
-        refusal = signing_scope.refusal(auth, url) if auth is not None else None
-        if refusal is not None:
-            refused.append(_refused(metadata, refusal))
+        auth = _trusted_auth(pod, address, url, seals, signing_scope)
+        if isinstance(auth, _Distrust):
+            if auth.of_seal:
+                unverified.append(UnverifiedPod(*_identity(metadata), auth.reason))
+            else:
+                refused.append(RefusedSigning(*_identity(metadata), auth.reason))
             continue
         if auth is None:  # a signed endpoint (a managed service's invocation URL) takes no GET
             targets[url] = CheckTarget(url, url + _check_path(pod))
-        deleting = metadata.get("deletionTimestamp") is not None
-        if _condition(pod, "Ready") == "True":
-            endpoint = Endpoint(url, terminating=deleting, auth=auth)
-        elif active_checks.get(url) and _marked_not_ready_by_node_outage(pod, node):
-            # The node went away, not the pod: the node lifecycle controller's Ready=False says
-            # nothing about the workload, which our own checks find serving.
-            endpoint = Endpoint(url, terminating=deleting, auth=auth, kept_on_active_checks=True)
-        else:
-            continue
-        _add(index, (_text(metadata.get("namespace")), offload), endpoint)
+        endpoint = _serving_endpoint(pod, url, auth, node, active_checks)
+        if endpoint is not None:
+            _add(index, (_text(metadata.get("namespace")), offload), endpoint)
     untrusted.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     foreign.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     refused.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
+    unverified.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     return _AwayReading(
         index,
         tuple(untrusted),
         tuple(targets[url] for url in sorted(targets)),
         tuple(foreign),
         tuple(refused),
+        tuple(unverified),
     )
 
 
-def _refused(metadata: Mapping[str, Any], reason: str) -> RefusedSigning:
-    return RefusedSigning(
-        _text(metadata.get("namespace")), _text(metadata.get("name")), _text(metadata.get("uid")), reason
-    )
+def _serving_endpoint(
+    pod: Mapping[str, Any],
+    url: str,
+    auth: TrafficAuth | None,
+    node: _NodeState,
+    active_checks: Mapping[str, bool],
+) -> Endpoint | None:
+    """The trusted pod's endpoint if it serves (draining while it is deleted), else None."""
+    deleting = _mapping(pod.get("metadata")).get("deletionTimestamp") is not None
+    if _condition(pod, "Ready") == "True":
+        return Endpoint(url, terminating=deleting, auth=auth)
+    if active_checks.get(url) and _marked_not_ready_by_node_outage(pod, node):
+        # The node went away, not the pod: the node lifecycle controller's Ready=False says
+        # nothing about the workload, which our own checks find serving.
+        return Endpoint(url, terminating=deleting, auth=auth, kept_on_active_checks=True)
+    return None
+
+
+def _identity(metadata: Mapping[str, Any]) -> tuple[str, str, str]:
+    """An object's namespace, name and UID, as the reports of ignored objects start."""
+    return _text(metadata.get("namespace")), _text(metadata.get("name")), _text(metadata.get("uid"))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Distrust:
+    """Why an away pod's address is not taken: its seal (`of_seal`), else its auth marker."""
+
+    of_seal: bool
+    reason: str
+
+
+def _trusted_auth(
+    pod: Mapping[str, Any], address: str, url: str, seals: _Seals, signing_scope: SigningScope
+) -> TrafficAuth | _Distrust | None:
+    """The authentication the pod's address wants (None: plain requests), once its seal verifies and
+    its marker is one the router acts on; else why not. The seal first: a marker is worth reading only
+    when one of our nodes published it."""
+    unsealed = seals.refusal(pod, address, _condition_message(pod, TRAFFIC_AUTH_CONDITION).strip())
+    if unsealed is not None:
+        return _Distrust(of_seal=True, reason=unsealed)
+    try:
+        auth = _traffic_auth(pod, url)
+    except ValueError as error:
+        return _Distrust(of_seal=False, reason=str(error))
+    refusal = signing_scope.refusal(auth, url) if auth is not None else None
+    return auth if refusal is None else _Distrust(of_seal=False, reason=refusal)
 
 
 def _traffic_auth(pod: Mapping[str, Any], url: str) -> TrafficAuth | None:

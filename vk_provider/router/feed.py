@@ -10,11 +10,17 @@ scaling ten pods) costs a few rebuilds, not one per event, because the task rebu
 state each time it wakes. Rebuilding everything is cheap next to the network: a cluster has tens of
 Offloads, not tens of thousands.
 
+A sixth mirrors the traffic key Secret (one object, by name, so that RBAC can grant that one alone): its
+keys verify the seals of the away pods' traffic addresses, and a rotation reaches the table at once.
+Without the Secret, or with one that holds no usable key, no away pod is taken (logged once per cause).
+
 Each rebuild hands the active checks the away endpoints to check, and posts one Warning Event per away
 pod (by UID) that carries the old traffic annotations the router now ignores, one per away pod with
 a traffic address on a node that is not ours (another virtual-kubelet's), which it ignores too, one per
-away pod whose traffic-auth marker it refuses (a service other than SageMaker's runtime, or a host
-outside the signing scope), and one per EndpointSlice of a home Service that no trusted manager wrote.
+away pod whose traffic address carries no seal the router verifies, one per away pod whose
+traffic-auth marker it refuses (a service other than SageMaker's runtime, or a host outside the signing
+scope), and one per EndpointSlice of a home Service that no trusted manager wrote; the counts of each
+are the `ignored_objects` gauge.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Protocol, TypeVar
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
+from vk_provider.kit.traffic_signature import SecretLocation, TrafficKey, keys_of
 from vk_provider.offload.homeslices import MANAGED_BY_LABEL, SliceManagers
 from vk_provider.offload.names import (
     FOREIGN_NODE_REASON,
@@ -34,6 +41,7 @@ from vk_provider.offload.names import (
     TRAFFIC_AUTH_REFUSED_REASON,
     UNTRUSTED_ENDPOINT_SLICE_REASON,
     UNTRUSTED_TRAFFIC_ANNOTATION_REASON,
+    UNVERIFIED_TRAFFIC_ADDRESS_REASON,
     VIRTUAL_NODE_LABEL,
     VIRTUAL_NODE_SELECTOR,
     offloads_path,
@@ -46,6 +54,7 @@ from vk_provider.router.building import (
     SkippedOffload,
     UntrustedPod,
     UntrustedSlice,
+    UnverifiedPod,
     build_routes,
 )
 from vk_provider.router.health import ActiveChecks, CheckSettings
@@ -78,7 +87,8 @@ class TableFeed:
     applied. The active checks of away endpoints run here, with `check_settings`, counted in
     `metrics`; `events`, if given, takes the Warnings about ignored annotations, pods on foreign
     nodes, refused traffic-auth markers and untrusted EndpointSlices (its `run` is the caller's).
-    `signing_scope` and `slice_managers` are handed to `build_routes`.
+    `signing_scope` and `slice_managers` are handed to `build_routes`, with the keys of the
+    `traffic_key_secret` (default: `vk-provider-traffic-key` in `default`) and `accept_unsigned`.
     """
 
     def __init__(
@@ -92,8 +102,15 @@ class TableFeed:
         events: EventRecorder | None = None,
         signing_scope: SigningScope | None = None,
         slice_managers: SliceManagers | None = None,
+        traffic_key_secret: SecretLocation | None = None,
+        accept_unsigned: bool = False,
     ) -> None:
         self._apply = apply
+        self._metrics = metrics
+        self._accept_unsigned = accept_unsigned
+        self._key_secret = traffic_key_secret or SecretLocation("default")
+        self._key_problem = ""
+        """Why the router holds no traffic key, as last logged ("" when it holds one)."""
         self._signing_scope = signing_scope
         self._slice_managers = slice_managers
         self._wake = asyncio.Event()
@@ -107,6 +124,8 @@ class TableFeed:
         """UIDs of the pods already warned about a traffic-auth marker the router refuses."""
         self._warned_slices: set[str] = set()
         """UIDs of the EndpointSlices already warned about being written by an untrusted manager."""
+        self._warned_unverified: set[str] = set()
+        """UIDs of the pods already warned about a traffic address without a seal that verifies."""
         self.synced = asyncio.Event()
         self.table = RouteTable()
         self.skipped: tuple[SkippedOffload, ...] = ()
@@ -140,12 +159,20 @@ class TableFeed:
             description="virtual nodes",
         )
         self.kept_routes = kept_routes_reflector(api, namespace, self._changed)
+        self.traffic_key = Reflector(
+            api,
+            resource_path("v1", "secrets", namespace=self._key_secret.namespace),
+            query={"fieldSelector": f"metadata.name={self._key_secret.name}"},
+            on_change=self._changed,
+            description="traffic key",
+        )
         self._reflectors = (
             self.offloads,
             self.endpoint_slices,
             self.away_pods,
             self.virtual_nodes,
             self.kept_routes,
+            self.traffic_key,
         )
 
     async def _changed(self, _uid: str) -> None:
@@ -166,6 +193,8 @@ class TableFeed:
             kept_routes=self.kept_routes.objects.values(),
             signing_scope=self._signing_scope,
             slice_managers=self._slice_managers,
+            traffic_keys=self._traffic_keys(),
+            accept_unsigned=self._accept_unsigned,
         )
         self.rebuilds += 1
         self.checks.set_targets(result.check_targets)
@@ -173,6 +202,17 @@ class TableFeed:
         self._warn_foreign(result.foreign)
         self._warn_refused_signing(result.refused_signing)
         self._warn_untrusted_slices(result.untrusted_slices)
+        self._warn_unverified(result.unverified)
+        if self._metrics is not None:
+            self._metrics.ignored(
+                {
+                    UNVERIFIED_TRAFFIC_ADDRESS_REASON: len(result.unverified),
+                    FOREIGN_NODE_REASON: len(result.foreign),
+                    TRAFFIC_AUTH_REFUSED_REASON: len(result.refused_signing),
+                    UNTRUSTED_ENDPOINT_SLICE_REASON: len(result.untrusted_slices),
+                    UNTRUSTED_TRAFFIC_ANNOTATION_REASON: len(result.untrusted),
+                }
+            )
         for skipped in set(result.skipped) - set(self.skipped):
             logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
         self.skipped = result.skipped
@@ -181,6 +221,39 @@ class TableFeed:
         self.table = result.table
         self._apply(result.table)
         return True
+
+    def _traffic_keys(self) -> tuple[TrafficKey, ...]:
+        """The keys of the mirrored Secret; none, logged once per cause, when it is missing or unusable."""
+        secrets = list(self.traffic_key.objects.values())
+        problem = ""
+        keys: tuple[TrafficKey, ...] = ()
+        if not secrets:
+            problem = (
+                f"the traffic key Secret {self._key_secret} does not exist (a node daemon creates it at "
+                "start) or the router may not read it"
+            )
+        else:
+            try:
+                keys = keys_of(secrets[0])
+            except ValueError as error:
+                problem = f"the traffic key Secret {self._key_secret} is unusable: {error}"
+        if problem and problem != self._key_problem:
+            logger.error("%s: no away pod's traffic address can be verified, so none gets traffic", problem)
+        elif not problem and self._key_problem:
+            logger.info("traffic key Secret %s read: away pods' addresses are verified", self._key_secret)
+        self._key_problem = problem
+        return keys
+
+    def _warn_unverified(self, pods: tuple[UnverifiedPod, ...]) -> None:
+        self._warned_unverified = self._warn_once(
+            pods,
+            self._warned_unverified,
+            UNVERIFIED_TRAFFIC_ADDRESS_REASON,
+            lambda pod: (
+                f"ignored its traffic address: {pod.reason}, so no vk-provider node daemon can be shown "
+                "to have published it"
+            ),
+        )
 
     def _warn_untrusted(self, pods: tuple[UntrustedPod, ...]) -> None:
         self._warned = self._warn_once(

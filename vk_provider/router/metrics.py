@@ -180,6 +180,15 @@ class RouterMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._ignored = Gauge(
+            "ignored_objects",
+            "Away pods and home EndpointSlices the router leaves out of its table because it cannot "
+            "trust them, by the reason of the Warning Event it posts for each (UnverifiedTrafficAddress, "
+            "NotOnVkProviderNode, TrafficAuthRefused, UntrustedEndpointSlice, UntrustedTrafficAnnotation).",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         self._checks = Counter(
             "active_checks",
             "Active health checks of away endpoints, by result (pass, fail).",
@@ -222,6 +231,12 @@ class RouterMetrics:
         self._kept.clear()
         for (namespace, name), count in by_route.items():
             self._kept.labels(namespace, name).set(count)
+
+    def ignored(self, by_reason: Mapping[str, int]) -> None:
+        """How many objects are left out for each reason; every reason named is set, 0 included, so a
+        rule sees the first one left out as an increase."""
+        for reason, count in by_reason.items():
+            self._ignored.labels(reason).set(count)
 
     def active_check(self, result: str) -> None:
         self._checks.labels(result).inc()

@@ -14,7 +14,8 @@ or instance metadata), or the profile and credentials file `--aws-profile` and
 `--aws-credentials-file` name; see `vk_provider.router.signing`. It signs only for SageMaker's
 runtime, at its own hosts and those `--sign-for-host` names (`vk_provider.router.signingscope`), and
 takes home endpoints only from the EndpointSlices of Kubernetes' EndpointSlice controller and the
-managers `--endpoint-slice-manager` names (`vk_provider.offload.homeslices`).
+managers `--endpoint-slice-manager` names (`vk_provider.offload.homeslices`), and away addresses only
+with a node's seal that the key in `--traffic-key-secret` verifies (`vk_provider.kit.traffic_signature`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.traffic_signature import SecretLocation, secret_location
 from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
 from vk_provider.router.admin import DEFAULT_ADMIN_LISTEN, Answer, local_answer, start_admin
 from vk_provider.router.core import ProxyServer, start
@@ -216,8 +218,24 @@ def proxy_settings_of(arguments: argparse.Namespace) -> ProxySettings:
 
 
 def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
-    """What the route tables take on trust (`--sign-for-host`, `--endpoint-slice-manager`): the
-    router's, and the xDS server's feed's."""
+    """What the route tables take on trust (`--sign-for-host`, `--endpoint-slice-manager`,
+    `--traffic-key-secret`, `--accept-unsigned-traffic-addresses`): the router's, and the xDS server's
+    feed's."""
+    parser.add_argument(
+        "--traffic-key-secret",
+        type=_secret_flag,
+        metavar="NAMESPACE/NAME",
+        help="the Secret of the key that verifies the seals node daemons put on the traffic addresses "
+        "they publish; the nodes must use the same one (default: vk-provider-traffic-key in the pod's "
+        "own namespace; outside a pod, in default)",
+    )
+    parser.add_argument(
+        "--accept-unsigned-traffic-addresses",
+        action="store_true",
+        help="take an away pod's traffic address that carries no seal at all (one that carries a seal "
+        "that does not verify is refused still): only while upgrading from a release whose nodes did "
+        "not seal, until they have restarted",
+    )
     parser.add_argument(
         "--sign-for-host",
         type=sign_for_host,
@@ -321,6 +339,17 @@ def slice_managers_of(arguments: argparse.Namespace) -> SliceManagers:
     return SliceManagers.with_extra(arguments.endpoint_slice_manager)
 
 
+def _secret_flag(text: str) -> SecretLocation:
+    try:
+        return secret_location(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def traffic_key_secret_of(arguments: argparse.Namespace) -> SecretLocation:
+    return arguments.traffic_key_secret or secret_location(None)
+
+
 @contextlib.asynccontextmanager
 async def admin_listener(
     arguments: argparse.Namespace, answer: Answer, serving: asyncio.Event, stop: asyncio.Event
@@ -355,6 +384,8 @@ async def watching_cluster(
         events=events,
         signing_scope=signing_scope_of(arguments),
         slice_managers=slice_managers_of(arguments),
+        traffic_key_secret=traffic_key_secret_of(arguments),
+        accept_unsigned=arguments.accept_unsigned_traffic_addresses,
     )
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
     events_task = asyncio.create_task(events.run(), name="router-events")

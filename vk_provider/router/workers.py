@@ -84,10 +84,17 @@ exit in a row waits before the worker is started again, and each further one twi
 FIRST_RESTART_DELAY_SECONDS = 0.5
 MAX_RESTART_DELAY_SECONDS = 30.0
 
-FEED_FAMILIES = frozenset({f"{NAMESPACE}_endpoints_kept_on_active_checks", f"{NAMESPACE}_active_checks"})
-"""The series of the active checks. The supervisor's feed runs them; every worker's Router has the
-same families too, never counted (its checks do not run) or counted again (its gauge repeats the
-table's), so the workers' are left out of the sum."""
+FEED_FAMILIES = frozenset(
+    {
+        f"{NAMESPACE}_endpoints_kept_on_active_checks",
+        f"{NAMESPACE}_active_checks",
+        f"{NAMESPACE}_ignored_objects",
+    }
+)
+"""The series of the active checks and of the objects left out of the table. The supervisor's feed
+makes them; every worker's Router has the same families too, never counted (its checks do not run, it
+builds no table) or counted again (its gauge repeats the table's), so the workers' are left out of the
+sum."""
 SUPERVISOR_FAMILIES = FEED_FAMILIES | {f"{NAMESPACE}_worker_restarts", f"{NAMESPACE}_workers"}
 
 

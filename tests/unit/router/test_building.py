@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from vk_provider.kit.traffic_auth import AwsSigV4
+from vk_provider.kit.traffic_signature import TrafficKey
 from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
@@ -15,21 +16,35 @@ from vk_provider.offload.names import (
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_ANNOTATION,
     TRAFFIC_AUTH_CONDITION,
+    TRAFFIC_SIGNATURE_CONDITION,
 )
 from vk_provider.offload.retained import RetainedRoute
-from vk_provider.router import Endpoint, RouteMatch
+from vk_provider.router import Endpoint, RouteMatch, building
 from vk_provider.router.building import (
     SERVICE_NAME_LABEL,
+    BuildResult,
     CheckTarget,
     ForeignNodePod,
     SkippedOffload,
     UntrustedPod,
     UntrustedSlice,
-    build_routes,
-    build_table,
+    UnverifiedPod,
 )
 from vk_provider.router.signingscope import SigningScope
 from vk_provider.router.table import RouteTable
+
+from .sealing import OTHER_KEY, TEST_KEY, seal_condition
+
+
+def build_routes(*objects: Any, **settings: Any) -> BuildResult:
+    """`building.build_routes` with the key the test pods are sealed with."""
+    return building.build_routes(*objects, **{"traffic_keys": (TEST_KEY,), **settings})
+
+
+def build_table(*objects: Any, **settings: Any) -> RouteTable:
+    """`building.build_table` with the key the test pods are sealed with."""
+    return building.build_table(*objects, **{"traffic_keys": (TEST_KEY,), **settings})
+
 
 VIRTUAL_NODE = "vk-away"
 
@@ -141,8 +156,10 @@ def _pod(
     node: str = VIRTUAL_NODE,
     probe_path: str | None = None,
     ready_since: str | None = None,
+    seal_key: TrafficKey | None = TEST_KEY,
 ) -> dict[str, Any]:
-    """An away pod as its node publishes it: address and marker in status conditions."""
+    """An away pod as its node publishes it: address and marker in status conditions, sealed with
+    `seal_key` (None: unsealed)."""
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
@@ -162,6 +179,8 @@ def _pod(
     for kind, value in ((TRAFFIC_ADDRESS_CONDITION, address), (TRAFFIC_AUTH_CONDITION, auth)):
         if value is not None:
             conditions.append({"type": kind, "status": "True", "reason": "Published", "message": value})
+    if address is not None and seal_key is not None:
+        conditions.append(seal_condition(metadata["uid"], address, auth or "", key=seal_key))
     container: dict[str, Any] = {"name": "app", "image": "img"}
     if probe_path is not None:
         container["readinessProbe"] = {"httpGet": {"path": probe_path, "port": 8080}}
@@ -470,6 +489,82 @@ def test_a_pod_on_another_virtual_kubelet_is_no_endpoint_and_is_reported() -> No
         ForeignNodePod("ml", "plain", "uid-plain", "gpu-1"),
     )
     assert [target.url for target in result.check_targets] == ["http://10.9.0.1:9000"]
+
+
+def _with_condition(pod: dict[str, Any], kind: str, message: str) -> dict[str, Any]:
+    """`pod` with the condition `kind` set to `message`, as a `pods/status` patch would leave it."""
+    conditions = [c for c in pod["status"]["conditions"] if c["type"] != kind]
+    pod["status"]["conditions"] = [*conditions, {"type": kind, "status": "True", "message": message}]
+    return pod
+
+
+def test_only_addresses_with_a_seal_the_router_verifies_are_away_endpoints() -> None:
+    """Whoever may write pod status or label Nodes, an address without our node's seal gets nothing."""
+    copied_seal = seal_condition("uid-a", "http://10.9.0.1:9000")["message"]
+    pods = [
+        _pod("a", address="http://10.9.0.1:9000"),
+        _pod("unsealed", address="http://10.9.0.2:9000", seal_key=None),
+        _pod("other-key", address="http://10.9.0.3:9000", seal_key=OTHER_KEY),
+        # A sealed pod whose address was then rewritten by someone with pods/status rights.
+        _with_condition(
+            _pod("rewritten", address="http://10.9.0.4:9000"), TRAFFIC_ADDRESS_CONDITION, "http://evil"
+        ),
+        # A marker written beside a sealed address (signing for S3 with the router's credentials).
+        _with_condition(
+            _pod("marked", address="http://10.9.0.5:9000"),
+            TRAFFIC_AUTH_CONDITION,
+            "aws-sigv4; service=sagemaker; region=eu-west-1",
+        ),
+        # Pod a's seal, copied onto a pod of the attacker's with a's address.
+        _with_condition(
+            _pod("copy", address="http://10.9.0.1:9000", seal_key=None),
+            TRAFFIC_SIGNATURE_CONDITION,
+            copied_seal,
+        ),
+        _with_condition(_pod("garbled", address="http://10.9.0.6:9000"), TRAFFIC_SIGNATURE_CONDITION, "v1 x"),
+    ]
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()])
+    (route,) = result.table.routes
+    assert route.away == (Endpoint("http://10.9.0.1:9000"),)
+    assert [target.url for target in result.check_targets] == ["http://10.9.0.1:9000"]
+    reasons = {pod.name: pod.reason for pod in result.unverified}
+    assert reasons == {
+        "unsealed": "it carries no seal (no TrafficSignature condition)",
+        "other-key": f"its seal was made with key {OTHER_KEY.key_id}, which the router does not hold",
+        "rewritten": "its seal does not match its address, marker and UID",
+        "marked": "its seal does not match its address, marker and UID",
+        "copy": "its seal does not match its address, marker and UID",
+        "garbled": "its seal is not 'v1 <key id> <signature>'",
+    }
+    assert result.unverified[0] == UnverifiedPod("ml", "copy", "uid-copy", reasons["copy"])
+
+
+def test_a_sealed_marker_is_read_and_the_previous_key_still_verifies() -> None:
+    marker = "aws-sigv4; service=sagemaker; region=eu-west-1"
+    address = "https://runtime.sagemaker.eu-west-1.amazonaws.com/endpoints/e/invocations"
+    pods = [_pod("a", address=address, auth=marker, seal_key=OTHER_KEY)]
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()], traffic_keys=(TEST_KEY, OTHER_KEY))
+    (route,) = result.table.routes
+    assert route.away == (Endpoint(address, auth=AwsSigV4("eu-west-1")),)
+    assert result.unverified == ()
+
+
+def test_without_a_key_no_away_pod_is_taken() -> None:
+    result = build_routes([_offload()], [], [_pod("a")], virtual_nodes=[_node()], traffic_keys=())
+    (route,) = result.table.routes
+    assert route.away == ()
+    assert [pod.reason for pod in result.unverified] == ["the router holds no traffic key to verify it with"]
+
+
+def test_accepting_unsigned_addresses_takes_a_pod_without_a_seal_never_one_with_a_bad_seal() -> None:
+    pods = [
+        _pod("unsealed", address="http://10.9.0.2:9000", seal_key=None),
+        _pod("other-key", address="http://10.9.0.3:9000", seal_key=OTHER_KEY),
+    ]
+    result = build_routes([_offload()], [], pods, virtual_nodes=[_node()], accept_unsigned=True)
+    (route,) = result.table.routes
+    assert route.away == (Endpoint("http://10.9.0.2:9000"),)
+    assert [pod.name for pod in result.unverified] == ["other-key"]
 
 
 @pytest.mark.parametrize("node_ready", ["False", "Unknown", None])

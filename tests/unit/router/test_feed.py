@@ -1,6 +1,6 @@
 """The feed's rebuild: what it hands the active checks, and one Warning per object it ignores (a pod
-with forged annotations, on a node that is not ours or with a marker the router will not sign for; an
-EndpointSlice no trusted manager wrote).
+with forged annotations, on a node that is not ours, without a seal that verifies or with a marker the
+router will not sign for; an EndpointSlice no trusted manager wrote).
 
 The mirrors are filled by hand (no watch runs); events go to a recording stand-in for the recorder.
 """
@@ -8,7 +8,10 @@ The mirrors are filled by hand (no watch runs); events go to a recording stand-i
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
+
+import pytest
 
 from vk_provider._kube.events import InvolvedObject
 from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
@@ -19,8 +22,11 @@ from vk_provider.offload.names import (
     TRAFFIC_AUTH_CONDITION,
 )
 from vk_provider.router.feed import TableFeed
+from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.signingscope import SigningScope
 from vk_provider.router.table import RouteTable
+
+from .sealing import TEST_KEY_SECRET, seal_condition
 
 
 class RecordedEvents:
@@ -40,8 +46,13 @@ def away_pod(name: str, *, forged: bool, node: str = "vk-away", marker: str | No
     }
     if forged:
         metadata["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: "http://attacker.example"}
-    address = {"type": TRAFFIC_ADDRESS_CONDITION, "status": "True", "message": f"http://{name}.test:8080"}
-    conditions = [{"type": "Ready", "status": "True"}, address]
+    url = f"http://{name}.test:8080"
+    address = {"type": TRAFFIC_ADDRESS_CONDITION, "status": "True", "message": url}
+    conditions = [
+        {"type": "Ready", "status": "True"},
+        address,
+        seal_condition(f"uid-{name}", url, marker or ""),
+    ]
     if marker is not None:
         conditions.append({"type": TRAFFIC_AUTH_CONDITION, "status": "True", "message": marker})
     return {"metadata": metadata, "spec": {"nodeName": node}, "status": {"conditions": conditions}}
@@ -76,6 +87,7 @@ def test_one_warning_per_forged_pod_and_every_away_address_checked() -> None:
     tables: list[RouteTable] = []
     events = RecordedEvents()
     feed = TableFeed(None, tables.append, events=events)  # type: ignore[arg-type]
+    feed.traffic_key.objects["k"] = copy.deepcopy(TEST_KEY_SECRET)
     feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
     feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
     feed.away_pods.objects["a"] = away_pod("a", forged=True)
@@ -107,6 +119,7 @@ def test_one_warning_per_pod_on_a_foreign_node_naming_the_node_and_the_missing_l
     tables: list[RouteTable] = []
     events = RecordedEvents()
     feed = TableFeed(None, tables.append, events=events)  # type: ignore[arg-type]
+    feed.traffic_key.objects["k"] = copy.deepcopy(TEST_KEY_SECRET)
     feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
     feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
     feed.away_pods.objects["a"] = away_pod("a", forged=False)
@@ -135,6 +148,7 @@ def test_one_warning_per_pod_whose_marker_the_router_will_not_sign_for() -> None
     events = RecordedEvents()
     scope = SigningScope.with_hosts(["signed.test"])
     feed = TableFeed(None, tables.append, events=events, signing_scope=scope)  # type: ignore[arg-type]
+    feed.traffic_key.objects["k"] = copy.deepcopy(TEST_KEY_SECRET)
     feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
     feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
     feed.away_pods.objects["a"] = away_pod("a", forged=False)
@@ -165,6 +179,7 @@ def test_one_warning_per_untrusted_slice_of_a_home_service_on_the_slice() -> Non
     events = RecordedEvents()
     managers = SliceManagers.with_extra(["mesh.io"])
     feed = TableFeed(None, tables.append, events=events, slice_managers=managers)  # type: ignore[arg-type]
+    feed.traffic_key.objects["k"] = copy.deepcopy(TEST_KEY_SECRET)
     feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
     feed.endpoint_slices.objects["k"] = home_slice("chat-k8s", "10.0.0.1", manager=ENDPOINTSLICE_CONTROLLER)
     feed.endpoint_slices.objects["m"] = home_slice("chat-mesh", "10.0.0.2", manager="mesh.io")
@@ -180,3 +195,61 @@ def test_one_warning_per_untrusted_slice_of_a_home_service_on_the_slice() -> Non
     )
     assert (kind, reason) == ("Warning", "UntrustedEndpointSlice")
     assert f"no {MANAGED_BY_LABEL} label" in message
+
+
+def test_one_warning_per_unsealed_pod_and_the_ignored_gauge_counts_every_reason() -> None:
+    tables: list[RouteTable] = []
+    events = RecordedEvents()
+    metrics = RouterMetrics()
+    feed = TableFeed(None, tables.append, events=events, metrics=metrics)  # type: ignore[arg-type]
+    feed.traffic_key.objects["k"] = copy.deepcopy(TEST_KEY_SECRET)
+    feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
+    feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
+    feed.away_pods.objects["a"] = away_pod("a", forged=False)
+    forged = away_pod("f", forged=False)
+    forged["status"]["conditions"][1]["message"] = "http://decoy.test:8080"  # rewritten after sealing
+    feed.away_pods.objects["f"] = forged
+
+    feed.rebuild()
+    feed.rebuild()  # a resync: no second Event
+    (route,) = tables[-1].routes
+    assert [endpoint.url for endpoint in route.away] == ["http://a.test:8080"]
+    ((involved, kind, reason, message),) = events.recorded
+    assert (involved.name, involved.uid, kind, reason) == (
+        "f",
+        "uid-f",
+        "Warning",
+        "UnverifiedTrafficAddress",
+    )
+    assert "does not match its address" in message
+    exposition = metrics.exposition().decode()
+    assert 'vk_provider_router_ignored_objects{reason="UnverifiedTrafficAddress"} 1.0' in exposition
+    assert 'vk_provider_router_ignored_objects{reason="NotOnVkProviderNode"} 0.0' in exposition
+
+
+def test_without_the_key_secret_no_away_pod_is_taken_and_the_cause_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tables: list[RouteTable] = []
+    feed = TableFeed(None, tables.append, events=RecordedEvents())  # type: ignore[arg-type]
+    feed.offloads.objects["o"] = copy.deepcopy(OFFLOAD)
+    feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
+    feed.away_pods.objects["a"] = away_pod("a", forged=False)
+
+    with caplog.at_level(logging.INFO, logger="vk_provider.router.feed"):
+        feed.rebuild()
+        feed.rebuild()
+        assert tables[-1].routes[0].away == ()
+        missing = [r for r in caplog.records if "does not exist" in r.getMessage()]
+        assert len(missing) == 1
+        assert "default/vk-provider-traffic-key" in missing[0].getMessage()
+
+        feed.traffic_key.objects["k"] = copy.deepcopy(TEST_KEY_SECRET)  # a node created it
+        feed.rebuild()
+        assert [endpoint.url for endpoint in tables[-1].routes[0].away] == ["http://a.test:8080"]
+        assert any("away pods' addresses are verified" in r.getMessage() for r in caplog.records)
+
+        feed.traffic_key.objects["k"] = {"data": {"key": "c2hvcnQ="}}  # "short": unusable
+        feed.rebuild()
+        assert tables[-1].routes[0].away == ()
+        assert any("is unusable" in r.getMessage() for r in caplog.records)
