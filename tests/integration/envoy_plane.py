@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.integration.daemons import ManagedProcess
+from tests.integration.daemons import TRAFFIC_KEY_ARGUMENTS, ManagedProcess
 from tests.integration.waiting import wait_for
 from vk_devtools.devcluster.envoy import EnvoyReplica, envoy_argv, envoy_binary
 from vk_devtools.devcluster.ports import PortPicker
@@ -111,6 +111,7 @@ async def start_envoy_plane(
             str(listener_port),
             "--log-level",
             "DEBUG",
+            *TRAFFIC_KEY_ARGUMENTS,
             *certificates.server_arguments(),
         ],
     )

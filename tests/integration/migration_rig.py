@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import aiohttp
 from kubernetes_asyncio import client
 
-from tests.integration.daemons import ManagedProcess, NodeDaemon
+from tests.integration.daemons import TRAFFIC_KEY_ARGUMENTS, ManagedProcess, NodeDaemon
 from tests.integration.envoy_plane import EnvoyPlane, start_envoy_plane
 from tests.integration.identities import service_account_kubeconfig
 from tests.integration.runpod_away import TOKEN_DELAY_SECONDS
@@ -451,6 +451,7 @@ def start_router(
             f"{host}:{admin_port}",
             "--log-level",
             "DEBUG",
+            *TRAFFIC_KEY_ARGUMENTS,
         ],
     )
     router.start()

@@ -28,12 +28,12 @@ from tests.integration.all_away import (
     wait_for_healthy_checks,
     warnings_on,
 )
-from tests.integration.identities import service_account_kubeconfig
+from tests.integration.identities import account_with_rules
 from tests.integration.migration_rig import NAME, RigFor
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import failures
 from vk_devtools.devcluster import cluster
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
+from vk_provider.kit.kube import MERGE_PATCH, KubeApiError
 from vk_provider.offload.names import (
     TRAFFIC_ADDRESS_ANNOTATION,
     TRAFFIC_ADDRESS_CONDITION,
@@ -47,24 +47,8 @@ EDITOR = "pod-editor"
 REASON = UNTRUSTED_TRAFFIC_ANNOTATION_REASON
 
 
-async def pod_editor(rig_api: KubeApi, namespace: str) -> None:
-    """A ServiceAccount allowed to read and patch pods in the namespace, not `pods/status`."""
-    await rig_api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": EDITOR}})
-    await rig_api.create(
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-        {
-            "metadata": {"name": EDITOR},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}],
-        },
-    )
-    await rig_api.create(
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
-        {
-            "metadata": {"name": EDITOR},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": EDITOR},
-            "subjects": [{"kind": "ServiceAccount", "name": EDITOR, "namespace": namespace}],
-        },
-    )
+EDITOR_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}]
+"""A pod editor: it may read and patch pods in the namespace, not `pods/status`."""
 
 
 def decoy() -> tuple[web.Application, list[str]]:
@@ -92,19 +76,14 @@ async def test_a_pod_editor_cannot_aim_the_router_anywhere(
         TestServer(app, host="127.0.0.1") as decoy_server,
         rig_for(ONE_STEP_AWAY) as rig,
     ):
-        await pod_editor(rig.api, namespace)
-        kubeconfig = tmp_path / "editor.kubeconfig"
-
-        async def token() -> Path | None:
-            try:
-                return await service_account_kubeconfig(
-                    kube_api, control_plane, namespace, EDITOR, kubeconfig
-                )
-            except client.ApiException:
-                return None  # the ServiceAccount is not served yet
-
-        await wait_for(token, timeout_seconds=30, what="a token for the pod editor")
-        editor = await KubeApi.from_kubeconfig(str(kubeconfig))
+        editor = await account_with_rules(
+            kube_api,
+            control_plane,
+            namespace,
+            EDITOR,
+            rules=EDITOR_RULES,
+            path=tmp_path / "editor.kubeconfig",
+        )
         try:
             # The load runs from before the flip: the migration's gates need requests to judge.
             async with load(rig, rate=20) as generator:

@@ -1,22 +1,17 @@
-"""The router believes no more than it must: hand-made home endpoints and signing for other services
-are refused, on the real plane, while legitimate traffic flows.
+"""The router believes no more than it must: hand-made home endpoints are refused, on the real plane,
+while legitimate traffic flows. (Signing for other services, and away addresses our nodes did not
+seal: test_router_seals.)
 
 - Home: all traffic goes to the home Service's two replicas. A hand-made EndpointSlice labelled with the
   Service's name (as anyone who may write EndpointSlices in the namespace can make one; the pattern of
   CVE-2021-25740) points at a decoy. The router takes home endpoints only from the slices of Kubernetes'
   EndpointSlice controller: the decoy gets nothing, no request fails, and the slice gets one Warning
   Event, not one per resync.
-- Away: all traffic is away on two replicas. One of them gets the traffic-auth marker a provider would
-  publish to have the router sign for S3 (`aws-sigv4; service=s3; ...`), written into the pod's status
-  as its node writes markers (the node keeps a marker its provider does not restate). The router
-  signs only for SageMaker's runtime: the pod leaves its table, gets no request started after that, and
-  one Warning Event; the other replica serves everything, and no request fails.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import time
 from typing import Any
 
 import pytest
@@ -24,14 +19,10 @@ from aiohttp.test_utils import TestServer
 
 from tests.integration.all_away import (
     ONE_STEP_AWAY,
-    away_pods,
     describe,
-    flip_all_away,
     load,
     more_requests,
-    router_document,
     router_log_lines,
-    wait_for_healthy_checks,
     warnings_on,
 )
 from tests.integration.migration_rig import NAME, Rig, RigFor, pod_range, router_route
@@ -41,8 +32,6 @@ from vk_devtools.demo.load import failures
 from vk_provider.kit.kube import MERGE_PATCH
 from vk_provider.offload.homeslices import MANAGED_BY_LABEL
 from vk_provider.offload.names import (
-    TRAFFIC_AUTH_CONDITION,
-    TRAFFIC_AUTH_REFUSED_REASON,
     UNTRUSTED_ENDPOINT_SLICE_REASON,
 )
 from vk_provider.router.building import SERVICE_NAME_LABEL
@@ -120,62 +109,8 @@ async def test_a_hand_made_endpointslice_gets_no_home_traffic(rig_for: RigFor, n
     )
 
 
-async def test_the_router_signs_for_no_service_but_sagemakers_runtime(
-    rig_for: RigFor, namespace: str
-) -> None:
-    async with rig_for(ONE_STEP_AWAY) as rig, load(rig, rate=20) as generator:
-        await flip_all_away(rig)
-        await wait_for_healthy_checks(rig, 2)
-        target = (await away_pods(rig))[0]
-        name, uid = target["metadata"]["name"], target["metadata"]["uid"]
-        marker = {
-            "type": TRAFFIC_AUTH_CONDITION,
-            "status": "True",
-            "reason": "Published",
-            "message": S3_MARKER,
-        }
-        await rig.api.patch(
-            f"/api/v1/namespaces/{namespace}/pods/{name}/status", {"status": {"conditions": [marker]}}
-        )
-        events = await wait_for(
-            lambda: warnings_on(rig, uid, TRAFFIC_AUTH_REFUSED_REASON),
-            timeout_seconds=30,
-            what=f"the router's {TRAFFIC_AUTH_REFUSED_REASON} Event:\n{rig.router.log_tail(20)}",
-        )
-        # Every worker serves the table without it once the oldest table lists one away endpoint.
-        await wait_for(
-            lambda: _away_total_is(rig, 1), timeout_seconds=30, what="the router to drop the refused pod"
-        )
-        refused_at = time.monotonic()
-        document = await router_document(rig)
-        await more_requests(generator, MORE_REQUESTS)
-        await generator.stop()
-    outcomes = generator.outcomes
-    assert not failures(outcomes), describe(failures(outcomes))
-    assert [o for o in outcomes if o.start < refused_at and name in (o.served_by or "")], "it served before"
-    late = [o for o in outcomes if o.start >= refused_at and name in (o.served_by or "")]
-    assert late == [], describe(late)
-    assert all(rig.side_of(o.served_by) == "away" for o in outcomes if o.start >= refused_at)
-    assert len(document["active_checks"]) == 1, document["active_checks"]
-    for event in events:
-        assert event["type"] == "Warning"
-        assert "'s3'" in str(event["message"])
-    ours = router_log_lines(rig, TRAFFIC_AUTH_REFUSED_REASON, name)
-    assert len(ours) == 1, ours
-    served_late = sum(1 for o in outcomes if o.start >= refused_at)
-    print(
-        f"{len(outcomes)} requests, 0 failed; {served_late} after the refusal, none by {name}; "
-        f"event: {events[0]['message']}"
-    )
-
-
 async def _home_endpoints(rig: Rig) -> dict[str, int]:
     route = await router_route(rig)
     assert route is not None
     home: dict[str, int] = route["endpoints"]["home"]
     return {"total": home["total"], "usable": home["usable"]}
-
-
-async def _away_total_is(rig: Rig, count: int) -> bool:
-    route = await router_route(rig)
-    return route is not None and route["endpoints"]["away"]["total"] == count
