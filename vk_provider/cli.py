@@ -6,6 +6,7 @@ Parsing only: each subcommand hands its arguments to the module that does the wo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vk_provider import __version__
+from vk_provider.kit.kubeconfigs import KubeconfigError, daemon_kubeconfig
 from vk_provider.kit.kubeversions import SUPPORTED_RANGE
 from vk_provider.node.running import run_node_command
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
@@ -20,6 +22,7 @@ from vk_provider.node.settings import SettingsError, load_settings
 from vk_provider.offloadcli import running as migration
 from vk_provider.offloadcli.arguments import add_migration_commands
 from vk_provider.offloadcli.version import add_version_command
+from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
 
 COMMANDS_GROUP = "vk_provider.commands"
 """Entry points that add subcommands: each is `register(subparsers)`, which adds its parser and sets
@@ -63,7 +66,10 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         ),
     )
     node.add_argument("--config", type=Path, help="YAML file with any of the settings below")
-    node.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    node.add_argument(
+        "--kubeconfig",
+        help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config, else the pod's ServiceAccount)",
+    )
     node.add_argument("--node-name", help="the Node's name (default: vk-provider)")
     node.add_argument(
         "--provider", help="provider name from the vk_provider.providers entry points (default: mock)"
@@ -131,7 +137,7 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "them, OutOfBudget (default: false)",
     )
     node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
-    node.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    add_log_level_argument(node, default=None)
     node.add_argument(
         "--api-qps",
         help="hard ceiling on requests a second to the apiserver (watches and the node's Lease and status "
@@ -327,13 +333,12 @@ def _add_plugin_command(subparsers: argparse._SubParsersAction[argparse.Argument
     serve.add_argument("--tls-cert", type=Path, help="with TCP: the plugin's certificate (mutual TLS)")
     serve.add_argument("--tls-key", type=Path, help="with TCP: the plugin's key")
     serve.add_argument("--tls-client-ca", type=Path, help="with TCP: the CA of the nodes' certificates")
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    add_log_level_argument(serve)
     serve.set_defaults(run_command=_run_plugin_command)
 
 
 def _run_plugin_command(arguments: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415
-    import logging  # noqa: PLC0415
 
     import yaml  # noqa: PLC0415
 
@@ -343,9 +348,7 @@ def _run_plugin_command(arguments: argparse.Namespace) -> int:
     from vk_provider.runtime import eventloop  # noqa: PLC0415
     from vk_provider.runtime.signals import until_signalled  # noqa: PLC0415
 
-    logging.basicConfig(
-        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(arguments.log_level)
     config: dict[str, object] = {}
     if arguments.provider_config is not None:
         config = yaml.safe_load(arguments.provider_config.read_text()) or {}
@@ -449,10 +452,24 @@ def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.Argumen
     add_migration_commands(migrate.add_subparsers(dest="migration_command", required=True, metavar="COMMAND"))
 
 
+DAEMONS = ("node", "router", "xds", "controller")
+"""The commands that talk to a cluster as daemons: each finds and checks its kubeconfig as it starts
+(`vk_provider.kit.kubeconfigs`), and a KubeconfigError ends it with one line."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(only_node=words[:1] == ["node"])
     arguments = parser.parse_args(words)
+    try:
+        return _run(parser, arguments)
+    except KubeconfigError as error:
+        # An ordinary mistake (a missing or broken kubeconfig, no cluster at all): one line, exit 1.
+        print(f"vk-provider {arguments.command}: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> int:
     installed: Callable[[argparse.Namespace], int] | None = getattr(arguments, "run_command", None)
     if installed is not None:
         return installed(arguments)
@@ -476,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings = load_settings(config_file=arguments.config, flags=flags)
         except SettingsError as error:
             parser.exit(2, f"vk-provider node: error: {error}\n")
+        settings = dataclasses.replace(settings, kubeconfig=daemon_kubeconfig(settings.kubeconfig))
         return run_node_command(settings)
     raise AssertionError(f"unhandled command {arguments.command!r}")
 

@@ -37,6 +37,7 @@ from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.kubeconfigs import daemon_kubeconfig
 from vk_provider.kit.probes import Readiness, add_probe_routes
 from vk_provider.offload.names import (
     CONTROLLER_LEASE,
@@ -48,6 +49,7 @@ from vk_provider.offload.names import (
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
+from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
 
@@ -57,7 +59,10 @@ COMPONENT = "vk-provider-controller"
 
 
 def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config, else the pod's ServiceAccount)",
+    )
     parser.add_argument("--namespace", help="reconcile only this namespace's Offloads (default: all)")
     parser.add_argument(
         "--router-url",
@@ -194,7 +199,7 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         f"on such a node are replaced on healthy nodes, and a move home never serves from them "
         f"(default: {UNHEALTHY_TAINT_KEY})",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    add_log_level_argument(parser)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -428,9 +433,8 @@ def configured_data_planes(
 
 
 def run_controller_command(arguments: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(arguments.log_level)
+    arguments.kubeconfig = daemon_kubeconfig(arguments.kubeconfig)  # KubeconfigError: one line, exit 1
 
     async def main(stop: asyncio.Event) -> None:
         await serve_controller(arguments, stop)

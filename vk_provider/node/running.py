@@ -13,16 +13,14 @@ from vk_provider.kubelet.server import KubeletApiError
 from vk_provider.node.daemon import run_node
 from vk_provider.node.settings import NodeSettings
 from vk_provider.plugins import UnknownProviderError
+from vk_provider.runtime.logsetup import configure_logging
 from vk_provider.runtime.signals import until_signalled
 
 logger = logging.getLogger(__name__)
 
 
 def run_node_command(settings: NodeSettings) -> int:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level)
 
     async def main(stop: asyncio.Event) -> None:
         await run_node(settings, stop=stop)

@@ -18,6 +18,7 @@ import yaml
 
 from vk_provider.kit.traffic_signature import secret_location
 from vk_provider.offload.names import VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT
+from vk_provider.runtime.logsetup import log_level
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS: tuple[TaintEffect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -258,6 +259,13 @@ def _addresses(value: Any, source: str) -> tuple[str, ...]:
     return addresses
 
 
+def _log_level(value: Any, source: str) -> str:
+    try:
+        return log_level(str(value))
+    except ValueError as error:
+        raise SettingsError(f"{source}: log_level: {error}") from error
+
+
 def _traffic_key_secret(value: Any, source: str) -> str | None:
     if value in (None, ""):
         return None
@@ -394,6 +402,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "leader_elect": lambda value, source: _boolean(value),
     "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),
     "traffic_key_secret": _traffic_key_secret,
+    "log_level": _log_level,
     "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "health_port": lambda value, source: (

@@ -12,25 +12,22 @@ then defaults to the pod's own.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes_asyncio import config
 
 from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.kubeconfigs import KubeconfigError, in_cluster, kubeconfig_path, read_kubeconfig
 
 DEFAULT_NAMESPACE = "default"
 
 
-class ConfigurationError(Exception):
-    """The kubeconfig or the context cannot be used; the message says why."""
-
+ConfigurationError = KubeconfigError
+"""The kubeconfig or the context cannot be used; the message says why."""
 
 SERVICE_ACCOUNT_FOLDER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
 
 
 @dataclass(frozen=True)
@@ -39,28 +36,6 @@ class Target:
     """None: the pod's ServiceAccount (in-cluster)."""
     context: str | None
     namespace: str
-
-
-def kubeconfig_path(flag: str | None, environ: dict[str, str] | None = None) -> Path:
-    environ = dict(os.environ) if environ is None else environ
-    if flag:
-        return Path(flag).expanduser()
-    listed = [part for part in environ.get("KUBECONFIG", "").split(os.pathsep) if part]
-    if listed:
-        return Path(listed[0]).expanduser()
-    return Path.home() / ".kube" / "config"
-
-
-def _read_kubeconfig(path: Path) -> dict[str, Any]:
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise ConfigurationError(f"cannot read kubeconfig {path}: {error.strerror or error}") from None
-    except yaml.YAMLError as error:
-        raise ConfigurationError(f"kubeconfig {path} is not valid YAML: {error}") from None
-    if not isinstance(document, dict):
-        raise ConfigurationError(f"kubeconfig {path} is empty or not a mapping")
-    return document
 
 
 def context_namespace(document: dict[str, Any], context: str | None) -> str | None:
@@ -72,19 +47,6 @@ def context_namespace(document: dict[str, Any], context: str | None) -> str | No
         raise ConfigurationError(f"context {context!r} is not in the kubeconfig (contexts: {known})")
     namespace = contexts.get(name, {}).get("namespace")
     return str(namespace) if namespace else None
-
-
-def in_cluster(
-    kubeconfig: str | None,
-    context: str | None,
-    environ: dict[str, str] | None = None,
-    home: Path | None = None,
-) -> bool:
-    """Whether to use the pod's ServiceAccount: in a pod, and nothing names a kubeconfig or a context."""
-    environ = dict(os.environ) if environ is None else environ
-    home = Path.home() if home is None else home
-    named = kubeconfig or context or environ.get("KUBECONFIG")
-    return not named and bool(environ.get(IN_CLUSTER_VARIABLE)) and not (home / ".kube" / "config").exists()
 
 
 def pod_namespace(folder: Path = SERVICE_ACCOUNT_FOLDER) -> str | None:
@@ -100,7 +62,7 @@ def resolve(kubeconfig: str | None, context: str | None, namespace: str | None) 
             kubeconfig=None, context=None, namespace=namespace or pod_namespace() or DEFAULT_NAMESPACE
         )
     path = kubeconfig_path(kubeconfig)
-    document = _read_kubeconfig(path)
+    document = read_kubeconfig(path)
     from_context = context_namespace(document, context)
     return Target(kubeconfig=path, context=context, namespace=namespace or from_context or DEFAULT_NAMESPACE)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.kubeconfigs import daemon_kubeconfig
 from vk_provider.kit.traffic_signature import SecretLocation, secret_location
 from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER, MANAGED_BY_LABEL, SliceManagers
 from vk_provider.router.admin import DEFAULT_ADMIN_LISTEN, Answer, local_answer, start_admin
@@ -47,6 +48,7 @@ from vk_provider.router.table import RouteTable
 from vk_provider.router.workerprotocol import WorkerConfig
 from vk_provider.router.workers import Supervisor
 from vk_provider.runtime import eventloop
+from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
 from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
 
 logger = logging.getLogger(__name__)
@@ -98,7 +100,10 @@ def cpu_quota(cgroup_root: Path) -> float | None:
 
 
 def add_router_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config, else the pod's ServiceAccount)",
+    )
     parser.add_argument(
         "--listen",
         type=parse_listen,
@@ -160,7 +165,7 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     add_client_limit_arguments(parser)
     add_trust_arguments(parser)
     add_check_arguments(parser)
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    add_log_level_argument(parser)
 
 
 def add_client_limit_arguments(parser: argparse.ArgumentParser) -> None:
@@ -475,11 +480,10 @@ async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event)
 
 
 def run_router_command(arguments: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(arguments.log_level)
 
     logger.info("event loop: %s", eventloop.loop_name())
+    arguments.kubeconfig = daemon_kubeconfig(arguments.kubeconfig)  # KubeconfigError: one line, exit 1
     serve = serve_router if arguments.workers == 1 else serve_with_workers
 
     async def main(stop: asyncio.Event) -> None:

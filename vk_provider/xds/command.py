@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 
 from vk_provider.kit.grpctls import ServerTls
+from vk_provider.kit.kubeconfigs import daemon_kubeconfig
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.running import (
     add_check_arguments,
@@ -26,6 +27,7 @@ from vk_provider.router.running import (
 )
 from vk_provider.router.table import RouteTable
 from vk_provider.runtime import eventloop
+from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
 from vk_provider.runtime.signals import until_signalled
 from vk_provider.xds.authentication import (
     AuthenticationArgumentError,
@@ -43,7 +45,10 @@ DEFAULT_STATUS_LISTEN = "0.0.0.0:18001"
 
 
 def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: the in-cluster service account)")
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config, else the pod's ServiceAccount)",
+    )
     parser.add_argument(
         "--listen",
         type=parse_listen,
@@ -77,7 +82,7 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_trust_arguments(parser)
     add_check_arguments(parser)
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: INFO)")
+    add_log_level_argument(parser)
 
 
 async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerTls | None) -> None:
@@ -111,15 +116,14 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerT
 
 
 def run_xds_command(arguments: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=str(arguments.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(arguments.log_level)
     try:
         tls = server_tls(arguments)
     except AuthenticationArgumentError as error:
         print(f"vk-provider xds: error: {error}", file=sys.stderr)
         return 2
     logger.info("event loop: %s", eventloop.loop_name())
+    arguments.kubeconfig = daemon_kubeconfig(arguments.kubeconfig)  # KubeconfigError: one line, exit 1
     try:
         eventloop.run(until_signalled(lambda stop: serve(arguments, stop, tls)))
     except OSError as error:

@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from tests.unit.offloadcli.test_status_watch import FakeApi
+from vk_provider.kit import kubeconfigs
 from vk_provider.kit.kube import KubeApi
 from vk_provider.offload.oneoff import OneOffStrategy, parse_one_off
 from vk_provider.offload.plan import Direction
@@ -172,9 +173,9 @@ def test_namespace_comes_from_the_flag_then_the_context_then_default(tmp_path: P
 
 
 def test_kubeconfig_path_order(tmp_path: Path) -> None:
-    assert connection.kubeconfig_path("/flag", {"KUBECONFIG": "/env"}) == Path("/flag")
-    assert connection.kubeconfig_path(None, {"KUBECONFIG": f"/first:{tmp_path}"}) == Path("/first")
-    assert connection.kubeconfig_path(None, {}) == Path.home() / ".kube" / "config"
+    assert kubeconfigs.kubeconfig_path("/flag", {"KUBECONFIG": "/env"}) == Path("/flag")
+    assert kubeconfigs.kubeconfig_path(None, {"KUBECONFIG": f"/first:{tmp_path}"}) == Path("/first")
+    assert kubeconfigs.kubeconfig_path(None, {}) == Path.home() / ".kube" / "config"
 
 
 def test_run_maps_configuration_errors_to_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from vk_provider.cli import build_offload_parser
+from vk_provider.kit import kubeconfigs
 from vk_provider.offload.names import FINALIZER, OFFLOAD_LABEL, RETRY_ANNOTATION
 from vk_provider.offloadcli import connection, controllerlease, homing, leftovers
 
@@ -178,14 +179,14 @@ def test_bad_uninstall_flags_exit_2_with_the_reason(
 
 def test_in_a_pod_with_no_kubeconfig_the_service_account_is_used(tmp_path: Path) -> None:
     pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
-    assert connection.in_cluster(None, None, pod, tmp_path)
-    assert not connection.in_cluster("/k", None, pod, tmp_path)
-    assert not connection.in_cluster(None, "lab", pod, tmp_path)
-    assert not connection.in_cluster(None, None, {**pod, "KUBECONFIG": "/k"}, tmp_path)
-    assert not connection.in_cluster(None, None, {}, tmp_path)
+    assert kubeconfigs.in_cluster(None, None, pod, tmp_path)
+    assert not kubeconfigs.in_cluster("/k", None, pod, tmp_path)
+    assert not kubeconfigs.in_cluster(None, "lab", pod, tmp_path)
+    assert not kubeconfigs.in_cluster(None, None, {**pod, "KUBECONFIG": "/k"}, tmp_path)
+    assert not kubeconfigs.in_cluster(None, None, {}, tmp_path)
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text("{}")
-    assert not connection.in_cluster(None, None, pod, tmp_path)
+    assert not kubeconfigs.in_cluster(None, None, pod, tmp_path)
     (tmp_path / "namespace").write_text("vk-provider-system\n")
     assert connection.pod_namespace(tmp_path) == "vk-provider-system"
     assert connection.pod_namespace(tmp_path / "missing") is None
