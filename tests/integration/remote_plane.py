@@ -88,6 +88,9 @@ def start_remote_plane(directory: Path) -> Iterator[RemotePlane]:
             provider="local",
             node_name=f"remote-local-{uuid.uuid4().hex[:6]}",
             kubeconfig=str(result.state.kubeconfig),
+            # The remote cluster's own node: no router reads what it publishes, and this plane has no
+            # vk-provider-system namespace, so its traffic key lives where a bare node keeps it.
+            traffic_key_secret="default/vk-provider-traffic-key",
             provider_config={
                 "address_range": pod_range(),
                 "restart_backoff_initial_seconds": 0.5,

@@ -73,6 +73,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
         metrics_server_bin_dir=metrics_server,
     )
     print(f"the unverifying plane started in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    rigs.create_system_namespace(result.state)
     try:
         yield result.state
     finally:
