@@ -292,11 +292,7 @@ async def test_status_watch_re_renders_past_the_end_of_the_migration_until_inter
     await patch_status(
         api, namespace, "chat", {"phase": "Preparing", "targetPlacement": "away", "awayWeight": 0}
     )
-    process = await asyncio.create_subprocess_exec(
-        *cli_command(control_plane, "status", "chat", "--watch", "-n", namespace),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_cli(control_plane, "status", "chat", "--watch", "-n", namespace)
     try:
         assert process.stdout is not None
         first = await asyncio.wait_for(process.stdout.readuntil(b"Conditions:"), timeout=CLI_TIMEOUT_SECONDS)
@@ -323,11 +319,21 @@ async def test_status_watch_re_renders_past_the_end_of_the_migration_until_inter
     assert "[####################] 100% away" in seen.decode()
 
 
+def _interruptible() -> None:
+    """Run in the CLI's process before it starts: SIGINT as at a terminal. A test run started as a
+    background job of a non-interactive shell (`make test &`, some CI runners) ignores SIGINT, a child
+    inherits that, and Python keeps an inherited SIGINT ignored: the CLI would never see the Ctrl-C
+    the test sends (the cause of this module's `--watch` tests timing out in such runs)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def start_cli(control_plane: cluster.ClusterState, *arguments: str) -> asyncio.subprocess.Process:
+    """The CLI started, its output piped, interruptible by SIGINT whatever this run ignores."""
     return await asyncio.create_subprocess_exec(
         *cli_command(control_plane, *arguments),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_interruptible,
     )
 
 

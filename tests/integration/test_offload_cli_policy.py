@@ -23,10 +23,10 @@ import yaml
 from tests.integration.conftest import POLICY_GROUP, Kubectl
 from tests.integration.test_offload_cli import (
     CLI_TIMEOUT_SECONDS,
-    cli_command,
     create_offload,
     read,
     run_cli,
+    start_cli,
 )
 from vk_devtools.devcluster import cluster
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError
@@ -303,11 +303,7 @@ async def test_policy_status_watch_redraws_on_a_status_change_until_interrupted(
     api: KubeApi, control_plane: cluster.ClusterState, create_policy: CreatePolicy
 ) -> None:
     name = await create_policy("watched")
-    process = await asyncio.create_subprocess_exec(
-        *cli_command(control_plane, "policy", "status", name, "--watch"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await start_cli(control_plane, "policy", "status", name, "--watch")
     try:
         assert process.stdout is not None
         async with asyncio.timeout(CLI_TIMEOUT_SECONDS):
