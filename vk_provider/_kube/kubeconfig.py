@@ -12,11 +12,9 @@ from typing import Any
 
 import yaml
 
+from vk_provider.kit.kubeconfigs import KubeconfigError
+
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
-
-
-class KubeconfigError(ValueError):
-    pass
 
 
 def cluster_ca_pem(kubeconfig: str | None) -> bytes:

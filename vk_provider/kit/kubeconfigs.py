@@ -18,6 +18,7 @@ import yaml
 
 IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
 """Set by the kubelet in every container: the sign of running in a pod."""
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class KubeconfigError(ValueError):
@@ -48,6 +49,14 @@ def in_cluster(
     home = Path.home() if home is None else home
     named = kubeconfig or context or environ.get("KUBECONFIG")
     return not named and bool(environ.get(IN_CLUSTER_VARIABLE)) and not (home / ".kube" / "config").exists()
+
+
+def pod_namespace(namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str | None:
+    """The namespace of the pod this process runs in (its ServiceAccount's mount); None outside a pod."""
+    try:
+        return namespace_file.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def read_kubeconfig(path: Path) -> dict[str, Any]:

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from vk_provider.kit.kubeconfigs import SERVICE_ACCOUNT_NAMESPACE_FILE, pod_namespace
+
 DEFAULT_SECRET_NAME: Final = "vk-provider-traffic-key"  # noqa: S105 - a Secret's name, not its value
 KEY_FIELD: Final = "key"
 """The Secret's entry the node seals with."""
@@ -48,7 +50,6 @@ KEY_BYTES: Final = 32
 MIN_KEY_BYTES: Final = 16
 """A key given by hand may be shorter than the generated one, not shorter than this."""
 SEAL_VERSION: Final = "v1"
-SERVICE_ACCOUNT_NAMESPACE_FILE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 OUTSIDE_A_POD_NAMESPACE: Final = "default"
 """Where the key lives for daemons that run outside a pod and are told nothing: the namespace every
 cluster has, so that a node and a router started by hand on one machine find the same Secret."""
@@ -94,11 +95,7 @@ def secret_location(
         if not separator or not namespace or not name or "/" in name:
             raise ValueError(f"expected NAMESPACE/NAME for the traffic key Secret, got {text!r}")
         return SecretLocation(namespace, name)
-    try:
-        own = namespace_file.read_text().strip()
-    except OSError:
-        own = ""
-    return SecretLocation(own or OUTSIDE_A_POD_NAMESPACE)
+    return SecretLocation(pod_namespace(namespace_file) or OUTSIDE_A_POD_NAMESPACE)
 
 
 def secret_body(location: SecretLocation, key: TrafficKey) -> dict[str, Any]:

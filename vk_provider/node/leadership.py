@@ -14,9 +14,9 @@ from pathlib import Path
 
 from vk_provider._kube.leaderelection import LeaderElector
 from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.kubeconfigs import SERVICE_ACCOUNT_NAMESPACE_FILE, pod_namespace
 from vk_provider.node.settings import NodeSettings
 
-SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "kube-node-lease"
 """Outside a pod, with nothing configured: a namespace every cluster has (where nodes' heartbeat Leases
 live), so that the README's first `vk-provider node` registers on a fresh cluster instead of waiting
@@ -34,11 +34,7 @@ def lease_namespace(settings: NodeSettings, namespace_file: Path = SERVICE_ACCOU
     kube-node-lease."""
     if settings.leader_election_namespace:
         return settings.leader_election_namespace
-    try:
-        own = namespace_file.read_text().strip()
-    except OSError:
-        own = ""
-    return own or FALLBACK_NAMESPACE
+    return pod_namespace(namespace_file) or FALLBACK_NAMESPACE
 
 
 def identity(settings: NodeSettings) -> str:

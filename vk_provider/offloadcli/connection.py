@@ -18,6 +18,7 @@ from typing import Any
 
 from kubernetes_asyncio import config
 
+from vk_provider.kit import kubeconfigs
 from vk_provider.kit.kube import KubeApi
 from vk_provider.kit.kubeconfigs import KubeconfigError, in_cluster, kubeconfig_path, read_kubeconfig
 
@@ -50,10 +51,7 @@ def context_namespace(document: dict[str, Any], context: str | None) -> str | No
 
 
 def pod_namespace(folder: Path = SERVICE_ACCOUNT_FOLDER) -> str | None:
-    try:
-        return (folder / "namespace").read_text().strip() or None
-    except OSError:
-        return None
+    return kubeconfigs.pod_namespace(folder / "namespace")
 
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None) -> Target:
