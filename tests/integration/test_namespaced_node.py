@@ -201,10 +201,17 @@ def binding_guard(kubectl: Kubectl, namespace: str, tmp_path: Path) -> Iterator[
         kubectl("delete", "-f", str(policy), "--ignore-not-found", check=False)
 
 
+UNSCHEDULED = "vk-provider-test-no-scheduler"
+"""A scheduler nobody runs: a pod the test binds itself is not placed meanwhile by the real scheduler on
+some other test's untainted node."""
+
+
 def pod_body(name: str, node: str | None) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "x"}]}
     if node is not None:
         spec["nodeName"] = node
+    else:
+        spec["schedulerName"] = UNSCHEDULED
     return {"metadata": {"name": name}, "spec": spec}
 
 
