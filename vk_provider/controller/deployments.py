@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from vk_provider.controller import deriving
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
@@ -180,20 +181,32 @@ class Deployments:
 
     async def mark_first_to_go(self, namespace: str, pod: str) -> None:
         """Give the pod the lowest deletion cost, so the ReplicaSet removes it first when it scales down."""
+        await self._patch_pod_metadata(
+            namespace, pod, {"annotations": {DELETION_COST_ANNOTATION: LOWEST_DELETION_COST}}
+        )
+
+    async def label_pod(self, namespace: str, pod: str, key: str, value: str) -> None:
+        """Put one label on a pod (a pod's labels change without restarting it)."""
+        await self._patch_pod_metadata(namespace, pod, {"labels": {key: value}})
+
+    async def _patch_pod_metadata(self, namespace: str, pod: str, metadata: dict[str, Any]) -> None:
         try:
             await self._api.patch(
                 resource_path("v1", "pods", namespace=namespace, name=pod),
-                {"metadata": {"annotations": {DELETION_COST_ANNOTATION: LOWEST_DELETION_COST}}},
+                {"metadata": metadata},
                 content_type=MERGE_PATCH,
             )
         except KubeApiError as error:
             if not error.not_found:  # gone already: nothing to mark
                 raise
 
-    async def away_pod_count(self, spec: OffloadSpec) -> int:
+    async def away_pods(self, spec: OffloadSpec) -> list[RawObject]:
         """Pods of the away side that still exist (deleted ones leave once their provider let go)."""
         selector = ",".join(f"{key}={value}" for key, value in deriving.away_selector(spec).items())
         listing = await self._api.get(
             resource_path("v1", "pods", namespace=spec.namespace), query={"labelSelector": selector}
         )
-        return len(listing.get("items") or [])
+        return list(listing.get("items") or [])
+
+    async def away_pod_count(self, spec: OffloadSpec) -> int:
+        return len(await self.away_pods(spec))

@@ -7,7 +7,8 @@ The away pods run the home pod template with three changes:
   pods may land on the virtual node's taint, with `OUTAGE_TOLERATIONS` so a node outage never evicts them;
 - labels: every label the home Service or the home Deployment selects on is removed and the Offload
   label added. Otherwise the home Service would pick the away pods up as home endpoints (the router
-  would count them on the wrong side) and the home Deployment's selector would overlap ours;
+  would count them on the wrong side) and the home Deployment's selector would overlap ours. A
+  spill-over Offload's away pods also carry the label its autoscaler counts both sides' pods by;
 - annotations: the Offload's provider placement annotations are added.
 
 The derived template's hash is kept in an annotation on the away Deployment, so the controller can
@@ -23,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vk_provider.offload.names import OFFLOAD_LABEL, TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, SERVES_LABEL, TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import OffloadSpec
 
 AWAY_SUFFIX = "-away"
@@ -71,6 +72,8 @@ def away_pod_template(
     dropped = _selected_keys(home_deployment, home_service) | SKIPPED_LABELS
     labels = {key: value for key, value in (metadata.get("labels") or {}).items() if key not in dropped}
     labels.update(away_selector(spec))
+    if spec.spill_over is not None:  # an autoscaler counts these with the home pods (`status.selector`)
+        labels[SERVES_LABEL] = spec.name
     metadata["labels"] = labels
     annotations = dict(metadata.get("annotations") or {})
     annotations.update(spec.away.annotations)

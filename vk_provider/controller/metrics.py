@@ -16,7 +16,8 @@ Offload, before any scrape saw the 0), so the lists below need not be complete t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -94,6 +95,27 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._replicas = Gauge(
+            "offload_replicas",
+            "A spill-over Offload's replicas on each side (status.spillOver), by side and by whether ready.",
+            ["namespace", "name", "side", "ready"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._capacity_weight = Gauge(
+            "offload_capacity_weight",
+            "A spill-over Offload's away share of ready serving capacity (its away weight moves toward it).",
+            ["namespace", "name"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._away_cost = Gauge(
+            "offload_away_cost_per_hour_usd",
+            "What a spill-over Offload's away pods cost per hour at their providers' published prices.",
+            ["namespace", "name"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         self._strays = Gauge(
             "envoy_strays",
             "Clients connected to the xDS server that are not Envoys the controller expects, so that no "
@@ -119,6 +141,27 @@ class ControllerMetrics:
         self._step.labels(namespace, name).set(status.step_index or 0)
         for phase in Phase:
             self._phase.labels(namespace, name, phase.value).set(1 if status.phase is phase else 0)
+        self._spill_over(namespace, name, status.spill_over)
+
+    def _spill_over(self, namespace: str, name: str, spill: Mapping[str, Any] | None) -> None:
+        if spill is None:
+            self._forget_spill_over(namespace, name)
+            return
+        for side in LOST_SIDES:
+            replicas, ready = spill.get(f"{side}Replicas"), spill.get(f"{side}ReadyReplicas")
+            self._replicas.labels(namespace, name, side, "false").set(_number(replicas) - _number(ready))
+            self._replicas.labels(namespace, name, side, "true").set(_number(ready))
+        self._capacity_weight.labels(namespace, name).set(_number(spill.get("capacityWeight")))
+        self._away_cost.labels(namespace, name).set(_number(spill.get("awayCostPerHour")))
+
+    def _forget_spill_over(self, namespace: str, name: str) -> None:
+        for side in LOST_SIDES:
+            for ready in ("true", "false"):
+                with contextlib.suppress(KeyError):
+                    self._replicas.remove(namespace, name, side, ready)
+        for gauge in (self._capacity_weight, self._away_cost):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, name)
 
     def offload_gone(self, namespace: str, name: str) -> None:
         """Drop a deleted Offload's gauges. Its counters stay: removing them could lose the last
@@ -130,10 +173,18 @@ class ControllerMetrics:
         for phase in Phase:
             with contextlib.suppress(KeyError):
                 self._phase.remove(namespace, name, phase.value)
+        self._forget_spill_over(namespace, name)
 
     def forget_offloads(self) -> None:
         """Drop every Offload's gauges when this replica stops leading: a standby's would go stale."""
-        for gauge in (self._away_weight, self._phase, self._step):
+        for gauge in (
+            self._away_weight,
+            self._phase,
+            self._step,
+            self._replicas,
+            self._capacity_weight,
+            self._away_cost,
+        ):
             gauge.clear()
 
     def envoy_strays(self, count: int) -> None:
@@ -150,3 +201,8 @@ class ControllerMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _number(value: Any) -> float:
+    """A status figure as a gauge value (a missing or malformed one counts as 0)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0

@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
-from vk_provider.controller import deriving
+from vk_provider.controller import deriving, spilling
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.dataplanes import DataPlane, DataPlaneNotConfigured, DataPlanes
 from vk_provider.controller.deployments import (
@@ -78,12 +78,20 @@ from vk_provider.controller.serving import (
     serving_side,
     worst_usable,
 )
+from vk_provider.controller.spilling import SPILLING_CONDITION
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
 from vk_provider.kit.timestamps import format_timestamp
-from vk_provider.offload import homehealth, plan
-from vk_provider.offload.names import API_VERSION, FINALIZER, KIND, PROMOTE_ANNOTATION, offload_path
+from vk_provider.offload import homehealth, plan, spillover
+from vk_provider.offload.names import (
+    API_VERSION,
+    FINALIZER,
+    KIND,
+    PROMOTE_ANNOTATION,
+    SERVES_LABEL,
+    offload_path,
+)
 from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
-from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
+from vk_provider.offload.spec import MAX_AWAY_REPLICAS, InvalidSpec, OffloadSpec, parse_offload
 from vk_provider.offload.status import (
     RUNNING_PHASES,
     InvalidStatus,
@@ -389,10 +397,18 @@ class Reconciler:
             message = f"spec.placement is now {work.spec.placement.value}, where the emergency moved traffic"
             work.condition("Degraded", "False", "PlacementChanged", message)
         if work.spec.deleting:
-            if work.weight == plan.MIN_WEIGHT:
-                return await self._release(work)
-            return IDLE_RESYNC_SECONDS  # blocked: `_note_deleting` says why and what to do
+            return await self._let_go(work, phase)
         return await self._keep_serving(work)
+
+    async def _let_go(self, work: Pass, phase: Phase) -> Requeue:
+        """A deleted Offload with no migration running: released once all traffic is home."""
+        if work.weight == plan.MIN_WEIGHT:
+            return await self._release(work)
+        if work.current.spill_over is not None and phase in (Phase.IDLE, Phase.SUCCEEDED):
+            # Deleted while spilling over: traffic comes home by the strategy, then it lets go.
+            work.set(spill_over=None, replicas=None, selector=None)
+            return self._start(work)
+        return IDLE_RESYNC_SECONDS  # blocked: `_note_deleting` says why and what to do
 
     def _start(
         self, work: Pass, direction: Direction | None = None, steps: tuple[int, ...] | None = None
@@ -475,6 +491,8 @@ class Reconciler:
         home_replicas = work.current.home_replicas
         if work.direction is Direction.TO_AWAY:
             wanted = spec.away.replicas
+            if spec.spill_over is not None:  # the whole service moves: every replica it runs
+                wanted = max(1, min(spec.total_replicas, MAX_AWAY_REPLICAS))
             if wanted is None:
                 wanted = home_replicas or replicas_of(work.home) or 1
             return await self._deployments.ensure_away(
@@ -484,6 +502,8 @@ class Reconciler:
         # home side keeps its own count (never shrunk by a move home that moves nothing).
         away_replicas = replicas_of(await self._deployments.away(spec))
         wanted = home_replicas or away_replicas or replicas_of(work.home) or 1
+        if spec.spill_over is not None:  # home takes what it holds; the overflow stays away
+            wanted = max(1, spillover.split_replicas(spec.total_replicas, spec.spill_over).home)
         if replicas_of(work.home) != wanted and homehealth.recorded_base(work.home) is None:
             work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, wanted)
         return work.home, wanted
@@ -747,7 +767,8 @@ class Reconciler:
             self._event(
                 work.offload, "Normal", "HomeScaledDown", "home Deployment scaled to 0; its GPUs are free"
             )
-        if weight == plan.MIN_WEIGHT and not keep_lost_side:
+        if weight == plan.MIN_WEIGHT and not keep_lost_side and spec.spill_over is None:
+            # (A spill-over Offload keeps its away replicas: spilling over, next, scales them.)
             away = await self._deployments.away(spec)
             if away is not None and replicas_of(away) != 0:
                 await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)
@@ -820,7 +841,13 @@ class Reconciler:
 
     async def _keep_serving(self, work: Pass) -> Requeue:
         """No migration runs: home pods stranded on unhealthy nodes are replaced first (while home serves
-        any traffic), then the side serving all of it is watched."""
+        any traffic), then the side serving all of it is watched. A spill-over Offload serves from
+        both sides instead (`_spill_over`)."""
+        if work.spec.spill_over is not None and not self._in_emergency(work):
+            return await self._spill_over(work)
+        if work.current.spill_over is not None:  # spec.spillOver was removed: say so, keep serving
+            work.set(spill_over=None, replicas=None, selector=None)
+            work.condition(SPILLING_CONDITION, "False", "NotConfigured", "spec.spillOver is not set")
         if work.weight == plan.MAX_WEIGHT or replicas_of(work.home) == 0 or self._in_emergency(work):
             return await self._watch_serving(work)
         replacing = await self._replace_stranded(work, replicas_of(work.home))
@@ -831,6 +858,93 @@ class Reconciler:
         # unhealthy wakes nothing here.
         requeue = await self._watch_serving(work)
         return watch_seconds(work.spec) if requeue is None else min(requeue, watch_seconds(work.spec))
+
+    # -- spilling over: home as far as the home GPUs hold it, the overflow away -----------------
+
+    async def _spill_over(self, work: Pass) -> Requeue:
+        """Place the total replicas (home first), split the traffic by ready capacity, report it.
+
+        With `spec.placement` away (the training policy moved the whole service), every replica runs
+        away and the side serving all the traffic is watched as for any Offload.
+        """
+        spec = work.spec
+        spill = spec.spill_over
+        assert spill is not None  # noqa: S101 (the caller checked)
+        total = spec.total_replicas
+        away = await self._deployments.away(spec)
+        if work.weight == plan.MAX_WEIGHT and spec.placement is Direction.TO_AWAY:
+            wanted_away = min(total, MAX_AWAY_REPLICAS)
+            if away is not None and replicas_of(away) != wanted_away:
+                away = await self._deployments.ensure_away(
+                    spec, work.home, work.service, wanted_away, self._announcer(work)
+                )
+            await self._report_spill(work, spillover.Split(0, wanted_away), away, None)
+            return await self._watch_serving(work)
+        split = spillover.split_replicas(total, spill)
+        if replicas_of(work.home) != split.home and homehealth.recorded_base(work.home) is None:
+            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, split.home)
+        replacing = await self._replace_stranded(work, split.home) if split.home else ""
+        for pod in spilling.unlabelled(await self._deployments.pods_of(work.home), spec):
+            await self._deployments.label_pod(spec.namespace, pod, SERVES_LABEL, spec.name)
+        try:
+            views = routed(await self._views(spec, work.weight))
+        except RouterUnreachable:
+            views = []
+        agree = bool(views) and not spec.paused and all(view.away_weight == work.weight for view in views)
+        step = spillover.spill_step(
+            split=split,
+            spill=spill,
+            away_replicas=replicas_of(away),
+            weight=work.weight,
+            home_usable=worst_usable(views, "home") if views else 0,
+            away_usable=worst_usable(views, "away") if views else 0,
+            routers_agree=agree and not replacing,
+        )
+        if step.away_replicas != replicas_of(away) or (away is not None and step.away_replicas):
+            # Created, scaled, or rolled to a changed home template (ensure_away tells them apart).
+            away = await self._deployments.ensure_away(
+                spec, work.home, work.service, step.away_replicas, self._announcer(work)
+            )
+        if step.weight != work.weight:
+            message = (
+                f"away weight {work.weight} -> {step.weight}: the ready replicas' share is "
+                f"{step.capacity_weight}"
+            )
+            work.set(away_weight=step.weight, message=message)
+            self._event(work.offload, "Normal", "SplitChanged", message)
+        await self._report_spill(work, split, away, step)
+        if replacing:
+            work.set(message=replacing)
+        return watch_seconds(spec) if step.settled and not replacing else POLL_SECONDS
+
+    async def _report_spill(
+        self, work: Pass, split: spillover.Split, away: RawObject | None, step: spillover.SpillStep | None
+    ) -> None:
+        """status.replicas (the scale subresource's), status.selector and status.spillOver."""
+        spec = work.spec
+        home_ready, away_ready = ready_replicas_of(work.home), ready_replicas_of(away)
+        cost = spilling.away_cost_per_hour(await self._deployments.away_pods(spec)) if away else None
+        shown = step or spillover.SpillStep(split.away, work.weight, work.weight, settled=True)
+        work.set(
+            replicas=replicas_of(work.home) + replicas_of(away),
+            selector=spilling.selector(spec),
+            spill_over=spilling.spill_status(
+                home_replicas=replicas_of(work.home),
+                home_ready=home_ready,
+                away_replicas=replicas_of(away),
+                away_ready=away_ready,
+                step=shown,
+                cost=cost,
+            ),
+        )
+        work.condition(
+            SPILLING_CONDITION,
+            "True" if step is not None else "False",
+            "SpillingOver" if step is not None else "MovedAway",
+            spilling.describe(split, shown, home_ready, away_ready)
+            if step is not None
+            else f"every replica runs away ({replicas_of(away)}); spilling over resumes once it is home",
+        )
 
     async def _hold_for_stranded(self, work: Pass, wanted: int) -> Requeue | None:
         """Preparing a move home: None once no home pod is stranded on an unhealthy node; until then
@@ -1104,8 +1218,11 @@ def watch_seconds(spec: OffloadSpec) -> float:
 
 
 def leaving(spec: OffloadSpec) -> OffloadSpec:
-    """The spec a deleted Offload is reconciled by: home, never paused (a pause would hold it forever)."""
-    return dataclasses.replace(spec, placement=Direction.TO_HOME, paused=False)
+    """The spec a deleted Offload is reconciled by: home, never paused (a pause would hold it forever),
+    no longer spilling over (everything comes home before the away side goes)."""
+    return dataclasses.replace(
+        spec, placement=Direction.TO_HOME, paused=False, spill_over=None, replicas=None
+    )
 
 
 def condition_of(status: OffloadStatus, kind: str) -> Mapping[str, Any] | None:

@@ -28,6 +28,9 @@ readable with ordinary rights, where the controller's /metrics may not be reacha
 
 OFFLOAD_LABEL = f"{GROUP}/offload"
 """On the away Deployment and its pods: the Offload they belong to (the router finds away pods by it)."""
+SERVES_LABEL = f"{GROUP}/serves"
+"""On both sides' pods of a spill-over Offload (the controller labels the home ones, the away template
+carries it): the Offload they serve. `status.selector` selects by it, so an autoscaler counts both sides."""
 PROMOTE_ANNOTATION = f"{GROUP}/promote"
 """On the Offload: a new value asks the controller to skip the remaining steps (`kubectl offload promote`)."""
 FINALIZER = f"{GROUP}/migrate-home"

@@ -30,6 +30,7 @@ from vk_provider.offload.plan import (
     Direction,
     validate_steps,
 )
+from vk_provider.offload.spillover import SpillOver
 from vk_provider.offload.status import Phase
 
 # The CRD's defaults (manifests/crds/offload.yaml), applied here too for an Offload read before the
@@ -62,6 +63,10 @@ when no endpoint is left)."""
 MAX_AWAY_REPLICAS = 100
 """The CRD's maximum of `spec.away.replicas`: each away replica is a paid workload at a provider, so a
 typo must not start thousands (see manifests/crds/offload.yaml)."""
+MAX_TOTAL_REPLICAS = 1000
+"""The CRD's maximum of `spec.replicas` and `spec.spillOver.maxHomeReplicas`."""
+MAX_WEIGHT_FACTOR = 100.0
+"""The CRD's maximum of a spill-over weight factor: one side serving 100 times what the other does."""
 MAX_NAME_LENGTH = 63
 """An Offload's name is a label value on its away Deployment and pods (`OFFLOAD_LABEL`), and label
 values hold at most 63 characters; the CRD refuses longer names, this catches ones written past it."""
@@ -207,6 +212,18 @@ class OffloadSpec:
     route: RouteSpec = RouteSpec()
     created: str = ""
     """`metadata.creationTimestamp`: the age of the Offload's route claim."""
+    replicas: int | None = None
+    """`spec.replicas`: the total replicas of a spill-over Offload, home and away (its `scale`
+    subresource); None: `spill_over.max_home_replicas`."""
+    spill_over: SpillOver | None = None
+    """Set when the Offload spills over: home as far as the home GPUs hold it, the rest away."""
+
+    @property
+    def total_replicas(self) -> int:
+        """The replicas a spill-over Offload runs, home and away (0 for one that does not spill over)."""
+        if self.spill_over is None:
+            return 0
+        return self.spill_over.max_home_replicas if self.replicas is None else self.replicas
 
     def retry_requested(self, phase: Phase | None, handled: str | None) -> bool:
         """Whether the retry annotation asks for a new attempt of a migration that ended badly."""
@@ -432,6 +449,60 @@ def _flip_strategy(value: Any) -> OneOffStrategy | None:
         ) from None
 
 
+def _factor(value: Any, field: str) -> float:
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_WEIGHT_FACTOR:
+        raise InvalidSpec(
+            f"{field} must be a number above 0 and at most {MAX_WEIGHT_FACTOR:g}, not {value!r}"
+        )
+    return float(value)
+
+
+def _spill_over(spec: Mapping[str, Any]) -> tuple[int | None, SpillOver | None]:
+    """`spec.replicas` and `spec.spillOver`, checked against each other."""
+    raw = spec.get("spillOver")
+    replicas = spec.get("replicas")
+    if raw is None:
+        if replicas is not None:
+            raise InvalidSpec(
+                "spec.replicas scales a spill-over Offload: set spec.spillOver (maxHomeReplicas at least) "
+                "to let an autoscaler scale this one"
+            )
+        return None, None
+    spill = _mapping(raw, "spec.spillOver")
+    if spill.get("maxHomeReplicas") is None:
+        raise InvalidSpec("spec.spillOver.maxHomeReplicas is required: how many replicas the home GPUs hold")
+    parsed = SpillOver(
+        max_home_replicas=_integer(
+            spill.get("maxHomeReplicas"), "spec.spillOver.maxHomeReplicas", 0, maximum=MAX_TOTAL_REPLICAS
+        ),
+        min_away_replicas=_integer(
+            spill.get("minAwayReplicas"), "spec.spillOver.minAwayReplicas", 0, maximum=MAX_AWAY_REPLICAS
+        ),
+        max_away_replicas=_integer(
+            spill.get("maxAwayReplicas"),
+            "spec.spillOver.maxAwayReplicas",
+            MAX_AWAY_REPLICAS,
+            maximum=MAX_AWAY_REPLICAS,
+        ),
+        home_weight_factor=_factor(spill.get("homeWeightFactor"), "spec.spillOver.homeWeightFactor"),
+        away_weight_factor=_factor(spill.get("awayWeightFactor"), "spec.spillOver.awayWeightFactor"),
+    )
+    if parsed.min_away_replicas > parsed.max_away_replicas:
+        raise InvalidSpec(
+            f"spec.spillOver.minAwayReplicas {parsed.min_away_replicas} is above maxAwayReplicas "
+            f"{parsed.max_away_replicas}"
+        )
+    total = None if replicas is None else _integer(replicas, "spec.replicas", 0, maximum=MAX_TOTAL_REPLICAS)
+    if total is not None and total > parsed.max_replicas:
+        raise InvalidSpec(
+            f"spec.replicas {total} is above what the Offload may run: {parsed.max_home_replicas} home "
+            f"(maxHomeReplicas) + {parsed.max_away_replicas} away (maxAwayReplicas) = {parsed.max_replicas}"
+        )
+    return total, parsed
+
+
 def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     """The typed spec, or InvalidSpec saying what is wrong."""
     metadata = _mapping(offload.get("metadata"), "metadata")
@@ -454,6 +525,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     if isinstance(max_error_rate, bool) or not isinstance(max_error_rate, int | float):
         raise InvalidSpec(f"spec.strategy.gates.maxErrorRatePercent must be a number, not {max_error_rate!r}")
     replicas = away.get("replicas")
+    total_replicas, spill_over = _spill_over(spec)
     name = _name(metadata.get("name"), "metadata.name")
     annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
     if len(name) > MAX_NAME_LENGTH:
@@ -548,4 +620,6 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         gateway_route=_gateway_route(traffic) if data_plane == "gatewayapi" else None,
         route=_route(spec),
         created=str(metadata.get("creationTimestamp") or ""),
+        replicas=total_replicas,
+        spill_over=spill_over,
     )

@@ -74,6 +74,12 @@ class OffloadStatus:
     observed_generation: int | None = None
     message: str | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()
+    replicas: int | None = None
+    """A spill-over Offload's replicas, home and away (its scale subresource's status)."""
+    selector: str | None = None
+    """The label selector of both sides' pods of a spill-over Offload, for an autoscaler."""
+    spill_over: Mapping[str, Any] | None = None
+    """Where a spill-over Offload's replicas run and what the away ones cost (`spillover.SpillStatus`)."""
 
     @property
     def running(self) -> bool:
@@ -223,4 +229,7 @@ _READERS = {
     "observed_generation": _integer,
     "message": _text,
     "conditions": _conditions,
+    "replicas": _integer,
+    "selector": _text,
+    "spill_over": _object,
 }

@@ -29,6 +29,7 @@ from vk_provider.offload.spec import (
     DEFAULT_MAX_P99_LATENCY_MS,
     DEFAULT_MIN_REQUESTS_PER_INTERVAL,
     DEFAULT_STEP_INTERVAL_SECONDS,
+    MAX_AWAY_REPLICAS,
 )
 from vk_provider.offload.status import InvalidStatus, OffloadStatus, Phase
 from vk_provider.offloadcli.holds import hold_lines
@@ -400,6 +401,7 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"Step:         {step_text(offload)} (toward {target}: {steps}; "
         f"{migration_interval_seconds(offload)}s per step)",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
+        *spill_over_lines(offload),
         *route_lines(offload),
         *hold_lines(offload, now),
         f"Age:          {_age(offload, now)}",
@@ -412,6 +414,25 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
     if events is not None:
         lines += event_lines(events, offload, now)
     return "\n".join(lines)
+
+
+def spill_over_lines(offload: RawObject) -> list[str]:
+    """A spill-over Offload's replicas on each side, the capacity split and the away side's cost."""
+    wanted = spec_of(offload).get("spillOver")
+    if not isinstance(wanted, Mapping):
+        return []
+    spill = status_of(offload).spill_over or {}
+    replicas = spec_of(offload).get("replicas")
+    cost = spill.get("awayCostPerHour")
+    return [
+        f"Spill-over:   {NONE if replicas is None else replicas} replicas wanted; home holds "
+        f"{wanted.get('maxHomeReplicas', NONE)}, away {wanted.get('minAwayReplicas', 0)}.."
+        f"{wanted.get('maxAwayReplicas', MAX_AWAY_REPLICAS)}",
+        f"              home {spill.get('homeReadyReplicas', NONE)}/{spill.get('homeReplicas', NONE)} ready, "
+        f"away {spill.get('awayReadyReplicas', NONE)}/{spill.get('awayReplicas', NONE)} ready; "
+        f"capacity split {spill.get('capacityWeight', NONE)}% away",
+        f"              away cost: {NONE if cost is None else f'${number_text(cost)}/hour'}",
+    ]
 
 
 def route_lines(offload: RawObject) -> list[str]:

@@ -142,3 +142,29 @@ async def test_the_reconciler_exports_an_offload_it_reads_and_forgets_it_once_de
     await reconciler(api, metrics).reconcile("team", "chat")
     assert value(metrics, "vk_provider_controller_offload_away_weight", **labels) is None
     assert value(metrics, ENDED, **labels, outcome="RolledBack", reason="GatesFailed") == 0
+
+
+def test_a_spill_over_offload_s_sides_split_and_cost_are_gauges_gone_with_spill_over() -> None:
+    metrics = ControllerMetrics()
+    spill = {
+        "homeReplicas": 2,
+        "homeReadyReplicas": 2,
+        "awayReplicas": 3,
+        "awayReadyReplicas": 1,
+        "capacityWeight": 33,
+        "awayCostPerHour": 0.68,
+    }
+    metrics.offload_status("team", "chat", OffloadStatus(away_weight=25, spill_over=spill))
+    replicas = "vk_provider_controller_offload_replicas"
+    figures = {
+        (side, ready): value(metrics, replicas, namespace="team", name="chat", side=side, ready=ready)
+        for side in ("home", "away")
+        for ready in ("true", "false")
+    }
+    assert figures == {("home", "true"): 2, ("home", "false"): 0, ("away", "true"): 1, ("away", "false"): 2}
+    labels = {"namespace": "team", "name": "chat"}
+    assert value(metrics, "vk_provider_controller_offload_capacity_weight", **labels) == 33
+    assert value(metrics, "vk_provider_controller_offload_away_cost_per_hour_usd", **labels) == 0.68
+    metrics.offload_status("team", "chat", OffloadStatus(away_weight=0))  # spec.spillOver removed
+    assert value(metrics, "vk_provider_controller_offload_capacity_weight", **labels) is None
+    assert value(metrics, replicas, namespace="team", name="chat", side="home", ready="true") is None

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from vk_provider.controller.deriving import away_deployment, away_pod_template
-from vk_provider.offload.names import OFFLOAD_LABEL, TEMPLATE_HASH_ANNOTATION
+from vk_provider.offload.names import OFFLOAD_LABEL, SERVES_LABEL, TEMPLATE_HASH_ANNOTATION
 from vk_provider.offload.spec import parse_offload
 
 OFFLOAD: dict[str, Any] = {
@@ -83,3 +83,10 @@ def test_away_pods_tolerate_their_node_going_unknown_forever() -> None:
     tolerations = away_pod_template(parse_offload(OFFLOAD), home, SERVICE)["spec"]["tolerations"]
     outage = [t for t in tolerations if t.get("key", "").startswith("node.kubernetes.io/")]
     assert outage == [bounded, {**bounded, "key": "node.kubernetes.io/not-ready"}]
+
+
+def test_a_spill_over_offload_s_away_pods_carry_the_label_its_autoscaler_counts_by() -> None:
+    spilling = copy.deepcopy(OFFLOAD)
+    spilling["spec"]["spillOver"] = {"maxHomeReplicas": 2}
+    labels = away_pod_template(parse_offload(spilling), HOME, SERVICE)["metadata"]["labels"]
+    assert labels == {OFFLOAD_LABEL: "chat", SERVES_LABEL: "chat"}

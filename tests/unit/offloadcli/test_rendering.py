@@ -430,3 +430,21 @@ def test_no_events_and_events_that_could_not_be_listed() -> None:
 @pytest.mark.parametrize(("text", "width", "cut"), [("a  b\tc", 10, "a b c"), ("abcdefghij", 8, "abcde...")])
 def test_shorten(text: str, width: int, cut: str) -> None:
     assert rendering.shorten(text, width) == cut
+
+
+def test_status_shows_a_spill_over_offloads_sides_split_and_cost() -> None:
+    spilling = sample()
+    spilling["spec"].update(replicas=5, spillOver={"maxHomeReplicas": 2, "maxAwayReplicas": 6})
+    spilling["status"]["spillOver"] = {
+        "homeReplicas": 2,
+        "homeReadyReplicas": 2,
+        "awayReplicas": 3,
+        "awayReadyReplicas": 2,
+        "capacityWeight": 50,
+        "awayCostPerHour": 1.02,
+    }
+    lines = rendering.render_status(spilling, now=NOW).splitlines()
+    at = lines.index("Spill-over:   5 replicas wanted; home holds 2, away 0..6")
+    assert " ".join(lines[at + 1].split()) == "home 2/2 ready, away 2/3 ready; capacity split 50% away"
+    assert lines[at + 2].split() == ["away", "cost:", "$1.02/hour"]
+    assert "Spill-over" not in rendering.render_status(SHIFTING, now=NOW)
