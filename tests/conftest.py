@@ -30,6 +30,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_unhealthy_home.py": "policy",
     "tests/integration/test_dev_cluster.py": "dev-cluster",
     "tests/integration/test_serving_certificate_fallback.py": "dev-cluster",
+    "tests/integration/test_autoscaled_spill_over.py": "dev-cluster",
     "tests/integration/test_kubernetes_provider.py": "remote-plane",
     "tests/integration/test_exec_kubernetes.py": "remote-plane",
     "tests/integration/test_envoy_gateway.py": "envoy-gateway",

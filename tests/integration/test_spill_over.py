@@ -38,6 +38,30 @@ async def served_since(outcomes: list[Outcome], start: float, count: int) -> boo
     return len(window(outcomes, start, time.monotonic())) >= count
 
 
+HPA = {
+    "metadata": {"name": NAME},
+    "spec": {
+        "scaleTargetRef": {"apiVersion": "offload.vk-provider.dev/v1alpha1", "kind": "Offload", "name": NAME},
+        "minReplicas": 2,
+        "maxReplicas": 5,
+        "metrics": [
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}},
+            }
+        ],
+    },
+}
+
+
+async def autoscaler_condition(rig: Rig, kind: str) -> dict[str, Any] | None:
+    hpa = await rig.api.get(
+        f"/apis/autoscaling/v2/namespaces/{rig.namespace}/horizontalpodautoscalers/{NAME}"
+    )
+    conditions = (hpa.get("status") or {}).get("conditions") or []
+    return next((condition for condition in conditions if condition.get("type") == kind), None)
+
+
 def scale_path(rig: Rig) -> str:
     return f"{API}/namespaces/{rig.namespace}/offloads/{NAME}/scale"
 
@@ -81,6 +105,20 @@ async def refusal(rig: Rig, path: str, body: dict[str, Any]) -> str:
 async def test_an_offload_spills_over_by_its_scale_and_moves_away_whole_for_training(rig_for: RigFor) -> None:
     async with rig_for(STRATEGY) as rig, load(rig, rate=RATE) as generator:
         offload_path = f"{API}/namespaces/{rig.namespace}/offloads/{NAME}"
+        # An autoscaler on an Offload that does not spill over finds no selector, and says so.
+        autoscaler = await rig.api.create(
+            f"/apis/autoscaling/v2/namespaces/{rig.namespace}/horizontalpodautoscalers", HPA
+        )
+        assert autoscaler["metadata"]["name"] == NAME
+        refused = await wait_for(
+            lambda: autoscaler_condition(rig, "ScalingActive"),
+            timeout_seconds=120,
+            what="the autoscaler to report the Offload's scale",
+        )
+        assert (refused["status"], refused["reason"]) == ("False", "InvalidSelector"), refused
+        await rig.api.delete(
+            f"/apis/autoscaling/v2/namespaces/{rig.namespace}/horizontalpodautoscalers/{NAME}"
+        )
         await rig.patch_offload({"spec": {"spillOver": SPILL, "replicas": 2}})
         first = await settled(rig, home=2, away=0, weight=0)
         assert first["selector"] == f"{SERVES_LABEL}={NAME}"

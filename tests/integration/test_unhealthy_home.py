@@ -147,9 +147,15 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
         hot = sorted(pod["spec"]["nodeName"] for pod in await chat_pods(rig))[0]
         tainted_at = await turn_unhealthy(rig, hot)
         await wait_for_home_on(rig, pool - {hot})
-        offload = await rig.offload("chat")
-        healthy = next(c for c in offload["status"]["conditions"] if c["type"] == "HomeHealthy")
-        assert (healthy["status"], healthy["reason"]) == ("True", "Replaced"), healthy
+
+        async def replaced() -> bool:
+            # The pass that sees the last stranded pod gone writes the condition: a moment after the
+            # pods have settled, not with them.
+            offload = await rig.offload("chat")
+            healthy = next(c for c in offload["status"]["conditions"] if c["type"] == "HomeHealthy")
+            return (healthy["status"], healthy["reason"]) == ("True", "Replaced")
+
+        await wait_for(replaced, timeout_seconds=30, what=f"HomeHealthy True, Replaced:\n{rig.log()}")
         for reason in ("ReplacingUnhealthyHome", "UnhealthyHomeReplaced"):
             await wait_for(
                 lambda r=reason: rig.events(r, "Offload"), timeout_seconds=30, what=f"a {reason} Event"
@@ -214,7 +220,7 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
             lambda: policy_tainted(rig, other), timeout_seconds=60, what=f"the unhealthy taint on {other}"
         )
         both_at = time.monotonic()
-        offload = await wait_for_placement(rig, "chat", "away")
+        await wait_for_placement(rig, "chat", "away")
 
         async def evacuated() -> list[RawObject]:
             # On the policy: the Offload's own Events may be past client-go's per-object budget (25)

@@ -269,6 +269,11 @@ class Reconciler:
         work = Pass(spec, offload, status, home, service, now)
         work.condition("Ready", "True", "Resolved", "the home Deployment and Service exist")
         requeue = await self._step(work)
+        if spec.spill_over is not None and work.current.running:
+            # A migration moves the replicas: the autoscaler and `status` see them as they are.
+            await self._report_replicas(work, await self._deployments.away(spec), work.weight)
+            message = f"a migration {work.direction.value} runs: {work.current.message}"
+            work.condition(SPILLING_CONDITION, "False", "Migrating", message)
         await self._write(work)
         return requeue
 
@@ -920,11 +925,26 @@ class Reconciler:
     async def _report_spill(
         self, work: Pass, split: spillover.Split, away: RawObject | None, step: spillover.SpillStep | None
     ) -> None:
-        """status.replicas (the scale subresource's), status.selector and status.spillOver."""
+        """The replicas (`_report_replicas`) and the SpillingOver condition, after a pass that spilled
+        over (`step`) or kept every replica away (None)."""
+        capacity = work.weight if step is None else step.capacity_weight
+        home_ready, away_ready = await self._report_replicas(work, away, capacity)
+        if step is None:
+            message = f"every replica runs away ({replicas_of(away)}); spilling over resumes once it is home"
+            work.condition(SPILLING_CONDITION, "False", "MovedAway", message)
+            return
+        work.condition(
+            SPILLING_CONDITION, "True", "SpillingOver", spilling.describe(split, step, home_ready, away_ready)
+        )
+
+    async def _report_replicas(
+        self, work: Pass, away: RawObject | None, capacity_weight: int
+    ) -> tuple[int, int]:
+        """status.replicas (the scale subresource's), status.selector and status.spillOver, as the two
+        Deployments stand; returns the ready replicas of each side."""
         spec = work.spec
         home_ready, away_ready = ready_replicas_of(work.home), ready_replicas_of(away)
         cost = spilling.away_cost_per_hour(await self._deployments.away_pods(spec)) if away else None
-        shown = step or spillover.SpillStep(split.away, work.weight, work.weight, settled=True)
         work.set(
             replicas=replicas_of(work.home) + replicas_of(away),
             selector=spilling.selector(spec),
@@ -933,18 +953,11 @@ class Reconciler:
                 home_ready=home_ready,
                 away_replicas=replicas_of(away),
                 away_ready=away_ready,
-                step=shown,
+                capacity_weight=capacity_weight,
                 cost=cost,
             ),
         )
-        work.condition(
-            SPILLING_CONDITION,
-            "True" if step is not None else "False",
-            "SpillingOver" if step is not None else "MovedAway",
-            spilling.describe(split, shown, home_ready, away_ready)
-            if step is not None
-            else f"every replica runs away ({replicas_of(away)}); spilling over resumes once it is home",
-        )
+        return home_ready, away_ready
 
     async def _hold_for_stranded(self, work: Pass, wanted: int) -> Requeue | None:
         """Preparing a move home: None once no home pod is stranded on an unhealthy node; until then

@@ -53,7 +53,7 @@ def spill_status(
     home_ready: int,
     away_replicas: int,
     away_ready: int,
-    step: SpillStep,
+    capacity_weight: int,
     cost: float | None,
 ) -> dict[str, Any]:
     """`status.spillOver`, in the API's spelling."""
@@ -62,7 +62,7 @@ def spill_status(
         "homeReadyReplicas": home_ready,
         "awayReplicas": away_replicas,
         "awayReadyReplicas": away_ready,
-        "capacityWeight": step.capacity_weight,
+        "capacityWeight": capacity_weight,
         "awayCostPerHour": cost,
     }
 
