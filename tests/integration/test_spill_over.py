@@ -62,6 +62,14 @@ async def autoscaler_condition(rig: Rig, kind: str) -> dict[str, Any] | None:
     return next((condition for condition in conditions if condition.get("type") == kind), None)
 
 
+async def cordon(rig: Rig, *, unschedulable: bool) -> None:
+    await rig.api.patch(
+        f"/api/v1/nodes/{rig.home.node_name}",
+        {"spec": {"unschedulable": unschedulable}},
+        content_type=MERGE_PATCH,
+    )
+
+
 def scale_path(rig: Rig) -> str:
     return f"{API}/namespaces/{rig.namespace}/offloads/{NAME}/scale"
 
@@ -174,6 +182,16 @@ async def test_an_offload_spills_over_by_its_scale_and_moves_away_whole_for_trai
         # Peak over: the away side goes first, and the service ends home only.
         await scale(rig, 2)
         await settled(rig, home=2, away=0, weight=0)
+
+        # Home may hold 3, but the scheduler cannot place the third there (the node is cordoned): it
+        # runs away until a home one is ready again, and only then does the away one go.
+        await rig.patch_offload({"spec": {"spillOver": {"maxHomeReplicas": 3}}})
+        await cordon(rig, unschedulable=True)
+        await scale(rig, 3)
+        short = await settled(rig, home=2, away=1, weight=33)
+        assert (await rig.deployment(NAME))["spec"]["replicas"] == 3, short
+        await cordon(rig, unschedulable=False)
+        await settled(rig, home=3, away=0, weight=0)
         await generator.stop()
         changed = [event["message"] for event in await rig.events("SplitChanged")]
         assert (await rig.deployment(f"{NAME}-away"))["spec"]["replicas"] == 0

@@ -885,12 +885,20 @@ class Reconciler:
                 )
             await self._report_spill(work, spillover.Split(0, wanted_away), away, None)
             return await self._watch_serving(work)
-        split = spillover.split_replicas(total, spill)
-        if replicas_of(work.home) != split.home and homehealth.recorded_base(work.home) is None:
-            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, split.home)
-        replacing = await self._replace_stranded(work, split.home) if split.home else ""
-        for pod in spilling.unlabelled(await self._deployments.pods_of(work.home), spec):
+        base = spillover.split_replicas(total, spill)
+        if replicas_of(work.home) != base.home and homehealth.recorded_base(work.home) is None:
+            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, base.home)
+        replacing = await self._replace_stranded(work, base.home) if base.home else ""
+        home_pods = await self._deployments.pods_of(work.home)
+        for pod in spilling.unlabelled(home_pods, spec):
             await self._deployments.label_pod(spec.namespace, pod, SERVES_LABEL, spec.name)
+        short = spillover.home_shortfall(
+            unschedulable=spilling.unschedulable(home_pods),
+            home_wanted=base.home,
+            home_ready=ready_replicas_of(work.home),
+            away_extra=replicas_of(away) - base.away,
+        )
+        split = spillover.split_replicas(total, spill, home_short=short)
         try:
             views = routed(await self._views(spec, work.weight))
         except RouterUnreachable:

@@ -35,6 +35,23 @@ def unlabelled(pods: Iterable[Mapping[str, Any]], spec: OffloadSpec) -> list[str
     return names
 
 
+def unschedulable(pods: Iterable[Mapping[str, Any]]) -> int:
+    """Pods the scheduler found no node for (PodScheduled False, Unschedulable): at home, GPUs taken."""
+    count = 0
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or (pod.get("spec") or {}).get("nodeName"):
+            continue
+        conditions = (pod.get("status") or {}).get("conditions") or ()
+        if any(
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+            for condition in conditions
+        ):
+            count += 1
+    return count
+
+
 def away_cost_per_hour(pods: Iterable[Mapping[str, Any]]) -> float | None:
     """USD per hour of the away pods placed at a published price; None when none of them has one."""
     prices = [

@@ -4,7 +4,8 @@ and traffic is split by serving capacity. Pure, no I/O.
 An Offload with `spec.spillOver` is scaled by its total replica count (`spec.replicas`, which the
 `scale` subresource and so any HorizontalPodAutoscaler writes). `split_replicas` places that count:
 home first, up to `maxHomeReplicas`; the rest away, between `minAwayReplicas` and `maxAwayReplicas`. On
-the way down the away share shrinks first, since it is what costs money.
+the way down the away share shrinks first, since it is what costs money. A home replica the scheduler
+cannot place (its GPUs are taken) is covered by one more away until a home one is ready again.
 
 `capacity_weight` is the share of requests the away side gets: each ready replica serves in proportion
 to its side's weight factor (a provider's GPU may be faster or slower than ours). The counts it is given
@@ -52,11 +53,21 @@ class Split:
         return self.home + self.away
 
 
-def split_replicas(total: int, spill: SpillOver) -> Split:
-    """Place `total` replicas: home first, the overflow away within its bounds."""
+def split_replicas(total: int, spill: SpillOver, *, home_short: int = 0) -> Split:
+    """Place `total` replicas: home first, the overflow away within its bounds. `home_short` home
+    replicas cannot run at home now (`home_shortfall`): as many more run away meanwhile."""
     home = min(max(total, 0), spill.max_home_replicas)
-    away = min(max(total - home, spill.min_away_replicas), spill.max_away_replicas)
+    overflow = total - home + min(max(home_short, 0), home)
+    away = min(max(overflow, spill.min_away_replicas), spill.max_away_replicas)
     return Split(home=home, away=away)
+
+
+def home_shortfall(*, unschedulable: int, home_wanted: int, home_ready: int, away_extra: int) -> int:
+    """Home replicas to cover away: those the scheduler cannot place at home (their GPUs are taken),
+    and, make before break, those already covered (`away_extra`, the away replicas beyond the split
+    without a shortfall) until as many home replicas are ready again."""
+    still_short = min(max(away_extra, 0), max(home_wanted - home_ready, 0))
+    return max(unschedulable, still_short)
 
 
 def capacity_weight(home_ready: int, away_ready: int, spill: SpillOver) -> int:
@@ -114,9 +125,7 @@ def spill_step(
     serving_away = min(away_usable, split.away)
     wanted = capacity_weight(home_usable, serving_away, spill)
     target_away = away_replicas
-    if split.away > away_replicas:
-        target_away = split.away
-    elif split.away < away_replicas and routers_agree and weight <= wanted:
+    if split.away > away_replicas or (split.away < away_replicas and routers_agree and weight <= wanted):
         target_away = split.away
     next_applied = next_weight(weight, wanted) if routers_agree else weight
     settled = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.offload.test_spec import MINIMAL
-from vk_provider.controller.spilling import away_cost_per_hour, selector, unlabelled
+from vk_provider.controller.spilling import away_cost_per_hour, selector, unlabelled, unschedulable
 from vk_provider.kit.placement.record import CHOSEN_CONDITION
 from vk_provider.offload.names import SERVES_LABEL
 from vk_provider.offload.spec import parse_offload
@@ -44,3 +44,16 @@ def test_the_away_cost_adds_up_the_published_prices_of_live_pods() -> None:
     assert away_cost_per_hour(pods) == 0.68
     assert away_cost_per_hour([pod("c")]) is None
     assert away_cost_per_hour([]) is None
+
+
+def test_only_unbound_pods_the_scheduler_refused_count_as_unschedulable() -> None:
+    refused = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    waiting = pod("a")
+    waiting["status"]["conditions"] = [refused]
+    gated = pod("b")
+    gated["status"]["conditions"] = [{**refused, "reason": "SchedulingGated"}]
+    bound = pod("c")
+    bound["spec"] = {"nodeName": "gpu-1"}
+    going = pod("d", deleted=True)
+    going["status"]["conditions"] = [refused]
+    assert unschedulable([waiting, gated, bound, going]) == 1

@@ -14,6 +14,7 @@ from vk_provider.offload.spillover import (
     SpillStep,
     Split,
     capacity_weight,
+    home_shortfall,
     next_weight,
     spill_step,
     split_replicas,
@@ -168,3 +169,16 @@ def test_a_scale_down_lowers_the_weight_before_it_removes_replicas() -> None:
 def test_losing_the_home_side_sends_everything_away_in_steps() -> None:
     lost = step(split=Split(2, 2), away_replicas=2, away_usable=2, home_usable=0, weight=50)
     assert (lost.capacity_weight, lost.weight) == (100, 75)
+
+
+def test_home_replicas_the_scheduler_cannot_place_are_covered_away_until_home_is_ready_again() -> None:
+    # 4 wanted, home holds 2, but one home pod waits for a GPU: 3 run away meanwhile.
+    short = home_shortfall(unschedulable=1, home_wanted=2, home_ready=1, away_extra=0)
+    assert split_replicas(4, TWO_HOME, home_short=short) == Split(2, 3)
+    # Scheduled now, not ready yet: the extra away replica stays (make before break).
+    assert home_shortfall(unschedulable=0, home_wanted=2, home_ready=1, away_extra=1) == 1
+    # Ready: the extra goes.
+    assert home_shortfall(unschedulable=0, home_wanted=2, home_ready=2, away_extra=1) == 0
+    # Never more than the home replicas, never beyond maxAwayReplicas.
+    assert split_replicas(2, TWO_HOME, home_short=5) == Split(2, 2)
+    assert split_replicas(8, TWO_HOME, home_short=2) == Split(2, 6)
