@@ -849,8 +849,11 @@ class Reconciler:
         any traffic), then the side serving all of it is watched. A spill-over Offload serves from
         both sides instead (`_spill_over`)."""
         if work.spec.spill_over is not None and not self._in_emergency(work):
-            return await self._spill_over(work)
-        if work.current.spill_over is not None:  # spec.spillOver was removed: say so, keep serving
+            if work.spec.placement is Direction.TO_HOME and work.current.target_placement == "home":
+                return await self._spill_over(work)
+            if work.weight == plan.MAX_WEIGHT:  # moved away whole: the away side follows the total
+                await self._keep_all_away(work)
+        elif work.current.spill_over is not None:  # spec.spillOver was removed: say so, keep serving
             work.set(spill_over=None, replicas=None, selector=None)
             work.condition(SPILLING_CONDITION, "False", "NotConfigured", "spec.spillOver is not set")
         if work.weight == plan.MAX_WEIGHT or replicas_of(work.home) == 0 or self._in_emergency(work):
@@ -867,24 +870,12 @@ class Reconciler:
     # -- spilling over: home as far as the home GPUs hold it, the overflow away -----------------
 
     async def _spill_over(self, work: Pass) -> Requeue:
-        """Place the total replicas (home first), split the traffic by ready capacity, report it.
-
-        With `spec.placement` away (the training policy moved the whole service), every replica runs
-        away and the side serving all the traffic is watched as for any Offload.
-        """
+        """Place the total replicas (home first), split the traffic by ready capacity, report it."""
         spec = work.spec
         spill = spec.spill_over
         assert spill is not None  # noqa: S101 (the caller checked)
         total = spec.total_replicas
         away = await self._deployments.away(spec)
-        if work.weight == plan.MAX_WEIGHT and spec.placement is Direction.TO_AWAY:
-            wanted_away = min(total, MAX_AWAY_REPLICAS)
-            if away is not None and replicas_of(away) != wanted_away:
-                away = await self._deployments.ensure_away(
-                    spec, work.home, work.service, wanted_away, self._announcer(work)
-                )
-            await self._report_spill(work, spillover.Split(0, wanted_away), away, None)
-            return await self._watch_serving(work)
         base = spillover.split_replicas(total, spill)
         if replicas_of(work.home) != base.home and homehealth.recorded_base(work.home) is None:
             work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, base.home)
@@ -929,6 +920,18 @@ class Reconciler:
         if replacing:
             work.set(message=replacing)
         return watch_seconds(spec) if step.settled and not replacing else POLL_SECONDS
+
+    async def _keep_all_away(self, work: Pass) -> None:
+        """A spill-over Offload moved away whole (the training policy's flip): every replica of the total
+        runs away, as the autoscaler changes it; the side serving all of it is watched as ever."""
+        spec = work.spec
+        wanted = min(spec.total_replicas, MAX_AWAY_REPLICAS)
+        away = await self._deployments.away(spec)
+        if away is not None and replicas_of(away) != wanted:
+            away = await self._deployments.ensure_away(
+                spec, work.home, work.service, wanted, self._announcer(work)
+            )
+        await self._report_spill(work, spillover.Split(0, wanted), away, None)
 
     async def _report_spill(
         self, work: Pass, split: spillover.Split, away: RawObject | None, step: spillover.SpillStep | None
