@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,26 @@ def test_dev_up_takes_the_usual_ports_unless_told_any_free_ones(
     monkeypatch.setattr(commands, "up", record)
     assert main(["dev", "up", "--dir", str(tmp_path), *options]) == 0
     assert [settings.use_preferred_ports for settings in started] == [preferred]
+
+
+@pytest.mark.parametrize(
+    ("command", "absent"),
+    [
+        ("node", ("botocore", "grpc", "vk_provider.router.running", "vk_provider.controller.running")),
+        ("router", ("grpc", "vk_provider.node.running", "vk_provider.controller.running", "vk_devtools")),
+        ("controller", ("grpc", "botocore", "vk_provider.node.running", "vk_provider.router.running")),
+    ],
+)
+def test_a_daemon_s_command_line_imports_none_of_the_other_daemons(
+    command: str, absent: tuple[str, ...]
+) -> None:
+    """Each module a daemon does not need costs every start CPU time (and a node memory for days)."""
+    probe = (
+        "import sys; from vk_provider.cli import build_parser; "
+        f"build_parser(only={command!r}).parse_args([{command!r}]); "
+        f"print(sorted(name for name in {absent!r} if name in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
