@@ -21,6 +21,7 @@ It needs root (mmdebstrap's root mode, and chroot). The result is an OCI layout 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -84,19 +85,23 @@ def build_image(
     revision: str,
     source_url: str | None = None,
     project_wheel: Path | None = None,
+    base_cache: Path | None = None,
     log: TextIO = sys.stderr,
 ) -> BuiltImage:
     """Build the image of the project at `source` into the OCI layout `layout` (replaced); the OCI
     labels name `version`, `revision` and, when known, `source_url`. `project_wheel`: the project's
-    wheel to install (a release's own); by default one is built from `source`."""
+    wheel to install (a release's own); by default one is built from `source`. `base_cache`: a folder
+    that keeps the Debian root with the locked dependencies installed, reused while the package list
+    and the lock are the same (the tests' builds; a release takes Debian's packages as they are today,
+    so `make release` and `dev image` pass none)."""
     if os.geteuid() != 0:
         raise ImageBuildError("building the image needs root (mmdebstrap's root mode and chroot)")
     with tempfile.TemporaryDirectory(prefix="vk-image-") as scratch:
         root = Path(scratch) / "rootfs"
         packages = debian_packages(source)
-        _debian_root(root, packages.installed, log)
+        _base_root(source, root, packages.installed, Path(scratch) / "wheels", cache=base_cache, log=log)
         wheel = project_wheel or _project_wheel(source, Path(scratch) / "project", log)
-        _install_python(source, root, Path(scratch) / "wheels", wheel, log)
+        _install_project(root, wheel, log)
         _remove_build_only(root, packages.build_only, log)
         license_file = root / LICENSE_INSIDE.lstrip("/")
         license_file.parent.mkdir(parents=True, exist_ok=True)
@@ -177,7 +182,39 @@ def _project_wheel(source: Path, folder: Path, log: TextIO) -> Path:
     return wheel
 
 
-def _install_python(source: Path, root: Path, wheels: Path, project_wheel: Path, log: TextIO) -> None:
+def _base_root(
+    source: Path, root: Path, packages: Sequence[str], wheels: Path, *, cache: Path | None, log: TextIO
+) -> None:
+    """The Debian root with the locked dependencies in its virtual environment: from `cache` when it
+    holds one of the same packages and lock, else built (and, with a `cache`, kept there)."""
+    key = hashlib.sha256(
+        json.dumps(
+            [SUITE, MIRROR, EXCLUDED_PATHS, VENV, sorted(packages), (source / REQUIREMENTS).read_text()]
+        ).encode()
+    ).hexdigest()[:16]
+    kept = None if cache is None else cache / f"base-{key}.tar"
+    if kept is not None and kept.is_file():
+        root.mkdir(parents=True)
+        _run(
+            f"the Debian root and the locked dependencies, from {kept}",
+            ["tar", "-C", root, "-xpf", kept],
+            log,
+        )
+        return
+    _debian_root(root, packages, log)
+    _install_locked(source, root, wheels, log)
+    if kept is None:
+        return
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_name(kept.name + ".partial")
+    _run(f"the base kept in {kept}", ["tar", "-C", root, "--numeric-owner", "-cpf", partial, "."], log)
+    partial.replace(kept)
+    for older in kept.parent.glob("base-*.tar"):  # another list or lock: it will not be read again
+        if older != kept:
+            older.unlink(missing_ok=True)
+
+
+def _install_locked(source: Path, root: Path, wheels: Path, log: TextIO) -> None:
     # Binary wheels only: a wheel built here from an sdist would not have the hash the lock names.
     download = [
         sys.executable,
@@ -196,9 +233,17 @@ def _install_python(source: Path, root: Path, wheels: Path, project_wheel: Path,
     inside = root / WHEELS_INSIDE.lstrip("/")
     shutil.copytree(wheels, inside)
     shutil.copy2(source / REQUIREMENTS, inside / "requirements.txt")
-    shutil.copy2(project_wheel, inside / project_wheel.name)
     _run("the virtual environment", ["chroot", root, "python3", "-m", "venv", VENV], log)
-    pip = [
+    _run(
+        "the locked dependencies into it, offline, hashes checked",
+        [*_pip_install(root), "--require-hashes", "-r", f"{WHEELS_INSIDE}/requirements.txt"],
+        log,
+    )
+    shutil.rmtree(inside)
+
+
+def _pip_install(root: Path) -> list[object]:
+    return [
         "chroot",
         root,
         f"{VENV}/bin/pip",
@@ -209,14 +254,16 @@ def _install_python(source: Path, root: Path, wheels: Path, project_wheel: Path,
         "--find-links",
         WHEELS_INSIDE,
     ]
-    _run(
-        "the locked dependencies into it, offline, hashes checked",
-        [*pip, "--require-hashes", "-r", f"{WHEELS_INSIDE}/requirements.txt"],
-        log,
-    )
+
+
+def _install_project(root: Path, project_wheel: Path, log: TextIO) -> None:
+    """The project's wheel, without dependencies (the base has them all); then pip and setuptools go."""
+    inside = root / WHEELS_INSIDE.lstrip("/")
+    inside.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(project_wheel, inside / project_wheel.name)
     _run(
         "the project's wheel into it, without dependencies",
-        [*pip, "--no-deps", f"{WHEELS_INSIDE}/{project_wheel.name}"],
+        [*_pip_install(root), "--no-deps", f"{WHEELS_INSIDE}/{project_wheel.name}"],
         log,
     )
     _run(

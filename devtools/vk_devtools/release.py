@@ -91,8 +91,16 @@ def check_repository(repository: str) -> str:
 
 
 def make_release(
-    source: Path, output: Path, *, image_repository: str, revision: str, log: TextIO = sys.stderr
+    source: Path,
+    output: Path,
+    *,
+    image_repository: str,
+    revision: str,
+    image_base_cache: Path | None = None,
+    log: TextIO = sys.stderr,
 ) -> Release:
+    """Write the release of `source` into `output`. `image_base_cache`: reuse the image's Debian root
+    and locked dependencies kept there (`vk_devtools.image.build_image`; the tests do, a release does not)."""
     repository = check_repository(image_repository)
     version = source_version(source)
     _clear_previous(output)
@@ -100,7 +108,14 @@ def make_release(
         scratch = Path(scratch_name)
         wheel, sdist = _python_distributions(source, output, scratch / "tree", log)
         archive, digest = _image(
-            source, output, scratch / "layout", version=version, revision=revision, wheel=wheel, log=log
+            source,
+            output,
+            scratch / "layout",
+            version=version,
+            revision=revision,
+            wheel=wheel,
+            base_cache=image_base_cache,
+            log=log,
         )
         digest_file = output / f"vk-provider-{version}.image-digest"
         digest_file.write_text(f"{digest}\n")
@@ -170,11 +185,26 @@ def _python_distributions(source: Path, output: Path, tree: Path, log: TextIO) -
 
 
 def _image(
-    source: Path, output: Path, layout: Path, *, version: str, revision: str, wheel: Path, log: TextIO
+    source: Path,
+    output: Path,
+    layout: Path,
+    *,
+    version: str,
+    revision: str,
+    wheel: Path,
+    base_cache: Path | None,
+    log: TextIO,
 ) -> tuple[Path, str]:
     try:
         built = building_image.build_image(
-            source, layout, tag=version, version=version, revision=revision, project_wheel=wheel, log=log
+            source,
+            layout,
+            tag=version,
+            version=version,
+            revision=revision,
+            project_wheel=wheel,
+            base_cache=base_cache,
+            log=log,
         )
     except building_image.ImageBuildError as error:
         raise ReleaseError(str(error)) from None
