@@ -29,7 +29,7 @@ demo: build-plane
 
 # mypy's cache outlives the clone, as the plane's build does: a fresh clone on this machine checks in a
 # second what takes 25 s from nothing (mypy compares each file's hash, so another tree's cache is safe).
-MYPY_CACHE ?= $(HOME)/.cache/vk-provider/mypy
+MYPY_CACHE ?= $(or $(VK_PROVIDER_CACHE_DIR),$(HOME)/.cache/vk-provider)/mypy
 
 lint: $(STAMP)
 	$(BIN)/ruff check vk_provider providers devtools tests bench
