@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import DEV_CLUSTER_GROUP
+from tests.integration.conftest import DEV_CLUSTER_GROUP, kubectl_for
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, share_by, window
 from vk_devtools.devcluster import cluster, policydemo, traffic
@@ -33,18 +33,6 @@ LOW_RATE, PEAK_RATE = 20.0, 200.0
 RAMP_STEPS = (20.0, 65.0, 110.0, 155.0, 200.0)
 RAMP_STEP_REQUESTS = 150
 """Requests sent at each rate of the ramp before the next one."""
-
-
-def kubectl(state: cluster.ClusterState, *arguments: str) -> str:
-    done = subprocess.run(
-        [str(state.bin_dir / "kubectl"), f"--kubeconfig={state.kubeconfig}", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @contextlib.asynccontextmanager
@@ -115,7 +103,7 @@ async def ramp(state: cluster.ClusterState) -> str:
         await api.patch(
             offload_path("default", traffic.EXAMPLE_NAME), {"spec": SPILL_OVER}, content_type=MERGE_PATCH
         )
-        kubectl(state, "apply", "-f", str(AUTOSCALER))
+        kubectl_for(state)("apply", "-f", str(AUTOSCALER))
         for rate in RAMP_STEPS:  # up
             outcomes += await send(state, rate, RAMP_STEP_REQUESTS)
         async with traffic_at(state, PEAK_RATE) as generator:  # the peak: until the overflow serves
@@ -186,7 +174,7 @@ def test_an_autoscaler_spills_the_demo_over_under_a_load_ramp_and_gives_the_over
         assert state is not None
         report = asyncio.run(ramp(state))
         print(report)
-        hpa = json.loads(kubectl(state, "get", "hpa", traffic.EXAMPLE_NAME, "-o", "json"))
+        hpa = json.loads(kubectl_for(state)("get", "hpa", traffic.EXAMPLE_NAME, "-o", "json").stdout)
         print(
             "autoscaler conditions:",
             [(c["type"], c["status"], c["reason"]) for c in hpa["status"]["conditions"]],
