@@ -279,8 +279,10 @@ class SageMakerLayer:
                 return "Deleting"
             if name in self._forced:
                 return self._forced[name][0]
-            update = self._updating.get(name)
-            if update is not None and self._clock() < update.until:
+            # Updating until `advance` ends the update (before the next call), not by the clock alone:
+            # a clock moved on during a call would otherwise report InService on the old configuration,
+            # which reads as a rollback (seen once on a loaded machine).
+            if name in self._updating:
                 return "Updating"
             created = self._created_at.get(name)
             if created is not None and self._clock() < created + self.creating_seconds:
