@@ -79,9 +79,22 @@ class Deployments:
         self, spec: OffloadSpec, home: RawObject, service: RawObject, replicas: int, announce: Announce
     ) -> RawObject:
         """The away Deployment, derived from the home one, with `replicas`: created, rolled or scaled."""
+        current = await self.away(spec)
+        return await self.keep_away(spec, home, service, replicas, current=current, announce=announce)
+
+    async def keep_away(
+        self,
+        spec: OffloadSpec,
+        home: RawObject,
+        service: RawObject,
+        replicas: int,
+        *,
+        current: RawObject | None,
+        announce: Announce,
+    ) -> RawObject:
+        """`ensure_away` for a caller that has just read the away Deployment (`current`)."""
         desired = deriving.away_deployment(spec, home, service, replicas)
         path = deployment_path(spec.namespace, deriving.away_name(spec))
-        current = await self.get(path)
         if current is None:
             created = await self._api.create(deployment_path(spec.namespace), desired)
             announce(

@@ -905,9 +905,10 @@ class Reconciler:
             routers_agree=agree and not replacing,
         )
         if step.away_replicas != replicas_of(away) or (away is not None and step.away_replicas):
-            # Created, scaled, or rolled to a changed home template (ensure_away tells them apart).
-            away = await self._deployments.ensure_away(
-                spec, work.home, work.service, step.away_replicas, self._announcer(work)
+            # Created, scaled, or rolled to a changed home template (keep_away tells them apart).
+            announce = self._announcer(work)
+            away = await self._deployments.keep_away(
+                spec, work.home, work.service, step.away_replicas, current=away, announce=announce
             )
         if step.weight != work.weight:
             message = (
@@ -928,8 +929,9 @@ class Reconciler:
         wanted = min(spec.total_replicas, MAX_AWAY_REPLICAS)
         away = await self._deployments.away(spec)
         if away is not None and replicas_of(away) != wanted:
-            away = await self._deployments.ensure_away(
-                spec, work.home, work.service, wanted, self._announcer(work)
+            announce = self._announcer(work)
+            away = await self._deployments.keep_away(
+                spec, work.home, work.service, wanted, current=away, announce=announce
             )
         await self._report_spill(work, spillover.Split(0, wanted), away, None)
 
