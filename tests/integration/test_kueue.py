@@ -162,12 +162,18 @@ class Queueing:
         return next((dict(e) for e in entries if e["name"] == self.check), {})
 
     async def wait_for_check(self, job: str, state: str, timeout_seconds: float = 120) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
         async def reached() -> dict[str, Any] | None:
             entry = await self.check_state(job)
+            last.clear()
+            last.update(entry)
             return entry if entry.get("state") == state else None
 
         return await wait_for(
-            reached, timeout_seconds=timeout_seconds, what=f"check {state} on {job}:\n{self.rig.log()}"
+            reached,
+            timeout_seconds=timeout_seconds,
+            what=lambda: f"check {state} on {job} (last seen: {last}):\n{self.rig.log()}",
         )
 
 
@@ -272,7 +278,21 @@ async def chat_under_load_with_a_queue(
         rig.load(host_of("chat")) as generator,
     ):
         await rig.create_policy()
+        await _whole_pool_counted(rig, busy=4)
         yield rig, queue, generator
+
+
+async def _whole_pool_counted(rig: PolicyRig, *, busy: int) -> None:
+    """Wait until the policy counts every pool GPU but the service's `busy` ones as free: a pool node
+    it does not count yet (a transient taint of a node just registered) makes the whole pool look
+    too small for a gang, and the check answers Retry, which Kueue honours for minutes."""
+
+    async def counted() -> bool:
+        pool = ((await rig.policy()).get("status") or {}).get("pool") or {}
+        total = pool.get("total")
+        return bool(total) and pool.get("free") == total - busy
+
+    await wait_for(counted, timeout_seconds=60, what=lambda: f"the whole pool counted:\n{rig.log()}")
 
 
 async def active_condition(api: Any, check: str) -> dict[str, Any]:
@@ -308,7 +328,7 @@ async def test_a_queued_job_waits_on_our_check_while_inference_moves_out_then_st
 ) -> None:
     async with chat_under_load_with_a_queue(rig_args) as (rig, queue, generator):
         await wait_for(
-            lambda: _active(rig, queue.check), timeout_seconds=30, what=f"check Active:\n{rig.log()}"
+            lambda: _active(rig, queue.check), timeout_seconds=30, what=lambda: f"check Active:\n{rig.log()}"
         )
         queued = time.monotonic()
         await queue.job("pretrain", pods=6, seconds=20)
@@ -327,7 +347,7 @@ async def test_a_queued_job_waits_on_our_check_while_inference_moves_out_then_st
             pods = await job_pods(rig, "pretrain")
             return pods if len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods) else None
 
-        pods = await wait_for(all_bound, timeout_seconds=60, what=f"all 6 pods bound:\n{rig.log()}")
+        pods = await wait_for(all_bound, timeout_seconds=60, what=lambda: f"all 6 pods bound:\n{rig.log()}")
         ready_time = parse_timestamp(ready["lastTransitionTime"])
         assert ready_time is not None
         # As the cluster recorded it (seconds): our Ready, then each pod's PodScheduled=True.
@@ -417,7 +437,7 @@ async def test_impossible_or_uncoverable_demand_is_retried_with_the_shortfall_an
                 return condition if condition.get("status") == "False" else None
 
             condition = await wait_for(
-                inactive, timeout_seconds=30, what=f"orphan check inactive:\n{rig.log()}"
+                inactive, timeout_seconds=30, what=lambda: f"orphan check inactive:\n{rig.log()}"
             )
             assert condition["reason"] == "UnknownPolicy"
             assert "no OffloadPolicy named 'nope'" in condition["message"]
@@ -461,7 +481,7 @@ async def test_impossible_or_uncoverable_demand_is_retried_with_the_shortfall_an
             entries = (workload.get("status") or {}).get("admissionChecks") or ()
             return next((e for e in entries if e["name"] == queue.check and e["state"] == "Rejected"), None)
 
-        entry = await wait_for(rejected, timeout_seconds=60, what=f"half-gpu Rejected:\n{rig.log()}")
+        entry = await wait_for(rejected, timeout_seconds=60, what=lambda: f"half-gpu Rejected:\n{rig.log()}")
         assert "not a whole number" in entry["message"]
         assert rig.controller.alive()
 
@@ -479,7 +499,7 @@ async def test_kueue_restarted_and_controller_killed_mid_way_end_ready_without_a
             started = await rig.events("FlipOutStarted", "OffloadPolicy")
             return bool(offload["spec"]["placement"] == "away") and bool(started)
 
-        await wait_for(moving, timeout_seconds=90, what=f"chat flipped away:\n{rig.log()}")
+        await wait_for(moving, timeout_seconds=90, what=lambda: f"chat flipped away:\n{rig.log()}")
         # Mid-way: the flip is written, the check still Pending. Both controllers go down.
         rig.controller.kill()
         processes.stop(kueue_process.record())

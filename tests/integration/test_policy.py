@@ -327,7 +327,9 @@ async def wait_for_serving_home(rig: PolicyRig, name: str, replicas: int) -> Non
         return phase == "Idle" and (deployment.get("status") or {}).get("readyReplicas") == replicas
 
     await wait_for(
-        ready, timeout_seconds=120, what=f"{name} serving at home with {replicas} replicas:\n{rig.log()}"
+        ready,
+        timeout_seconds=120,
+        what=lambda: f"{name} serving at home with {replicas} replicas:\n{rig.log()}",
     )
 
 
@@ -430,7 +432,7 @@ async def wait_for_placement(
         return offload if offload["spec"]["placement"] == placement and ended else None
 
     return await wait_for(
-        done, timeout_seconds=timeout_seconds, what=f"{name} {placement}, Succeeded:\n{rig.log()}"
+        done, timeout_seconds=timeout_seconds, what=lambda: f"{name} {placement}, Succeeded:\n{rig.log()}"
     )
 
 
@@ -449,7 +451,9 @@ async def test_a_training_job_moves_the_service_out_and_it_comes_home_when_the_j
             bound = [pod for pod in pods if pod["spec"].get("nodeName")]
             return pods if len(pods) == 6 and len(bound) == 6 else None
 
-        pods = await wait_for(all_bound, timeout_seconds=240, what=f"all 6 training pods bound:\n{rig.log()}")
+        pods = await wait_for(
+            all_bound, timeout_seconds=240, what=lambda: f"all 6 training pods bound:\n{rig.log()}"
+        )
         bound_after = time.monotonic() - created
         assert {pod["spec"]["nodeName"] for pod in pods} <= {node.node_name for node in rig.pool}
         offload = await rig.offload("chat")
@@ -533,7 +537,9 @@ async def test_a_person_s_hold_is_respected_and_reported(rig_args: dict[str, Any
         async def skipped() -> list[RawObject]:
             return [e for e in await rig.events("FlipOutSkipped", "Offload") if "ManualHold" in e["message"]]
 
-        await wait_for(skipped, timeout_seconds=60, what=f"a FlipOutSkipped ManualHold Event:\n{rig.log()}")
+        await wait_for(
+            skipped, timeout_seconds=60, what=lambda: f"a FlipOutSkipped ManualHold Event:\n{rig.log()}"
+        )
         status = (await rig.policy())["status"]
         (entry,) = [o for o in status["offloads"] if o["name"] == "chat"]
         assert entry["holdUntil"] == "next-flip"
@@ -572,7 +578,7 @@ async def test_bad_input_gets_a_condition_and_an_event_and_moves_nothing(rig_arg
             return condition if condition.get("status") == "False" and condition["reason"] == reason else None
 
         condition = await wait_for(
-            lambda: ready_false("NoHomeGpus"), timeout_seconds=60, what=f"NoHomeGpus:\n{rig.log()}"
+            lambda: ready_false("NoHomeGpus"), timeout_seconds=60, what=lambda: f"NoHomeGpus:\n{rig.log()}"
         )
         assert "has no nvidia.com/gpu" in condition["message"]
         await wait_for(
@@ -646,7 +652,7 @@ async def test_a_killed_controller_s_successor_does_not_flip_again(rig_args: dic
             )
 
         await wait_for(
-            flipping, timeout_seconds=120, what=f"the policy's flip of chat under way:\n{rig.log()}"
+            flipping, timeout_seconds=120, what=lambda: f"the policy's flip of chat under way:\n{rig.log()}"
         )
         rig.controller.kill()
         rig.controller.start()  # the successor takes the Lease once it expires (6 s), then continues
@@ -656,7 +662,9 @@ async def test_a_killed_controller_s_successor_does_not_flip_again(rig_args: dic
             pods = await job_pods(rig, "pretrain")
             return len(pods) == 6 and all(pod["spec"].get("nodeName") for pod in pods)
 
-        await wait_for(all_bound, timeout_seconds=120, what=f"all 6 training pods bound:\n{rig.log()}")
+        await wait_for(
+            all_bound, timeout_seconds=120, what=lambda: f"all 6 training pods bound:\n{rig.log()}"
+        )
         flips = json.loads(offload["metadata"]["annotations"][POLICY_FLIPS_ANNOTATION])
         assert len(flips) == 1, flips
         spare = await rig.offload("spare")
@@ -729,7 +737,7 @@ async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_come
             )
 
         taint = await wait_for(
-            tainted_unhealthy, timeout_seconds=60, what=f"the unhealthy taint:\n{rig.log()}"
+            tainted_unhealthy, timeout_seconds=60, what=lambda: f"the unhealthy taint:\n{rig.log()}"
         )
         assert taint["value"] == "ExternalTaint"
         await wait_for(
@@ -751,5 +759,7 @@ async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_come
         async def untainted() -> bool:
             return await tainted_unhealthy() is None
 
-        await wait_for(untainted, timeout_seconds=60, what=f"the unhealthy taint lifted:\n{rig.log()}")
+        await wait_for(
+            untainted, timeout_seconds=60, what=lambda: f"the unhealthy taint lifted:\n{rig.log()}"
+        )
         await wait_for(lambda: node_events(rig, "NodeHealthy", sick), timeout_seconds=30, what="NodeHealthy")

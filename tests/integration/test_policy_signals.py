@@ -130,7 +130,7 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         await wait_for(
             lambda: taint_valued("Temperature"),
             timeout_seconds=30,
-            what=f"the Temperature taint:\n{rig.log()}",
+            what=lambda: f"the Temperature taint:\n{rig.log()}",
         )
         hot_tainted = time.monotonic() - changed
         await wait_for(
@@ -148,7 +148,9 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         changed = time.monotonic()
         await standin.set_gpu(urls[sick], 2, temperature=50)
         await standin.set_gpu(urls[sick], 1, xid=79)  # fell off the bus
-        await wait_for(lambda: taint_valued("Xid"), timeout_seconds=30, what=f"the Xid taint:\n{rig.log()}")
+        await wait_for(
+            lambda: taint_valued("Xid"), timeout_seconds=30, what=lambda: f"the Xid taint:\n{rig.log()}"
+        )
         xid_tainted = time.monotonic() - changed
         await wait_for(
             lambda: pool_node_reason(rig, sick, "Xid"), timeout_seconds=30, what="status reason Xid"
@@ -162,7 +164,7 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         await wait_for(
             lambda: taint_valued("DevicePluginUnhealthy"),
             timeout_seconds=60,
-            what=f"the DevicePluginUnhealthy taint:\n{rig.log()}",
+            what=lambda: f"the DevicePluginUnhealthy taint:\n{rig.log()}",
         )
         short_tainted = time.monotonic() - changed
         job = await rig.api.get(f"/apis/batch/v1/namespaces/{rig.namespace}/jobs/pretrain")
@@ -185,7 +187,9 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         async def untainted() -> bool:
             return await unhealthy_taint(rig, sick) is None
 
-        await wait_for(untainted, timeout_seconds=60, what=f"the unhealthy taint lifted:\n{rig.log()}")
+        await wait_for(
+            untainted, timeout_seconds=60, what=lambda: f"the unhealthy taint lifted:\n{rig.log()}"
+        )
         lifted = time.monotonic() - restored
         assert lifted >= 5, f"lifted {lifted:.1f} s after the node was healthy, before healthyForSeconds (5)"
         # The Event is posted by the recorder after the taint's patch, asynchronously: wait for it too.
@@ -221,7 +225,9 @@ async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_th
         async def flipped() -> bool:
             return str((await rig.offload("chat"))["spec"]["placement"]) == "away"
 
-        await wait_for(flipped, timeout_seconds=120, what=f"the policy to flip chat out:\n{rig.log()}")
+        await wait_for(
+            flipped, timeout_seconds=120, what=lambda: f"the policy to flip chat out:\n{rig.log()}"
+        )
         flip_after = time.monotonic() - created
         demand = (await rig.policy())["status"]["demand"]
         assert [(g["kind"], g["name"], g["gpus"]) for g in demand["gangs"]] == [("PodGroup", GANG, 6)], demand
@@ -233,7 +239,7 @@ async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_th
             group = await rig.api.get(f"{groups}/{GANG}")
             return scheduled_condition(group).get("status") == "True"
 
-        await wait_for(scheduled, timeout_seconds=180, what=f"the PodGroup scheduled:\n{rig.log()}")
+        await wait_for(scheduled, timeout_seconds=180, what=lambda: f"the PodGroup scheduled:\n{rig.log()}")
         scheduled_after = time.monotonic() - created
 
         # The PodGroup's condition can be written a moment before the last binding lands.
@@ -251,7 +257,7 @@ async def test_an_unschedulable_native_pod_group_moves_the_service_out_and_is_th
             condition = await rig.condition("TrainingDemand")
             return condition if condition.get("status") == "False" else None
 
-        await wait_for(demand_gone, timeout_seconds=60, what=f"TrainingDemand False:\n{rig.log()}")
+        await wait_for(demand_gone, timeout_seconds=60, what=lambda: f"TrainingDemand False:\n{rig.log()}")
         demand_gone_after = time.monotonic() - created
         assert not ((await rig.policy())["status"].get("demand") or {}).get("gangs")
         await wait_for_placement(rig, "chat", "away")
@@ -310,7 +316,9 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
             return condition if named else None
 
         condition = await wait_for(
-            both_named, timeout_seconds=60, what=f"GpuMetricsAvailable False naming both:\n{rig.log()}"
+            both_named,
+            timeout_seconds=60,
+            what=lambda: f"GpuMetricsAvailable False naming both:\n{rig.log()}",
         )
         assert condition is not None
         said_after = time.monotonic() - created
@@ -339,7 +347,7 @@ async def test_an_unreachable_and_a_malformed_exporter_are_said_and_move_nothing
         await wait_for(
             lambda: metrics_condition("True", "Scraped"),
             timeout_seconds=60,
-            what=f"GpuMetricsAvailable True/Scraped again:\n{rig.log()}",
+            what=lambda: f"GpuMetricsAvailable True/Scraped again:\n{rig.log()}",
         )
         scraped_after = time.monotonic() - repaired
         assert (await pool_node_status(rig, malformed_node))["temperatureCelsius"] == 45

@@ -65,7 +65,7 @@ async def turn_unhealthy(rig: PolicyRig, node: str) -> float:
     await wait_for(
         lambda: policy_tainted(rig, node),
         timeout_seconds=60,
-        what=f"the unhealthy taint on {node}:\n{rig.log()}",
+        what=lambda: f"the unhealthy taint on {node}:\n{rig.log()}",
     )
     return time.monotonic()
 
@@ -76,7 +76,9 @@ async def turn_healthy(rig: PolicyRig, node: str) -> None:
     async def lifted() -> bool:
         return not await policy_tainted(rig, node)
 
-    await wait_for(lifted, timeout_seconds=60, what=f"the unhealthy taint lifted from {node}:\n{rig.log()}")
+    await wait_for(
+        lifted, timeout_seconds=60, what=lambda: f"the unhealthy taint lifted from {node}:\n{rig.log()}"
+    )
 
 
 async def flip(rig: PolicyRig, placement: str) -> None:
@@ -90,7 +92,7 @@ async def wait_for_phase(rig: PolicyRig, predicate: Any, what: str) -> RawObject
         offload = await rig.offload("chat")
         return offload if predicate(offload.get("status") or {}) else None
 
-    return await wait_for(matching, timeout_seconds=120, what=f"{what}:\n{rig.log()}")
+    return await wait_for(matching, timeout_seconds=120, what=lambda: f"{what}:\n{rig.log()}")
 
 
 async def wait_for_home_on(rig: PolicyRig, nodes: set[str]) -> None:
@@ -110,7 +112,9 @@ async def wait_for_home_on(rig: PolicyRig, nodes: set[str]) -> None:
         ]
         return len(everything) == 2 and len(ready) == 2 and {p["spec"]["nodeName"] for p in pods} <= nodes
 
-    await wait_for(settled, timeout_seconds=120, what=f"chat's 2 home pods Ready on {nodes}:\n{rig.log()}")
+    await wait_for(
+        settled, timeout_seconds=120, what=lambda: f"chat's 2 home pods Ready on {nodes}:\n{rig.log()}"
+    )
 
 
 def served_from(outcomes: list[Outcome], node: str, after: float) -> list[Outcome]:
@@ -155,7 +159,7 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
             healthy = next(c for c in offload["status"]["conditions"] if c["type"] == "HomeHealthy")
             return (healthy["status"], healthy["reason"]) == ("True", "Replaced")
 
-        await wait_for(replaced, timeout_seconds=30, what=f"HomeHealthy True, Replaced:\n{rig.log()}")
+        await wait_for(replaced, timeout_seconds=30, what=lambda: f"HomeHealthy True, Replaced:\n{rig.log()}")
         for reason in ("ReplacingUnhealthyHome", "UnhealthyHomeReplaced"):
             await wait_for(
                 lambda r=reason: rig.events(r, "Offload"), timeout_seconds=30, what=f"a {reason} Event"
