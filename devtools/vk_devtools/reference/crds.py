@@ -29,6 +29,10 @@ KIND_ORDER = ("Offload", "OffloadPolicy", "KeptRoute")
 leaves behind. A kind not listed here follows them, by name."""
 ROOT_PATH = "(root)"
 """How the schema's top object is named in a list of paths."""
+METADATA = "metadata"
+METADATA_NOTE = "The object's standard metadata (ObjectMeta), described by Kubernetes itself."
+"""What the page says of the top-level `metadata`: the apiserver refuses a CRD that puts anything on it
+but its type and rules on `name` and `generateName`, a description included."""
 
 INTRO = """\
 # Custom resources
@@ -74,10 +78,11 @@ def fields(schema: Mapping[str, Any], prefix: str = "") -> Iterator[Field]:
 
 def undescribed(schema: Mapping[str, Any]) -> list[str]:
     """The paths without a description: the top object, any property, and any array's object items
-    (`path[]`), which `kubectl explain` would show bare."""
+    (`path[]`), which `kubectl explain` would show bare. The top-level `metadata` is not one: it cannot
+    carry a description (`METADATA_NOTE`), and `kubectl explain` shows ObjectMeta's."""
     missing = [] if schema.get("description") else [ROOT_PATH]
     for field in fields(schema):
-        if not field.schema.get("description"):
+        if not field.schema.get("description") and field.path != METADATA:
             missing.append(field.path)
         items = field.schema.get("items")
         if isinstance(items, Mapping) and _is_object(items) and not items.get("description"):
@@ -269,7 +274,7 @@ def _fields_table(schema: Mapping[str, Any]) -> list[str]:
             _code(type_of(field.schema)),
             default_of(field.schema),
             validation_of(field),
-            str(field.schema.get("description", "")),
+            str(field.schema.get("description", METADATA_NOTE if field.path == METADATA else "")),
         ]
         lines.append(_row([_escape(cell) for cell in cells]))
     return lines

@@ -85,6 +85,27 @@ def test_undescribed_names_every_bare_path_at_any_depth() -> None:
     assert crds.undescribed(schema) == [crds.ROOT_PATH, "spec.size", "spec.rules[]", "spec.rules[].name"]
 
 
+@pytest.mark.parametrize("path", _crd_files(MANIFESTS), ids=lambda path: path.name)
+def test_metadata_holds_only_what_the_apiserver_allows(path: Path) -> None:
+    """A description (or anything else) on the top-level metadata gets the whole CRD refused: "must not
+    specify anything other than name and generateName"."""
+    (version,) = crds.versions(_load(path))
+    metadata = dict(crds.schema_of(version)["properties"]["metadata"])
+    assert set(metadata.pop("properties", {})) <= {"name", "generateName"}
+    assert metadata == {"type": "object"}
+
+
+def test_undescribed_leaves_out_the_top_level_metadata_alone() -> None:
+    schema = {
+        "description": "described",
+        "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "spec": {"description": "described", "properties": {"metadata": {"type": "object"}}},
+        },
+    }
+    assert crds.undescribed(schema) == ["metadata.name", "spec.metadata"]
+
+
 def test_every_crd_is_in_the_vk_provider_category() -> None:
     for path in _crd_files(MANIFESTS):
         assert "vk-provider" in _load(path)["spec"]["names"].get("categories", []), path.name
