@@ -50,6 +50,14 @@ class CrdError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class CrdFile:
+    """A CustomResourceDefinition and the name of the file it was read from."""
+
+    name: str
+    definition: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
 class Field:
     """One property of a schema, as a row of the page."""
 
@@ -58,18 +66,13 @@ class Field:
     required: bool
 
 
-def _children(schema: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
-    """(path, schema, required) of the direct properties of `schema`."""
-    required = set(schema.get("required") or ())
-    for name, child in (schema.get("properties") or {}).items():
-        yield f"{prefix}{name}", child, name in required
-
-
 def fields(schema: Mapping[str, Any], prefix: str = "") -> Iterator[Field]:
     """Every property at every depth, depth first in the schema's order; an array's item properties
     follow it as `path[].name`."""
-    for path, child, required in _children(schema, prefix):
-        yield Field(path, child, required)
+    required = set(schema.get("required") or ())
+    for name, child in (schema.get("properties") or {}).items():
+        path = f"{prefix}{name}"
+        yield Field(path, child, name in required)
         yield from fields(child, f"{path}.")
         items = child.get("items")
         if isinstance(items, Mapping):
@@ -94,7 +97,7 @@ def _is_object(schema: Mapping[str, Any]) -> bool:
     return schema.get("type") == "object" or "properties" in schema
 
 
-def read_crds(directory: Path | None = None) -> list[dict[str, Any]]:
+def read_crds(directory: Path | None = None) -> list[CrdFile]:
     """The CustomResourceDefinitions of `directory` (default: manifests/crds; other YAML, like
     kustomization.yaml, is skipped), in the page's order."""
     directory = CRDS if directory is None else directory
@@ -105,14 +108,14 @@ def read_crds(directory: Path | None = None) -> list[dict[str, Any]]:
         except (OSError, yaml.YAMLError) as error:
             raise CrdError(f"{path}: cannot be read as YAML ({error.__class__.__name__})") from None
         if isinstance(document, Mapping) and document.get("kind") == "CustomResourceDefinition":
-            found.append({**document, "_file": path.name})
+            found.append(CrdFile(path.name, document))
     if not found:
         raise CrdError(f"{directory} holds no CustomResourceDefinition")
     return sorted(found, key=_page_order)
 
 
-def _page_order(crd: Mapping[str, Any]) -> tuple[int, str]:
-    kind = str(crd["spec"]["names"]["kind"])
+def _page_order(crd: CrdFile) -> tuple[int, str]:
+    kind = str(crd.definition["spec"]["names"]["kind"])
     return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
 
 
@@ -227,15 +230,18 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _header(crd: Mapping[str, Any]) -> list[str]:
-    spec = crd["spec"]
+def _header(crd: CrdFile) -> list[str]:
+    spec = crd.definition["spec"]
     names = spec["names"]
     served = ", ".join(
-        f"`{version['name']}`" + (" (storage)" if version.get("storage") else "") for version in versions(crd)
+        f"`{version['name']}`" + (" (storage)" if version.get("storage") else "")
+        for version in versions(crd.definition)
     )
-    subresources = sorted({name for version in versions(crd) for name in version.get("subresources") or {}})
+    subresources = sorted(
+        {name for version in versions(crd.definition) for name in version.get("subresources") or {}}
+    )
     facts = [
-        ("Name", _code(crd["metadata"]["name"])),
+        ("Name", _code(crd.definition["metadata"]["name"])),
         ("Group", _code(spec["group"])),
         ("Versions", served),
         ("Scope", spec["scope"]),
@@ -243,7 +249,7 @@ def _header(crd: Mapping[str, Any]) -> list[str]:
         ("Short names", _codes(names.get("shortNames") or ()) or "none"),
         ("Categories", _codes(names.get("categories") or ()) or "none"),
         ("Subresources", ", ".join(subresources) or "none"),
-        ("Source", f"[manifests/crds/{crd['_file']}]({SOURCE_URL}/{crd['_file']})"),
+        ("Source", f"[manifests/crds/{crd.name}]({SOURCE_URL}/{crd.name})"),
     ]
     return ["| | |", "|---|---|", *(_row([label, value]) for label, value in facts)]
 
@@ -280,10 +286,10 @@ def _fields_table(schema: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_crd(crd: Mapping[str, Any]) -> str:
-    names = crd["spec"]["names"]
+def render_crd(crd: CrdFile) -> str:
+    names = crd.definition["spec"]["names"]
     lines = [f"## {names['kind']}", "", *_header(crd), ""]
-    for version in versions(crd):
+    for version in versions(crd.definition):
         schema = schema_of(version)
         lines += [f"### {names['kind']} `{version['name']}`", ""]
         lines += [" ".join(str(schema.get("description", "")).split()), ""]

@@ -20,36 +20,31 @@ MANIFESTS = ROOT / "manifests" / "crds"
 CHART = ROOT / "charts" / "vk-provider" / "crds"
 
 
-def _crd_files(directory: Path) -> list[Path]:
-    return [
-        path
-        for path in sorted(directory.glob("*.yaml"))
-        if yaml.safe_load(path.read_text()).get("kind") == "CustomResourceDefinition"
-    ]
+OURS = crds.read_crds(MANIFESTS)
+BOTH_COPIES = [(directory, crd) for directory in (MANIFESTS, CHART) for crd in crds.read_crds(directory)]
 
 
-def _load(path: Path) -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load(path.read_text())
-    return document
+def _only_version(crd: crds.CrdFile) -> Mapping[str, Any]:
+    (version,) = crds.versions(crd.definition)
+    return version
 
 
 @pytest.mark.parametrize(
-    "path",
-    [*_crd_files(MANIFESTS), *_crd_files(CHART)],
-    ids=lambda path: str(path.relative_to(ROOT)),
+    ("directory", "crd"), BOTH_COPIES, ids=[f"{d.relative_to(ROOT)}/{c.name}" for d, c in BOTH_COPIES]
 )
-def test_every_field_has_a_description(path: Path) -> None:
+def test_every_field_has_a_description(directory: Path, crd: crds.CrdFile) -> None:
     missing = {
-        version["name"]: crds.undescribed(crds.schema_of(version)) for version in crds.versions(_load(path))
+        version["name"]: crds.undescribed(crds.schema_of(version))
+        for version in crds.versions(crd.definition)
     }
     named = "; ".join(f"{version}: {', '.join(paths)}" for version, paths in missing.items() if paths)
-    assert not named, f"{path.relative_to(ROOT)} has fields without a description: {named}"
+    assert not named, f"{directory.relative_to(ROOT)}/{crd.name} has fields without a description: {named}"
 
 
 def test_the_chart_installs_the_manifests_crds() -> None:
-    ours = [path.name for path in _crd_files(MANIFESTS)]
-    assert [path.name for path in _crd_files(CHART)] == ours
-    for name in ours:
+    names = [crd.name for crd in OURS]
+    assert sorted(crd.name for crd in crds.read_crds(CHART)) == sorted(names)
+    for name in names:
         assert (CHART / name).read_text() == (MANIFESTS / name).read_text(), (
             f"charts/vk-provider/crds/{name} differs from manifests/crds/{name}: "
             f"cp manifests/crds/{name} charts/vk-provider/crds/"
@@ -85,12 +80,11 @@ def test_undescribed_names_every_bare_path_at_any_depth() -> None:
     assert crds.undescribed(schema) == [crds.ROOT_PATH, "spec.size", "spec.rules[]", "spec.rules[].name"]
 
 
-@pytest.mark.parametrize("path", _crd_files(MANIFESTS), ids=lambda path: path.name)
-def test_metadata_holds_only_what_the_apiserver_allows(path: Path) -> None:
+@pytest.mark.parametrize("crd", OURS, ids=lambda crd: crd.name)
+def test_metadata_holds_only_what_the_apiserver_allows(crd: crds.CrdFile) -> None:
     """A description (or anything else) on the top-level metadata gets the whole CRD refused: "must not
     specify anything other than name and generateName"."""
-    (version,) = crds.versions(_load(path))
-    metadata = dict(crds.schema_of(version)["properties"]["metadata"])
+    metadata = dict(crds.schema_of(_only_version(crd))["properties"]["metadata"])
     assert set(metadata.pop("properties", {})) <= {"name", "generateName"}
     assert metadata == {"type": "object"}
 
@@ -107,13 +101,8 @@ def test_undescribed_leaves_out_the_top_level_metadata_alone() -> None:
 
 
 def test_every_crd_is_in_the_vk_provider_category() -> None:
-    for path in _crd_files(MANIFESTS):
-        assert "vk-provider" in _load(path)["spec"]["names"].get("categories", []), path.name
-
-
-def _columns(path: Path) -> dict[str, Mapping[str, Any]]:
-    (version,) = crds.versions(_load(path))
-    return {column["name"]: column for column in version["additionalPrinterColumns"]}
+    for crd in OURS:
+        assert "vk-provider" in crd.definition["spec"]["names"].get("categories", []), crd.name
 
 
 def _field(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any] | None:
@@ -131,21 +120,22 @@ def _field(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any] | Non
 
 
 def test_offload_lists_ready_with_its_reason_and_the_data_plane() -> None:
-    columns = _columns(MANIFESTS / "offload.yaml")
+    (offload,) = (crd for crd in OURS if crd.name == "offload.yaml")
+    version = _only_version(offload)
+    columns = {column["name"]: column for column in version["additionalPrinterColumns"]}
     ready, reason, plane = columns["Ready"], columns["Reason"], columns["Data plane"]
     assert ready["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
     assert reason["jsonPath"] == '.status.conditions[?(@.type=="Ready")].reason'
     # Shown without -o wide: a RouteConflict must be seen in a plain `kubectl get ofl`.
     assert [column.get("priority", 0) for column in (ready, reason, plane)] == [0, 0, 0]
-    (version,) = crds.versions(_load(MANIFESTS / "offload.yaml"))
     data_plane = _field(crds.schema_of(version), plane["jsonPath"])
     assert data_plane is not None
     assert data_plane["enum"] == list(DATA_PLANES)
 
 
-@pytest.mark.parametrize("path", _crd_files(MANIFESTS), ids=lambda path: path.name)
-def test_every_printer_column_reads_a_field_of_the_schema(path: Path) -> None:
-    (version,) = crds.versions(_load(path))
+@pytest.mark.parametrize("crd", OURS, ids=lambda crd: crd.name)
+def test_every_printer_column_reads_a_field_of_the_schema(crd: crds.CrdFile) -> None:
+    version = _only_version(crd)
     schema = crds.schema_of(version)
     for column in version.get("additionalPrinterColumns") or ():
         if column["jsonPath"] != ".metadata.creationTimestamp":  # the apiserver's, in every object
