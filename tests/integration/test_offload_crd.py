@@ -217,12 +217,35 @@ async def test_kubectl_lists_offloads_by_plural_and_short_name_with_the_printer_
     kube_api: client.ApiClient, namespace: str, kubectl: Kubectl
 ) -> None:
     await create(kube_api, namespace, offload(with_changes(placement="away"), name="chat"))
-    await patch_status(kube_api, namespace, "chat", {"phase": "Shifting", "awayWeight": 50, "stepIndex": 0})
+    ready = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "RouteConflict",
+        "message": "another Offload routes the same host",
+        "lastTransitionTime": "2026-12-07T00:00:00Z",
+    }
+    await patch_status(
+        kube_api,
+        namespace,
+        "chat",
+        {"phase": "Shifting", "awayWeight": 50, "stepIndex": 0, "conditions": [ready]},
+    )
     for resource in ("offloads", "ofl", "offload.offload.vk-provider.dev"):
         header, *rows = kubectl("get", resource, "-n", namespace).stdout.splitlines()
-        assert header.split() == ["NAME", "PLACEMENT", "AWAY", "WEIGHT", "PHASE", "AGE"]
+        assert header.split() == [
+            "NAME",
+            "PLACEMENT",
+            "AWAY",
+            "WEIGHT",
+            "PHASE",
+            "READY",
+            "REASON",
+            "DATA",
+            "PLANE",
+            "AGE",
+        ]
         assert len(rows) == 1
-        assert rows[0].split()[:4] == ["chat", "away", "50", "Shifting"]
+        assert rows[0].split()[:7] == ["chat", "away", "50", "Shifting", "False", "RouteConflict", "builtin"]
 
 
 @pytest.mark.usefixtures("offload_crd")
