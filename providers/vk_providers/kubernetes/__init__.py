@@ -65,8 +65,11 @@ Errors: 400 and 422 (the remote apiserver's validation) and admission refusals f
 remote message; 409 on create means it exists (done); a quota that is exceeded, a namespace being set
 up or torn down, 5xx, 429 and timeouts are temporary; 401 and RBAC refusals make the provider
 unavailable. The remote credentials need, in the namespace: pods (create, get, list, delete, patch),
-pods/log (get), services and secrets (create, get, list, update, delete), serviceaccounts (get); and,
-cluster-wide, namespaces (get, create), to find or make the provider's namespace.
+pods/log (get), pods/exec, pods/attach and pods/portforward (create, get: the connection is a
+WebSocket upgrade of a GET, which newer apiservers authorize as create and older ones as get) for
+`kubectl exec`, `attach` and `port-forward`, services and secrets (create, get, list, update, delete),
+serviceaccounts (get); and, cluster-wide, namespaces (get, create), to find or make the provider's
+namespace.
 
 Cleanup: deleting a pod deletes its Pod, its Service and every Secret labelled with its UID (the env
 Secret and the volume Secrets), and so does the node's orphan sweep, which deletes through the same

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vk_provider.errors import InvalidPodError
+from vk_provider.kit.podvolumes import is_home_token_volume, volume_kinds
 from vk_provider.provider import (
     ContainerSpec,
     PodRequest,
@@ -58,7 +59,6 @@ TRAFFIC_PORT_NAME = "http"
 """A container port with this name carries the pod's traffic; otherwise the first TCP port does."""
 REMOTE_ADDRESS_FIELDS = frozenset({"status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs"})
 """Downward API fields read where the pod runs: the home pod's values are not the remote pod's."""
-SERVICE_ACCOUNT_VOLUME_PREFIX = "kube-api-access-"
 """The home cluster's token volume (added by its ServiceAccount admission): not carried over."""
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -206,8 +206,8 @@ def _carried_volumes(
     refused: list[str] = []
     for volume in (pod.raw.get("spec") or {}).get("volumes") or []:
         name = str(volume.get("name", ""))
-        kinds = sorted(key for key in volume if key != "name")
-        if name.startswith(SERVICE_ACCOUNT_VOLUME_PREFIX) and kinds == ["projected"]:
+        kinds = volume_kinds(volume)
+        if is_home_token_volume(volume):
             continue
         if kinds == ["emptyDir"]:
             carried[name] = dict(volume)

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vk_provider.errors import InvalidPodError
+from vk_provider.kit.podvolumes import refuse_volumes_beyond_own_disk
 from vk_provider.provider import (
     ContainerSpec,
     ContainerState,
@@ -90,6 +91,7 @@ def pod_name(settings: RunPodSettings, uid: str) -> str:
 def create_request(pod: PodRequest, settings: RunPodSettings, node_name: str) -> CreateRequest:
     """The create body for `pod` on the node `node_name`; InvalidPodError for what RunPod cannot run."""
     container = _single_container(pod)
+    refuse_volumes_beyond_own_disk(pod.raw.get("spec") or {}, "RunPod")
     placement = placement_for(pod, container, settings)
     env = dict(container.env)
     env.update(

@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from vk_provider.errors import InvalidPodError
+from vk_provider.kit.podvolumes import refuse_volumes_beyond_own_disk
 from vk_provider.kit.traffic_auth import SAGEMAKER_SERVICE, AwsSigV4
 from vk_provider.provider import (
     ContainerSpec,
@@ -131,6 +132,7 @@ class Deployment:
 def deployment_for(pod: PodRequest, settings: SageMakerSettings, node_name: str) -> Deployment:
     """What to create for `pod` on the node `node_name`; InvalidPodError for what SageMaker cannot run."""
     container = _single_container(pod)
+    refuse_volumes_beyond_own_disk(pod.raw.get("spec") or {}, "SageMaker")
     name = resource_name(settings.name_prefix, pod.ref.uid)
     return Deployment(
         name=name,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import aiohttp
@@ -302,6 +303,13 @@ async def test_image_change_patches_the_runpod_pod(fake: FakeRunPod, provider: R
         (
             pod_request("many", ports=tuple(ContainerPort(8000 + n) for n in range(11))),
             "at most 10 HTTP ports",
+        ),
+        (
+            dataclasses.replace(
+                pod_request("files"),
+                raw={"spec": {"volumes": [{"name": "hf-token", "secret": {"secretName": "hf"}}]}},
+            ),
+            r"RunPod cannot mount volumes .* hf-token \(secret\)",
         ),
         (pod_request("zero", gpus="0"), "whole number of GPUs >= 1"),
         (pod_request("half", gpus="500m"), "whole number of GPUs >= 1"),

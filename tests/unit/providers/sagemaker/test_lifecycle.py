@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,18 @@ async def test_the_instance_type_annotation_wins_over_the_setting(
     await provider.create_pod(request)
     config = moto.client().describe_endpoint_config(EndpointConfigName=provider.resource_name(request.ref))
     assert config["ProductionVariants"][0]["InstanceType"] == "ml.p3.2xlarge"
+
+
+async def test_a_pod_that_mounts_a_secret_is_refused_before_anything_is_made(
+    provider: SageMakerProvider, moto: MotoSageMaker
+) -> None:
+    request = dataclasses.replace(
+        pod_request("files"),
+        raw={"spec": {"volumes": [{"name": "hf-token", "secret": {"secretName": "hf"}}]}},
+    )
+    with pytest.raises(InvalidPodError, match=r"SageMaker cannot mount volumes .* hf-token \(secret\)"):
+        await provider.create_pod(request)
+    assert moto.client().list_models()["Models"] == []
 
 
 async def test_create_resumes_after_a_crash_between_the_model_and_the_config(
