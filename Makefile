@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test test-unit test-integration lint docs build-plane proto image lock release clean
 
 # The image's pins first (image/requirements.txt, with their hashes): the development cluster runs this
-# venv's Python, so it runs the versions the image contains (tests/integration/test_release.py checks).
+# venv's Python, so it runs the versions the image contains (tests/integration/test_image.py checks each
+# of the image's distributions here; the tools only this venv has, the docs' among them, move none of them).
 $(STAMP): pyproject.toml devtools/pyproject.toml image/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
