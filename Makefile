@@ -5,15 +5,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint build-plane proto image lock release clean
+.PHONY: demo test test-unit test-integration lint docs build-plane proto image lock release clean
 
 # The image's pins first (image/requirements.txt, with their hashes): the development cluster runs this
-# venv's Python, so it runs the versions the image contains (tests/integration/test_release.py checks).
+# venv's Python, so it runs the versions the image contains (tests/integration/test_image.py checks each
+# of the image's distributions here; the tools only this venv has, the docs' among them, move none of them).
 $(STAMP): pyproject.toml devtools/pyproject.toml image/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --require-hashes -r image/requirements.txt
-	$(BIN)/pip install --quiet -e '.[test]' -e ./devtools
+	$(BIN)/pip install --quiet -e '.[test,docs]' -e ./devtools
 	touch $(STAMP)
 
 # Builds the control planes (1.37 and 1.35, about 10 min each cold) and the other tools if they are not
@@ -39,6 +40,12 @@ lint: $(STAMP)
 	MYPYPATH=bench $(BIN)/mypy --cache-dir=$(MYPY_CACHE)/bench bench/*.py
 	$(BIN)/lint-imports --no-cache
 
+# The documentation site (mkdocs.yml) into build/site, strict: a broken link, a missing anchor or a page
+# no menu reaches fails it. Not --quiet: MkDocs 1.6 then drops warnings before --strict counts them, and
+# passes a broken site. Material's notice of its end of life (May 2027) is not a warning of ours.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 test-unit: lint
 	$(BIN)/pytest -m unit
 
@@ -49,7 +56,7 @@ test-integration: build-plane
 # CPU, so even 2 cores run three at once; tests that share something cluster-wide form xdist groups.
 TEST_WORKERS ?= 3
 
-test: lint build-plane
+test: lint docs build-plane
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The plugin API's Python messages (and their type stubs) and the Go example's code from the .proto;
