@@ -1,0 +1,1 @@
+"""Reference pages of the documentation, generated from the code."""
