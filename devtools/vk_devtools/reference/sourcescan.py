@@ -100,6 +100,11 @@ class Code:
             return node.value if isinstance(node.value, str) else None
         if isinstance(node, ast.Name):
             return self.constant(module, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            # `traffickey.KEY_UNAVAILABLE_REASON`, after `from vk_provider.node import traffickey`
+            imported = self._imports.get(module, {}).get(node.value.id)
+            if imported is not None and ".".join(imported) in self.trees:
+                return self.constant(".".join(imported), node.attr)
         if isinstance(node, ast.JoinedStr):
             parts = []
             for value in node.values:
@@ -115,6 +120,16 @@ class Code:
                 return None
             return (left if left is not None else UNKNOWN) + (right if right is not None else UNKNOWN)
         return None
+
+    def alternatives(self, module: str, node: ast.expr) -> list[str]:
+        """Every string `node` may make: both branches of a conditional, each operand of an `or`;
+        what is not a string expression at all reads as `{}`."""
+        if isinstance(node, ast.IfExp):
+            return [*self.alternatives(module, node.body), *self.alternatives(module, node.orelse)]
+        if isinstance(node, ast.BoolOp):
+            return [text for value in node.values for text in self.alternatives(module, value)]
+        text = self.evaluate(module, node)
+        return [UNKNOWN if text is None else text]
 
     def strings(self) -> Iterator[Spelled]:
         """Every string expression of the code (the outermost one where they nest), evaluated."""
@@ -132,9 +147,36 @@ class Code:
                     continue
             yield from self._strings_in(module, path, child)
 
-    def calls(self) -> Iterator[tuple[str, Path, ast.Call]]:
-        """Every call in the code, with the module it is in."""
+    def calls(self) -> Iterator[Call]:
+        """Every call in the code, with where it is: its module and the function around it."""
         for module, (path, tree) in self.trees.items():
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call):
-                    yield module, path, node
+            yield from self._calls_in(module, path, tree, "<module>")
+
+    def _calls_in(self, module: str, path: Path, node: ast.AST, function: str) -> Iterator[Call]:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if isinstance(child, ast.Call):
+                yield Call(module, path, function, child)
+            yield from self._calls_in(module, path, child, inner)
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    module: str
+    path: Path
+    function: str
+    """The name of the innermost function the call is in (`<module>` at the top level)."""
+    node: ast.Call
+
+    @property
+    def name(self) -> str:
+        """What is called: `record` for `self._events.record(...)`, `Refusal` for `Refusal(...)`."""
+        func = self.node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr
+        return func.id if isinstance(func, ast.Name) else ""
+
+    @property
+    def site(self) -> str:
+        """Where it is, stable across edits that move lines: `vk_provider/node/pods.py::_failed`."""
+        return f"{self.path.relative_to(ROOT)}::{self.function}"
