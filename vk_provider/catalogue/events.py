@@ -284,14 +284,16 @@ EVENTS: tuple[EventReason, ...] = (
         "Warning",
         "Offload",
         CONTROLLER,
-        "Gateway API data plane: no rule of the HTTPRoute is the Offload's (none named, or several send to the home Service).",
+        "Gateway API data plane: no rule of the HTTPRoute is the Offload's (none named, or several send to "
+        "the home Service).",
     ),
     EventReason(
         "HTTPRouteRuleNotOwned",
         "Warning",
         "Offload",
         CONTROLLER,
-        "Gateway API data plane: the rule sends to other Services than the home and away ones, or no longer to the home Service.",
+        "Gateway API data plane: the rule sends to other Services than the home and away ones, or no longer "
+        "to the home Service.",
     ),
     EventReason(
         "MigrationStarted", "Normal", "Offload", CONTROLLER, "A migration toward `spec.placement` started."
@@ -336,7 +338,8 @@ EVENTS: tuple[EventReason, ...] = (
         "Warning",
         "Offload",
         CONTROLLER,
-        "The migration was aborted (`kubectl offload abort`, or `spec.placement` set back): it goes back where it started.",
+        "The migration was aborted (`kubectl offload abort`, or `spec.placement` set back): it goes back "
+        "where it started.",
     ),
     EventReason(
         "SevereFailure",
@@ -350,7 +353,8 @@ EVENTS: tuple[EventReason, ...] = (
         "Warning",
         "Offload",
         CONTROLLER,
-        "Nothing progressed within `progressDeadlineSeconds`: the migration fails, back to the last good weight.",
+        "Nothing progressed within `progressDeadlineSeconds`: the migration fails, back to the last good "
+        "weight.",
     ),
     EventReason(
         "EmergencyMigration",
@@ -375,7 +379,8 @@ EVENTS: tuple[EventReason, ...] = (
         "Normal",
         "Offload",
         CONTROLLER,
-        "All traffic is home: the away Deployment was scaled to 0 and its provider deployments are being deleted.",
+        "All traffic is home: the away Deployment was scaled to 0 and its provider deployments are being "
+        "deleted.",
     ),
     EventReason(
         "MigrationSucceeded", "Normal", "Offload", CONTROLLER, "The migration ended where it was going."
@@ -458,7 +463,8 @@ EVENTS: tuple[EventReason, ...] = (
         "Normal",
         "OffloadPolicy",
         POLICY,
-        "Native PodGroups cannot be read (a cluster older than the API): gangs are read from pods and Kueue Workloads.",
+        "Native PodGroups cannot be read (a cluster older than the API): gangs are read from pods and Kueue "
+        "Workloads.",
     ),
     EventReason(
         "TrainingDemandDetected", "Normal", "OffloadPolicy", POLICY, "Training gangs ask for home GPUs."
@@ -482,7 +488,8 @@ EVENTS: tuple[EventReason, ...] = (
         "Normal",
         "Offload, OffloadPolicy",
         POLICY,
-        "The policy would move the Offload away but may not; the message gives the reason (ManualHold, AutoOff, Dwell, RateLimited, ...).",
+        "The policy would move the Offload away but may not; the message gives the reason (ManualHold, "
+        "AutoOff, Dwell, RateLimited, ...).",
     ),
     EventReason(
         "FlipBackDeferred",
@@ -741,7 +748,10 @@ CONDITIONS: tuple[Condition, ...] = (
             ("StepInterval", "every router applies the step's weight; the receiving side is being judged"),
             ("StepApplied", "the gates passed and the next weight was applied"),
             ("Paused", "the migration is paused"),
-            ("WaitingForReplicas", "the receiving side has fewer ready replicas than `readyThresholdPercent` asks"),
+            (
+                "WaitingForReplicas",
+                "the receiving side has fewer ready replicas than `readyThresholdPercent` asks",
+            ),
             ("WaitingForRouters", "routers do not yet apply the weight or see enough endpoints"),
             ("RouterUnreachable", "a data plane replica cannot be asked"),
             ("NotEnoughData", "too few requests to judge the gates"),

@@ -203,11 +203,11 @@ def _section(command: Command) -> list[str]:
     lines += ["```text", usage(command), "```", ""]
     subcommands = _subcommand_action(parser)
     if subcommands is not None:
-        rows = [
+        listed = [
             (f"[`{child.path[0]}`](#{anchor(f'{command.name} {child.path[0]}')})", child.summary)
             for child in _children(subcommands)
         ]
-        lines += [*rendering.table(("Command", "What it does"), rows), ""]
+        lines += [*rendering.table(("Command", "What it does"), listed), ""]
     actions = documented_actions(parser)
     if actions:
         rows = [

@@ -39,8 +39,8 @@ def render() -> str:
             "",
         ]
         if condition.reasons:
-            rows = [(reason.status, f"`{reason.reason}`", reason.meaning) for reason in condition.reasons]
-            lines += [*rendering.table(("Status", "Reason", "Meaning"), rows), ""]
+            reasons = [(r.status, f"`{r.reason}`", r.meaning) for r in condition.reasons]
+            lines += [*rendering.table(("Status", "Reason", "Meaning"), reasons), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -59,9 +59,12 @@ class Code:
                     target = statement.targets[0]
                     if isinstance(target, ast.Name):
                         names[target.id] = statement.value
-                elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-                    if statement.value is not None:
-                        names[statement.target.id] = statement.value
+                elif (
+                    isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and statement.value is not None
+                ):
+                    names[statement.target.id] = statement.value
         return found
 
     @cached_property
@@ -101,25 +104,34 @@ class Code:
         if isinstance(node, ast.Name):
             return self.constant(module, node.id)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            # `traffickey.KEY_UNAVAILABLE_REASON`, after `from vk_provider.node import traffickey`
-            imported = self._imports.get(module, {}).get(node.value.id)
-            if imported is not None and ".".join(imported) in self.trees:
-                return self.constant(".".join(imported), node.attr)
+            return self._module_constant(module, node.value.id, node.attr)
         if isinstance(node, ast.JoinedStr):
-            parts = []
-            for value in node.values:
-                if isinstance(value, ast.FormattedValue):
-                    inner = self.evaluate(module, value.value)
-                    parts.append(UNKNOWN if inner is None or value.format_spec is not None else inner)
-                else:
-                    parts.append(self.evaluate(module, value) or "")
-            return "".join(parts)
+            return self._joined(module, node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            left, right = self.evaluate(module, node.left), self.evaluate(module, node.right)
-            if left is None and right is None:
-                return None
-            return (left if left is not None else UNKNOWN) + (right if right is not None else UNKNOWN)
+            return self._sum(module, node)
         return None
+
+    def _module_constant(self, module: str, name: str, attribute: str) -> str | None:
+        """`traffickey.KEY_UNAVAILABLE_REASON`, after `from vk_provider.node import traffickey`."""
+        imported = self._imports.get(module, {}).get(name)
+        dotted = "" if imported is None else ".".join(imported)
+        return self.constant(dotted, attribute) if dotted in self.trees else None
+
+    def _sum(self, module: str, node: ast.BinOp) -> str | None:
+        left, right = self.evaluate(module, node.left), self.evaluate(module, node.right)
+        if left is None and right is None:
+            return None
+        return (left if left is not None else UNKNOWN) + (right if right is not None else UNKNOWN)
+
+    def _joined(self, module: str, node: ast.JoinedStr) -> str:
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                inner = self.evaluate(module, value.value)
+                parts.append(UNKNOWN if inner is None or value.format_spec is not None else inner)
+            else:
+                parts.append(self.evaluate(module, value) or "")
+        return "".join(parts)
 
     def alternatives(self, module: str, node: ast.expr) -> list[str]:
         """Every string `node` may make: both branches of a conditional, each operand of an `or`;

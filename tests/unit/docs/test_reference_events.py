@@ -59,7 +59,8 @@ DYNAMIC_SITES = {
     "vk_provider/node/pods.py::_report_provider_failure": "ProviderCreateFailed or ProviderDeleteFailed",
     "vk_provider/node/pods.py::_admit": "the admission's Refusal reasons (checked there)",
     "vk_provider/node/pods.py::_request_for": "environment events, built by EnvironmentEvent",
-    "vk_provider/node/providerstart.py::build_provider": "reason_for(): CredentialsMissing, ProviderConfigError",
+    "vk_provider/node/providerstart.py::build_provider": "reason_for(): CredentialsMissing or "
+    "ProviderConfigError",
     "vk_provider/node/nodeobject.py::conditions": "the pressure conditions' types (PRESSURE_CONDITIONS); "
     "ServingCertificate's reasons (kubelet.certificates.state)",
     "vk_provider/environment/references.py::warn": "InvalidEnvironmentVariableNames (its callers)",
@@ -183,7 +184,8 @@ def test_every_entry_is_complete_and_listed_once() -> None:
     assert all(e.type in ("Normal", "Warning", "Warning or Normal") for e in EVENTS)
     assert len({(c.type, c.on) for c in CONDITIONS}) == len(CONDITIONS)
     for condition in CONDITIONS:
-        assert condition.meaning and condition.written_by
+        assert condition.meaning
+        assert condition.written_by
         assert all(r.status in ("True", "False", "Unknown") and r.meaning for r in condition.reasons)
         assert len({r.reason for r in condition.reasons}) == len(condition.reasons), condition.type
 
