@@ -9,9 +9,11 @@ default and help.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import re
 import sys
+import unittest.mock
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -115,8 +117,20 @@ def _value(action: argparse.Action) -> str:
     return action.dest.upper() if action.option_strings else action.dest
 
 
+class _MachineDefault:
+    """The default of an option that takes it from the machine it runs on."""
+
+    def __str__(self) -> str:
+        return "the machine's"
+
+
+MACHINE_DEFAULT = _MachineDefault()
+
+
 def _default(action: argparse.Action) -> str:
     default = action.default
+    if isinstance(default, _MachineDefault):
+        return f"{default}"
     if default is None or default is argparse.SUPPRESS or (action.nargs == 0 and default is False):
         return ""
     if isinstance(default, (list, tuple)) and not default:
@@ -228,8 +242,44 @@ def programs() -> list[tuple[str, argparse.ArgumentParser]]:
     return [("vk-provider", build_parser()), ("kubectl offload", build_offload_parser())]
 
 
+MACHINE_PROBES = ("vk_provider.router.running.usable_cpus",)
+"""What a parser asks of the machine it is built on (the router's `--workers` defaults to the CPUs it
+may use): answered with two different numbers while the parsers are built twice, so that a default
+or help that follows them is told apart and shown as the machine's, not as this one's."""
+MACHINE_VALUE = "<N>"
+"""What stands for a machine's own value in a help text."""
+
+
+def _commands_on(cpus: int) -> list[Command]:
+    with contextlib.ExitStack() as stack:
+        for probe in MACHINE_PROBES:
+            stack.enter_context(unittest.mock.patch(probe, return_value=cpus))
+        return [command for program, parser in programs() for command in commands(parser, program)]
+
+
 def all_commands() -> list[Command]:
-    return [command for program, parser in programs() for command in commands(parser, program)]
+    """Every command, each option's default and help as on any machine: a default that depends on the
+    machine reads `MACHINE_DEFAULT`, the words of its help that do read `MACHINE_VALUE`."""
+    found, other = _commands_on(1), _commands_on(3)
+    for command, twin in zip(found, other, strict=True):
+        for action, same in zip(
+            documented_actions(command.parser), documented_actions(twin.parser), strict=True
+        ):
+            if action.default != same.default:
+                action.default = MACHINE_DEFAULT
+            if action.help != same.help and action.help is not None and same.help is not None:
+                action.help = _machine_words(action.help, same.help)
+    return found
+
+
+def _machine_words(one: str, other: str) -> str:
+    """`one` with the words that differ from `other` (the machine's values) as `MACHINE_VALUE`."""
+    words, others = one.split(" "), other.split(" ")
+    if len(words) != len(others):
+        return one
+    return " ".join(
+        a if a == b else re.sub(r"[0-9]+", MACHINE_VALUE, a) for a, b in zip(words, others, strict=True)
+    )
 
 
 def render() -> str:

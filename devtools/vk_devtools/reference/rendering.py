@@ -11,8 +11,12 @@ def generated_note(module: str, source: str) -> str:
 
 
 def paragraph(text: str) -> str:
-    """Prose from the code (a description, a help), on one line with its whitespace folded."""
-    return " ".join(text.split())
+    """Prose from the code (a description, a help), on one line with its whitespace folded, and its
+    `<placeholders>` outside code spans escaped, or Markdown would take them for HTML and hide them."""
+    pieces = " ".join(text.split()).split("`")
+    for index in range(0, len(pieces), 2):  # the even pieces are outside code spans
+        pieces[index] = pieces[index].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(pieces)
 
 
 def cell(text: str) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import unittest.mock
 
-from vk_devtools.reference import cli, pages
+from vk_devtools.reference import cli, pages, rendering
 
 PAGE = pages.page_of(cli.MODULE)
 
@@ -72,3 +73,15 @@ def test_every_option_of_every_command_is_on_the_page() -> None:
 def test_anchors_are_the_ones_mkdocs_makes() -> None:
     assert cli.anchor("kubectl offload policy list") == "kubectl-offload-policy-list"
     assert cli.anchor("vk-provider dev up") == "vk-provider-dev-up"
+
+
+def test_the_page_is_the_same_on_a_machine_of_another_size() -> None:
+    with unittest.mock.patch("os.sched_getaffinity", return_value=set(range(5))):
+        text = cli.render()
+    assert text == cli.render()
+    assert "| `--workers` | `N` | the machine's |" in text  # the router's: its usable CPUs
+    assert "here &lt;N&gt;" in text
+
+
+def test_placeholders_in_help_survive_markdown() -> None:
+    assert rendering.cell("KEY=<provider>:NoSchedule, `x<y>`") == "KEY=&lt;provider&gt;:NoSchedule, `x<y>`"
