@@ -528,21 +528,24 @@ EVENTS: tuple[EventReason, ...] = (
         "Normal",
         "Workload",
         ADMISSION,
-        "Our AdmissionCheck let the Workload in: enough home GPUs are free for it.",
+        "Our AdmissionCheck set the Workload Ready: the free home GPUs cover it (with the reservation "
+        "taint's toleration added to its pods), or it needs none.",
     ),
     EventReason(
         "AdmissionCheckRetry",
         "Warning",
         "Workload",
         ADMISSION,
-        "Our AdmissionCheck asks Kueue to try the Workload again later.",
+        "Our AdmissionCheck set the Workload Retry: even the whole usable pool is too small, or the GPUs "
+        "were not freed in time; Kueue releases the quota and requeues it.",
     ),
     EventReason(
         "AdmissionCheckRejected",
         "Warning",
         "Workload",
         ADMISSION,
-        "Our AdmissionCheck rejected the Workload.",
+        "Our AdmissionCheck rejected the Workload for good: its pod sets cannot be read (never for a "
+        "shortage).",
     ),
     EventReason(
         "InvalidPolicy",
