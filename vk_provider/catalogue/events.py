@@ -103,8 +103,8 @@ EVENTS: tuple[EventReason, ...] = (
         "Warning",
         "Pod",
         NODE,
-        "A volume the provider must be handed (a ConfigMap, Secret, projected or downward API volume) "
-        "cannot be built; nothing is created until it can.",
+        "A ConfigMap or Secret (or one of its keys) that a volume names is missing and not optional: as "
+        "with a kubelet, nothing is created until it exists.",
     ),
     EventReason(
         "InvalidEnvironmentVariableNames",
