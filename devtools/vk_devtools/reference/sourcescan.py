@@ -28,14 +28,19 @@ class Spelled:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        return f"{_shown(self.path)}:{self.line}"
 
 
-def _module_name(path: Path) -> str:
-    """`vk_provider.offload.names` for vk_provider/offload/names.py (providers/ is a source root)."""
-    relative = path.relative_to(ROOT).with_suffix("").parts
-    dotted = relative[1:] if relative[0] == "providers" else relative
+def _module_name(path: Path, root: Path) -> str:
+    """`vk_provider.offload.names` for vk_provider/offload/names.py: the path under the package's
+    parent (providers/ for vk_providers), as Python imports it."""
+    dotted = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(part for part in dotted if part != "__init__")
+
+
+def _shown(path: Path) -> str:
+    """A path as a message shows it: from the repository's root when it is in the repository."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 class Code:
@@ -46,7 +51,7 @@ class Code:
         for root in roots:
             for path in sorted(root.rglob("*.py")):
                 if not path.name.endswith("_pb2.py"):
-                    self.trees[_module_name(path)] = (path, ast.parse(path.read_text(), str(path)))
+                    self.trees[_module_name(path, root)] = (path, ast.parse(path.read_text(), str(path)))
         self._resolving: set[tuple[str, str]] = set()
 
     @cached_property
@@ -191,4 +196,4 @@ class Call:
     @property
     def site(self) -> str:
         """Where it is, stable across edits that move lines: `vk_provider/node/pods.py::_failed`."""
-        return f"{self.path.relative_to(ROOT)}::{self.function}"
+        return f"{_shown(self.path)}::{self.function}"

@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -213,3 +214,19 @@ def test_every_reason_of_an_event_reasons_table_is_catalogued(code: Code) -> Non
                 for value in statement.value.values:
                     assert code.evaluate(module, value) in EVENT_REASONS, (module, ast.unparse(value))
     assert tables >= 2
+
+
+def test_a_new_reason_fails_the_check_until_catalogued(tmp_path: Path) -> None:
+    package = tmp_path / "toy"
+    package.mkdir()
+    (package / "names.py").write_text('NEW_REASON = "BrandNewReason"\n')
+    (package / "node.py").write_text(
+        "from toy.names import NEW_REASON\n\n"
+        "def post(events, involved, work):\n"
+        '    events.record(involved, "Warning", NEW_REASON, "it happened")\n'
+        '    events.record(involved, "Normal", "Killing", "catalogued already")\n'
+        '    work.condition("Ready", "False", "UnheardOf", "no")\n'
+    )
+    toy = Code((package,))
+    assert set(_unlisted(spelled(toy, EVENT_CALLS), EVENT_REASONS)) == {"BrandNewReason"}
+    assert set(_unlisted(spelled(toy, CONDITION_REASON_CALLS), CONDITION_REASONS)) == {"UnheardOf"}

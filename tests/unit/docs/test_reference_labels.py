@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,19 @@ def test_every_entry_is_complete_and_listed_once() -> None:
         assert all((key.key, key.kind, key.on, key.written_by, key.read_by, key.meaning)), key
         assert (key.key, key.kind) not in seen, key
         seen.add((key.key, key.kind))
+
+
+def test_a_new_key_is_found_whatever_way_it_is_built(tmp_path: Path) -> None:
+    package = tmp_path / "toy"
+    package.mkdir()
+    (package / "names.py").write_text('GROUP = "offload.vk-provider.dev"\nPREFIX = "toy.vk-provider.dev/"\n')
+    (package / "use.py").write_text(
+        "from toy.names import GROUP, PREFIX\n\n"
+        'NEW = f"{GROUP}/brand-new"\n'
+        'OTHER = PREFIX + "other"\n'
+        'SELECTOR = f"app.example.com/tier={NEW}"\n'
+    )
+    keys = spelled_keys(Code((package,)))
+    assert {"offload.vk-provider.dev/brand-new", "toy.vk-provider.dev/other", "app.example.com/tier"} <= set(
+        keys
+    )
