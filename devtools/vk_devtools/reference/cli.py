@@ -133,9 +133,9 @@ def _default(action: argparse.Action) -> str:
         return f"{default}"
     if default is None or default is argparse.SUPPRESS or (action.nargs == 0 and default is False):
         return ""
-    if isinstance(default, (list, tuple)) and not default:
-        return ""
-    if isinstance(default, (list, tuple)):
+    if isinstance(default, tuple):
+        return ""  # a parsed value such as (host, port): the help says it as it is written
+    if isinstance(default, list):
         return ", ".join(f"`{item}`" for item in default)
     return f"`{default}`" if str(default) else '`""`'
 
@@ -199,10 +199,18 @@ def documented_in_full(found: Sequence[Command]) -> dict[str, str]:
     return elsewhere
 
 
+def _sentence(text: str) -> str:
+    """A command list's line (`list the Offloads`) as a sentence (`List the Offloads.`)."""
+    text = " ".join(text.split())
+    if not text:
+        return ""
+    return text[0].upper() + text[1:] + ("" if text[-1] in ".!?:)" else ".")
+
+
 def _reference(command: Command, full: str) -> list[str]:
     lines = [f"## `{command.name}`", ""]
     if command.summary:
-        lines += [rendering.paragraph(command.summary[0].upper() + command.summary[1:]) + ".", ""]
+        lines += [rendering.paragraph(_sentence(command.summary)), ""]
     return [*lines, f"The same command as [`{full}`](#{anchor(full)}), with the same options.", ""]
 
 
@@ -211,7 +219,7 @@ def _section(command: Command) -> list[str]:
     lines = [f"## `{command.name}`", ""]
     if command.aliases:
         lines += ["Also: " + ", ".join(f"`{alias}`" for alias in command.aliases), ""]
-    description = parser.description or command.summary
+    description = _sentence(parser.description or command.summary)
     if description:
         lines += [rendering.paragraph(description), ""]
     lines += ["```text", usage(command), "```", ""]
