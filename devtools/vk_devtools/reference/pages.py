@@ -71,7 +71,14 @@ def write_or_check(pages: Sequence[Page], argv: Sequence[str] | None, program: s
     arguments = parser.parse_args(argv)
     stale = 0
     for page in pages:
-        text = page.render()
+        try:
+            text = page.render()
+        except ModuleNotFoundError as missing:
+            if missing.name != page.module:
+                raise
+            print(f"docs/{page.path}: its generator {page.module} is not there", file=sys.stderr)
+            stale += 1
+            continue
         if arguments.write:
             page.file.parent.mkdir(parents=True, exist_ok=True)
             page.file.write_text(text)

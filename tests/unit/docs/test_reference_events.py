@@ -107,12 +107,16 @@ def _argument(call: Call, where: Argument) -> ast.expr | None:
     node = call.node
     if where.keyword is not None:
         return next((k.value for k in node.keywords if k.arg == where.keyword), None)
-    if any(isinstance(arg, ast.Starred) for arg in node.args):
-        return ast.Name("<starred>")  # unknown: the values are spread from elsewhere
-    if where.arity is not None and len(node.args) != where.arity:
-        return None
     assert where.index is not None
+    if any(isinstance(arg, ast.Starred) for arg in node.args[: where.index + 1]):
+        return ast.Name("<starred>")  # unknown: the values are spread from elsewhere
+    if where.arity is not None and len(node.args) != where.arity and not _starred(node):
+        return None
     return node.args[where.index] if where.index < len(node.args) else None
+
+
+def _starred(node: ast.Call) -> bool:
+    return any(isinstance(arg, ast.Starred) for arg in node.args)
 
 
 def spelled(code: Code, calls: dict[str, Argument]) -> Iterator[tuple[str, Call]]:
