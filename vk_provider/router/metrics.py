@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
+from vk_provider.kit.buildinfo import register_build_info
 from vk_provider.router.table import Side
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -106,8 +107,12 @@ CLIENT_REFUSAL_REASONS = (
 class RouterMetrics:
     """The router's series, with one small method per thing the proxy records."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, build_info: bool = False) -> None:
+        """`build_info`: also the process's `vk_provider_build_info`, for a router serving alone and
+        the xDS server; a worker leaves it to its supervisor, which sums the workers' families."""
         self.registry = CollectorRegistry(auto_describe=True)
+        if build_info:
+            register_build_info(self.registry)
         self._sides: dict[tuple[str, str, str], SideCounts] = {}
         self.registry.register(_ResponseCollector(self._sides))
         self._errors = Counter(

@@ -416,7 +416,9 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
     signing = RequestSigning(
         standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
     )
-    router = Router(settings=proxy_settings_of(arguments), signing=signing)
+    router = Router(
+        settings=proxy_settings_of(arguments), signing=signing, metrics=RouterMetrics(build_info=True)
+    )
     serving = asyncio.Event()
     async with (
         admin_listener(arguments, local_answer(router), serving, stop),

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from vk_provider.kit.buildinfo import register_build_info
 from vk_provider.router.table import SIDES, Route
 from vk_provider.xds.server import XdsServer
 from vk_provider.xds.session import Nack
@@ -121,6 +122,7 @@ class _XdsCollector:
 def metrics_registry(server: XdsServer) -> CollectorRegistry:
     """A registry of its own, so that two servers in one process (tests) never share series."""
     registry = CollectorRegistry()
+    register_build_info(registry)
     registry.register(_XdsCollector(server))
     return registry
 

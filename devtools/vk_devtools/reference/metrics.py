@@ -98,7 +98,7 @@ def _node_resources() -> list[Family]:
 
 
 def _router() -> list[Family]:
-    return registry_families(RouterMetrics().registry)
+    return registry_families(RouterMetrics(build_info=True).registry)
 
 
 def _router_supervisor() -> list[Family]:
