@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 def run_node_command(settings: NodeSettings) -> int:
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
 
     async def main(stop: asyncio.Event) -> None:
         await run_node(settings, stop=stop)
