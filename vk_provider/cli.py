@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 import importlib.metadata
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -555,13 +555,20 @@ def _command_parser(
     return tuple(path), parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+def parse_command_line(
+    words: Sequence[str], environ: Mapping[str, str] | None = None
+) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and the arguments of `vk-provider <words>`, options from `VK_PROVIDER_*` included;
+    SystemExit(2) with one line on a mistake."""
     parser = build_parser(only=words[0] if words else None)
     command, command_parser = _command_parser(parser, words)
     if command in ENVIRONMENT_COMMANDS:
-        read_environment(command_parser)
-    arguments = parser.parse_args(words)
+        read_environment(command_parser, environ)
+    return parser, parser.parse_args(words)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, arguments = parse_command_line(list(sys.argv[1:] if argv is None else argv))
     try:
         return _run(parser, arguments)
     except KubeconfigError as error:

@@ -19,7 +19,7 @@ import yaml
 from vk_provider.kit.traffic_signature import secret_location
 from vk_provider.offload.names import VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT
 from vk_provider.runtime.flagaliases import warn_deprecated
-from vk_provider.runtime.flagenvironment import ENV_PREFIX, boolean
+from vk_provider.runtime.flagenvironment import ENV_PREFIX, boolean, service_link
 from vk_provider.runtime.logsetup import log_format, log_level
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -481,10 +481,11 @@ def load_settings(
             values, load_yaml_file(config_file, f"config file {config_file}"), f"config file {config_file}"
         )
     environment = os.environ if environ is None else environ
+    variables = {name: f"{ENV_PREFIX}{name.upper()}" for name in (*DEPRECATED_SETTINGS, *FIELDS)}
     from_env = {
-        name: environment[f"{ENV_PREFIX}{name.upper()}"]
-        for name in (*DEPRECATED_SETTINGS, *FIELDS)
-        if f"{ENV_PREFIX}{name.upper()}" in environment
+        name: environment[variable]
+        for name, variable in variables.items()
+        if variable in environment and not service_link(variable, environment[variable])
     }
     _apply(values, from_env, "environment")
     _apply(values, {name: value for name, value in flags.items() if value is not None}, "command line")

@@ -1,4 +1,5 @@
-"""One worker process of `vk-provider router --workers N`: serves the supervisor's table on the shared port.
+"""One worker process of `vk-provider router --worker-processes N`: serves the supervisor's table on the
+shared port.
 
 Started by the supervisor (`vk_provider.router.workers`) as `python -m vk_provider.router.worker
 --control-fd FD`, FD being its end of a socketpair. It never talks to the apiserver: the first

@@ -4,18 +4,30 @@ The variable's name is the long flag in upper snake case behind `VK_PROVIDER_`, 
 settings follow (`vk_provider.node.settings`, which put its YAML file between the two). A variable that
 is set becomes the option's default, so the command line still wins; its value is checked as the
 flag's would be, and a bad one is a usage error naming the variable, exit 2.
+
+The kubelet puts a variable `<SERVICE>_PORT=tcp://IP:PORT` in every container for each Service of its
+namespace (service links): the Service `vk-provider-router` gives `VK_PROVIDER_ROUTER_PORT`, which is
+also the controller's `--router-port`, and `vk-provider-envoy` the xDS server's `--envoy-port`. Such a
+value is the Service's address, never a setting: it is skipped (`service_link`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 ENV_PREFIX = "VK_PROVIDER_"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
+_SERVICE_LINK = re.compile(r"^(tcp|udp|sctp)://[^/\s]+:[0-9]+$")
+
+
+def service_link(name: str, value: str) -> bool:
+    """Whether `name=value` is a Kubernetes service link variable (`<SERVICE>_PORT=tcp://IP:PORT`)."""
+    return name.endswith("_PORT") and _SERVICE_LINK.match(value) is not None
 
 
 def environment_variable(flag: str) -> str:
@@ -69,7 +81,7 @@ def read_environment(parser: argparse.ArgumentParser, environ: Mapping[str, str]
         if flag is None or action.help == argparse.SUPPRESS or action.dest in ("help", "version"):
             continue
         name = environment_variable(flag)
-        if name not in environ:
+        if name not in environ or service_link(name, environ[name]):
             continue
         try:
             action.default = _converted(action, environ[name])
