@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -188,6 +189,10 @@ PLUGIN_SERVE = ("plugin", "serve", "--provider", "mock", "--node-name", "n", "--
         (["router", "--shutdown-grace-seconds", "-5"], "expected 0 seconds or more, got '-5'"),
         (["router", "--check-interval-seconds", "nan"], "expected a finite number of seconds"),
         (["router", "--log-format", "xml"], "unknown log format 'xml' (choose from text, json)"),
+        (
+            ["router", "--sign-for-host", "https://x"],
+            "expected a host name or IP address (no scheme, port or path)",
+        ),
         (["xds", "--envoy-port", "70000"], "argument --envoy-port: expected a port from 1 to 65535"),
         (["xds", "--admin-listen", ":"], "argument --admin-listen: expected HOST:PORT"),
         (["node", "--concurrent-pod-reconciles", "-3"], "concurrent_pod_reconciles '-3' is out of range"),
@@ -355,3 +360,47 @@ def test_json_logs_are_one_object_a_line_from_the_first_line(tmp_path: Path) -> 
     assert {record["logger"] for record in records} >= {"vk_provider.router.running"}
     assert all(set(record) >= {"time", "level", "logger", "message"} for record in records)
     assert lines[-1].startswith("vk-provider router: cannot read kubeconfig")
+
+
+def run_vk_provider(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vk_provider", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_a_plugin_that_cannot_listen_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = run_vk_provider(*PLUGIN_SERVE[:-1], address, "--state-dir", str(tmp_path / "state"))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"vk-provider plugin serve: error: cannot listen on {address} "
+        "(in use, or not an address this host has)"
+    )
+
+
+def test_a_node_whose_state_folder_cannot_be_made_says_so_in_one_line(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    done = run_vk_provider(
+        "node",
+        "--kubeconfig",
+        str(kubeconfig(tmp_path / "kubeconfig")),
+        "--state-dir",
+        str(blocked / "state"),
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(f"node vk-provider: cannot create --state-dir {blocked / 'state'}: Not a directory")
+    )

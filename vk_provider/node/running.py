@@ -23,6 +23,16 @@ logger = logging.getLogger(__name__)
 
 def run_node_command(settings: NodeSettings) -> int:
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        logger.error(
+            "node %s: cannot create --state-dir %s: %s",
+            settings.node_name,
+            settings.state_dir,
+            error.strerror,
+        )
+        return 1
 
     async def main(stop: asyncio.Event) -> None:
         await run_node(settings, stop=stop)

@@ -245,7 +245,7 @@ def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sign-for-host",
-        type=sign_for_host,
+        type=_host_flag,
         action="append",
         default=[],
         metavar="HOST",
@@ -346,6 +346,13 @@ def signing_scope_of(arguments: argparse.Namespace) -> SigningScope:
 
 def slice_managers_of(arguments: argparse.Namespace) -> SliceManagers:
     return SliceManagers.with_extra(arguments.endpoint_slice_manager)
+
+
+def _host_flag(text: str) -> str:
+    try:
+        return sign_for_host(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
 
 
 def _secret_flag(text: str) -> SecretLocation:
