@@ -25,6 +25,11 @@ from vk_provider.runtime.flagenvironment import read_environment
 from vk_provider.runtime.helpformat import DefaultsShown
 from vk_provider.runtime.logsetup import add_log_arguments, configure_logging
 
+ENVIRONMENT_NOTE = (
+    "Every option can also be set in the environment as VK_PROVIDER_<OPTION> (the long option in upper "
+    "case, dashes as underscores: VK_PROVIDER_LOG_LEVEL for --log-level); the command line wins."
+)
+
 COMMANDS_GROUP = "vk_provider.commands"
 """Entry points that add subcommands: each is `register(subparsers)`, which adds its parser and sets
 `run_command` (arguments -> exit code) as a default. The development tools add `dev` this way, so the
@@ -302,6 +307,7 @@ def _add_router_command(subparsers: argparse._SubParsersAction[argparse.Argument
         subparsers.add_parser(
             "router",
             formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
             help="route each Offload's traffic between home and away by its weight",
             description="Serve the routes the cluster's Offloads describe (several replicas may run).",
         )
@@ -315,6 +321,7 @@ def _add_xds_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         subparsers.add_parser(
             "xds",
             formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
             help="serve the Offloads' routes to Envoy replicas over xDS",
             description=(
                 "Watch the cluster as the router does and stream its route table to Envoy replicas "
@@ -331,6 +338,7 @@ def _add_controller_command(subparsers: argparse._SubParsersAction[argparse.Argu
         subparsers.add_parser(
             "controller",
             formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
             help="run the migration controller that moves Offloads between home and away",
             description=(
                 "Reconcile every Offload: scale the receiving side, shift the weight step by step "
@@ -353,6 +361,7 @@ def _add_plugin_command(subparsers: argparse._SubParsersAction[argparse.Argument
         help="serve one provider for one node until stopped",
         description="Serve the provider for a node on a unix socket or a TCP port until SIGTERM.",
         formatter_class=DefaultsShown,
+        epilog=ENVIRONMENT_NOTE,
     )
     serve.add_argument("--provider", required=True, help="the installed provider's name, e.g. local")
     serve.add_argument(
@@ -453,6 +462,7 @@ def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.Arg
             "`pip install 'vk-provider[conformance]'`."
         ),
         formatter_class=DefaultsShown,
+        epilog=ENVIRONMENT_NOTE,
     )
     target = kit.add_mutually_exclusive_group(required=True)
     target.add_argument("--provider", help="an installed provider's name, e.g. mock")
