@@ -3,7 +3,7 @@
 Why: every request of an offloaded model passes through `vk_provider.router`, which picks home or
 away by weight and streams the answer back. Its data path is an `asyncio.Protocol` per connection,
 parsed by httptools (llhttp), on uvloop's event loop when uvloop is installed; `vk-provider router
---workers N` runs N such processes on one port. nginx, the usual answer to "just put a proxy in
+--worker-processes N` runs N such processes on one port. nginx, the usual answer to "just put a proxy in
 front", is the peer it is measured against. The issue's targets (#16), measured in one run beside
 nginx on the same machine:
 
@@ -25,7 +25,7 @@ One run, on this machine, with the same load tools for every path:
       as shipped;
   (b') `router-2w`: the same Router in two worker processes sharing the port with SO_REUSEPORT:
       `bench/router_runner.py --workers 2` runs `vk_provider.router.workers.Supervisor`, what
-      `vk-provider router --workers 2` runs, with the bench's static table as its table source
+      `vk-provider router --worker-processes 2` runs, with the bench's static table as its table source
       instead of the cluster feed; it starts two `python -m vk_provider.router.worker` processes,
       each `vk_provider.router.start(router, host, port, reuse_port=True)` on its own event loop.
       The supervisor is off the data path (it pushes tables and answers status and metrics),
@@ -1934,8 +1934,8 @@ def two_workers_text(mode: str) -> str:
     """How router-2w ran, as router_runner.py's `ready` line said (`mode=`)."""
     if mode == "supervisor":
         how = (
-            "`vk_provider.router.workers.Supervisor` (what `vk-provider router --workers 2` runs) with "
-            "the bench's static table as its table source, and its two worker processes"
+            "`vk_provider.router.workers.Supervisor` (what `vk-provider router --worker-processes 2` "
+            "runs) with the bench's static table as its table source, and its two worker processes"
         )
     else:
         how = "two processes of `bench/router_runner.py`, without the supervisor"

@@ -16,7 +16,7 @@ printed when ready says which loop runs, e.g. `ready port=8080 loop=uvloop-0.23.
 kernel spreads connections over them), each a whole Router on its own event loop:
 
 - `--workers-mode supervisor` (the default): `vk_provider.router.workers.Supervisor`, what
-  `vk-provider router --workers N` runs, with this static table as its table source instead of the
+  `vk-provider router --worker-processes N` runs, with this static table as its table source instead of the
   cluster feed: it starts the workers (`python -m vk_provider.router.worker`) and pushes them the
   table (the router's admin listener, which answers status and metrics, is not started here);
 - `--workers-mode processes`: N processes of this script with `--reuse-port`, started by this one,

@@ -9,18 +9,26 @@ import argparse
 import dataclasses
 import importlib.metadata
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from vk_provider import __version__
 from vk_provider.kit.kubeconfigs import KubeconfigError, daemon_kubeconfig
 from vk_provider.kit.kubeversions import SUPPORTED_RANGE
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
-from vk_provider.node.settings import SettingsError, load_settings
+from vk_provider.node.settings import SettingsError, load_settings, load_yaml_file
 from vk_provider.offloadcli.arguments import add_migration_commands
 from vk_provider.offloadcli.version import add_version_command
-from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
+from vk_provider.runtime.flagaliases import add_deprecated_alias
+from vk_provider.runtime.flagenvironment import read_environment
+from vk_provider.runtime.helpformat import DefaultsShown
+from vk_provider.runtime.logsetup import add_log_arguments, configure_logging
+
+ENVIRONMENT_NOTE = (
+    "Every option can also be set in the environment as VK_PROVIDER_<OPTION> (the long option in upper "
+    "case, dashes as underscores: VK_PROVIDER_LOG_LEVEL for --log-level); the command line wins."
+)
 
 COMMANDS_GROUP = "vk_provider.commands"
 """Entry points that add subcommands: each is `register(subparsers)`, which adds its parser and sets
@@ -40,6 +48,11 @@ def versioned_parser(program: str) -> type[argparse.ArgumentParser]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.add_argument("--version", action="version", version=f"{program} {__version__}")
+
+        def error(self, message: str) -> NoReturn:
+            # One line that names the problem: a daemon's usage runs to a screenful, which would bury
+            # it (`--help` shows it on demand).
+            self.exit(2, f"{self.prog}: error: {message}\n")
 
     return VersionedParser
 
@@ -62,8 +75,9 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
             f"Supported clusters: Kubernetes {SUPPORTED_RANGE}; on an older minor than a feature needs, the "
             "node says at start what it does without it."
         ),
+        formatter_class=DefaultsShown,
     )
-    node.add_argument("--config", type=Path, help="YAML file with any of the settings below")
+    node.add_argument("--config", type=Path, help="YAML file with any of the settings below (default: none)")
     node.add_argument(
         "--kubeconfig",
         help="kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config, else the pod's ServiceAccount)",
@@ -74,7 +88,7 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument(
         "--provider-config",
-        help="YAML file with the provider's own settings (or provider_config: in --config)",
+        help="YAML file with the provider's own settings (or provider_config: in --config) (default: none)",
     )
     node.add_argument(
         "--taint",
@@ -82,7 +96,10 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "Offloads' away pods tolerate)",
     )
     node.add_argument(
-        "--no-taint", action="store_true", default=None, help="register the node without a taint"
+        "--no-taint",
+        action="store_true",
+        default=None,
+        help="register the node without a taint (default: off, tainted as --taint says)",
     )
     node.add_argument(
         "--namespaces",
@@ -95,13 +112,18 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "refuses such a binding (default: every namespace)",
     )
     node.add_argument(
-        "--label", action="append", dest="labels", metavar="KEY=VALUE", help="extra node label (repeatable)"
+        "--label",
+        action="append",
+        dest="labels",
+        metavar="KEY=VALUE",
+        help="extra node label, repeatable (default: none)",
     )
     node.add_argument(
         "--capacity",
         action="append",
         metavar="RESOURCE=QUANTITY",
-        help="capacity (= allocatable), repeatable: cpu, memory, pods, nvidia.com/gpu, any extended resource",
+        help="capacity (= allocatable), repeatable: cpu, memory, pods, nvidia.com/gpu, any extended resource "
+        "(default: cpu=100, memory=512Gi, pods=1000)",
     )
     node.add_argument(
         "--kubelet-port", type=int, help="port of the kubelet API, published on the Node (default: 10250)"
@@ -134,8 +156,11 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="under --max-spend-per-hour, admit pods whose price is not known, counted as 0; false: refuse "
         "them, OutOfBudget (default: false)",
     )
-    node.add_argument("--pod-workers", type=int, help="pods reconciled concurrently (default: 20)")
-    add_log_level_argument(node, default=None)
+    node.add_argument(
+        "--concurrent-pod-reconciles", metavar="N", help="pods reconciled concurrently (default: 20)"
+    )
+    add_deprecated_alias(node, "--pod-workers", "--concurrent-pod-reconciles")
+    add_log_arguments(node, defaults=False)
     node.add_argument(
         "--api-qps",
         help="hard ceiling on requests a second to the apiserver (watches and the node's Lease and status "
@@ -188,9 +213,10 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     node.add_argument(
         "--kubelet-serving-cert-file",
-        help="serve this certificate (with --kubelet-serving-key-file) instead of requesting one by CSR",
+        help="serve this certificate (with --kubelet-serving-key-file) instead of requesting one by CSR "
+        "(default: none)",
     )
-    node.add_argument("--kubelet-serving-key-file", help="key of --kubelet-serving-cert-file")
+    node.add_argument("--kubelet-serving-key-file", help="key of --kubelet-serving-cert-file (default: none)")
     node.add_argument(
         "--kubelet-client-ca-file",
         help="CA for client certificates (default: the CA the node's kubeconfig trusts)",
@@ -199,7 +225,8 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--kubelet-csr-self-approve",
         action="store_true",
         default=None,
-        help="approve our own kubelet-serving CSR (needs the approve RBAC in manifests/)",
+        help="approve our own kubelet-serving CSR (needs the approve RBAC in manifests/) (default: off, an "
+        "operator approves it)",
     )
     node.add_argument(
         "--leader-elect",
@@ -249,7 +276,7 @@ def _add_node_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--insecure-kubelet-api-allow-all",
         action="store_true",
         default=None,
-        help="development only: no authentication or authorization on the kubelet API",
+        help="development only: no authentication or authorization on the kubelet API (default: off)",
     )
 
 
@@ -279,6 +306,8 @@ def _add_router_command(subparsers: argparse._SubParsersAction[argparse.Argument
     add_router_arguments(
         subparsers.add_parser(
             "router",
+            formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
             help="route each Offload's traffic between home and away by its weight",
             description="Serve the routes the cluster's Offloads describe (several replicas may run).",
         )
@@ -291,6 +320,8 @@ def _add_xds_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     add_xds_arguments(
         subparsers.add_parser(
             "xds",
+            formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
             help="serve the Offloads' routes to Envoy replicas over xDS",
             description=(
                 "Watch the cluster as the router does and stream its route table to Envoy replicas "
@@ -306,6 +337,8 @@ def _add_controller_command(subparsers: argparse._SubParsersAction[argparse.Argu
     add_controller_arguments(
         subparsers.add_parser(
             "controller",
+            formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
             help="run the migration controller that moves Offloads between home and away",
             description=(
                 "Reconcile every Offload: scale the receiving side, shift the weight step by step "
@@ -327,6 +360,8 @@ def _add_plugin_command(subparsers: argparse._SubParsersAction[argparse.Argument
         "serve",
         help="serve one provider for one node until stopped",
         description="Serve the provider for a node on a unix socket or a TCP port until SIGTERM.",
+        formatter_class=DefaultsShown,
+        epilog=ENVIRONMENT_NOTE,
     )
     serve.add_argument("--provider", required=True, help="the installed provider's name, e.g. local")
     serve.add_argument(
@@ -340,17 +375,30 @@ def _add_plugin_command(subparsers: argparse._SubParsersAction[argparse.Argument
         "--state-dir", type=Path, required=True, help="a folder the provider keeps its files in"
     )
     serve.add_argument("--host-ip", default="127.0.0.1", help="the node's address (default: 127.0.0.1)")
-    serve.add_argument("--tls-cert", type=Path, help="with TCP: the plugin's certificate (mutual TLS)")
-    serve.add_argument("--tls-key", type=Path, help="with TCP: the plugin's key")
-    serve.add_argument("--tls-client-ca", type=Path, help="with TCP: the CA of the nodes' certificates")
-    add_log_level_argument(serve)
+    serve.add_argument(
+        "--tls-cert-file",
+        type=Path,
+        metavar="FILE",
+        help="with TCP: the plugin's certificate, for mutual TLS (default: none, plaintext)",
+    )
+    serve.add_argument(
+        "--tls-key-file", type=Path, metavar="FILE", help="with TCP: the plugin's key (default: none)"
+    )
+    serve.add_argument(
+        "--client-ca-file",
+        type=Path,
+        metavar="FILE",
+        help="with TCP: the CA every node's client certificate must come from (default: none)",
+    )
+    add_log_arguments(serve)
+    add_deprecated_alias(serve, "--tls-cert", "--tls-cert-file")
+    add_deprecated_alias(serve, "--tls-key", "--tls-key-file")
+    add_deprecated_alias(serve, "--tls-client-ca", "--client-ca-file")
     serve.set_defaults(run_command=_run_plugin_command)
 
 
 def _run_plugin_command(arguments: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415
-
-    import yaml  # noqa: PLC0415
 
     from vk_provider import plugins  # noqa: PLC0415
     from vk_provider.plugin import ServerTls, serving  # noqa: PLC0415
@@ -358,20 +406,22 @@ def _run_plugin_command(arguments: argparse.Namespace) -> int:
     from vk_provider.runtime import eventloop  # noqa: PLC0415
     from vk_provider.runtime.signals import until_signalled  # noqa: PLC0415
 
-    configure_logging(arguments.log_level)
-    config: dict[str, object] = {}
-    if arguments.provider_config is not None:
-        config = yaml.safe_load(arguments.provider_config.read_text()) or {}
-    arguments.state_dir.mkdir(parents=True, exist_ok=True)
-    context = ProviderContext(arguments.node_name, config, arguments.host_ip, arguments.state_dir)
-
-    tls_files = (arguments.tls_cert, arguments.tls_key, arguments.tls_client_ca)
+    configure_logging(arguments.log_level, arguments.log_format)
+    tls_files = (arguments.tls_cert_file, arguments.tls_key_file, arguments.client_ca_file)
     if any(tls_files) and not all(tls_files):
         print(
-            "vk-provider plugin serve: error: --tls-cert, --tls-key and --tls-client-ca go together",
+            "vk-provider plugin serve: error: --tls-cert-file, --tls-key-file and --client-ca-file go "
+            "together",
             file=sys.stderr,
         )
         return 2
+    try:
+        config = _provider_config(arguments.provider_config)
+        arguments.state_dir.mkdir(parents=True, exist_ok=True)
+    except (SettingsError, OSError) as error:
+        print(f"vk-provider plugin serve: error: {_one_line(error)}", file=sys.stderr)
+        return 1 if isinstance(error, OSError) else 2
+    context = ProviderContext(arguments.node_name, config, arguments.host_ip, arguments.state_dir)
     tls = ServerTls(*tls_files) if all(tls_files) else None
 
     async def serve(stop: asyncio.Event) -> None:
@@ -390,6 +440,17 @@ def _run_plugin_command(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _provider_config(path: Path | None) -> dict[str, Any]:
+    """`--provider-config`'s settings; SettingsError (one line) when the file cannot be read or parsed."""
+    return {} if path is None else load_yaml_file(path, "--provider-config")
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.filename}: {error.strerror or error}"
+    return " ".join(str(error).split())
+
+
 def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     kit = subparsers.add_parser(
         "conformance",
@@ -400,12 +461,18 @@ def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.Arg
             "can make the provider do). Exit code 0 only when nothing failed. Needs "
             "`pip install 'vk-provider[conformance]'`."
         ),
+        formatter_class=DefaultsShown,
+        epilog=ENVIRONMENT_NOTE,
     )
     target = kit.add_mutually_exclusive_group(required=True)
     target.add_argument("--provider", help="an installed provider's name, e.g. mock")
     target.add_argument("--plugin", metavar="ADDRESS", help="a plugin's unix:///path or host:port")
-    kit.add_argument("--provider-config", type=Path, help="a YAML file with the provider's settings")
-    kit.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report here")
+    kit.add_argument(
+        "--provider-config", type=Path, help="a YAML file with the provider's settings (default: none)"
+    )
+    kit.add_argument(
+        "--junit", type=Path, metavar="FILE", help="also write a JUnit XML report here (default: none)"
+    )
     kit.add_argument(
         "--pod-image", default="conformance/server:1", help="the test pods' image (default: %(default)s)"
     )
@@ -428,8 +495,6 @@ def _add_conformance_command(subparsers: argparse._SubParsersAction[argparse.Arg
 def _run_conformance_command(arguments: argparse.Namespace) -> int:
     import shlex  # noqa: PLC0415
 
-    import yaml  # noqa: PLC0415
-
     try:
         import pytest  # noqa: F401, PLC0415
 
@@ -444,9 +509,11 @@ def _run_conformance_command(arguments: argparse.Namespace) -> int:
     if arguments.plugin is not None:
         target = conformance.PluginTarget(arguments.plugin, template)
     else:
-        config: dict[str, Any] = {}
-        if arguments.provider_config is not None:
-            config = yaml.safe_load(arguments.provider_config.read_text()) or {}
+        try:
+            config = _provider_config(arguments.provider_config)
+        except SettingsError as error:
+            print(f"vk-provider conformance: error: {error}", file=sys.stderr)
+            return 2
         target = conformance.InProcessTarget(
             arguments.provider, config, template, ephemeral_workloads=arguments.ephemeral_workloads
         )
@@ -478,10 +545,40 @@ DAEMONS = ("node", "router", "xds", "controller")
 (`vk_provider.kit.kubeconfigs`), and a KubeconfigError ends it with one line."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+ENVIRONMENT_COMMANDS = (("router",), ("xds",), ("controller",), ("plugin", "serve"), ("conformance",))
+"""The commands whose every option is also read from `VK_PROVIDER_<FLAG>` (`runtime.flagenvironment`).
+The node reads its own, with its YAML file between the environment and its defaults
+(`node.settings`)."""
+
+
+def _command_parser(
+    parser: argparse.ArgumentParser, words: Sequence[str]
+) -> tuple[tuple[str, ...], argparse.ArgumentParser]:
+    """The (sub)command the leading words name, and its parser: ("plugin", "serve") and serve's."""
+    path: list[str] = []
+    for word in words:
+        commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands is None or word not in commands.choices:
+            break
+        parser = commands.choices[word]
+        path.append(word)
+    return tuple(path), parser
+
+
+def parse_command_line(
+    words: Sequence[str], environ: Mapping[str, str] | None = None
+) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and the arguments of `vk-provider <words>`, options from `VK_PROVIDER_*` included;
+    SystemExit(2) with one line on a mistake."""
     parser = build_parser(only=words[0] if words else None)
-    arguments = parser.parse_args(words)
+    command, command_parser = _command_parser(parser, words)
+    if command in ENVIRONMENT_COMMANDS:
+        read_environment(command_parser, environ)
+    return parser, parser.parse_args(words)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, arguments = parse_command_line(list(sys.argv[1:] if argv is None else argv))
     try:
         return _run(parser, arguments)
     except KubeconfigError as error:

@@ -105,7 +105,7 @@ async def start_envoy_plane(
             namespace,
             "--listen",
             f"127.0.0.1:{xds_port}",
-            "--status-listen",
+            "--admin-listen",
             f"127.0.0.1:{status_port}",
             "--envoy-port",
             str(listener_port),

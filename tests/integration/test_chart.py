@@ -671,7 +671,7 @@ def test_a_host_network_cluster_s_needs_are_values(
     assert "--listen=$(POD_IP):8080" in router["args"]
     assert pod_ip in router["env"]  # declared, so Kubernetes expands $(POD_IP) in the arguments
     controller = container("vk-provider-controller")
-    assert "--metrics-listen=$(POD_IP):8081" in controller["args"]
+    assert "--admin-listen=$(POD_IP):8081" in controller["args"]
     assert [variable["name"] for variable in controller["env"]] == ["POD_NAME", "POD_IP"]
 
 

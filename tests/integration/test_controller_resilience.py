@@ -49,7 +49,7 @@ async def restart_controller_with_metrics(rig: Rig) -> str:
     """Restart the controller serving /metrics; the graceful stop hands the Lease over at once."""
     port = PortPicker().pick()
     rig.controller.stop()
-    rig.controller.arguments = [*rig.controller.arguments, "--metrics-listen", f"127.0.0.1:{port}"]
+    rig.controller.arguments = [*rig.controller.arguments, "--admin-listen", f"127.0.0.1:{port}"]
     rig.controller.start()
     return f"http://127.0.0.1:{port}/metrics"
 
@@ -311,13 +311,18 @@ async def test_deleting_an_offload_while_away_moves_home_first_and_drops_nothing
 async def test_a_controller_restarted_under_its_identity_takes_its_lease_back_at_once(
     rig_for: RigFor,
 ) -> None:
-    """As the manifests run it (`--identity` the pod's name): killed and started again, as a container
-    restarted in its pod, it leads at once instead of waiting out the Lease it held (30 s here, to tell
-    the two apart), and acts."""
+    """As the manifests run it (`--leader-election-identity` the pod's name): killed and started again,
+    as a container restarted in its pod, it leads at once instead of waiting out the Lease it held
+    (30 s here, to tell the two apart), and acts."""
     strategy = {"stepIntervalSeconds": 3, "toAwaySteps": [100], "gates": {"minRequestsPerInterval": 0}}
     async with rig_for(strategy) as rig:
         rig.controller.stop()  # releases the Lease: the next start leads at once anyway
-        identity = ["--identity", f"controller-of-{rig.namespace}", "--lease-duration", "30"]
+        identity = [
+            "--leader-election-identity",
+            f"controller-of-{rig.namespace}",
+            "--leader-election-lease-duration-seconds",
+            "30",
+        ]
         rig.controller.arguments = [*rig.controller.arguments, *identity]
 
         async def leads() -> bool:

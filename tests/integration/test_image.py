@@ -154,7 +154,7 @@ def test_crun_runs_the_entrypoint_with_the_image_s_own_runtime_configuration(
 def test_the_image_s_router_runs_on_uvloop(bundle: Path, tmp_path: Path) -> None:
     # The real entrypoint: the router says which loop it runs on before it looks for a cluster, and
     # then, having none here, stops; the line is what this test wants.
-    arguments = ["router", "--workers", "1", "--kubeconfig", "/nonexistent"]
+    arguments = ["router", "--worker-processes", "1", "--kubeconfig", "/nonexistent"]
     done = run_in_crun(bundle, tmp_path / "state", arguments, "vk-provider-image-router")
     uvloop = importlib.metadata.version("uvloop")
     assert f"event loop: uvloop {uvloop}" in done.stderr, done.stderr

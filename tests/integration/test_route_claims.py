@@ -133,7 +133,7 @@ async def _second_namespace_parts(
     router, router_url, admin_url = start_router(tmp_path / "cluster-router", tmp_path / "router.kubeconfig")
     arguments = list(rig.controller.arguments)
     arguments[arguments.index("--namespace") + 1] = second_namespace
-    arguments[arguments.index("--lease-name") + 1] = f"controller-{second_namespace}"[:63]
+    arguments[arguments.index("--leader-election-lease-name") + 1] = f"controller-{second_namespace}"[:63]
     arguments[arguments.index("--router-url") + 1] = admin_url
     controller = ManagedProcess(folder=tmp_path / "rival-controller", arguments=arguments)
     controller.start()

@@ -1,6 +1,6 @@
-"""`vk-provider router --workers 2` on the real control plane: two processes serving as one router.
+"""`vk-provider router --worker-processes 2` on the real control plane: two processes serving as one router.
 
-The migration rig's router is started again with `--workers 2`, and the rig's controller reads it as
+The migration rig's router is started again with `--worker-processes 2`, and the rig's controller reads it as
 it reads any router. Checked: both workers take traffic and `/-/metrics` sums them; a migration
 (an Offload change: a new generation, then a new weight) completes through the supervisor's merged
 `/-/status` and `/-/metrics`, which then report exactly the Offload's generation and weight; a worker
@@ -62,9 +62,10 @@ def routed_requests(exposition: str, rig: Rig) -> float:
 
 
 async def restart_with_workers(rig: Rig, count: int) -> dict[str, Any]:
-    """The rig's router stopped (SIGTERM: it must exit cleanly) and started with `--workers count`."""
+    """The rig's router stopped (SIGTERM: it must exit cleanly), then started with
+    `--worker-processes count`."""
     assert rig.router.stop() == 0, rig.router.log_tail()
-    rig.router.arguments = [*rig.router.arguments, "--workers", str(count)]
+    rig.router.arguments = [*rig.router.arguments, "--worker-processes", str(count)]
     rig.router.start()
 
     async def serving() -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """The controller's own Prometheus metrics: what it did on its own, without a person asking, and
 where each Offload stands.
 
-Served on `--metrics-listen` (off by default: tests run several controllers on one host). Like the
+Served on `--admin-listen` (off by default: tests run several controllers on one host). Like the
 router's, they live in their own `CollectorRegistry`, so two controllers in one process never share
 series.
 

@@ -13,7 +13,10 @@ import argparse
 import asyncio
 import logging
 import socket
+import sys
 import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -49,7 +52,10 @@ from vk_provider.offload.names import (
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
-from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
+from vk_provider.runtime.flagaliases import add_deprecated_alias
+from vk_provider.runtime.flagenvironment import boolean
+from vk_provider.runtime.flagtypes import host_port, port, positive_seconds, seconds_with_unit, whole_number
+from vk_provider.runtime.logsetup import add_log_arguments, configure_logging
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
 
@@ -70,8 +76,8 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         dest="router_urls",
         default=[],
         metavar="URL",
-        help="a router replica's admin base URL (its --admin-listen), repeatable (instead of finding "
-        "router pods)",
+        help="a router replica's admin base URL (its --admin-listen), repeatable (default: none; the "
+        "router pods are found by --router-namespace and --router-selector)",
     )
     parser.add_argument(
         "--router-namespace", default="vk-provider-system", help="namespace of the router pods"
@@ -83,7 +89,7 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--router-port",
-        type=int,
+        type=port,
         default=ROUTER_ADMIN_PORT,
         help=f"the router pods' admin port, which answers status and metrics (default: {ROUTER_ADMIN_PORT})",
     )
@@ -94,7 +100,8 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     envoy.add_argument(
         "--envoy-xds-url",
         metavar="URL",
-        help="base URL of `vk-provider xds`'s status port, which says what every Envoy has applied",
+        help="base URL of `vk-provider xds`'s --admin-listen, which says what every Envoy has applied "
+        "(default: none, no envoy data plane)",
     )
     envoy.add_argument(
         "--envoy-stats-url",
@@ -102,7 +109,8 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         dest="envoy_stats_urls",
         default=[],
         metavar="URL",
-        help="an Envoy replica's stats listener base URL, repeatable (instead of finding Envoy pods)",
+        help="an Envoy replica's stats listener base URL, repeatable (default: none; the Envoy pods are "
+        "found by --envoy-namespace and --envoy-selector)",
     )
     envoy.add_argument("--envoy-namespace", default="vk-provider-system", help="namespace of the Envoy pods")
     envoy.add_argument(
@@ -120,7 +128,7 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     )
     envoy.add_argument(
         "--envoy-stats-port",
-        type=int,
+        type=port,
         default=9902,
         help="the Envoy pods' stats listener port (default: 9902)",
     )
@@ -140,43 +148,37 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         dest="gateway_urls",
         default=[],
         metavar="URL",
-        help="a gateway replica's base URL to probe, repeatable (instead of finding gateway pods)",
+        help="a gateway replica's base URL to probe, repeatable (default: none; the gateway pods are "
+        "found by --gateway-namespace and --gateway-selector)",
     )
-    gateway.add_argument("--gateway-namespace", help="namespace of the gateway pods to probe")
+    gateway.add_argument(
+        "--gateway-namespace", help="namespace of the gateway pods to probe (default: every namespace)"
+    )
     gateway.add_argument(
         "--gateway-selector",
-        help="label selector of the gateway pods to probe (without it and --gateway-url, only the "
-        "route's Accepted condition is checked)",
+        help="label selector of the gateway pods to probe (default: none: without it and --gateway-url, "
+        "only the route's Accepted condition is checked)",
     )
     gateway.add_argument(
-        "--gateway-port", type=int, default=80, help="the gateway pods' HTTP listener port (default: 80)"
+        "--gateway-port", type=port, default=80, help="the gateway pods' HTTP listener port (default: 80)"
     )
     gateway.add_argument(
         "--gateway-prometheus-url",
         metavar="URL",
-        help="Prometheus that scrapes the gateway (and the routers): the home side's gate numbers",
-    )
-    parser.add_argument("--workers", type=int, default=4, help="Offloads reconciled at once (default: 4)")
-    parser.add_argument(
-        "--leader-election-namespace",
-        default=CONTROLLER_NAMESPACE,
-        help=f"namespace of the leader Lease (default: {CONTROLLER_NAMESPACE})",
-    )
-    parser.add_argument("--lease-name", default=CONTROLLER_LEASE, help="name of the leader Lease")
-    parser.add_argument(
-        "--lease-duration", type=float, default=15.0, help="seconds a leader's Lease lasts (default: 15)"
+        help="Prometheus that scrapes the gateway (and the routers): the home side's gate numbers "
+        "(default: none)",
     )
     parser.add_argument(
-        "--lease-renew", type=float, default=5.0, help="seconds between Lease renewals (default: 5)"
+        "--concurrent-reconciles",
+        type=whole_number(1),
+        default=4,
+        metavar="N",
+        help="Offloads reconciled at once (default: 4)",
     )
+    add_leader_election_arguments(parser)
     parser.add_argument(
-        "--identity",
-        help="this replica's name in the Lease, unique among the replicas (default: host name + random); "
-        "the pod's name lets a restarted container take its own Lease back at once",
-    )
-    parser.add_argument(
-        "--metrics-listen",
-        type=parse_listen,
+        "--admin-listen",
+        type=host_port,
         metavar="HOST:PORT",
         help="serve /metrics, and the probes /healthz and /readyz, there (default: not served)",
     )
@@ -187,8 +189,9 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not run the OffloadPolicy loop (GPU-pressure flips) beside the migrations",
     )
     parser.add_argument(
-        "--policy-interval",
-        type=float,
+        "--policy-interval-seconds",
+        type=positive_seconds,
+        metavar="SECONDS",
         default=DEFAULT_INTERVAL_SECONDS,
         help=f"seconds between passes of the OffloadPolicy loop (default: {DEFAULT_INTERVAL_SECONDS:g})",
     )
@@ -199,15 +202,91 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         f"on such a node are replaced on healthy nodes, and a move home never serves from them "
         f"(default: {UNHEALTHY_TAINT_KEY})",
     )
-    add_log_level_argument(parser)
+    add_log_arguments(parser)
+    add_deprecated_alias(parser, "--workers", "--concurrent-reconciles")
+    add_deprecated_alias(parser, "--metrics-listen", "--admin-listen")
+    add_deprecated_alias(parser, "--policy-interval", "--policy-interval-seconds", convert=seconds_with_unit)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (IPv6 in brackets) → (host, port); argparse turns the ValueError into exit 2."""
-    host, separator, port_text = text.rpartition(":")
-    if not separator or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port_text)  # noqa: S104 - scraped from the pod network
+LEASE_DURATION_SECONDS = 15.0
+RETRY_PERIOD_SECONDS = 5.0
+
+
+def add_leader_election_arguments(parser: argparse.ArgumentParser) -> None:
+    """The node's names, for the same things: `--leader-elect`, `--leader-election-*`."""
+    parser.add_argument(
+        "--leader-elect",
+        type=boolean,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="reconcile only while holding the leader Lease, so replicas can stand by; false: reconcile "
+        "at once, for a single replica only (two would act on the same Offloads) (default: true)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=CONTROLLER_NAMESPACE,
+        help=f"namespace of the leader Lease (default: {CONTROLLER_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--leader-election-lease-name",
+        default=CONTROLLER_LEASE,
+        help=f"name of the leader Lease (default: {CONTROLLER_LEASE})",
+    )
+    parser.add_argument(
+        "--leader-election-identity",
+        help="this replica's name in the Lease, unique among the replicas (default: host name + random); "
+        "the pod's name lets a restarted container take its own Lease back at once",
+    )
+    parser.add_argument(
+        "--leader-election-lease-duration-seconds",
+        type=positive_seconds,
+        default=LEASE_DURATION_SECONDS,
+        metavar="SECONDS",
+        help="seconds a standby waits after the leader's last renewal before taking over "
+        f"(default: {LEASE_DURATION_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--leader-election-renew-deadline-seconds",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="seconds the leader keeps leading without renewing the Lease (default: the lease duration "
+        "less the retry period)",
+    )
+    parser.add_argument(
+        "--leader-election-retry-period-seconds",
+        type=positive_seconds,
+        default=RETRY_PERIOD_SECONDS,
+        metavar="SECONDS",
+        help=f"seconds between Lease renewals and takeover attempts (default: {RETRY_PERIOD_SECONDS:g})",
+    )
+    add_deprecated_alias(parser, "--lease-name", "--leader-election-lease-name")
+    add_deprecated_alias(parser, "--identity", "--leader-election-identity")
+    add_deprecated_alias(
+        parser, "--lease-duration", "--leader-election-lease-duration-seconds", convert=seconds_with_unit
+    )
+    add_deprecated_alias(
+        parser, "--lease-renew", "--leader-election-retry-period-seconds", convert=seconds_with_unit
+    )
+
+
+def leader_election_problem(arguments: argparse.Namespace) -> str | None:
+    """Why the leader election's timings cannot work together, or None. The same rule as the node's:
+    retry period < renew deadline < lease duration, or a standby could take over from a leader that
+    still acts."""
+    lease = arguments.leader_election_lease_duration_seconds
+    retry = arguments.leader_election_retry_period_seconds
+    deadline = arguments.leader_election_renew_deadline_seconds
+    if deadline is None:
+        deadline = lease - retry
+    if not 0 < retry < deadline < lease:
+        return (
+            "--leader-election-retry-period-seconds must be shorter than the renew deadline, and the "
+            "renew deadline (--leader-election-renew-deadline-seconds, default: the lease duration less "
+            "the retry period) shorter than --leader-election-lease-duration-seconds"
+        )
+    return None
 
 
 async def serve_metrics(
@@ -281,34 +360,60 @@ class Controller:
         return await self._reconciler.reconcile(namespace, name)
 
 
-async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
-    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
-    identity = arguments.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-    events = EventRecorder(api, host=identity, component=COMPONENT)
-    metrics = ControllerMetrics()  # kept across leader terms: counters only grow
-    data_planes = configured_data_planes(api, arguments, metrics)
-    elector = LeaderElector(
+def leader_elector(api: KubeApi, arguments: argparse.Namespace, identity: str) -> LeaderElector:
+    return LeaderElector(
         api,
         namespace=arguments.leader_election_namespace,
-        name=arguments.lease_name,
+        name=arguments.leader_election_lease_name,
         identity=identity,
-        lease_seconds=arguments.lease_duration,
-        renew_seconds=arguments.lease_renew,
+        lease_seconds=arguments.leader_election_lease_duration_seconds,
+        renew_seconds=arguments.leader_election_retry_period_seconds,
+        renew_deadline_seconds=arguments.leader_election_renew_deadline_seconds,
         annotations={VERSION_ANNOTATION: __version__},
     )
 
-    metrics.set_leader_source(elector.leading.is_set)
+
+async def leading(
+    arguments: argparse.Namespace, elector: LeaderElector, lead: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
+    """`lead` while this replica holds the Lease, or at once and for good with --leader-elect=false."""
+    if not arguments.leader_elect:
+        logger.info(
+            "controller %s reconciles without a leader Lease (--leader-elect=false)", elector.identity
+        )
+        await lead()
+        return
+    # A standby says so: otherwise its log stays empty until it leads, which looks like a hang.
+    logger.info(
+        "controller %s waits for the leader Lease %s/%s",
+        elector.identity,
+        arguments.leader_election_namespace,
+        arguments.leader_election_lease_name,
+    )
+    await elector.run(lead)
+
+
+async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
+    identity = arguments.leader_election_identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+    events = EventRecorder(api, host=identity, component=COMPONENT)
+    metrics = ControllerMetrics()  # kept across leader terms: counters only grow
+    data_planes = configured_data_planes(api, arguments, metrics)
+    elector = leader_elector(api, arguments, identity)
+
+    metrics.set_leader_source(elector.leading.is_set if arguments.leader_elect else lambda: True)
     policy_metrics = PolicyMetrics(metrics.registry)
     metrics_runner = None
     readiness = Readiness(reason="starting: no answer from the apiserver about the leader Lease yet")
-    if arguments.metrics_listen is not None:
-        host, port = arguments.metrics_listen
-        metrics_runner = await serve_metrics(metrics, host, port, readiness=readiness)
+    if arguments.admin_listen is not None:
+        host, port_number = arguments.admin_listen
+        metrics_runner = await serve_metrics(metrics, host, port_number, readiness=readiness)
 
     async def become_ready() -> None:
         # Ready once the Lease was read or written: the replica leads or stands by, either of which is
         # its job (a leader-only readiness would leave standbys unready and stall every rollout).
-        await elector.answered.wait()
+        if arguments.leader_elect:
+            await elector.answered.wait()
         readiness.set_ready()
 
     async def lead() -> None:
@@ -323,7 +428,11 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
             unhealthy_taint_key=arguments.unhealthy_taint_key,
         )
         controller = Controller(
-            api, reconciler, namespace=arguments.namespace, workers=arguments.workers, claims=claims
+            api,
+            reconciler,
+            namespace=arguments.namespace,
+            workers=arguments.concurrent_reconciles,
+            claims=claims,
         )
         try:
             if not arguments.policy:
@@ -331,7 +440,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
                 return
             # The policy acts only while this replica leads: it is cancelled with the migrations.
             policy = PolicyController(
-                api, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval
+                api, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval_seconds
             )
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(controller.run(), name="offloads")
@@ -341,16 +450,9 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
             metrics.forget_offloads()
             policy_metrics.forget_policies()
 
-    # A standby says so: otherwise its log stays empty until it leads, which looks like a hang.
-    logger.info(
-        "controller %s waits for the leader Lease %s/%s",
-        identity,
-        arguments.leader_election_namespace,
-        arguments.lease_name,
-    )
     tasks = [
         asyncio.create_task(events.run(), name="events"),
-        asyncio.create_task(elector.run(lead), name="leader-election"),
+        asyncio.create_task(leading(arguments, elector, lead), name="leading"),
     ]
     # Not among `tasks`: it ends once Ready, which must not end the controller.
     readying = asyncio.create_task(become_ready(), name="readiness")
@@ -364,7 +466,8 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         for task in (*tasks, readying):
             task.cancel()
         await asyncio.gather(*tasks, readying, return_exceptions=True)
-        await elector.release()
+        if arguments.leader_elect:
+            await elector.release()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await data_planes.close()
@@ -433,7 +536,11 @@ def configured_data_planes(
 
 
 def run_controller_command(arguments: argparse.Namespace) -> int:
-    configure_logging(arguments.log_level)
+    problem = leader_election_problem(arguments)
+    if problem is not None:
+        print(f"vk-provider controller: error: {problem}", file=sys.stderr)
+        return 2
+    configure_logging(arguments.log_level, arguments.log_format)
     arguments.kubeconfig = daemon_kubeconfig(arguments.kubeconfig)  # KubeconfigError: one line, exit 1
 
     async def main(stop: asyncio.Event) -> None:

@@ -25,3 +25,20 @@ class ServerTls:
             root_certificates=self.client_ca_file.read_bytes(),
             require_client_auth=True,
         )
+
+
+def add_port(server: grpc.aio.Server, address: str, tls: ServerTls | None) -> int:
+    """Listen on `address` (with mutual TLS when `tls` is given); the port bound. OSError naming the
+    address when it cannot be bound: gRPC says so by returning 0, or, in the aio server of recent
+    releases, by a RuntimeError, which would otherwise end a daemon in a traceback."""
+    try:
+        bound = (
+            server.add_insecure_port(address)
+            if tls is None
+            else server.add_secure_port(address, tls.credentials())
+        )
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot listen on {address} (in use, or not an address this host has)")
+    return bound

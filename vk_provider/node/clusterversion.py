@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 
+import aiohttp
+
 from vk_provider.kit.kube import KubeApi, KubeApiError
 from vk_provider.kit.kubeversions import (
     SUPPORTED_RANGE,
@@ -32,10 +34,11 @@ def node_features(settings: NodeSettings) -> tuple[Feature, ...]:
 
 async def read_cluster_version(api: KubeApi) -> KubernetesVersion | None:
     """The apiserver's version from `/version`; None (and a warning) when it cannot be read, since the node
-    must run anyway: the version only decides what it says."""
+    must run anyway: the version only decides what it says. An apiserver not reachable yet is one of
+    those cases (one line, no traceback): the Lease and the watches retry it after."""
     try:
         return await cluster_version(api)
-    except (KubeApiError, InvalidKubernetesVersionError) as error:
+    except (KubeApiError, InvalidKubernetesVersionError, aiohttp.ClientError, OSError, TimeoutError) as error:
         logger.warning("cannot read the cluster's Kubernetes version from /version: %s", error)
         return None
 

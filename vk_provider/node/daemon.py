@@ -270,7 +270,7 @@ async def _run_parts(daemon: NodeDaemon, group: asyncio.TaskGroup, ready: asynci
         len(daemon.pods.objects),
         adopted,
     )
-    for index in range(settings.pod_workers):
+    for index in range(settings.concurrent_pod_reconciles):
         group.create_task(daemon.reconciler.run_worker(), name=f"pod worker {index}")
     group.create_task(_status_flow(daemon), name="pod status flow")
     group.create_task(daemon.reconciler.run_orphan_sweeps(), name="orphan sweeps")

@@ -18,14 +18,15 @@ import yaml
 
 from vk_provider.kit.traffic_signature import secret_location
 from vk_provider.offload.names import VIRTUAL_NODE_LABEL, VIRTUAL_NODE_TAINT
-from vk_provider.runtime.logsetup import log_level
+from vk_provider.runtime.flagaliases import warn_deprecated
+from vk_provider.runtime.flagenvironment import ENV_PREFIX, boolean, service_link
+from vk_provider.runtime.logsetup import log_format, log_level
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECTS: tuple[TaintEffect, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 ServingCertificateMode = Literal["auto", "csr", "self-signed", "file"]
 SERVING_CERTIFICATE_MODES: tuple[ServingCertificateMode, ...] = ("auto", "csr", "self-signed", "file")
 DEFAULT_TAINT_KEY = VIRTUAL_NODE_TAINT
-ENV_PREFIX = "VK_PROVIDER_"
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]i?|Ki)?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -81,7 +82,7 @@ class NodeSettings:
     """InternalIP addresses reported on the Node; the first is every pod's hostIP."""
     operating_system: str = "linux"
     state_dir: Path = Path("/var/lib/vk-provider")
-    pod_workers: int = 20
+    concurrent_pod_reconciles: int = 20
     lease_duration_seconds: int = 40
     lease_renew_interval_seconds: float = 10.0
     node_status_interval_seconds: float = 60.0
@@ -95,6 +96,8 @@ class NodeSettings:
     """For a provider that mounts ServiceAccount tokens: replace a token once it has lived this part of
     its lifetime (the kubelet's 80%); in (0, 1]."""
     log_level: str = "INFO"
+    log_format: str = "text"
+    """`text`, or `json`: one JSON object a line (`vk_provider.runtime.logsetup`)."""
     api_qps: float = 0.0
     """A hard ceiling on the node's requests a second to the apiserver, its Lease and Node heartbeats
     and watches excluded; 0 = none. Below it the node paces itself by the apiserver's 429s (API Priority
@@ -198,6 +201,8 @@ class NodeSettings:
 
 
 FIELDS = {field.name: field for field in dataclasses.fields(NodeSettings)}
+DEPRECATED_SETTINGS = {"pod_workers": "concurrent_pod_reconciles"}
+"""Old names still read, in the file, the environment and on the command line, each use with a warning."""
 
 
 def parse_taint(text: str, source: str) -> Taint:
@@ -266,6 +271,13 @@ def _log_level(value: Any, source: str) -> str:
         raise SettingsError(f"{source}: log_level: {error}") from error
 
 
+def _log_format(value: Any, source: str) -> str:
+    try:
+        return log_format(str(value))
+    except ValueError as error:
+        raise SettingsError(f"{source}: log_format: {error}") from error
+
+
 def _traffic_key_secret(value: Any, source: str) -> str | None:
     if value in (None, ""):
         return None
@@ -316,14 +328,7 @@ def _optional_path(value: Any) -> Path | None:
 
 
 def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{value!r} is not a boolean")
+    return boolean(value)
 
 
 def _positive_int(name: str, upper: int | None = None) -> Callable[[Any, str], int]:
@@ -403,12 +408,13 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "leader_election_namespace": lambda value, source: None if value in (None, "") else str(value),
     "traffic_key_secret": _traffic_key_secret,
     "log_level": _log_level,
+    "log_format": _log_format,
     "leader_election_identity": lambda value, source: None if value in (None, "") else str(value),
     "kubelet_port": _positive_int("kubelet_port", 65535),
     "health_port": lambda value, source: (
         0 if value in (None, "", 0, "0") else _positive_int("health_port", 65535)(value, source)
     ),
-    "pod_workers": _positive_int("pod_workers"),
+    "concurrent_pod_reconciles": _positive_int("concurrent_pod_reconciles"),
     "api_burst": _non_negative_int("api_burst"),
     "api_qps": _non_negative_number("api_qps"),
     "lease_duration_seconds": _positive_int("lease_duration_seconds"),
@@ -448,9 +454,21 @@ def load_yaml_file(path: Path, source: str) -> dict[str, Any]:
 def _apply(values: dict[str, Any], raw: Mapping[str, Any], source: str) -> None:
     for key, value in raw.items():
         name = key.replace("-", "_")
+        if name in DEPRECATED_SETTINGS:
+            warn_deprecated(_named_as_in(source, name), _named_as_in(source, DEPRECATED_SETTINGS[name]))
+            name = DEPRECATED_SETTINGS[name]
         if name not in FIELDS:
             raise SettingsError(f"{source}: unknown setting {key!r}; known: {', '.join(sorted(FIELDS))}")
         values[name] = _coerce(name, value, source)
+
+
+def _named_as_in(source: str, name: str) -> str:
+    """A setting's name as `source` spells it: the file's key, the variable, the flag."""
+    if source == "environment":
+        return f"{ENV_PREFIX}{name.upper()}"
+    if source == "command line":
+        return "--" + name.replace("_", "-")
+    return name
 
 
 def load_settings(
@@ -463,10 +481,11 @@ def load_settings(
             values, load_yaml_file(config_file, f"config file {config_file}"), f"config file {config_file}"
         )
     environment = os.environ if environ is None else environ
+    variables = {name: f"{ENV_PREFIX}{name.upper()}" for name in (*DEPRECATED_SETTINGS, *FIELDS)}
     from_env = {
-        name: environment[f"{ENV_PREFIX}{name.upper()}"]
-        for name in FIELDS
-        if f"{ENV_PREFIX}{name.upper()}" in environment
+        name: environment[variable]
+        for name, variable in variables.items()
+        if variable in environment and not service_link(variable, environment[variable])
     }
     _apply(values, from_env, "environment")
     _apply(values, {name: value for name, value in flags.items() if value is not None}, "command line")

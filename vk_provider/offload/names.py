@@ -18,7 +18,7 @@ KEPT_ROUTE_KIND = "KeptRoute"
 KEPT_ROUTES = "keptroutes"
 
 CONTROLLER_LEASE = "vk-provider-controller"
-"""The controller replicas' leader Lease (`vk-provider controller --lease-name`)."""
+"""The controller replicas' leader Lease (`vk-provider controller --leader-election-lease-name`)."""
 CONTROLLER_NAMESPACE = "vk-provider-system"
 """Where the manifests and the chart run the controller, and its Lease's default namespace."""
 VERSION_ANNOTATION = f"{GROUP}/version"

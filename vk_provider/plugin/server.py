@@ -21,7 +21,7 @@ import grpc
 
 from vk_provider import __version__
 from vk_provider.errors import CapabilityMissingError, InvalidPodError, ProviderError
-from vk_provider.kit.grpctls import ServerTls
+from vk_provider.kit.grpctls import ServerTls, add_port
 from vk_provider.plugin import convert, sessions
 from vk_provider.plugin.convert import MessageError
 from vk_provider.plugin.status import status_of
@@ -230,13 +230,7 @@ async def serving(
     block runs."""
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((PluginService(provider, name=name).handler(),))
-    bound = (
-        server.add_insecure_port(address)
-        if tls is None
-        else server.add_secure_port(address, tls.credentials())
-    )
-    if bound == 0:
-        raise OSError(f"cannot listen on {address}")
+    add_port(server, address, tls)
     await server.start()
     logger.info("plugin %s serves on %s", name, address)
     try:

@@ -1,4 +1,4 @@
-"""The policy's Prometheus metrics, in the controller's registry (served on its `--metrics-listen`).
+"""The policy's Prometheus metrics, in the controller's registry (served on its `--admin-listen`).
 
 Names follow the design (research 6.6): `vk_provider_policy_*` for what the policy sees and does,
 `vk_provider_gpu_*` for the GPUs of the home pool as the exporter reported them at the last scrape.

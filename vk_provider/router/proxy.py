@@ -2,7 +2,7 @@
 
 The data path that applies it lives in `core` (client connections) and `upstream` (connections to
 endpoints); this module holds what every request reads and what `/-/status` reports, so tests and the
-`--workers` supervisor can use it without serving anything.
+`--worker-processes` supervisor can use it without serving anything.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The router loads the table before it listens, so its first answer is never a 404
 exists. The first SIGTERM or SIGINT stops listening and lets requests in flight finish (up to the
 shutdown grace); a second one exits at once.
 
-`--workers N` (default: the CPUs this process may run on) serves the port from N worker processes
+`--worker-processes N` (default: the CPUs this process may run on) serves the port from N worker processes
 fed by this one, which watches the cluster for all of them (`vk_provider.router.workers`); with 1,
 this process serves the port itself, with no other process.
 
@@ -48,28 +48,20 @@ from vk_provider.router.table import RouteTable
 from vk_provider.router.workerprotocol import WorkerConfig
 from vk_provider.router.workers import Supervisor
 from vk_provider.runtime import eventloop
-from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
+from vk_provider.runtime.flagaliases import add_deprecated_alias
+from vk_provider.runtime.flagtypes import (
+    host_port,
+    positive_seconds,
+    seconds,
+    seconds_with_unit,
+    whole_number,
+)
+from vk_provider.runtime.logsetup import add_log_arguments, configure_logging
 from vk_provider.runtime.signals import SLOW_STOP_SECONDS, until_signalled
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "0.0.0.0:8080"
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (IPv6 in brackets) → (host, port); argparse turns the ValueError into exit 2."""
-    host, separator, port_text = text.rpartition(":")
-    if not separator or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port_text)  # noqa: S104 - a router serves the network
-
-
-def worker_count(text: str) -> int:
-    """`--workers`: a whole number of at least 1; argparse turns the ValueError into exit 2."""
-    count = int(text)
-    if count < 1:
-        raise ValueError(f"expected at least 1 worker, got {count}")
-    return count
 
 
 def usable_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
@@ -106,15 +98,15 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--listen",
-        type=parse_listen,
-        default=parse_listen(DEFAULT_LISTEN),
+        type=host_port,
+        default=host_port(DEFAULT_LISTEN),
         metavar="HOST:PORT",
         help=f"where to serve traffic, and nothing else (default: {DEFAULT_LISTEN})",
     )
     parser.add_argument(
         "--admin-listen",
-        type=parse_listen,
-        default=parse_listen(DEFAULT_ADMIN_LISTEN),
+        type=host_port,
+        default=host_port(DEFAULT_ADMIN_LISTEN),
         metavar="HOST:PORT",
         help="where to serve /-/healthz, /-/readyz, /-/status and /-/metrics, for the controller, "
         "Prometheus and probes; the status names every route's endpoints, so keep it off the traffic "
@@ -125,26 +117,32 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     )
     cpus = usable_cpus()
     parser.add_argument(
-        "--workers",
-        type=worker_count,
+        "--worker-processes",
+        type=whole_number(1),
         default=cpus,
         metavar="N",
         help="processes serving the port (SO_REUSEPORT), fed the route table by one more that watches "
         f"the cluster; 1 serves from this process alone (default: the CPUs it may use, here {cpus})",
     )
     parser.add_argument(
-        "--connect-timeout", type=float, default=2.0, help="seconds to connect to an endpoint (default: 2)"
+        "--connect-timeout-seconds",
+        type=positive_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds to connect to an endpoint (default: 2)",
     )
     parser.add_argument(
-        "--shutdown-grace",
-        type=float,
+        "--shutdown-grace-seconds",
+        type=seconds,
         default=30.0,
+        metavar="SECONDS",
         help="seconds requests in flight get to finish when the router stops (default: 30)",
     )
     parser.add_argument(
-        "--shutdown-delay",
-        type=float,
+        "--shutdown-delay-seconds",
+        type=seconds,
         default=0.0,
+        metavar="SECONDS",
         help="seconds to go on taking new connections after SIGTERM, before the grace: a Service's "
         "endpoints and the load balancers in front take that long to stop sending to a replica being "
         "replaced (default: 0; the manifests set 5)",
@@ -165,45 +163,49 @@ def add_router_arguments(parser: argparse.ArgumentParser) -> None:
     add_client_limit_arguments(parser)
     add_trust_arguments(parser)
     add_check_arguments(parser)
-    add_log_level_argument(parser)
+    add_log_arguments(parser)
+    add_deprecated_alias(parser, "--workers", "--worker-processes")
+    for old in ("--connect-timeout", "--shutdown-grace", "--shutdown-delay"):
+        add_deprecated_alias(parser, old, f"{old}-seconds", convert=seconds_with_unit)
 
 
 def add_client_limit_arguments(parser: argparse.ArgumentParser) -> None:
     """What one client may hold: a slow or oversized request head is refused, connections are capped."""
     defaults = ProxySettings()
     parser.add_argument(
-        "--header-timeout",
-        type=float,
+        "--header-timeout-seconds",
+        type=positive_seconds,
         default=defaults.header_timeout,
         metavar="SECONDS",
         help="seconds from a request's first byte to the end of its head, then 408 and the connection "
         "closes; a client dribbling header lines (slowloris) is cut here "
         f"(default: {defaults.header_timeout:g})",
     )
+    add_deprecated_alias(parser, "--header-timeout", "--header-timeout-seconds", convert=seconds_with_unit)
     parser.add_argument(
         "--max-request-line",
-        type=int,
+        type=whole_number(1),
         default=defaults.max_request_line,
         metavar="BYTES",
         help=f"bytes of a request's target; longer gets 414 (default: {defaults.max_request_line})",
     )
     parser.add_argument(
         "--max-header-bytes",
-        type=int,
+        type=whole_number(1),
         default=defaults.max_header_bytes,
         metavar="BYTES",
         help=f"bytes of a request's header fields; more gets 431 (default: {defaults.max_header_bytes})",
     )
     parser.add_argument(
         "--max-headers",
-        type=int,
+        type=whole_number(1),
         default=defaults.max_headers,
         metavar="N",
         help=f"header fields of a request; more gets 431 (default: {defaults.max_headers})",
     )
     parser.add_argument(
         "--max-connections",
-        type=int,
+        type=whole_number(1),
         default=defaults.max_client_connections,
         metavar="N",
         help="client connections each worker keeps open; one more is answered 503 and closed "
@@ -213,8 +215,8 @@ def add_client_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def proxy_settings_of(arguments: argparse.Namespace) -> ProxySettings:
     return ProxySettings(
-        connect_timeout=arguments.connect_timeout,
-        header_timeout=arguments.header_timeout,
+        connect_timeout=arguments.connect_timeout_seconds,
+        header_timeout=arguments.header_timeout_seconds,
         max_request_line=arguments.max_request_line,
         max_header_bytes=arguments.max_header_bytes,
         max_headers=arguments.max_headers,
@@ -243,7 +245,7 @@ def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sign-for-host",
-        type=sign_for_host,
+        type=_host_flag,
         action="append",
         default=[],
         metavar="HOST",
@@ -266,34 +268,36 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     """The active checks of away endpoints (`--check-*`): the router's, and the xDS server's feed's."""
     defaults = CheckSettings()
     parser.add_argument(
-        "--check-interval",
-        type=float,
+        "--check-interval-seconds",
+        type=positive_seconds,
         default=defaults.interval_seconds,
         metavar="SECONDS",
         help="seconds between the active checks of each away endpoint, which keep an endpoint "
         f"serving while its node is not Ready (default: {defaults.interval_seconds:g})",
     )
     parser.add_argument(
-        "--check-timeout",
-        type=float,
+        "--check-timeout-seconds",
+        type=positive_seconds,
         default=defaults.timeout_seconds,
         metavar="SECONDS",
         help=f"seconds an active check may take (default: {defaults.timeout_seconds:g})",
     )
     parser.add_argument(
         "--check-healthy-threshold",
-        type=int,
+        type=whole_number(1),
         default=defaults.healthy_threshold,
         metavar="N",
         help=f"passes in a row that make an endpoint healthy (default: {defaults.healthy_threshold})",
     )
     parser.add_argument(
         "--check-unhealthy-threshold",
-        type=int,
+        type=whole_number(1),
         default=defaults.unhealthy_threshold,
         metavar="N",
         help=f"failures in a row that make an endpoint unhealthy (default: {defaults.unhealthy_threshold})",
     )
+    for old in ("--check-interval", "--check-timeout"):
+        add_deprecated_alias(parser, old, f"{old}-seconds", convert=seconds_with_unit)
 
 
 LATE_REQUEST_SETTLE_SECONDS = 0.1
@@ -329,8 +333,8 @@ async def keep_serving_while_endpoints_let_go(delay: float) -> None:
 
 def check_settings_of(arguments: argparse.Namespace) -> CheckSettings:
     return CheckSettings(
-        interval_seconds=arguments.check_interval,
-        timeout_seconds=arguments.check_timeout,
+        interval_seconds=arguments.check_interval_seconds,
+        timeout_seconds=arguments.check_timeout_seconds,
         healthy_threshold=arguments.check_healthy_threshold,
         unhealthy_threshold=arguments.check_unhealthy_threshold,
     )
@@ -342,6 +346,13 @@ def signing_scope_of(arguments: argparse.Namespace) -> SigningScope:
 
 def slice_managers_of(arguments: argparse.Namespace) -> SliceManagers:
     return SliceManagers.with_extra(arguments.endpoint_slice_manager)
+
+
+def _host_flag(text: str) -> str:
+    try:
+        return sign_for_host(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
 
 
 def _secret_flag(text: str) -> SecretLocation:
@@ -411,7 +422,7 @@ async def watching_cluster(
 
 
 async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
-    """Serve from this process alone (`--workers 1`)."""
+    """Serve from this process alone (`--worker-processes 1`)."""
     host, port = arguments.listen
     signing = RequestSigning(
         standard_chain(profile=arguments.aws_profile, credentials_file=arguments.aws_credentials_file)
@@ -432,27 +443,30 @@ async def serve_router(arguments: argparse.Namespace, stop: asyncio.Event) -> No
         try:
             logger.info("router serving on %s:%d with %d routes", host, port, len(router.table.routes))
             await stop.wait()
-            await keep_serving_while_endpoints_let_go(arguments.shutdown_delay)
-            logger.info("stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace)
-            await drain(server, router, arguments.shutdown_grace)
+            await keep_serving_while_endpoints_let_go(arguments.shutdown_delay_seconds)
+            logger.info(
+                "stopping: no new connections; requests in flight get %gs", arguments.shutdown_grace_seconds
+            )
+            await drain(server, router, arguments.shutdown_grace_seconds)
         finally:
             await server.close()
 
 
 async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
-    """Watch the cluster here; serve from `arguments.workers` worker processes."""
+    """Watch the cluster here; serve from `arguments.worker_processes` worker processes."""
     host, port = arguments.listen
     config = WorkerConfig(
         host=host,
         port=port,
         proxy=proxy_settings_of(arguments),
-        shutdown_grace=arguments.shutdown_grace,
-        shutdown_delay=arguments.shutdown_delay,
+        shutdown_grace=arguments.shutdown_grace_seconds,
+        shutdown_delay=arguments.shutdown_delay_seconds,
         aws_profile=arguments.aws_profile,
         aws_credentials_file=arguments.aws_credentials_file,
         log_level=str(arguments.log_level),
+        log_format=str(arguments.log_format),
     )
-    supervisor = Supervisor(config, arguments.workers)
+    supervisor = Supervisor(config, arguments.worker_processes)
     serving = asyncio.Event()
     async with (
         admin_listener(arguments, supervisor.answer, serving, stop),
@@ -468,31 +482,33 @@ async def serve_with_workers(arguments: argparse.Namespace, stop: asyncio.Event)
                 "router serving on %s:%d from %d workers with %d routes",
                 host,
                 supervisor.port,
-                arguments.workers,
+                arguments.worker_processes,
                 len(supervisor.router.table.routes),
             )
             await stop.wait()
-            await keep_serving_while_endpoints_let_go(arguments.shutdown_delay)
+            await keep_serving_while_endpoints_let_go(arguments.shutdown_delay_seconds)
             logger.info(
                 "stopping: the workers take no new connections; requests in flight get %gs",
-                arguments.shutdown_grace,
+                arguments.shutdown_grace_seconds,
             )
         finally:
             await supervisor.stop()
 
 
 def run_router_command(arguments: argparse.Namespace) -> int:
-    configure_logging(arguments.log_level)
+    configure_logging(arguments.log_level, arguments.log_format)
 
     logger.info("event loop: %s", eventloop.loop_name())
     arguments.kubeconfig = daemon_kubeconfig(arguments.kubeconfig)  # KubeconfigError: one line, exit 1
-    serve = serve_router if arguments.workers == 1 else serve_with_workers
+    serve = serve_router if arguments.worker_processes == 1 else serve_with_workers
 
     async def main(stop: asyncio.Event) -> None:
         await serve(arguments, stop)
 
     # The drain may rightly take the whole grace period: only a stop that outlasts it is a hang.
-    slow_stop_seconds = arguments.shutdown_delay + arguments.shutdown_grace + SLOW_STOP_SECONDS
+    slow_stop_seconds = (
+        arguments.shutdown_delay_seconds + arguments.shutdown_grace_seconds + SLOW_STOP_SECONDS
+    )
     try:
         eventloop.run(until_signalled(main, slow_stop_seconds=slow_stop_seconds))
     except OSError as error:

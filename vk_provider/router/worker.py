@@ -1,4 +1,5 @@
-"""One worker process of `vk-provider router --workers N`: serves the supervisor's table on the shared port.
+"""One worker process of `vk-provider router --worker-processes N`: serves the supervisor's table on the
+shared port.
 
 Started by the supervisor (`vk_provider.router.workers`) as `python -m vk_provider.router.worker
 --control-fd FD`, FD being its end of a socketpair. It never talks to the apiserver: the first
@@ -44,6 +45,7 @@ from vk_provider.router.workerprotocol import (
     WorkerStatus,
 )
 from vk_provider.runtime import eventloop
+from vk_provider.runtime.logsetup import configure_logging
 
 # Named, not `__name__`: run with `python -m`, this module is `__main__`.
 logger = logging.getLogger("vk_provider.router.worker")
@@ -156,10 +158,7 @@ async def run_worker(control: socket.socket) -> int:
     if not isinstance(request, Request) or not isinstance(request.body, Start):
         raise SystemExit(f"expected a Start request from the supervisor, got {request!r}")
     order = request.body
-    logging.basicConfig(
-        level=order.config.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s %(name)s [worker {order.slot}]: %(message)s",
-    )
+    configure_logging(order.config.log_level, order.config.log_format, source=f"worker {order.slot}")
 
     # SIGTERM drains, however often it comes: signalling the router's whole process group (`kill --
     # -PGID`, as `dev down` does) reaches each worker beside the supervisor's own Stop, and must not

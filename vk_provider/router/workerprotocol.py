@@ -45,6 +45,7 @@ class WorkerConfig:
     aws_profile: str | None = None
     aws_credentials_file: Path | None = None
     log_level: str = "INFO"
+    log_format: str = "text"
 
 
 @dataclasses.dataclass(frozen=True)

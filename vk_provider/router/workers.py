@@ -1,4 +1,4 @@
-"""`vk-provider router --workers N`: N worker processes serve one port; one supervisor feeds them.
+"""`vk-provider router --worker-processes N`: N worker processes serve one port; one supervisor feeds them.
 
 Why processes: one Python process proxies on one core. N workers (`vk_provider.router.worker`) each
 listen on the same port with SO_REUSEPORT, and the kernel spreads new connections over them.

@@ -28,13 +28,16 @@ def add_authentication_arguments(parser: argparse.ArgumentParser) -> None:
         "client authentication",
         "mutual TLS on the xDS port: give all three files, or --allow-plaintext for development",
     )
-    group.add_argument("--tls-cert-file", type=Path, metavar="FILE", help="the xDS server's certificate")
-    group.add_argument("--tls-key-file", type=Path, metavar="FILE", help="its private key")
+    group.add_argument(
+        "--tls-cert-file", type=Path, metavar="FILE", help="the xDS server's certificate (default: none)"
+    )
+    group.add_argument("--tls-key-file", type=Path, metavar="FILE", help="its private key (default: none)")
     group.add_argument(
         "--client-ca-file",
         type=Path,
         metavar="FILE",
-        help="the CA every Envoy's client certificate must come from; other clients are refused",
+        help="the CA every Envoy's client certificate must come from; other clients are refused "
+        "(default: none)",
     )
     group.add_argument(
         "--allow-plaintext",

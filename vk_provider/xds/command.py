@@ -4,7 +4,7 @@ The tables are the router's: the same watches (Offloads, EndpointSlices, away po
 the same active checks of away endpoints (`vk_provider.router.running.watching_cluster`), so Envoy
 routes exactly what the built-in router would. Each table becomes one version of every resource type
 (`XdsServer.update`); the server keeps, per connected Envoy, the newest version it has ACKed, and
-says at `--status-listen` which weight that gives each route (`vk_provider.xds.status`). Envoys
+says at `--admin-listen` which weight that gives each route (`vk_provider.xds.status`). Envoys
 connect over mutual TLS (`vk_provider.xds.authentication`); plaintext only with --allow-plaintext.
 """
 
@@ -22,12 +22,13 @@ from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.running import (
     add_check_arguments,
     add_trust_arguments,
-    parse_listen,
     watching_cluster,
 )
 from vk_provider.router.table import RouteTable
 from vk_provider.runtime import eventloop
-from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
+from vk_provider.runtime.flagaliases import add_deprecated_alias
+from vk_provider.runtime.flagtypes import host_port, port
+from vk_provider.runtime.logsetup import add_log_arguments, configure_logging
 from vk_provider.runtime.signals import until_signalled
 from vk_provider.xds.authentication import (
     AuthenticationArgumentError,
@@ -41,7 +42,7 @@ from vk_provider.xds.running import serve_xds
 logger = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "0.0.0.0:18000"
-DEFAULT_STATUS_LISTEN = "0.0.0.0:18001"
+DEFAULT_ADMIN_LISTEN = "0.0.0.0:18001"
 
 
 def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,23 +52,23 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--listen",
-        type=parse_listen,
-        default=parse_listen(DEFAULT_LISTEN),
+        type=host_port,
+        default=host_port(DEFAULT_LISTEN),
         metavar="HOST:PORT",
         help=f"where Envoys connect for aggregated xDS over gRPC (default: {DEFAULT_LISTEN})",
     )
     add_authentication_arguments(parser)
     parser.add_argument(
-        "--status-listen",
-        type=parse_listen,
-        default=parse_listen(DEFAULT_STATUS_LISTEN),
+        "--admin-listen",
+        type=host_port,
+        default=host_port(DEFAULT_ADMIN_LISTEN),
         metavar="HOST:PORT",
         help="where to serve /-/status (the weight each Envoy has applied, for the migration controller), "
-        f"/-/metrics and /-/healthz over HTTP (default: {DEFAULT_STATUS_LISTEN})",
+        f"/-/metrics and /-/healthz over HTTP (default: {DEFAULT_ADMIN_LISTEN})",
     )
     parser.add_argument(
         "--envoy-port",
-        type=int,
+        type=port,
         default=8080,
         metavar="PORT",
         help="the port of the listener the Envoys serve traffic on (default: 8080)",
@@ -82,7 +83,8 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_trust_arguments(parser)
     add_check_arguments(parser)
-    add_log_level_argument(parser)
+    add_log_arguments(parser)
+    add_deprecated_alias(parser, "--status-listen", "--admin-listen")
 
 
 async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerTls | None) -> None:
@@ -101,7 +103,7 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerT
                 await stop.wait()
 
     serving = asyncio.create_task(
-        serve_xds(tables, host, port, settings=settings, tls=tls, status=arguments.status_listen),
+        serve_xds(tables, host, port, settings=settings, tls=tls, status=arguments.admin_listen),
         name="xds",
     )
     stopping = asyncio.create_task(stop.wait())
@@ -116,7 +118,7 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerT
 
 
 def run_xds_command(arguments: argparse.Namespace) -> int:
-    configure_logging(arguments.log_level)
+    configure_logging(arguments.log_level, arguments.log_format)
     try:
         tls = server_tls(arguments)
     except AuthenticationArgumentError as error:
@@ -130,7 +132,7 @@ def run_xds_command(arguments: argparse.Namespace) -> int:
         logger.error(
             "cannot serve xDS on %s:%d and its status on %s:%d: %s",
             *arguments.listen,
-            *arguments.status_listen,
+            *arguments.admin_listen,
             error,
         )
         return 1

@@ -16,7 +16,7 @@ from typing import TypeAlias
 import grpc
 from envoy.service.discovery.v3 import discovery_pb2
 
-from vk_provider.kit.grpctls import ServerTls
+from vk_provider.kit.grpctls import ServerTls, add_port
 from vk_provider.router.table import RouteTable
 from vk_provider.xds.resources import EnvoySettings, Resources, build_resources
 from vk_provider.xds.session import DiscoverySession, Nack
@@ -101,12 +101,7 @@ class XdsServer:
             (grpc.method_handlers_generic_handler(SERVICE, {"StreamAggregatedResources": handler}),)
         )
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if tls is None:
-            bound = server.add_insecure_port(address)
-        else:
-            bound = server.add_secure_port(address, tls.credentials())
-        if bound == 0:
-            raise OSError(f"cannot listen on {address}")
+        bound = add_port(server, address, tls)
         await server.start()
         self._server = server
         logger.info("xDS server listening on %s:%d (%s)", host, bound, "mutual TLS" if tls else "plaintext")

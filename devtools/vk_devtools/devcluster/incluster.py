@@ -163,7 +163,7 @@ def kustomization(
             ),
             _listen_on_pod_address(
                 CONTROLLER_DEPLOYMENT,
-                {5: ("--metrics-listen=0.0.0.0:8081", "--metrics-listen=$(POD_IP):8081")},
+                {5: ("--admin-listen=0.0.0.0:8081", "--admin-listen=$(POD_IP):8081")},
                 has_env=True,  # POD_NAME, its identity in the leader Lease
             ),
         ],

@@ -120,7 +120,7 @@ def xds_argv(
         str(kubeconfig),
         "--listen",
         f"127.0.0.1:{port}",
-        "--status-listen",
+        "--admin-listen",
         f"127.0.0.1:{status_port}",
         "--envoy-port",
         str(envoy_port),

@@ -49,7 +49,7 @@ def test_the_argument_patches_test_what_the_manifests_really_say(tmp_path: Path)
             if operation["op"] == "test":
                 assert _at(deployment, operation["path"]) == operation["value"]
                 tested += 1
-    assert tested == 3  # the router's --listen and --admin-listen, the controller's --metrics-listen
+    assert tested == 3  # the router's --listen and --admin-listen, the controller's --admin-listen
 
 
 def _patched(document: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:

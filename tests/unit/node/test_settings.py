@@ -12,12 +12,12 @@ from vk_provider.node.settings import NodeSettings, SettingsError, Taint, load_s
 def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
     config = tmp_path / "node.yaml"
     config.write_text("node_name: from-file\nprovider: local\nkubelet_port: 10260\ncapacity: {cpu: '8'}\n")
-    environ = {"VK_PROVIDER_NODE_NAME": "from-env", "VK_PROVIDER_POD_WORKERS": "7"}
+    environ = {"VK_PROVIDER_NODE_NAME": "from-env", "VK_PROVIDER_CONCURRENT_POD_RECONCILES": "7"}
     settings = load_settings(
         config_file=config, environ=environ, flags={"node_name": "from-flag", "labels": None}
     )
     assert settings.node_name == "from-flag"
-    assert settings.pod_workers == 7
+    assert settings.concurrent_pod_reconciles == 7
     assert settings.provider == "local"
     assert settings.kubelet_port == 10260
     assert settings.capacity == {"cpu": "8"}

@@ -108,7 +108,7 @@ async def admin_client(
     router: Router, *, ready: Callable[[], bool] = lambda: True
 ) -> AsyncIterator[RouterClient]:
     """A client of `router`'s admin listener (status, metrics, health) on a free port of 127.0.0.1,
-    as `vk-provider router --workers 1` serves it."""
+    as `vk-provider router --worker-processes 1` serves it."""
     runner = await start_admin("127.0.0.1", 0, local_answer(router), ready)
     try:
         async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{bound_port(runner)}") as client:

@@ -1,5 +1,5 @@
-"""`--workers N`: the supervisor's merged status and metrics (its admin answers), and real worker processes on
-127.0.0.1 serving a fixed table (the supervisor's table source is whoever calls `update`)."""
+"""`--worker-processes N`: the supervisor's merged status and metrics (its admin answers), and real worker
+processes on 127.0.0.1 serving a fixed table (the supervisor's table source is whoever calls `update`)."""
 
 from __future__ import annotations
 
@@ -466,10 +466,10 @@ def pid_alive(pid: int) -> bool:
 def test_workers_default_to_the_cpus_the_router_may_use_and_one_keeps_it_in_process() -> None:
     parser = argparse.ArgumentParser()
     add_router_arguments(parser)
-    assert parser.parse_args([]).workers == usable_cpus()
-    assert parser.parse_args(["--workers", "1"]).workers == 1
+    assert parser.parse_args([]).worker_processes == usable_cpus()
+    assert parser.parse_args(["--worker-processes", "1"]).worker_processes == 1
     with pytest.raises(SystemExit):
-        parser.parse_args(["--workers", "0"])
+        parser.parse_args(["--worker-processes", "0"])
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ def test_the_xds_command_listens_for_envoys_on_18000_and_gives_them_port_8080() 
     assert arguments.envoy_port == 8080
     assert arguments.namespace is None
     assert arguments.upstream_ca_file is None
-    assert arguments.check_interval > 0  # the router's active checks, shared
+    assert arguments.check_interval_seconds > 0  # the router's active checks, shared
 
 
 def test_an_xds_address_without_a_port_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,9 +30,9 @@ def test_an_xds_address_without_a_port_is_refused(capsys: pytest.CaptureFixture[
 
 
 def test_the_xds_command_serves_its_status_on_18001() -> None:
-    assert build_parser().parse_args(["xds"]).status_listen == ("0.0.0.0", 18001)  # noqa: S104
-    arguments = build_parser().parse_args(["xds", "--status-listen", "127.0.0.1:9901"])
-    assert arguments.status_listen == ("127.0.0.1", 9901)
+    assert build_parser().parse_args(["xds"]).admin_listen == ("0.0.0.0", 18001)  # noqa: S104
+    arguments = build_parser().parse_args(["xds", "--admin-listen", "127.0.0.1:9901"])
+    assert arguments.admin_listen == ("127.0.0.1", 9901)
 
 
 def test_without_mutual_tls_or_an_explicit_plaintext_the_xds_command_refuses_to_start(
