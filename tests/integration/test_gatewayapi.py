@@ -3,7 +3,7 @@
 The controller writes the weights of an HTTPRoute rule (validated by the real CRD's schema and CEL
 rules), waits for every parent to accept the route's new generation and for every gateway replica
 to answer a probe with the number of the weights written, and refuses a share to a side without a
-ready endpoint. No Gateway API implementation runs here (see the README's "Which data plane"): the
+ready endpoint. No Gateway API implementation runs here (see docs/concepts/data-planes.md): the
 test plays the implementation's two halves, a controller that writes the route's status
 (`AcceptingGateway`) and a gateway replica that answers probes with the header of the configuration
 it last took (`GatewayReplica`); each can be held back. The away share's half of the data path is

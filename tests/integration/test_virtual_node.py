@@ -109,7 +109,7 @@ async def test_the_node_registers_ready_with_its_capacity_labels_and_taint_and_r
 async def test_the_readmes_first_node_command_gets_a_ready_node_without_a_namespace_of_ours(
     control_plane: cluster.ClusterState, kube_api: client.ApiClient, tmp_path: Path
 ) -> None:
-    """`vk-provider node` as the README's Usage runs it: outside a pod, no --leader-election-namespace,
+    """`vk-provider node` as the documentation runs it by hand: outside a pod, no --leader-election-namespace,
     no config file. Its leader Lease goes to kube-node-lease, which every cluster has, so it needs no
     vk-provider-system (the namespace of the Lease is what the test checks: other tests may create
     vk-provider-system on this shared plane, and a node that took its Lease there would still pass)."""
@@ -119,7 +119,7 @@ async def test_the_readmes_first_node_command_gets_a_ready_node_without_a_namesp
     readme_command = ["node", "--kubeconfig", str(control_plane.kubeconfig), "--node-name", name]
     readme_command += ["--provider", "mock", "--capacity", "nvidia.com/gpu=8", "--capacity", "cpu=64"]
     readme_command += ["--label", "pool=burst"]
-    # Beyond the README: what a machine shared with other tests needs (a port and a state folder of
+    # Beyond the documentation: what a machine shared with other tests needs (a port and a state folder of
     # its own), and the CSR approval an operator would give by hand.
     shared_machine = ["--kubelet-port", str(PortPicker().pick()), "--kubelet-bind-address", "127.0.0.1"]
     shared_machine += ["--state-dir", str(tmp_path / "state"), "--kubelet-csr-self-approve"]

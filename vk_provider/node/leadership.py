@@ -19,7 +19,7 @@ from vk_provider.node.settings import NodeSettings
 
 FALLBACK_NAMESPACE = "kube-node-lease"
 """Outside a pod, with nothing configured: a namespace every cluster has (where nodes' heartbeat Leases
-live), so that the README's first `vk-provider node` registers on a fresh cluster instead of waiting
+live), so that a first `vk-provider node` run by hand registers on a fresh cluster instead of waiting
 forever for a vk-provider-system nobody created."""
 LEASE_PREFIX = "vk-provider-node-"
 

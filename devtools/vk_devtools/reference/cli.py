@@ -251,7 +251,7 @@ def programs() -> list[tuple[str, argparse.ArgumentParser]]:
 
 
 MACHINE_PROBES = ("vk_provider.router.running.usable_cpus",)
-"""What a parser asks of the machine it is built on (the router's `--workers` defaults to the CPUs it
+"""What a parser asks of the machine it is built on (the router's `--worker-processes` defaults to the CPUs it
 may use): answered with two different numbers while the parsers are built twice, so that a default
 or help that follows them is told apart and shown as the machine's, not as this one's."""
 MACHINE_VALUE = "<N>"

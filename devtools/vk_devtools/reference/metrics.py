@@ -135,7 +135,7 @@ SOURCES = (
     Source("Router (`vk-provider router`)", "the router's admin listener, `/-/metrics`", _router),
     Source(
         "Router worker supervisor",
-        "the same `/-/metrics`, with `--workers` 2 or more: the supervisor's own series beside the "
+        "the same `/-/metrics`, with `--worker-processes` 2 or more: the supervisor's own series beside the "
         "workers' series summed",
         _router_supervisor,
     ),
