@@ -79,7 +79,7 @@ def test_the_page_is_the_same_on_a_machine_of_another_size() -> None:
     with unittest.mock.patch("os.sched_getaffinity", return_value=set(range(5))):
         text = cli.render()
     assert text == cli.render()
-    assert "| `--workers` | `N` | the machine's |" in text  # the router's: its usable CPUs
+    assert "| `--worker-processes` | `N` | the machine's |" in text  # the router's: its usable CPUs
     assert "here &lt;N&gt;" in text
 
 
