@@ -19,6 +19,7 @@ from vk_provider.kit.kubeversions import SUPPORTED_RANGE
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings
 from vk_provider.offloadcli.arguments import add_migration_commands
+from vk_provider.offloadcli.completion import add_completion_command
 from vk_provider.offloadcli.globalflags import add_global_flags, merge_global_flags
 from vk_provider.offloadcli.version import add_version_command
 from vk_provider.runtime.logsetup import add_log_level_argument, configure_logging
@@ -540,6 +541,7 @@ def build_offload_parser() -> argparse.ArgumentParser:
     add_migration_commands(subparsers)
     add_version_command(subparsers)
     _add_installed_commands(subparsers)
+    add_completion_command(subparsers, parser)  # last: it completes every command added before
     return parser
 
 

@@ -11,7 +11,7 @@ import re
 
 from vk_provider.offload.plan import validate_steps
 from vk_provider.offloadcli.controllerlease import DEFAULT_LEASE, parse_lease
-from vk_provider.offloadcli.dryrun import CLIENT, add_dry_run_flag, parse_dry_run
+from vk_provider.offloadcli.dryrun import CLIENT, MODES, add_dry_run_flag, parse_dry_run
 from vk_provider.offloadcli.leftovers import VIRTUAL_NODES
 from vk_provider.offloadcli.outputs import OUTPUT_HELP, OUTPUTS
 
@@ -247,6 +247,7 @@ def _add_uninstall_command(subparsers: argparse._SubParsersAction[argparse.Argum
         nargs="?",
         const=CLIENT,
         type=parse_dry_run,
+        choices=MODES,
         metavar="client|server",
         help="list what it would do, and change nothing; server: the apiserver also checks each Offload's "
         "patch home and deletion (a bare --dry-run is client)",

@@ -43,7 +43,13 @@ def parse_dry_run(text: str) -> str:
 
 def add_dry_run_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--dry-run", nargs="?", const=CLIENT, type=parse_dry_run, metavar="client|server", help=HELP
+        "--dry-run",
+        nargs="?",
+        const=CLIENT,
+        type=parse_dry_run,
+        choices=MODES,  # never refuses (the type does, saying more); it lets completion offer them
+        metavar="client|server",
+        help=HELP,
     )
 
 
