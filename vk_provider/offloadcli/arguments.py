@@ -81,17 +81,26 @@ def parse_lease_flag(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+AFTER_WINS = "; also accepted before the command, where this one wins over it"
+
+
 def _connection_flags() -> argparse.ArgumentParser:
     connection = argparse.ArgumentParser(add_help=False)
-    connection.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    connection.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    connection.add_argument(
+        "--kubeconfig", help=f"kubeconfig file (default: $KUBECONFIG or ~/.kube/config{AFTER_WINS})"
+    )
+    connection.add_argument(
+        "--context", help=f"the kubeconfig context to use (default: its current context{AFTER_WINS})"
+    )
     return connection
 
 
 def _common_flags() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, parents=[_connection_flags()])
     common.add_argument(
-        "-n", "--namespace", help="the Offload's namespace (default: the context's namespace or default)"
+        "-n",
+        "--namespace",
+        help=f"the Offload's namespace (default: the context's namespace or default{AFTER_WINS})",
     )
     return common
 
@@ -233,7 +242,9 @@ def _add_uninstall_command(subparsers: argparse._SubParsersAction[argparse.Argum
     )
     uninstall.set_defaults(migration_command="uninstall")
     uninstall.add_argument(
-        "-n", "--namespace", help="only the Offloads and pods of this namespace (default: every namespace)"
+        "-n",
+        "--namespace",
+        help=f"only the Offloads and pods of this namespace (default: every namespace{AFTER_WINS})",
     )
     uninstall.add_argument(
         "--timeout",

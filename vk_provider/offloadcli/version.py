@@ -15,8 +15,9 @@ from vk_provider import __version__
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 from vk_provider.offload.names import CONTROLLER_LEASE, CONTROLLER_NAMESPACE, VERSION_ANNOTATION
 from vk_provider.offloadcli import connection
+from vk_provider.offloadcli.arguments import parse_timeout
 
-DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_TIMEOUT_SECONDS = 10
 
 
 def add_version_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,10 +39,10 @@ def add_version_command(subparsers: argparse._SubParsersAction[argparse.Argument
     )
     version.add_argument(
         "--request-timeout",
-        type=float,
+        type=parse_timeout,
         default=DEFAULT_TIMEOUT_SECONDS,
-        metavar="SECONDS",
-        help="give up on the cluster after this long (default: %(default)s)",
+        metavar="DURATION",
+        help="give up on the cluster after this long, e.g. 5s, 1m or 30 (default: %(default)ss)",
     )
     version.set_defaults(run_command=run_version)
 
