@@ -97,7 +97,9 @@ def unreachable_reason(error: BaseException) -> str:
     """Why the apiserver could not be reached, in one line: refused, a name that does not resolve, a
     certificate not trusted, no answer in time, or aiohttp's own words."""
     if isinstance(error, aiohttp.ClientConnectorCertificateError):
-        return f"its TLS certificate is not trusted ({error.certificate_error})"
+        cause = error.certificate_error
+        why = getattr(cause, "verify_message", None) or " ".join(str(cause).split())
+        return f"its TLS certificate is not trusted ({why})"
     if isinstance(error, aiohttp.ClientConnectorSSLError):
         return f"the TLS handshake failed ({error.os_error})"
     if isinstance(error, aiohttp.ClientConnectorError):
