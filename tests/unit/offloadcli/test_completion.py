@@ -13,9 +13,11 @@ import pytest
 from vk_provider.cli import build_offload_parser, offload_main
 from vk_provider.offloadcli.completion import (
     OFFLOADS,
+    PLUGIN_COMPLETER,
     POLICIES,
     bash_script,
     command_tree,
+    kubectl_plugin_script,
     zsh_script,
 )
 
@@ -55,7 +57,7 @@ def test_the_tree_holds_every_command_at_every_depth_with_its_flags_and_position
     assert tree[("status",)].positionals == [OFFLOADS]
     assert tree[("auto",)].positionals == ["choices:on off", OFFLOADS]
     assert tree[("policy", "status")].positionals == [POLICIES]
-    assert tree[("completion",)].positionals == ["choices:bash zsh"]
+    assert tree[("completion",)].positionals == ["choices:bash zsh kubectl"]
     assert set(tree[("list",)].flag_values["-o"].removeprefix("choices:").split()) == {
         "wide",
         "name",
@@ -112,7 +114,7 @@ def complete(script: Path, *words: str) -> list[str]:
         (["flip", "chat", "--wa"], ["--wait"]),
         (["flip", "chat", "--to", "away", "--t"], ["--to", "--timeout"]),
         (["auto", ""], ["on", "off"]),
-        (["completion", ""], ["bash", "zsh"]),
+        (["completion", ""], ["bash", "zsh", "kubectl"]),
         (["flip", "chat", "--timeout", ""], []),
     ],
 )
@@ -174,4 +176,48 @@ def test_an_unknown_shell_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as exited:
         offload_main(["completion", "fish"])
     assert exited.value.code == 2
-    assert "argument shell: invalid choice: 'fish' (choose from 'bash', 'zsh')" in capsys.readouterr().err
+    assert "argument shell: invalid choice: 'fish' (choose from 'bash', 'zsh', 'kubectl')" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.fixture
+def completer(script: Path) -> Path:
+    """kubectl_complete-offload beside the stand-in kubectl."""
+    path = script.parent / "bin" / PLUGIN_COMPLETER
+    path.write_text(kubectl_plugin_script(build_offload_parser()))
+    path.chmod(0o755)
+    return path
+
+
+def run_completer(completer: Path, *words: str, kubectl: str = "") -> list[str]:
+    done = subprocess.run(
+        [kubectl, "__complete", "offload", *words] if kubectl else [str(completer), *words],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={"PATH": f"{completer.parent}:{Path(kubectl).parent if kubectl else ''}:/usr/bin:/bin"},
+    )
+    return done.stdout.splitlines()
+
+
+@needs_bash
+def test_the_kubectl_plugin_completer_answers_as_kubectl_asks(completer: Path) -> None:
+    assert run_completer(completer, "flip", "chat", "--to", "") == ["home", "away", ":4"]
+    assert run_completer(completer, "-n", "ml", "status", "c") == ["chat", ":4"]
+    assert run_completer(completer, "status", "chat", "") == [":4"]
+
+
+REAL_KUBECTL = shutil.which("kubectl")
+
+
+@needs_bash
+@pytest.mark.skipif(REAL_KUBECTL is None, reason="kubectl is not installed")
+def test_kubectl_completes_kubectl_offload_through_it(completer: Path) -> None:
+    """kubectl (1.26+) finds the completer on $PATH, with the plugin itself."""
+    plugin = completer.parent / "kubectl-offload"
+    plugin.write_text("#!/bin/sh\n")
+    plugin.chmod(0o755)
+    shown = run_completer(completer, "flip", "chat", "--to", "", kubectl=str(REAL_KUBECTL))
+    assert shown == ["home", "away", ":4"]
