@@ -86,7 +86,8 @@ def command_tree(parser: argparse.ArgumentParser) -> dict[tuple[str, ...], Comma
 
 
 def _quoted(word: str) -> str:
-    """`word` for a case pattern or an echo; everything the parser names is a plain word."""
+    """`word` for a case pattern or a printf argument; everything the parser names is a plain word.
+    (printf, not echo: zsh's echo prints nothing for a lone `-`, the kind of a free value.)"""
     for part in word.split():
         if not _SAFE.fullmatch(part):
             raise ValueError(f"{word!r} is not safe to put in a completion script")
@@ -99,7 +100,7 @@ def _table(name: str, rows: dict[str, str], comment: str) -> Iterator[str]:
     yield f"{name}() {{"
     yield '    case "$1" in'
     for key, value in rows.items():
-        yield f"        {_quoted(key)}) echo {_quoted(value)} ;;"
+        yield f"        {_quoted(key)}) printf '%s\\n' {_quoted(value)} ;;"
     yield "        *) return 1 ;;"
     yield "    esac"
     yield "}"

@@ -48,7 +48,7 @@ from vk_provider.offloadcli.commands import (
     emit,
     not_found,
 )
-from vk_provider.offloadcli.dryrun import SERVER
+from vk_provider.offloadcli.dryrun import SERVER, DryRunApi
 
 POLL_SECONDS = 1.0
 RETRY_INITIAL_SECONDS = 0.5
@@ -503,6 +503,8 @@ async def check_on_server(cluster: Cluster, offloads: Sequence[RawObject]) -> No
     """--dry-run=server: the patch home of each Offload not home yet and the deletion of each, as the real
     run sends them, through the dry-run connection (`dryrun.DryRunApi`): the apiserver checks each and
     stores nothing; a refusal ends the command with the apiserver's reason."""
+    if not isinstance(cluster.api, DryRunApi):  # these writes must never be real, whoever called
+        cluster = Cluster(DryRunApi(cluster.api, SERVER, emit), cluster.settings)
     now = datetime.now(UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     waiting = [offload for offload in offloads if not homing.is_deleting(offload)]

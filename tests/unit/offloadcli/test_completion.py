@@ -157,11 +157,52 @@ def test_the_zsh_script_runs_the_same_functions_through_bashcompinit() -> None:
         assert reserved not in text
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
-def test_zsh_accepts_the_script(tmp_path: Path) -> None:
-    path = tmp_path / "kubectl-offload.zsh"
-    path.write_text(zsh_script(build_offload_parser()))
-    subprocess.run(["zsh", "-n", str(path)], check=True, timeout=30)
+ZSH = shutil.which("zsh")
+ZSH_DRIVER = """autoload -U compinit && compinit -u -D
+source "$1"; shift
+words=("$@"); CURRENT=$#
+COMP_WORDS=("${words[@]}"); COMP_CWORD=$((CURRENT - 1))
+compgen -F _kubectl_offload -- "${words[CURRENT]}"
+"""
+"""What zsh's bash emulation does on Tab (`_bash_complete`), short of compadd, which only runs in a
+completion widget: the candidates, before zsh keeps those that match the word typed."""
+
+
+@pytest.mark.skipif(ZSH is None, reason="zsh is not installed")
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["f"], ["flip"]),
+        (["policy", "s"], ["status"]),
+        (["flip", "chat", "--to", ""], ["home", "away"]),
+        (["flip", "chat", "--to=a"], ["--to=away"]),
+        (["pause", "chat", "--dry-run=s"], ["--dry-run=server"]),
+        (["-n", "ml", "status", "--context", "lab", ""], ["chat", "embed"]),
+    ],
+)
+def test_zsh_completes_through_its_bash_emulation(
+    script: Path, words: list[str], expected: list[str]
+) -> None:
+    zsh_file = script.parent / "kubectl-offload.zsh"
+    zsh_file.write_text(zsh_script(build_offload_parser()))
+    driver = script.parent / "drive.zsh"
+    driver.write_text(ZSH_DRIVER)
+    done = subprocess.run(
+        [str(ZSH), "-f", str(driver), str(zsh_file), "kubectl-offload", *words],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={"PATH": f"{script.parent / 'bin'}:/usr/bin:/bin", "HOME": str(script.parent)},
+    )
+    assert done.stderr == ""
+    typed = words[-1]
+    assert [line for line in done.stdout.splitlines() if line and line.startswith(typed)] == expected
+    if "ml" in words:
+        calls = (script.parent / "bin" / "calls").read_text().splitlines()
+        assert calls == [
+            "--namespace ml --context lab get offloads.offload.vk-provider.dev -o name --request-timeout=5s"
+        ]
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh"])

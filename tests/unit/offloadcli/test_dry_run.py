@@ -178,9 +178,12 @@ def test_the_runner_wraps_the_connection_once_for_every_command(monkeypatch: pyt
     assert closed == [True, True, True]
 
 
+@pytest.mark.parametrize("wrapped", [True, False], ids=["as-run", "unwrapped"])
 async def test_uninstall_server_dry_run_has_the_apiserver_check_the_patch_home_and_the_delete(
-    capsys: pytest.CaptureFixture[str],
+    wrapped: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """As run, the connection is the dry-run one; handed a plain one, it still writes nothing real."""
+
     class Recording(ScriptedApi):
         requests: list[tuple[str, str, dict[str, Any]]]
 
@@ -192,7 +195,7 @@ async def test_uninstall_server_dry_run_has_the_apiserver_check_the_patch_home_a
 
     inner = Recording(controller=True)
     inner.requests = []
-    api = DryRunApi(cast(KubeApi, inner), dryrun.SERVER, commands.emit)
+    api = DryRunApi(cast(KubeApi, inner), dryrun.SERVER, commands.emit) if wrapped else cast(KubeApi, inner)
 
     assert await uninstall.run_uninstall(api, uninstall_arguments(dry_run="server"), "default") == 0
 
