@@ -14,7 +14,7 @@ The script completes `kubectl-offload`, the plugin's own executable.
 from __future__ import annotations
 
 import argparse
-import re
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,7 +32,6 @@ FLAG_VALUES = {"--kubeconfig": FILE, "--context": CONTEXTS, "--namespace": NAMES
 """The kind of value of the flags whose values the cluster or the file system can complete."""
 POLICY_PATHS = ("policy",)
 """A NAME under these commands is an OffloadPolicy's; elsewhere an Offload's."""
-_SAFE = re.compile(r"[A-Za-z0-9_.,/:=+-]+")
 
 
 @dataclass
@@ -86,12 +85,9 @@ def command_tree(parser: argparse.ArgumentParser) -> dict[tuple[str, ...], Comma
 
 
 def _quoted(word: str) -> str:
-    """`word` for a case pattern or a printf argument; everything the parser names is a plain word.
-    (printf, not echo: zsh's echo prints nothing for a lone `-`, the kind of a free value.)"""
-    for part in word.split():
-        if not _SAFE.fullmatch(part):
-            raise ValueError(f"{word!r} is not safe to put in a completion script")
-    return f'"{word}"'
+    """`word` as one shell word, for a case pattern or a printf argument (single-quoted when it holds
+    anything a shell would read; printf, not echo: zsh's echo prints nothing for a lone `-`)."""
+    return shlex.quote(word)
 
 
 def _table(name: str, rows: dict[str, str], comment: str) -> Iterator[str]:

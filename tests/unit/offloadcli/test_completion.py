@@ -262,3 +262,18 @@ def test_kubectl_completes_kubectl_offload_through_it(completer: Path) -> None:
     plugin.chmod(0o755)
     shown = run_completer(completer, "flip", "chat", "--to", "", kubectl=str(REAL_KUBECTL))
     assert shown == ["home", "away", ":4"]
+
+
+@needs_bash
+def test_any_word_a_parser_names_is_quoted_for_the_shell(tmp_path: Path) -> None:
+    """An installed command may name choices with quotes or $: the script stays valid shell and runs."""
+    parser = build_offload_parser()
+    odd = parser._subparsers._group_actions[0].add_parser("odd")  # type: ignore[union-attr]
+    odd.add_argument("--mode", choices=["it's", "$HOME"])
+    path = tmp_path / "odd.bash"
+    path.write_text(bash_script(parser))
+    subprocess.run([str(BASH), "-n", str(path)], check=True, timeout=30)
+    tree = command_tree(parser)
+    assert tree[("odd",)].flag_values["--mode"] == "choices:it's $HOME"
+    (tmp_path / "bin").mkdir()
+    assert complete(path, "o") == ["odd"]
