@@ -19,6 +19,8 @@ from vk_provider.kit.kubeversions import SUPPORTED_RANGE
 from vk_provider.node.settings import FIELDS as SETTINGS_FIELDS
 from vk_provider.node.settings import SettingsError, load_settings, load_yaml_file
 from vk_provider.offloadcli.arguments import add_migration_commands
+from vk_provider.offloadcli.completion import add_completion_command
+from vk_provider.offloadcli.globalflags import add_global_flags, merge_global_flags
 from vk_provider.offloadcli.version import add_version_command
 from vk_provider.runtime.flagaliases import add_deprecated_alias
 from vk_provider.runtime.flagenvironment import read_environment
@@ -526,6 +528,7 @@ def _add_migrate_command(subparsers: argparse._SubParsersAction[argparse.Argumen
         help="move inference between home and away: the same commands as `kubectl offload`",
         description="List, inspect, flip, pause, resume, abort and promote Offload migrations.",
     )
+    add_global_flags(migrate)
     add_migration_commands(migrate.add_subparsers(dest="migration_command", required=True, metavar="COMMAND"))
 
 
@@ -630,15 +633,17 @@ def build_offload_parser() -> argparse.ArgumentParser:
             "development tools installed, `dev` runs the development cluster, as `vk-provider dev` does."
         ),
     )
+    add_global_flags(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_migration_commands(subparsers)
     add_version_command(subparsers)
     _add_installed_commands(subparsers)
+    add_completion_command(subparsers, parser)  # last: it completes every command added before
     return parser
 
 
 def offload_main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_offload_parser().parse_args(argv)
+    arguments = merge_global_flags(build_offload_parser().parse_args(argv))
     installed: Callable[[argparse.Namespace], int] | None = getattr(arguments, "run_command", None)
     if installed is not None:
         return installed(arguments)

@@ -11,7 +11,9 @@ import re
 
 from vk_provider.offload.plan import validate_steps
 from vk_provider.offloadcli.controllerlease import DEFAULT_LEASE, parse_lease
+from vk_provider.offloadcli.dryrun import CLIENT, MODES, add_dry_run_flag, parse_dry_run
 from vk_provider.offloadcli.leftovers import VIRTUAL_NODES
+from vk_provider.offloadcli.outputs import OUTPUT_HELP, OUTPUTS
 
 MAX_INTERVAL_SECONDS = 2**31 - 1
 _DURATION = re.compile(r"(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
@@ -79,26 +81,33 @@ def parse_lease_flag(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+AFTER_WINS = "; also accepted before the command, where this one wins over it"
+
+
 def _connection_flags() -> argparse.ArgumentParser:
     connection = argparse.ArgumentParser(add_help=False)
-    connection.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    connection.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    connection.add_argument(
+        "--kubeconfig", help=f"kubeconfig file (default: $KUBECONFIG or ~/.kube/config{AFTER_WINS})"
+    )
+    connection.add_argument(
+        "--context", help=f"the kubeconfig context to use (default: its current context{AFTER_WINS})"
+    )
     return connection
 
 
 def _common_flags() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, parents=[_connection_flags()])
     common.add_argument(
-        "-n", "--namespace", help="the Offload's namespace (default: the context's namespace or default)"
+        "-n",
+        "--namespace",
+        help=f"the Offload's namespace (default: the context's namespace or default{AFTER_WINS})",
     )
     return common
 
 
 def _output_flag() -> argparse.ArgumentParser:
     output = argparse.ArgumentParser(add_help=False)
-    output.add_argument(
-        "-o", "--output", choices=("json", "yaml"), help="print the object(s) as JSON or YAML"
-    )
+    output.add_argument("-o", "--output", choices=OUTPUTS, help=OUTPUT_HELP)
     return output
 
 
@@ -162,6 +171,14 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
         action="store_true",
         help="wait for the migration to end: exit 0 on Succeeded, 1 on RolledBack or Failed",
     )
+    flip.add_argument(
+        "--timeout",
+        type=parse_timeout,
+        metavar="DURATION",
+        help="with --wait: give up waiting after this long, e.g. 10m, 1h30m, 600 (exit 1, saying where the "
+        "migration is; it goes on); default: wait as long as it takes",
+    )
+    add_dry_run_flag(flip)
 
     for name, help_text in (
         ("pause", "pause the running migration at its current weight"),
@@ -169,11 +186,14 @@ def add_migration_commands(subparsers: argparse._SubParsersAction[argparse.Argum
         ("abort", "end the running migration back at its starting placement"),
         ("promote", "skip the remaining steps of the running migration"),
     ):
-        add(name, help_text).add_argument("name", metavar="NAME")
+        simple = add(name, help_text)
+        simple.add_argument("name", metavar="NAME")
+        add_dry_run_flag(simple)
 
     auto = add("auto", "let OffloadPolicies move the Offload (on, which also ends a hold) or not (off)")
     auto.add_argument("state", choices=("on", "off"), help="on: policies may move it; off: they leave it")
     auto.add_argument("name", metavar="NAME")
+    add_dry_run_flag(auto)
 
     _add_policy_commands(subparsers, output)
     _add_uninstall_command(subparsers)
@@ -222,7 +242,9 @@ def _add_uninstall_command(subparsers: argparse._SubParsersAction[argparse.Argum
     )
     uninstall.set_defaults(migration_command="uninstall")
     uninstall.add_argument(
-        "-n", "--namespace", help="only the Offloads and pods of this namespace (default: every namespace)"
+        "-n",
+        "--namespace",
+        help=f"only the Offloads and pods of this namespace (default: every namespace{AFTER_WINS})",
     )
     uninstall.add_argument(
         "--timeout",
@@ -231,7 +253,16 @@ def _add_uninstall_command(subparsers: argparse._SubParsersAction[argparse.Argum
         metavar="DURATION",
         help="give up after this long, listing what is left, e.g. 10m, 1h (default: 10m)",
     )
-    uninstall.add_argument("--dry-run", action="store_true", help="list what it would do, and change nothing")
+    uninstall.add_argument(
+        "--dry-run",
+        nargs="?",
+        const=CLIENT,
+        type=parse_dry_run,
+        choices=MODES,
+        metavar="client|server",
+        help="list what it would do, and change nothing; server: the apiserver also checks each Offload's "
+        "patch home and deletion (a bare --dry-run is client)",
+    )
     uninstall.add_argument(
         "--force",
         action="store_true",

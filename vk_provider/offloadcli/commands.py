@@ -36,7 +36,7 @@ from vk_provider.offload.names import (
 )
 from vk_provider.offload.oneoff import one_off_value
 from vk_provider.offload.status import Phase
-from vk_provider.offloadcli import holds, rendering
+from vk_provider.offloadcli import dryrun, holds, outputs, rendering
 from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
 
 WATCH_SECONDS = 60
@@ -249,22 +249,18 @@ async def run_list(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
                 EXIT_FAILED, "the Offload resource is not installed (apply manifests/crds/offload.yaml)"
             ) from None
         raise
-    items = listed.get("items") or []
-    if arguments.output:
-        emit(rendering.render_document(listed, arguments.output))
-    elif not items:
+    if listed.get("items") or arguments.output in outputs.DOCUMENTS:
+        emit(outputs.render_listing(listed, arguments.output, offload_kind(all_namespaces=scope is None)))
+    else:
         where = "any namespace" if scope is None else f'namespace "{scope}"'
         print(f"No offloads found in {where}.", file=sys.stderr)
-    else:
-        emit(rendering.render_list(items, all_namespaces=scope is None))
     return EXIT_OK
 
 
-def show_document(document: RawObject, output: str, *, repeat: bool) -> None:
-    """One object as JSON or YAML; a repeat in YAML is a new document of the stream (`---`)."""
-    if output == "yaml" and repeat:
-        emit("---")
-    emit(rendering.render_document(document, output))
+def offload_kind(*, all_namespaces: bool = False) -> outputs.Kind:
+    return outputs.Kind(
+        KIND, lambda items, wide: rendering.render_list(items, all_namespaces=all_namespaces, wide=wide)
+    )
 
 
 def _shown_events(shown_about: RawObject, events: rendering.EventList) -> tuple[Any, ...]:
@@ -289,22 +285,23 @@ async def show_and_watch(
     page: Page,
     arguments: argparse.Namespace,
     *,
+    kind: outputs.Kind,
     sleep: Sleep,
     interactive: bool | None,
 ) -> int:
-    """Show `first` (as `page` with its Events, or as JSON/YAML); with --watch, again on each change until
-    interrupted (or the object is deleted), as `kubectl get --watch` does.
+    """Show `first` (as `page` with its Events, or in the `-o` form); with --watch, again on each change
+    until interrupted (or the object is deleted), as `kubectl get --watch` does.
 
-    As JSON or YAML the object itself is printed, once per change. The page also redraws every
+    In an `-o` form (see `outputs`) the object is printed once per change. The page also redraws every
     REFRESH_SECONDS for new Events and ages; when stdout is not a terminal, such a redraw is printed
     only if the Events shown changed, so a log of the output holds news rather than a page per tick.
     """
     if arguments.output:
-        show_document(first, arguments.output, repeat=False)
+        emit(outputs.render_one(first, arguments.output, kind, repeat=False))
         if arguments.watch:
             async with contextlib.aclosing(changes()) as versions:
                 async for version in versions:
-                    show_document(version, arguments.output, repeat=True)
+                    emit(outputs.render_one(version, arguments.output, kind, repeat=True))
         return EXIT_OK
     events = await events_of()
     emit(page(first, events))
@@ -341,6 +338,7 @@ async def run_status(
         lambda: list_events(api, namespace, name),
         rendering.render_status,
         arguments,
+        kind=offload_kind(),
         sleep=sleep,
         interactive=interactive,
     )
@@ -434,8 +432,16 @@ def not_ready(offload: RawObject, generation: int) -> str | None:
 
 
 async def wait_for_end(
-    api: KubeApi, namespace: str, patched: RawObject, placement: str, *, retry: str | None = None
+    api: KubeApi,
+    namespace: str,
+    patched: RawObject,
+    placement: str,
+    *,
+    retry: str | None = None,
+    timeout_seconds: int | None = None,
 ) -> int:
+    """Follow the migration `patched` started until it ends (or the Offload turns out not Ready); with
+    `timeout_seconds`, give up after that long with one line saying where the migration is (exit 1)."""
     name = patched["metadata"]["name"]
     generation = int(patched["metadata"].get("generation", 0))
     last_line = rendering.progress_line(patched)
@@ -445,17 +451,22 @@ async def wait_for_end(
         finished_code(patched, generation, placement, retry),
         not_ready(patched, generation),
     )
-    if code is None and blocked is None:
-        async for offload in follow(api, namespace, name, patched):
-            latest = offload
-            line = rendering.progress_line(offload)
-            if line != last_line:
-                emit(line)
-                last_line = line
-            code = finished_code(offload, generation, placement, retry)
-            blocked = not_ready(offload, generation)
-            if code is not None or blocked is not None:
-                break
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            if code is None and blocked is None:
+                async for offload in follow(api, namespace, name, patched):
+                    latest = offload
+                    line = rendering.progress_line(offload)
+                    if line != last_line:
+                        emit(line)
+                        last_line = line
+                    code = finished_code(offload, generation, placement, retry)
+                    blocked = not_ready(offload, generation)
+                    if code is not None or blocked is not None:
+                        break
+    except TimeoutError:
+        complain(timed_out(latest, placement, timeout_seconds or 0))
+        return EXIT_FAILED
     if code is None and blocked is not None:
         complain(
             f"offload {name} is not Ready ({blocked}); nothing moves until that is fixed, "
@@ -469,6 +480,20 @@ async def wait_for_end(
             f"offload {name}: the migration to {placement} did not succeed; {rendering.retry_hint(latest)}"
         )
     return EXIT_FAILED if code is None else code
+
+
+def timed_out(offload: RawObject, placement: str, seconds: int) -> str:
+    """The one line `flip --wait --timeout` ends with when time is up: where the migration is, and that
+    it goes on without the command."""
+    metadata = offload.get("metadata") or {}
+    status = rendering.status_of(offload)
+    where = f" -n {metadata['namespace']}" if metadata.get("namespace") else ""
+    return (
+        f"offload {metadata.get('name', rendering.NONE)}: the migration to {placement} did not end within "
+        f"{holds.span(seconds)}: phase {status.phase or 'Pending'}, away weight "
+        f"{rendering.weight_text(offload)}, step {rendering.step_text(offload)}; it goes on "
+        f"(`kubectl offload status {metadata.get('name', rendering.NONE)}{where} --watch`)"
+    )
 
 
 def pace_text(arguments: argparse.Namespace) -> str | None:
@@ -491,9 +516,19 @@ def held_text(patched: RawObject, now: datetime) -> str:
     return f"OffloadPolicies leave it alone {holds.describe_hold_value(value, now)}"
 
 
-async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+def check_flip_flags(arguments: argparse.Namespace) -> None:
+    """The flag combinations argparse cannot refuse alone; CommandError(2) before any request."""
     if arguments.save and arguments.steps is None and arguments.interval is None:
         raise CommandError(EXIT_USAGE, "--save saves --steps and --interval: give at least one")
+    if getattr(arguments, "timeout", None) is not None and not arguments.wait:
+        raise CommandError(EXIT_USAGE, "--timeout bounds --wait: give --wait too, or no --timeout")
+    if arguments.wait and getattr(arguments, "dry_run", None) is not None:
+        raise CommandError(EXIT_USAGE, "--wait waits for a migration and --dry-run starts none: give one")
+
+
+async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
+    check_flip_flags(arguments)
+    dry = dryrun.suffix(arguments)
     now = datetime.now(UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     patched = await checked_patch(
@@ -502,16 +537,24 @@ async def run_flip(api: KubeApi, arguments: argparse.Namespace, namespace: str) 
     retrying = (patched["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION) == stamp
     if retrying:
         emit(
-            f"offload {arguments.name}: the last migration to {arguments.to} did not succeed; trying it again"
+            f"offload {arguments.name}: the last migration to {arguments.to} did not succeed; trying it "
+            f"again{dry}"
         )
     else:
-        emit(f"offload {arguments.name}: placement set to {arguments.to}")
+        emit(f"offload {arguments.name}: placement set to {arguments.to}{dry}")
     if (pace := pace_text(arguments)) is not None:
-        emit(f"offload {arguments.name}: {pace}")
-    emit(f"offload {arguments.name}: {held_text(patched, now)}")
+        emit(f"offload {arguments.name}: {pace}{dry}")
+    emit(f"offload {arguments.name}: {held_text(patched, now)}{dry}")
     if not arguments.wait:
         return EXIT_OK
-    return await wait_for_end(api, namespace, patched, arguments.to, retry=stamp if retrying else None)
+    return await wait_for_end(
+        api,
+        namespace,
+        patched,
+        arguments.to,
+        retry=stamp if retrying else None,
+        timeout_seconds=getattr(arguments, "timeout", None),
+    )
 
 
 def _require_running(current: RawObject, name: str, what: str) -> str:
@@ -536,8 +579,9 @@ async def run_abort(api: KubeApi, arguments: argparse.Namespace, namespace: str)
 
     patched = await checked_patch(api, namespace, arguments.name, build)
     placement = rendering.spec_of(patched).get("placement")
-    emit(f"offload {arguments.name}: aborting; placement set back to {placement}")
-    emit(f"offload {arguments.name}: {held_text(patched, now)}")
+    dry = dryrun.suffix(arguments)
+    emit(f"offload {arguments.name}: aborting; placement set back to {placement}{dry}")
+    emit(f"offload {arguments.name}: {held_text(patched, now)}{dry}")
     return EXIT_OK
 
 
@@ -549,30 +593,33 @@ async def run_promote(api: KubeApi, arguments: argparse.Namespace, namespace: st
         return {"metadata": {"annotations": {PROMOTE_ANNOTATION: stamp}}}
 
     await checked_patch(api, namespace, arguments.name, build)
-    emit(f"offload {arguments.name}: promote requested at {stamp}")
+    emit(f"offload {arguments.name}: promote requested at {stamp}{dryrun.suffix(arguments)}")
     return EXIT_OK
 
 
 async def run_pause(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
     await patch_offload(api, namespace, arguments.name, {"spec": {"paused": True}})
-    emit(f"offload {arguments.name}: paused")
+    emit(f"offload {arguments.name}: paused{dryrun.suffix(arguments)}")
     return EXIT_OK
 
 
 async def run_resume(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
     await patch_offload(api, namespace, arguments.name, {"spec": {"paused": False}})
-    emit(f"offload {arguments.name}: resumed")
+    emit(f"offload {arguments.name}: resumed{dryrun.suffix(arguments)}")
     return EXIT_OK
 
 
 async def run_auto(api: KubeApi, arguments: argparse.Namespace, namespace: str) -> int:
     await patch_offload(api, namespace, arguments.name, holds.auto_patch(arguments.state))
+    dry = dryrun.suffix(arguments)
     if arguments.state == holds.AUTO_ON:
-        emit(f"offload {arguments.name}: auto on; an OffloadPolicy that selects it may move it (no hold)")
+        emit(
+            f"offload {arguments.name}: auto on; an OffloadPolicy that selects it may move it (no hold){dry}"
+        )
     else:
         emit(
             f"offload {arguments.name}: auto off; no OffloadPolicy moves it until "
-            f"`kubectl offload auto on {arguments.name} -n {namespace}`"
+            f"`kubectl offload auto on {arguments.name} -n {namespace}`{dry}"
         )
     return EXIT_OK
 

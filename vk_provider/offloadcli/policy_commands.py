@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
-from vk_provider.offloadcli import policy_rendering, rendering
+from vk_provider.offloadcli import outputs, policy_rendering
 from vk_provider.offloadcli.commands import (
     EXIT_FAILED,
     EXIT_OK,
@@ -28,6 +28,9 @@ from vk_provider.policy.names import POLICY_KIND, policies_path
 
 EVENTS_NAMESPACE = "default"
 """Where Events about a cluster-scoped object are filed (as for Nodes; the policy's recorder does too)."""
+POLICIES = outputs.Kind(
+    POLICY_KIND, lambda items, wide: policy_rendering.render_policy_list(items, wide=wide)
+)
 NOT_INSTALLED = "the OffloadPolicy resource is not installed (apply manifests/crds/offloadpolicy.yaml)"
 
 
@@ -49,13 +52,10 @@ async def run_policy_list(api: KubeApi, arguments: argparse.Namespace, _namespac
         if error.not_found:
             raise CommandError(EXIT_FAILED, NOT_INSTALLED) from None
         raise
-    items = listed.get("items") or []
-    if arguments.output:
-        emit(rendering.render_document(listed, arguments.output))
-    elif not items:
-        print("No offloadpolicies found.", file=sys.stderr)
+    if listed.get("items") or arguments.output in outputs.DOCUMENTS:
+        emit(outputs.render_listing(listed, arguments.output, POLICIES))
     else:
-        emit(policy_rendering.render_policy_list(items))
+        print("No offloadpolicies found.", file=sys.stderr)
     return EXIT_OK
 
 
@@ -78,6 +78,7 @@ async def run_policy_status(
         lambda: list_events(api, EVENTS_NAMESPACE, name, kind=POLICY_KIND),
         policy_rendering.render_policy_status,
         arguments,
+        kind=POLICIES,
         sleep=sleep,
         interactive=interactive,
     )

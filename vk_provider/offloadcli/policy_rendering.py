@@ -145,8 +145,25 @@ def ready_text(policy: Mapping[str, Any]) -> str:
     return NONE if ready is None else text(ready.get("status"))
 
 
-def render_policy_list(policies: Sequence[Mapping[str, Any]], *, now: datetime | None = None) -> str:
-    """NAME, PAUSED, DEMAND (GPUs), the pool's FREE/RESERVED/UNHEALTHY/TOTAL GPUs, OFFLOADS, READY, AGE."""
+POLICY_WIDE_COLUMNS = ["SELECTOR", "RESOURCE", "REASON"]
+"""What `-o wide` adds: which Offloads the policy moves, which GPUs it counts, and why it is not Ready."""
+
+
+def policy_wide_cells(policy: Mapping[str, Any]) -> list[str]:
+    spec = spec_of(policy)
+    ready = condition(policy, "Ready") or {}
+    return [
+        describe_selector(mapping(spec.get("offloads")).get("selector")),
+        text(mapping(spec.get("homePool")).get("resource") or DEFAULT_GPU_RESOURCE),
+        text(ready.get("reason")) if ready.get("status") != "True" else NONE,
+    ]
+
+
+def render_policy_list(
+    policies: Sequence[Mapping[str, Any]], *, now: datetime | None = None, wide: bool = False
+) -> str:
+    """NAME, PAUSED, DEMAND (GPUs), the pool's FREE/RESERVED/UNHEALTHY/TOTAL GPUs, OFFLOADS, READY, AGE;
+    with `wide`, also `POLICY_WIDE_COLUMNS`."""
     now = now or datetime.now(UTC)
     header = [
         "NAME",
@@ -159,6 +176,7 @@ def render_policy_list(policies: Sequence[Mapping[str, Any]], *, now: datetime |
         "OFFLOADS",
         "READY",
         "AGE",
+        *(POLICY_WIDE_COLUMNS if wide else []),
     ]
     rows = []
     for policy in policies:
@@ -173,6 +191,7 @@ def render_policy_list(policies: Sequence[Mapping[str, Any]], *, now: datetime |
                 str(len(offloads)) if isinstance(offloads, list) else NONE,
                 ready_text(policy),
                 age_of(policy, now),
+                *(policy_wide_cells(policy) if wide else []),
             ]
         )
     return format_table(header, rows)

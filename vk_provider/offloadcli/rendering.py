@@ -25,6 +25,7 @@ from vk_provider.offload.plan import (
     DEFAULT_TO_HOME_STEPS,
 )
 from vk_provider.offload.spec import (
+    DEFAULT_DATA_PLANE,
     DEFAULT_MAX_ERROR_RATE_PERCENT,
     DEFAULT_MAX_P99_LATENCY_MS,
     DEFAULT_MIN_REQUESTS_PER_INTERVAL,
@@ -194,9 +195,33 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def render_list(offloads: Sequence[RawObject], *, all_namespaces: bool, now: datetime | None = None) -> str:
+WIDE_COLUMNS = ["DATA PLANE", "HOSTS", "READY", "REASON", "HOME REPLICAS", "AWAY REPLICAS"]
+"""What `-o wide` adds: where the traffic goes and whether the controller can act on the Offload."""
+
+
+def wide_cells(offload: RawObject) -> list[str]:
+    """The `-o wide` cells: the data plane, the routed hosts (`*`: every host), the Ready condition's
+    status and its reason (so a RouteConflict shows in a listing), and a spill-over Offload's replicas."""
+    spec = spec_of(offload)
+    traffic = spec.get("traffic") or {}
+    hosts = (spec.get("route") or {}).get("hosts") or ()
+    ready = condition_of(offload, "Ready") or {}
+    spill = (status_of(offload).spill_over or {}) if isinstance(spec.get("spillOver"), Mapping) else {}
+    return [
+        str(traffic.get("dataPlane") or DEFAULT_DATA_PLANE),
+        ",".join(str(host) for host in hosts) or "*",
+        str(ready.get("status") or NONE),
+        str(ready.get("reason") or NONE) if ready.get("status") != "True" else NONE,
+        str(spill.get("homeReplicas", NONE)),
+        str(spill.get("awayReplicas", NONE)),
+    ]
+
+
+def render_list(
+    offloads: Sequence[RawObject], *, all_namespaces: bool, now: datetime | None = None, wide: bool = False
+) -> str:
     now = now or datetime.now(UTC)
-    header = ["NAME", "PLACEMENT", "PHASE", "AWAY WEIGHT", "STEP", "AGE"]
+    header = ["NAME", "PLACEMENT", "PHASE", "AWAY WEIGHT", "STEP", "AGE", *(WIDE_COLUMNS if wide else [])]
     if all_namespaces:
         header = ["NAMESPACE", *header]
     rows = []
@@ -209,6 +234,7 @@ def render_list(offloads: Sequence[RawObject], *, all_namespaces: bool, now: dat
             weight_text(offload),
             step_text(offload),
             _age(offload, now),
+            *(wide_cells(offload) if wide else []),
         ]
         rows.append([str(metadata.get("namespace", NONE)), *row] if all_namespaces else row)
     return format_table(header, rows)

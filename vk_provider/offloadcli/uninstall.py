@@ -48,6 +48,7 @@ from vk_provider.offloadcli.commands import (
     emit,
     not_found,
 )
+from vk_provider.offloadcli.dryrun import SERVER, DryRunApi
 
 POLL_SECONDS = 1.0
 RETRY_INITIAL_SECONDS = 0.5
@@ -71,7 +72,8 @@ class Settings:
     lease: tuple[str, str]
     virtual_nodes: str
     force: bool
-    dry_run: bool
+    dry_run: str | None
+    """None, or the --dry-run mode: client or server (see `dryrun`)."""
 
     @property
     def where(self) -> str:
@@ -97,19 +99,26 @@ def _transient(error: BaseException) -> bool:
 
 class Cluster:
     """What the command reads, each read retried with backoff while the apiserver answers transiently
-    (the caller's timeout bounds the retrying)."""
+    (the caller's timeout bounds the retrying).
+
+    Until the apiserver has answered once, a request that cannot reach it is not retried: a kubeconfig
+    pointing at the wrong place (refused, a name that does not resolve, a certificate not trusted)
+    would otherwise be retried for the whole --timeout, ten minutes by default, saying only "trying
+    again". Once it has answered, a connection lost is an apiserver restarting, and is waited out."""
 
     def __init__(self, api: KubeApi, settings: Settings) -> None:
         self.api = api
         self.settings = settings
+        self.answered = False
 
     async def _read(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         failures = 0
         while True:
             try:
-                return await call()
+                result = await call()
             except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
-                if not _transient(error):
+                self.answered = self.answered or isinstance(error, KubeApiError)
+                if not self.answered or not _transient(error):
                     raise
                 failures += 1
                 delay = jittered_backoff_seconds(
@@ -117,6 +126,9 @@ class Cluster:
                 )
                 warn(f"warning: reading {what} failed ({error}); trying again in {delay:.1f}s")
                 await asyncio.sleep(delay)
+            else:
+                self.answered = True
+                return result
 
     async def offloads(self) -> list[RawObject]:
         async def listed() -> list[RawObject]:
@@ -156,14 +168,15 @@ class Cluster:
 async def run_uninstall(api: KubeApi, arguments: argparse.Namespace, _namespace: str) -> int:
     settings = settings_of(arguments)
     cluster = Cluster(api, settings)
-    if settings.dry_run:
-        return await dry_run(cluster)
-    emit(f"uninstall: {settings.where}, within {holds.span(settings.timeout_seconds)}")
+    if not settings.dry_run:
+        emit(f"uninstall: {settings.where}, within {holds.span(settings.timeout_seconds)}")
     try:
         async with asyncio.timeout(settings.timeout_seconds):
-            return await _uninstall(cluster)
+            return await (dry_run(cluster) if settings.dry_run else _uninstall(cluster))
     except TimeoutError:
         why = f"uninstall did not finish within {holds.span(settings.timeout_seconds)}"
+    if settings.dry_run:
+        raise CommandError(EXIT_FAILED, f"uninstall --dry-run: {why}")
     raise CommandError(EXIT_FAILED, await left_report(cluster, why))
 
 
@@ -480,5 +493,22 @@ async def dry_run(cluster: Cluster) -> int:
     emit(f"then wait until no pod is on a virtual node ({settings.virtual_nodes}); now {len(pods)}:")
     for pod in pods:
         emit(f"  {leftovers.describe_pod(pod)}")
-    emit(f"within {holds.span(settings.timeout_seconds)}; nothing was changed (--dry-run)")
+    if settings.dry_run == SERVER and not forced:
+        await check_on_server(cluster, offloads)
+    emit(f"within {holds.span(settings.timeout_seconds)}; nothing was changed (--dry-run={settings.dry_run})")
     return EXIT_OK
+
+
+async def check_on_server(cluster: Cluster, offloads: Sequence[RawObject]) -> None:
+    """--dry-run=server: the patch home of each Offload not home yet and the deletion of each, as the real
+    run sends them, through the dry-run connection (`dryrun.DryRunApi`): the apiserver checks each and
+    stores nothing; a refusal ends the command with the apiserver's reason."""
+    if not isinstance(cluster.api, DryRunApi):  # these writes must never be real, whoever called
+        cluster = Cluster(DryRunApi(cluster.api, SERVER, emit), cluster.settings)
+    now = datetime.now(UTC)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    waiting = [offload for offload in offloads if not homing.is_deleting(offload)]
+    for offload in waiting:
+        if not homing.is_home(offload):
+            await _send_home(cluster, offload, now, stamp)
+        await _delete(cluster, offload)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import aiohttp
-
 from vk_provider import __version__
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 from vk_provider.offload.names import CONTROLLER_LEASE, CONTROLLER_NAMESPACE, VERSION_ANNOTATION
-from vk_provider.offloadcli.connection import ConfigurationError, connect, resolve
+from vk_provider.offloadcli import connection
+from vk_provider.offloadcli.arguments import parse_timeout
 
-DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_TIMEOUT_SECONDS = 10
 
 
 def add_version_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,10 +39,10 @@ def add_version_command(subparsers: argparse._SubParsersAction[argparse.Argument
     )
     version.add_argument(
         "--request-timeout",
-        type=float,
+        type=parse_timeout,
         default=DEFAULT_TIMEOUT_SECONDS,
-        metavar="SECONDS",
-        help="give up on the cluster after this long (default: %(default)s)",
+        metavar="DURATION",
+        help="give up on the cluster after this long, e.g. 5s, 1m or 30 (default: %(default)ss)",
     )
     version.set_defaults(run_command=run_version)
 
@@ -68,32 +67,38 @@ async def controller_version(api: KubeApi, namespace: str, lease_name: str) -> s
     return describe_lease(await api.get(path), f"{namespace}/{lease_name}")
 
 
-async def _read(arguments: argparse.Namespace) -> str:
-    target = resolve(arguments.kubeconfig, arguments.context, None)
+async def _read(arguments: argparse.Namespace, target: connection.Target) -> str:
     async with asyncio.timeout(arguments.request_timeout):
-        api = await connect(target)
+        api = await connection.connect(target)
         try:
             return await controller_version(api, arguments.controller_namespace, arguments.lease_name)
         finally:
             await api.close()
 
 
-def unreachable_reason(error: BaseException, namespace: str, lease_name: str) -> str:
+def unreachable_reason(
+    error: BaseException, namespace: str, lease_name: str, server: str | None = None
+) -> str:
     if isinstance(error, KubeApiError) and error.not_found:
         return f"no Lease {namespace}/{lease_name}: is the controller installed and running?"
     if isinstance(error, KubeApiError):
         return f"the apiserver answered {error.status} {error.reason}: {error.message}"
     if isinstance(error, TimeoutError):
         return "no answer from the apiserver in time"
-    return str(error) or type(error).__name__
+    if isinstance(error, connection.ConfigurationError):
+        return str(error)
+    return connection.unreachable_message(error, server)
 
 
 def run_version(arguments: argparse.Namespace) -> int:
     print(f"client: {__version__}")
+    server = None
     try:
-        controller = asyncio.run(_read(arguments))
-    except (ConfigurationError, KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
-        reason = unreachable_reason(error, arguments.controller_namespace, arguments.lease_name)
+        target = connection.resolve(arguments.kubeconfig, arguments.context, None)
+        server = target.server
+        controller = asyncio.run(_read(arguments, target))
+    except (connection.ConfigurationError, KubeApiError, *connection.UNREACHABLE) as error:
+        reason = unreachable_reason(error, arguments.controller_namespace, arguments.lease_name, server)
         controller = f"unreachable ({reason})"
     print(f"controller: {controller}")
     return 0

@@ -154,6 +154,11 @@ ENTRIES: list[tuple[Callable[[Sequence[str] | None], int], list[str]]] = [
         (["policy"], "the following arguments are required: COMMAND"),
         (["policy", "status"], "the following arguments are required: NAME"),
         (["policy", "list", "-n", "ml"], "unrecognized arguments: -n ml"),
+        (["flip", "chat", "--to", "away", "--wait", "--timeout", "0"], "'0' is not a timeout like 10m"),
+        (["abort", "chat", "--dry-run=maybe"], "'maybe' is not a dry-run mode (client or server)"),
+        (["uninstall", "--dry-run=maybe"], "'maybe' is not a dry-run mode (client or server)"),
+        (["status", "chat", "-o", "table"], "invalid choice: 'table'"),
+        (["-n"], "argument -n/--namespace: expected one argument"),
     ],
 )
 def test_misuse_exits_2_with_the_reason(

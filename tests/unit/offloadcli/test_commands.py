@@ -178,11 +178,13 @@ def test_kubeconfig_path_order(tmp_path: Path) -> None:
     assert kubeconfigs.kubeconfig_path(None, {}) == Path.home() / ".kube" / "config"
 
 
-def test_run_maps_configuration_errors_to_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_maps_configuration_errors_to_exit_1_as_kubectl_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     arguments = argparse.Namespace(
         migration_command="list", kubeconfig=str(tmp_path / "missing"), context=None, namespace=None
     )
-    assert running.run(arguments) == 2
+    assert running.run(arguments) == 1
     assert "cannot read kubeconfig" in capsys.readouterr().err
 
 

@@ -77,7 +77,7 @@ class ScriptedApi:
         return {}
 
 
-def arguments(*, timeout: int = 600, dry_run: bool = False, force: bool = False) -> argparse.Namespace:
+def arguments(*, timeout: int = 600, dry_run: str | None = None, force: bool = False) -> argparse.Namespace:
     return argparse.Namespace(
         namespace=None,
         timeout=timeout,
@@ -103,12 +103,12 @@ async def test_without_a_controller_it_refuses_names_the_offload_and_writes_noth
 
 async def test_a_dry_run_says_what_it_would_do_and_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     api = ScriptedApi(controller=True)
-    assert await uninstall.run_uninstall(cast(KubeApi, api), arguments(dry_run=True), "default") == 0
+    assert await uninstall.run_uninstall(cast(KubeApi, api), arguments(dry_run="client"), "default") == 0
     shown = capsys.readouterr().out
     assert "controller c-0 holds the Lease" in shown
     assert "would: bring home (steps 10,25,50,75,100, 30s each)" in shown
     assert "pod ml/chat-away-1 on node burst (Running; away pod of Offload chat)" in shown
-    assert "nothing was changed (--dry-run)" in shown
+    assert "nothing was changed (--dry-run=client)" in shown
     assert api.writes == []
 
 

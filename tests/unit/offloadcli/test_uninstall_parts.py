@@ -160,7 +160,7 @@ def test_uninstall_flags_and_their_defaults() -> None:
     parser = build_offload_parser()
     parsed = parser.parse_args(["uninstall"])
     assert parsed.migration_command == "uninstall"
-    assert (parsed.namespace, parsed.timeout, parsed.dry_run, parsed.force) == (None, 600, False, False)
+    assert (parsed.namespace, parsed.timeout, parsed.dry_run, parsed.force) == (None, 600, None, False)
     assert parsed.controller_lease == ("vk-provider-system", "vk-provider-controller")
     assert parsed.virtual_nodes == "node-restriction.kubernetes.io/vk-provider=true"
     parsed = parser.parse_args(["uninstall", "-n", "ml", "--timeout", "2m", "--controller-lease", "x/y"])

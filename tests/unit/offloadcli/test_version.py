@@ -99,3 +99,15 @@ def test_every_command_answers_version(capsys: pytest.CaptureFixture[str]) -> No
 def test_the_controller_exports_its_version_as_build_info() -> None:
     text = ControllerMetrics().exposition().decode()
     assert f'vk_provider_build_info{{version="{__version__}"}} 1.0' in text
+
+
+@pytest.mark.parametrize("value", ["0", "soon", "nan", "-5"])
+def test_a_bad_request_timeout_is_one_line_and_exit_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        offload_main(["version", f"--request-timeout={value}"])
+    assert exited.value.code == 2
+    problem = capsys.readouterr().err.rstrip("\n").rpartition("\n")[2]
+    assert problem == (
+        f"kubectl offload version: error: argument --request-timeout: {value!r} is not a timeout like "
+        "10m, 1h30m or 600"
+    )
