@@ -21,6 +21,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.local import LOOPBACK, until
+from vk_provider import __version__
 from vk_provider.router.table import Endpoint, RouteTable
 from vk_provider.xds.names import (
     CLUSTER_TYPE,
@@ -46,6 +47,7 @@ GAUGES = {
     "vk_provider_xds_connected_envoys",
     "vk_provider_xds_envoy_applied_version",
     "vk_provider_xds_nacks",
+    "vk_provider_build_info",
 }
 
 
@@ -70,11 +72,14 @@ class StatusClient:
         assert code == 200, text
         families = list(text_string_to_metric_families(text))
         assert {family.name: family.type for family in families} == dict.fromkeys(GAUGES, "gauge")
-        return {
+        samples = {
             (sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in families
             for sample in family.samples
         }
+        # The process's version, always there; the tests compare the rest.
+        assert samples.pop(("vk_provider_build_info", (("version", __version__),))) == 1
+        return samples
 
 
 @contextlib.asynccontextmanager
