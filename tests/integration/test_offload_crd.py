@@ -11,6 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.integration.conftest import Kubectl
+from tests.integration.waiting import wait_for
 
 GROUP = "offload.vk-provider.dev"
 VERSION = "v1alpha1"
@@ -309,3 +310,17 @@ async def test_a_status_outside_its_schema_is_refused(kube_api: client.ApiClient
         with pytest.raises(client.ApiException) as rejected:
             await patch_status(kube_api, namespace, "bad-status", status)
         assert rejected.value.status == 422
+
+
+@pytest.mark.usefixtures("offload_crd")
+async def test_kubectl_explain_describes_the_fields(kubectl: Kubectl) -> None:
+    """The schema's descriptions reach users through the apiserver's OpenAPI, as `kubectl explain`
+    shows them (every field has one: tests/unit/docs/test_crd_reference.py)."""
+
+    async def explained() -> str:
+        # A CRD just established is published in the OpenAPI a moment later: "not yet" until then.
+        return " ".join(kubectl("explain", "offloads.spec.strategy.gates").stdout.split())
+
+    text = await wait_for(explained, timeout_seconds=60, what="kubectl explain offloads.spec.strategy.gates")
+    assert "The health gates: what the receiving side's traffic" in text, text
+    assert "maxErrorRatePercent" in text, text
