@@ -121,15 +121,14 @@ async def _within(
         await asyncio.wait((answering, timer), return_when=asyncio.FIRST_COMPLETED)
     finally:
         timer.cancel()
-        if not answering.done():
-            answering.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await timer
-    if answering.cancelled():
-        with contextlib.suppress(asyncio.CancelledError):
-            await answering
-        return None
-    return answering.result()
+    if answering.done():
+        return answering.result()
+    answering.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await answering
+    return None
 
 
 def front_app(
