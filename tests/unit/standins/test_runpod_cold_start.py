@@ -134,7 +134,8 @@ async def test_a_fast_pod_answers_at_once_with_no_rate_limit_headers(session: ai
     async with FakeRunPod() as fake:
         status, headers, pod = await call(session, fake, "POST", "/pods", pod_body())
         assert status == 201
-        assert "RateLimit" not in headers and "RateLimit-Policy" not in headers
+        assert "RateLimit" not in headers
+        assert "RateLimit-Policy" not in headers
 
         async def answering() -> bool | None:
             return True if await proxy_status(session, proxy_url(fake, pod["id"])) == 200 else None
