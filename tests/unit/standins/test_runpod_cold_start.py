@@ -5,6 +5,7 @@ The stand-in sleeps on a manual clock, so seven minutes pass in a few millisecon
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -70,7 +71,7 @@ async def test_the_pod_answers_only_once_provisioned_pulled_and_loaded(
             assert await status_is(stage)
             assert await proxy_status(session, url) == 502  # the proxy knows the pod; nothing serves yet
             clock.advance(0.5)
-            await eventually(lambda wanted=following: status_is(wanted))  # type: ignore[misc]
+            await eventually(functools.partial(status_is, following))
 
         await clock.wait_for_sleepers()  # RUNNING, and the model loads
         clock.advance(239.5)
