@@ -1,7 +1,8 @@
 """The account's refusals of a create: 403 for a GPU pool it may not use, 402 for a balance too low.
 
-RunPod answers both with problem documents (its reference's table of create failures: 402 insufficient
-balance, stop; 403 pool not accessible, skip that pool). How low a balance is too low is not
+RunPod answers both with problem documents (docs.runpod.io/api-reference-v2/pods/create-a-pod, "Which
+failures are worth retrying": 402 insufficient balance, stop, no candidate will succeed; 403 the
+account cannot access the requested pool, skip this candidate). How low a balance is too low is not
 documented; here it is a balance that does not cover the pod's first hour (`Profile.balance_dollars`).
 """
 

@@ -2,10 +2,11 @@
 type the catalog just listed as available.
 
 RunPod answers such a create with the same problem document as a broken rule, a 400 with only a
-`detail` and no machine-readable code (its reference's table of create failures; users of the older
-GraphQL API quote the text used here, e.g. runpod/runpodctl #189, dstackai/dstack #1740). The catalog
-is not told: it still lists the type, which is what makes a provider's retry on the next candidate
-necessary.
+`detail` and no machine-readable code, and says "a create can still fail for capacity on a GPU the
+catalog just reported as available": try the next candidate (docs.runpod.io/api-reference-v2/pods/
+create-a-pod, "Which failures are worth retrying"). The detail is the text users of the older GraphQL
+API quote (e.g. runpod/runpodctl #189, dstackai/dstack #1740). The catalog is not told: it still lists
+the type, which is what makes a provider's retry on the next candidate necessary.
 
 Refusals are scripted per GPU type, data center and cloud (each None: any), for the next `times`
 creates that match (None: until cleared), or drawn at random for a reproducible share of all creates
