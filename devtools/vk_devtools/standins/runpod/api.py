@@ -1,10 +1,11 @@
 """RunPod's REST API v2 as the stand-in answers it: the aiohttp handlers under `/v2`.
 
-Bearer authentication (401 for a missing, malformed or wrong key); the pod calls (list, create, get,
-update, delete); a pod's log stream as Server-Sent Events; the GPU catalog; and a problem document
-(`application/problem+json`) for every refusal: 422 with an `errors` list where the request schema
-(`schema`) is broken, 400 for the rules the reference says its handlers enforce, 404 for what is not
-there.
+Bearer authentication (401 for a missing, malformed or wrong key); the rate limits per key, when the
+profile sets any (429, and `RateLimit` headers on every authenticated answer: `ratelimit`); the pod
+calls (list, create, get, update, delete); a pod's log stream as Server-Sent Events; the GPU catalog;
+and a problem document (`application/problem+json`) for every refusal: 422 with an `errors` list where
+the request schema (`schema`) is broken, 400 for the rules the reference says its handlers enforce and
+for no capacity (`capacity`), 403 and 402 for the account (`account`), 404 for what is not there.
 """
 
 from __future__ import annotations
@@ -22,11 +23,16 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from vk_devtools.sse import encode_event, open_event_stream
+from vk_devtools.standins.runpod.account import account_refusal
+from vk_devtools.standins.runpod.capacity import Capacity, CapacityRefusal
 from vk_devtools.standins.runpod.catalog import Catalog, catalog_query
 from vk_devtools.standins.runpod.pods import ACTIONS, Pod, Pods, log_selection, port_problem, rfc3339
+from vk_devtools.standins.runpod.profile import Profile
+from vk_devtools.standins.runpod.ratelimit import RateLimiter
 from vk_devtools.standins.runpod.schema import validate_create_pod, validate_update_pod
 
 API_PREFIX = "/v2"
+_RATE_LIMIT_HEADERS = web.RequestKey("rate_limit_headers", dict[str, str])
 
 
 def problem(
@@ -48,13 +54,25 @@ def _title(status: int) -> str:
 
 
 class Api:
-    """The API of one stand-in over its catalog and its pods, for the key `api_key` returns (read for
-    each request, as a test may change it)."""
+    """The API of one stand-in over its catalog and its pods, for the key `api_key` returns, under the
+    profile `profile` returns (both read for each request, as a test may change them)."""
 
-    def __init__(self, api_key: Callable[[], str], catalog: Catalog, pods: Pods) -> None:
+    def __init__(
+        self,
+        api_key: Callable[[], str],
+        catalog: Catalog,
+        pods: Pods,
+        *,
+        profile: Callable[[], Profile],
+        capacity: Capacity,
+        limiter: RateLimiter,
+    ) -> None:
         self._api_key = api_key
         self._catalog = catalog
         self._pods = pods
+        self._profile = profile
+        self._capacity = capacity
+        self._limiter = limiter
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_get(f"{API_PREFIX}/pods", self._list_pods)
@@ -81,13 +99,26 @@ class Api:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """A 401 for an API request without the right key."""
+        """A 401 for an API request without the right key; a 429 for one over the key's rate limit."""
         if request.path.startswith(API_PREFIX + "/"):
             authorization = self.authorization(request)
             if authorization != "ok":
                 detail = {"missing": "missing bearer token", "malformed": "malformed bearer token"}
                 return problem(401, detail.get(authorization, "invalid api key"))
+            admission = self._limiter.admit(self._api_key())
+            if admission is not None:
+                request[_RATE_LIMIT_HEADERS] = admission.headers
+                if admission.exhausted is not None:
+                    exceeded = f"rate limit exceeded for the {admission.exhausted} window"
+                    return problem(429, exceeded, headers=admission.headers)
         return await handler(request)
+
+    async def add_rate_limit_headers(self, request: web.Request, response: web.StreamResponse) -> None:
+        """The `RateLimit` headers on every answer to an authenticated request (an `on_response_prepare`
+        signal, so streamed answers such as the log stream carry them as well)."""
+        headers = request.get(_RATE_LIMIT_HEADERS)
+        if headers is not None:
+            response.headers.update(headers)
 
     async def _no_route(self, request: web.Request) -> web.Response:
         return problem(404, f"no route for {request.method} {request.path}")
@@ -124,6 +155,15 @@ class Api:
         gpu_config = body["gpu"]
         gpu = self._catalog.gpu_types[gpu_config["id"]]
         cloud = body.get("cloud", "SECURE")
+        count = gpu_config.get("count", 1)
+        refused_by_account = account_refusal(self._profile(), gpu, count, cloud)
+        if refused_by_account is not None:
+            return problem(*refused_by_account)
+        placed = self._capacity.place(
+            gpu.id, cloud, body.get("dataCenterIds") or list(self._catalog.data_centers)
+        )
+        if isinstance(placed, CapacityRefusal):
+            return problem(400, placed.detail)
         pod = Pod(
             id=self._pods.new_id(),
             name=body["name"],
@@ -134,9 +174,9 @@ class Api:
             env=dict(body.get("env", {})),
             registry=body.get("registry"),
             gpu_id=gpu.id,
-            gpu_count=gpu_config.get("count", 1),
+            gpu_count=count,
             cloud=cloud,
-            data_center_id=self._catalog.place(body.get("dataCenterIds")),
+            data_center_id=placed,
             price_per_gpu=gpu.price_secure if cloud == "SECURE" else gpu.price_community,
             created_at=datetime.now(UTC),
         )

@@ -107,11 +107,6 @@ class Catalog:
             return f"There are no instances currently available for {count} x {gpu.id} ({cloud})"
         return None
 
-    def place(self, data_center_ids: Sequence[str] | None) -> str:
-        """The data center a new pod goes to: the first one asked for, else the first of the catalog."""
-        wanted = data_center_ids or list(self.data_centers)
-        return str(wanted[0])
-
     def gpus(self, query: CatalogQuery) -> list[dict[str, Any]]:
         """The `gpus` of the catalog's answer to this query."""
         gpus = []

@@ -6,7 +6,9 @@ connection, a request carried out whose answer is lost, and a seeded fraction of
 random, the kinds mixed (`vk_devtools.standins.faults`); each request's record names the fault it was
 served, if any.
 It also moves pods by hand: into any status (ERROR with a message, written to the pod's system log, as
-RunPod's Pod has no message field), or gone without a trace; and sets the catalog's stock.
+RunPod's Pod has no message field), or gone without a trace; sets the catalog's stock; scripts capacity
+refusals that contradict the catalog (`capacity`); and reads or changes the stand-in's `Profile`
+(timings, proxy timeout, rate limits, balance, denied pools) while it runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import aiohttp
@@ -25,8 +27,10 @@ from aiohttp.typedefs import Handler
 
 from vk_devtools.standins.faults import RANDOM_KINDS, RandomFaults
 from vk_devtools.standins.runpod.api import API_PREFIX, Api, problem
+from vk_devtools.standins.runpod.capacity import NO_CAPACITY_DETAIL, Capacity
 from vk_devtools.standins.runpod.catalog import AVAILABILITY_LEVELS, CLOUDS, Catalog
 from vk_devtools.standins.runpod.pods import POD_STATUSES, Pod, Pods
+from vk_devtools.standins.runpod.profile import Profile, RateLimitWindow
 
 CONTROL_PREFIX = "/_control"
 
@@ -99,10 +103,22 @@ def _random_fault(plan: RandomFaults, request: web.Request) -> _Fault | None:
 class ControlPlane:
     """The control plane of one stand-in: its routes, and the middleware that records and faults requests."""
 
-    def __init__(self, api: Api, pods: Pods, catalog: Catalog) -> None:
+    def __init__(
+        self,
+        api: Api,
+        pods: Pods,
+        catalog: Catalog,
+        *,
+        capacity: Capacity,
+        profile: Callable[[], Profile],
+        set_profile: Callable[[Profile], None],
+    ) -> None:
         self._api = api
         self._pods = pods
         self._catalog = catalog
+        self._capacity = capacity
+        self._profile = profile
+        self._set_profile = set_profile
         self.requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
         self._fault_ids = 0
@@ -120,6 +136,11 @@ class ControlPlane:
         router.add_post(f"{CONTROL_PREFIX}/pods/{{id}}/status", self._set_status)
         router.add_delete(f"{CONTROL_PREFIX}/pods/{{id}}", self._vanish)
         router.add_post(f"{CONTROL_PREFIX}/stock", self._set_stock)
+        router.add_post(f"{CONTROL_PREFIX}/capacity-refusals", self._add_capacity_refusal)
+        router.add_get(f"{CONTROL_PREFIX}/capacity-refusals", self._capacity_refusals)
+        router.add_delete(f"{CONTROL_PREFIX}/capacity-refusals", self._clear_capacity_refusals)
+        router.add_get(f"{CONTROL_PREFIX}/profile", self._get_profile)
+        router.add_patch(f"{CONTROL_PREFIX}/profile", self._patch_profile)
 
     def release(self) -> None:
         """Let every hanging request go (their answers are 504s)."""
@@ -206,6 +227,7 @@ class ControlPlane:
 
     async def _clear_faults(self, request: web.Request) -> web.Response:
         self._faults.clear()
+        self._capacity.clear()
         if self._random_faults is not None:
             self._random_faults.active = False  # its counts stay readable
         self._release.set()
@@ -270,6 +292,55 @@ class ControlPlane:
             )
         self._catalog.set_stock(spec["gpu"], spec["cloud"], level)
         return web.json_response({})
+
+    # -- capacity refusals and the profile -----------------------------------------------------
+
+    async def _add_capacity_refusal(self, request: web.Request) -> web.Response:
+        spec = await request.json()
+        gpu, center, cloud = spec.get("gpu"), spec.get("data_center"), spec.get("cloud")
+        if (
+            (gpu is not None and gpu not in self._catalog.gpu_types)
+            or (center is not None and center not in self._catalog.data_centers)
+            or (cloud is not None and cloud not in CLOUDS)
+        ):
+            return web.json_response(
+                {"error": "gpu, data_center and cloud must be ones the catalog knows (or null: any)"},
+                status=400,
+            )
+        try:
+            refusal = self._capacity.refuse(
+                gpu=gpu,
+                data_center=center,
+                cloud=cloud,
+                times=spec.get("times", 1),
+                detail=str(spec.get("detail", NO_CAPACITY_DETAIL)),
+            )
+        except ValueError as error:
+            return web.json_response({"error": str(error)}, status=400)
+        return web.json_response({"id": refusal.id})
+
+    async def _capacity_refusals(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "refusals": [refusal.to_json() for refusal in self._capacity.refusals],
+                "refused": self._capacity.refused,
+            }
+        )
+
+    async def _clear_capacity_refusals(self, request: web.Request) -> web.Response:
+        self._capacity.clear()
+        return web.json_response({})
+
+    async def _get_profile(self, request: web.Request) -> web.Response:
+        return web.json_response(self._profile().to_json())
+
+    async def _patch_profile(self, request: web.Request) -> web.Response:
+        try:
+            profile = self._profile().updated(await request.json())
+        except (KeyError, TypeError, ValueError) as error:
+            return web.json_response({"error": f"bad profile change: {error}"}, status=400)
+        self._set_profile(profile)
+        return web.json_response(profile.to_json())
 
 
 class FakeRunPodControl:
@@ -381,3 +452,55 @@ class FakeRunPodControl:
 
     async def set_stock(self, gpu: str, cloud: str, availability: str) -> None:
         await self._send("POST", "/stock", {"gpu": gpu, "cloud": cloud, "availability": availability})
+
+    async def refuse_capacity(
+        self,
+        gpu: str | None = None,
+        *,
+        data_center: str | None = None,
+        cloud: str | None = None,
+        times: int | None = 1,
+        detail: str = NO_CAPACITY_DETAIL,
+    ) -> int:
+        """Refuse the next `times` creates (None: until cleared) of this GPU type in this data center
+        and cloud (None: any) with 400 "no capacity", whatever the catalog says; returns its id.
+        `clear_faults` (or `clear_capacity_refusals`) removes it."""
+        spec = {
+            "gpu": gpu,
+            "data_center": data_center,
+            "cloud": cloud,
+            "times": times,
+            "detail": detail,
+        }
+        return int((await self._send("POST", "/capacity-refusals", spec))["id"])
+
+    async def capacity_refusals(self) -> dict[str, Any]:
+        """`refusals` (each with the `remaining` count) and `refused`: creates refused so far."""
+        result: dict[str, Any] = await self._send("GET", "/capacity-refusals")
+        return result
+
+    async def clear_capacity_refusals(self) -> None:
+        await self._send("DELETE", "/capacity-refusals")
+
+    async def profile(self) -> dict[str, Any]:
+        """The stand-in's profile as JSON (`Profile.to_json`)."""
+        result: dict[str, Any] = await self._send("GET", "/profile")
+        return result
+
+    async def set_profile(self, **changes: Any) -> dict[str, Any]:
+        """Change fields of the profile (`Profile` names, JSON values); returns the whole profile."""
+        result: dict[str, Any] = await self._send("PATCH", "/profile", changes)
+        return result
+
+    async def set_balance(self, dollars: float | None) -> None:
+        """The account's balance (None: unlimited): a create whose first hour costs more is a 402."""
+        await self.set_profile(balance_dollars=dollars)
+
+    async def deny_pool(self, pool: str, *, denied: bool = True) -> None:
+        """Make creates of this GPU pool's types 403 (or, `denied=False`, allowed again)."""
+        pools = set((await self.profile())["denied_pools"])
+        await self.set_profile(denied_pools=sorted(pools | {pool} if denied else pools - {pool}))
+
+    async def set_rate_limits(self, windows: Sequence[RateLimitWindow]) -> None:
+        """The per-key quota windows (empty: no limit and no `RateLimit` headers)."""
+        await self.set_profile(rate_limits=[dataclasses.asdict(window) for window in windows])

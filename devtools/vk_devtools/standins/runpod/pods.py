@@ -1,9 +1,11 @@
 """The stand-in's pods: their records, statuses and logs, and the machine that moves each one on.
 
-A pod is created PROVISIONING, then becomes STARTING, then RUNNING after configurable delays (or is
-held, to be moved by the control plane); EXITED, ERROR and TERMINATED come only from the control plane;
-a removed pod is gone. Every pod keeps its own log, system and container lines numbered in one sequence
-per stand-in. Serving a RUNNING pod's ports is left to the `PodServing` that `Pods` is given (the
+A pod is created PROVISIONING, then becomes STARTING, then RUNNING after the profile's delays (or is
+held, to be moved by the control plane), and its ports are served once its load time has passed too
+(the model loads: RUNNING, but nothing answers yet); EXITED, ERROR and TERMINATED come only from the
+control plane, and a pod moved there by hand is served at once; a removed pod is gone. Delays are
+slept on the stand-in's clock. Every pod keeps its own log, system and container lines numbered in one
+sequence per stand-in. Serving a RUNNING pod's ports is left to the `PodServing` that `Pods` is given (the
 proxy's), so nothing here speaks HTTP.
 """
 
@@ -19,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from vk_devtools.standins.runpod.clock import Clock
+from vk_devtools.standins.runpod.profile import Profile
 from vk_provider.kit.timestamps import parse_timestamp
 
 logger = logging.getLogger(__name__)
@@ -173,21 +177,24 @@ class PodServing(Protocol):
 
 
 class Pace(Protocol):
-    """How pods move on (the stand-in's settings, read when they are needed); `auto_advance` false holds
+    """How pods move on (the stand-in's profile, read when it is needed); `auto_advance` false holds
     new pods in PROVISIONING until the control plane moves them."""
 
-    provisioning_seconds: float
-    starting_seconds: float
-    auto_advance: bool
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def auto_advance(self) -> bool: ...
 
 
 class Pods:
     """The pods of one stand-in by id, their logs, and the task that moves each one on."""
 
-    def __init__(self, serving: PodServing, pace: Pace) -> None:
+    def __init__(self, serving: PodServing, pace: Pace, clock: Clock) -> None:
         self.records: dict[str, Pod] = {}
         self._serving = serving
         self._pace = pace
+        self._clock = clock
         self._log_seq = 0
         self._machines: set[asyncio.Task[None]] = set()
 
@@ -239,13 +246,20 @@ class Pods:
         task.add_done_callback(self._machines.discard)
 
     async def _run_machine(self, pod: Pod, from_status: str) -> None:
-        """PROVISIONING -> STARTING -> RUNNING with the configured delays (the simulated provider's time)."""
+        """PROVISIONING -> STARTING -> RUNNING with the profile's delays (the simulated provider's time),
+        then the load time before the pod's ports answer."""
         try:
             if from_status == "PROVISIONING":
-                await asyncio.sleep(self._pace.provisioning_seconds)
+                await self._clock.sleep(self._pace.profile.provisioning_seconds)
                 await self._set_status(pod, "STARTING")
-            await asyncio.sleep(self._pace.starting_seconds)
-            await self._set_status(pod, "RUNNING")
+            await self._clock.sleep(self._pace.profile.starting_seconds)
+            load_seconds = self._pace.profile.load_seconds
+            await self._set_status(pod, "RUNNING", serve=load_seconds <= 0)
+            if load_seconds > 0:
+                self.log(pod, "container", f"loading the model (simulated: {load_seconds:g} s)")
+                await self._clock.sleep(load_seconds)
+                await self._serving.start(pod, lambda line: self.log(pod, "container", line))
+                self.log(pod, "container", "server ready")
         except Exception:
             logger.exception("the fake's state machine for pod %s failed", pod.id)
             await self._set_status(pod, "ERROR", "the fake could not start the pod's servers")
@@ -256,9 +270,13 @@ class Pods:
             pod.machine.cancel()
         pod.machine = None
 
-    async def _set_status(self, pod: Pod, status: str, message: str | None = None) -> None:
+    async def _set_status(
+        self, pod: Pod, status: str, message: str | None = None, *, serve: bool = True
+    ) -> None:
+        """Into `status`; RUNNING starts serving the pod's ports unless `serve` is false (still loading)."""
         if status == "RUNNING":
-            await self._serving.start(pod, lambda line: self.log(pod, "container", line))
+            if serve:
+                await self._serving.start(pod, lambda line: self.log(pod, "container", line))
             pod.started_at = datetime.now(UTC)
         else:
             await self._serving.stop(pod)

@@ -4,17 +4,25 @@ RunPod serves every `<port>/http` a pod exposes at `https://<podId>-<port>.proxy
 each such port of a RUNNING pod is a real HTTP app on its own local port, made by a `PodAppFactory`
 from what the app may know of its pod (`ServedPod`), and one front stands in for the proxy's hosts:
 `http://127.0.0.1:<front>/<podId>-<port>/<path>`, or any path with `Host: <podId>-<port>.proxy.runpod.net`.
+
+The front answers 404 for a pod it does not know and 502 for a port nothing serves (a pod not RUNNING,
+or still loading its model); with a request timeout (the realistic profile's 100 s, Cloudflare's), it
+answers 524 when the pod's app has not begun its answer in time, as RunPod's proxy does. An answer that
+has begun streams for as long as it lasts.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
 
+from vk_devtools.standins.runpod.clock import Clock
 from vk_devtools.standins.runpod.pods import Pod
 
 _FRONT_PATH = re.compile(r"^/([a-z0-9]+)-(\d+)(/.*)?$")
@@ -97,12 +105,46 @@ class PodServers:
         return None if server is None else server[1]
 
 
-def front_app(
-    pods: Mapping[str, Pod], servers: PodServers, session: aiohttp.ClientSession, host: str
-) -> web.Application:
-    """The front of the proxy: every request passed on to the app of the pod and port it names."""
+PROXY_TIMEOUT_STATUS = 524
+"""Cloudflare's "A timeout occurred": the origin did not begin its answer in time."""
 
-    async def front(request: web.Request) -> web.StreamResponse:
+
+async def _within(
+    clock: Clock, seconds: float | None, answer: Awaitable[aiohttp.ClientResponse]
+) -> aiohttp.ClientResponse | None:
+    """The answer, or None if `seconds` pass on `clock` first (the request is then abandoned)."""
+    if seconds is None:
+        return await answer
+    answering = asyncio.ensure_future(answer)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait((answering, timer), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timer
+    if answering.done():
+        return answering.result()
+    answering.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await answering
+    return None
+
+
+def front_app(
+    pods: Mapping[str, Pod],
+    servers: PodServers,
+    session: aiohttp.ClientSession,
+    host: str,
+    *,
+    clock: Clock,
+    timeout_seconds: Callable[[], float | None] = lambda: None,
+) -> web.Application:
+    """The front of the proxy: every request passed on to the app of the pod and port it names, cut
+    with a 524 if that app has not begun its answer within `timeout_seconds()` (None: never)."""
+
+    def route(request: web.Request) -> tuple[str, int, str] | web.Response:
+        """(pod id, port, the pod app's URL), or the proxy's answer when nothing serves that address."""
         target = _front_target(request)
         if target is None:
             return web.Response(status=404, text="not a pod proxy address\n")
@@ -110,34 +152,53 @@ def front_app(
         if pod_id not in pods:
             return web.Response(status=404, text=f"pod {pod_id} not found\n")
         local_port = servers.local_port(pod_id, port)
-        if local_port is None:
+        if local_port is None:  # not RUNNING, or its server not up yet (the model still loads)
             return web.Response(status=502, text=f"pod {pod_id} is not serving port {port}\n")
+        return pod_id, port, f"http://{host}:{local_port}{path}"
+
+    async def front(request: web.Request) -> web.StreamResponse:
+        routed = route(request)
+        if isinstance(routed, web.Response):
+            return routed
+        pod_id, port, url = routed
         headers = {key: value for key, value in request.headers.items() if key.lower() not in _HOP_BY_HOP}
-        url = f"http://{host}:{local_port}{path}"
+        body = await request.read() if request.can_read_body else None
         try:
-            async with session.request(
-                request.method,
-                url,
-                headers=headers,
-                data=await request.read() if request.can_read_body else None,
-                allow_redirects=False,
-            ) as upstream:
-                response = web.StreamResponse(
-                    status=upstream.status,
-                    reason=upstream.reason,
-                    headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP},
-                )
-                await response.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
+            upstream = await _within(
+                clock,
+                timeout_seconds(),
+                session.request(request.method, url, headers=headers, data=body, allow_redirects=False),
+            )
         except aiohttp.ClientConnectionError as error:
             return web.Response(status=502, text=f"pod {pod_id} port {port}: {error}\n")
+        if upstream is None:
+            return web.Response(
+                status=PROXY_TIMEOUT_STATUS, reason="A Timeout Occurred", text="a timeout occurred\n"
+            )
+        try:
+            return await _relay(request, upstream)
+        except aiohttp.ClientConnectionError as error:
+            return web.Response(status=502, text=f"pod {pod_id} port {port}: {error}\n")
+        finally:
+            upstream.release()
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", front)
     return app
+
+
+async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    """The pod app's answer, streamed back to the client as it comes."""
+    response = web.StreamResponse(
+        status=upstream.status,
+        reason=upstream.reason,
+        headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP},
+    )
+    await response.prepare(request)
+    async for chunk in upstream.content.iter_any():
+        await response.write(chunk)
+    await response.write_eof()
+    return response
 
 
 def _front_target(request: web.Request) -> tuple[str, int, str] | None:

@@ -1,9 +1,10 @@
 """One running RunPod stand-in: the catalog, the pods, the API, the proxy and the control plane, wired
-together on ephemeral local ports (`FakeRunPod`, `running_fake`)."""
+together on ephemeral local ports (`FakeRunPod`, `running_fake`), behaving as its `Profile` says."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ import aiohttp
 from aiohttp import web
 
 from vk_devtools.standins.runpod.api import API_PREFIX, Api
+from vk_devtools.standins.runpod.capacity import Capacity
 from vk_devtools.standins.runpod.catalog import (
     DEFAULT_DATA_CENTERS,
     DEFAULT_GPU_TYPES,
@@ -18,39 +20,69 @@ from vk_devtools.standins.runpod.catalog import (
     FakeDataCenter,
     FakeGpuType,
 )
+from vk_devtools.standins.runpod.clock import Clock, LoopClock
 from vk_devtools.standins.runpod.control import CONTROL_PREFIX, ControlPlane, FakeRunPodControl
 from vk_devtools.standins.runpod.pods import Pods
+from vk_devtools.standins.runpod.profile import FAST, Profile
 from vk_devtools.standins.runpod.proxy import PodAppFactory, PodServers, echo_app, front_app, serve
+from vk_devtools.standins.runpod.ratelimit import RateLimiter
 
 
 class FakeRunPod:
-    """The fake API and proxy front, on ephemeral local ports. Use as `async with FakeRunPod() as fake`."""
+    """The fake API and proxy front, on ephemeral local ports. Use as `async with FakeRunPod() as fake`.
+
+    `profile` (default `FAST`; `REALISTIC` for RunPod's own timings and refusals, see `profile`) may be
+    replaced while it runs, directly or through `control.set_profile`; `provisioning_seconds` and
+    `starting_seconds` override its two timings. `clock` is what every simulated delay is slept on: a
+    `ManualClock` lets a test move a seven-minute cold start on by hand.
+    """
 
     def __init__(
         self,
         *,
         api_key: str = "rp_fake_0123456789abcdef",
-        provisioning_seconds: float = 0.05,
-        starting_seconds: float = 0.05,
+        profile: Profile = FAST,
+        provisioning_seconds: float | None = None,
+        starting_seconds: float | None = None,
         auto_advance: bool = True,
         gpu_types: Sequence[FakeGpuType] = DEFAULT_GPU_TYPES,
         data_centers: Sequence[FakeDataCenter] = DEFAULT_DATA_CENTERS,
         pod_app: PodAppFactory = echo_app,
+        clock: Clock | None = None,
         host: str = "127.0.0.1",
     ) -> None:
         """`auto_advance=False` holds new pods in PROVISIONING until the control API moves them."""
         self.api_key = api_key
-        self.provisioning_seconds = provisioning_seconds
-        self.starting_seconds = starting_seconds
+        self.profile = profile
+        if provisioning_seconds is not None:
+            self.provisioning_seconds = provisioning_seconds
+        if starting_seconds is not None:
+            self.starting_seconds = starting_seconds
         self.auto_advance = auto_advance
+        self.clock: Clock = clock or LoopClock()
         catalog = Catalog(gpu_types, data_centers)
         self.gpu_types = catalog.gpu_types
         self.data_centers = catalog.data_centers
         self._host = host
         self._servers = PodServers(pod_app, host)
-        self._pods = Pods(self._servers, pace=self)  # the settings above, read when they are needed
-        self._api = Api(lambda: self.api_key, catalog, self._pods)
-        self._control_plane = ControlPlane(self._api, self._pods, catalog)
+        self._pods = Pods(self._servers, pace=self, clock=self.clock)  # reads the profile when needed
+        self.capacity = Capacity(lambda: self.profile)
+        self._api = Api(
+            lambda: self.api_key,
+            catalog,
+            self._pods,
+            profile=lambda: self.profile,
+            capacity=self.capacity,
+            limiter=RateLimiter(lambda: self.profile.rate_limits, self.clock),
+        )
+        self._control_plane = ControlPlane(
+            self._api,
+            self._pods,
+            catalog,
+            capacity=self.capacity,
+            profile=lambda: self.profile,
+            set_profile=self._replace_profile,
+        )
         self.requests = self._control_plane.requests
         self._api_runner: web.AppRunner | None = None
         self._front_runner: web.AppRunner | None = None
@@ -60,16 +92,46 @@ class FakeRunPod:
         self._control: FakeRunPodControl | None = None
 
     def __repr__(self) -> str:
-        return f"FakeRunPod(api_url={self.api_url!r}, pods={len(self._pods.records)})"
+        pods = len(self._pods.records)
+        return f"FakeRunPod(api_url={self.api_url!r}, profile={self.profile.name!r}, pods={pods})"
+
+    # -- the profile's timings, as attributes (what tests set before the profile existed) ----------
+
+    @property
+    def provisioning_seconds(self) -> float:
+        return self.profile.provisioning_seconds
+
+    @provisioning_seconds.setter
+    def provisioning_seconds(self, seconds: float) -> None:
+        self.profile = dataclasses.replace(self.profile, provisioning_seconds=seconds)
+
+    @property
+    def starting_seconds(self) -> float:
+        return self.profile.starting_seconds
+
+    @starting_seconds.setter
+    def starting_seconds(self, seconds: float) -> None:
+        self.profile = dataclasses.replace(self.profile, starting_seconds=seconds)
+
+    def _replace_profile(self, profile: Profile) -> None:
+        self.profile = profile
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         api = web.Application(middlewares=[self._control_plane.middleware, self._api.middleware])
         self._api.add_routes(api.router)
+        api.on_response_prepare.append(self._api.add_rate_limit_headers)
         self._control_plane.add_routes(api.router)
         self._session = aiohttp.ClientSession(auto_decompress=False)
-        front = front_app(self._pods.records, self._servers, self._session, self._host)
+        front = front_app(
+            self._pods.records,
+            self._servers,
+            self._session,
+            self._host,
+            clock=self.clock,
+            timeout_seconds=lambda: self.profile.proxy_timeout_seconds,
+        )
         self._api_runner, self._api_port = await serve(api, self._host)
         self._front_runner, self._front_port = await serve(front, self._host)
         self._control = FakeRunPodControl(self.control_url, session=self._session)

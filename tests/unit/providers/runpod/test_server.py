@@ -238,6 +238,17 @@ async def test_the_fake_runs_on_its_own() -> None:
             ) as response,
         ):
             assert (response.status, await response.json()) == (200, {"pods": []})
+            assert "RateLimit" not in response.headers  # the fast profile sets no rate limit
+        async with (
+            aiohttp.ClientSession() as client,
+            client.get(addresses["control_url"] + "/profile") as answer,
+        ):
+            profile = await answer.json()
+            assert (profile["name"], profile["provisioning_seconds"], profile["load_seconds"]) == (
+                "fast",
+                2.0,
+                0.0,
+            )
     finally:
         process.terminate()
         await process.wait()
