@@ -54,6 +54,8 @@ ENV_CONTAINER_NAME = "VK_PROVIDER_CONTAINER_NAME"
 
 ANNOTATION_PREFIX = "runpod.vk-provider.dev/"
 GPU_TYPE_ANNOTATION = ANNOTATION_PREFIX + "gpu-type"
+"""A GPU type id, or several, comma-separated, in order of preference: the later ones are tried when
+RunPod has no capacity for the earlier (see `candidates`)."""
 CLOUD_ANNOTATION = ANNOTATION_PREFIX + "cloud"
 DATA_CENTERS_ANNOTATION = ANNOTATION_PREFIX + "data-centers"
 """Comma-separated data center ids, in order of preference."""
@@ -73,6 +75,12 @@ class Placement:
     cloud: Cloud
     data_center_ids: tuple[str, ...]
     max_price_per_hour: float | None
+    alternative_gpu_types: tuple[str, ...] = ()
+    """The GPU types to try after `gpu_type` when RunPod has no capacity for it, in order."""
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return (self.gpu_type, *self.alternative_gpu_types)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,11 +169,13 @@ def _http_ports(container: ContainerSpec) -> list[int]:
 def placement_for(pod: PodRequest, container: ContainerSpec, settings: RunPodSettings) -> Placement:
     """GPU type, count, cloud, data centers and price cap: the pod's annotations over the settings."""
     annotations = pod.annotations
-    gpu_type = annotations.get(GPU_TYPE_ANNOTATION) or settings.gpu_type
-    if not gpu_type:
+    named = [name.strip() for name in annotations.get(GPU_TYPE_ANNOTATION, "").split(",") if name.strip()]
+    gpu_types = list(dict.fromkeys(named)) or ([settings.gpu_type] if settings.gpu_type else [])
+    if not gpu_types:
         raise InvalidPodError(
             f"no GPU type: set the provider's gpu_type or annotate the pod with {GPU_TYPE_ANNOTATION}"
         )
+    gpu_type, *alternatives = gpu_types
     cloud = annotations.get(CLOUD_ANNOTATION, settings.cloud).upper()
     if cloud not in CLOUDS:
         raise InvalidPodError(f"{CLOUD_ANNOTATION} must be one of {', '.join(CLOUDS)}, not {cloud!r}")
@@ -183,7 +193,7 @@ def placement_for(pod: PodRequest, container: ContainerSpec, settings: RunPodSet
             price = -1.0
         if not price > 0:
             raise InvalidPodError(f"{MAX_PRICE_ANNOTATION} must be a positive number of USD, not {text!r}")
-    return Placement(gpu_type, _gpu_count(container, settings), cloud, centers, price)
+    return Placement(gpu_type, _gpu_count(container, settings), cloud, centers, price, tuple(alternatives))
 
 
 def request_for_offer(
