@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder, InvolvedObject
-from vk_provider.errors import CapabilityMissingError, ProviderError
+from vk_provider.errors import CapabilityMissingError, ProviderError, ProviderUnavailableError
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
 from vk_provider.kit.timestamps import format_micro_timestamp
 from vk_provider.kubelet.certificates import CertificateState, ServingCertificate
@@ -295,10 +295,18 @@ class NodeKeeper:
                 if not isinstance(error, ProviderError | TimeoutError | OSError):
                     logger.exception("the provider's health check raised an unexpected error")
                 message = str(error) or type(error).__name__
-                if self.health.provider_available:
-                    self._events.record(self._involved(), "Warning", "ProviderUnavailable", message)
+                # A provider may say why (InsufficientBalance, QuotaExceeded): the condition's reason,
+                # and the Warning's, posted again when the reason changes.
+                reason = getattr(error, "reason", "") if isinstance(error, ProviderUnavailableError) else ""
+                if self.health.provider_available or reason != self.health.provider_reason:
+                    self._events.record(self._involved(), "Warning", reason or "ProviderUnavailable", message)
                 self._set_health(
-                    Health(self.health.ready, provider_available=False, provider_message=message)
+                    Health(
+                        self.health.ready,
+                        provider_available=False,
+                        provider_message=message,
+                        provider_reason=reason,
+                    )
                 )
             else:
                 if not self.health.provider_available:

@@ -218,10 +218,10 @@ class RunPodProvider:
                     placement.cloud,
                 )
                 return
+            refusals = "; ".join(refused)
             raise CapacityUnavailableError(
-                "RunPod could not place the pod: no capacity for "
-                + "; ".join(refused)
-                + "; trying again later"
+                f"RunPod create_pod: RunPod could not place the pod: no capacity for {refusals}; "
+                "trying again later"
             )
 
     async def _create_at(self, uid: str, body: Mapping[str, Any]) -> RunPodPod:
