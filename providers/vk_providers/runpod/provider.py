@@ -57,6 +57,7 @@ from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings, parse_sett
 from vk_providers.runpod.readiness import ReadinessChecker
 from vk_providers.runpod.translate import (
     ENV_CONTAINER_NAME,
+    CreateRequest,
     Placement,
     create_request,
     is_gone,
@@ -188,41 +189,50 @@ class RunPodProvider:
         request = create_request(pod, self._settings, self.node_name)
         uid = pod.ref.uid
         async with self._lock(uid):
-            existing = await self._caller.call("find_pod", functools.partial(self._find_all, uid))
-            if existing:
-                await self._terminate_duplicates(uid, existing)
-                return
+            # First: while RunPod refuses the account, not even the look-up is sent (the node only
+            # creates a pod it found missing a moment ago).
             self._refusal.check()
-            if request.placement.max_price_per_hour is not None:
-                await self._check_price(request.placement)
-            placement = request.placement
-            queue = candidates(placement.gpu_types, placement.data_center_ids)
-            refused: list[str] = []
-            candidate: Candidate | None = queue.pop(0)
-            while candidate is not None:
-                try:
-                    created = await self._create_at(uid, candidate.body(request.body))
-                except CapacityUnavailableError as error:
-                    what = candidate.describe(placement.gpu_count, placement.cloud)
-                    refused.append(f"{what}: {error}")
-                    candidate = await self._next_in_stock(queue, placement)
-                    self._tell_refusal(pod.ref, what, candidate, placement)
-                    continue
-                self._ids[uid] = created.id
-                logger.info(
-                    "pod %s: RunPod pod %s (%d x %s, %s)",
-                    pod.ref,
-                    created.id,
-                    placement.gpu_count,
-                    candidate.gpu_type,
-                    placement.cloud,
-                )
-                return
-            refusals = "; ".join(refused)
-            raise CapacityUnavailableError(
-                f"RunPod create_pod: RunPod could not place the pod: no capacity for {refusals}; "
-                "trying again later"
+            try:
+                await self._find_or_place(pod.ref, request)
+            finally:
+                self._refusal.released()  # a trial that ended in no verdict: the next call is one
+
+    async def _find_or_place(self, ref: PodRef, request: CreateRequest) -> None:
+        uid = ref.uid
+        existing = await self._caller.call("find_pod", functools.partial(self._find_all, uid))
+        if existing:
+            await self._terminate_duplicates(uid, existing)
+            return
+        if request.placement.max_price_per_hour is not None:
+            await self._check_price(request.placement)
+        placement = request.placement
+        queue = candidates(placement.gpu_types, placement.data_center_ids)
+        refused: list[str] = []
+        candidate: Candidate | None = queue.pop(0)
+        while candidate is not None:
+            try:
+                created = await self._create_at(uid, candidate.body(request.body))
+            except CapacityUnavailableError as error:
+                what = candidate.describe(placement.gpu_count, placement.cloud)
+                refused.append(f"{what}: {error}")
+                candidate = await self._next_in_stock(queue, placement)
+                self._tell_refusal(ref, what, candidate, placement)
+                continue
+            self._ids[uid] = created.id
+            logger.info(
+                "pod %s: RunPod pod %s (%d x %s, %s)",
+                ref,
+                created.id,
+                placement.gpu_count,
+                candidate.gpu_type,
+                placement.cloud,
             )
+            return
+        refusals = "; ".join(refused)
+        raise CapacityUnavailableError(
+            f"RunPod create_pod: RunPod could not place the pod: no capacity for {refusals}; "
+            "trying again later"
+        )
 
     async def _create_at(self, uid: str, body: Mapping[str, Any]) -> RunPodPod:
         """One candidate's create, under the call policy; a 402 starts the account's refusal."""
@@ -242,9 +252,6 @@ class RunPodProvider:
             created = await self._caller.call("create_pod", find_or_create, map_status=_create_error)
         except ProviderRefusesWorkError as error:
             raise self._refusal.refused(error.reason, str(error)) from None
-        except BaseException:
-            self._refusal.released()
-            raise
         self._refusal.accepted()
         return created
 
