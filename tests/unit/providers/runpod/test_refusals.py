@@ -4,6 +4,7 @@ rate (429): each leads to its own next step, and none to a storm of requests."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -40,9 +41,9 @@ def context(fake: FakeRunPod, tmp_path: Path) -> ProviderContext:
 
 
 @pytest.fixture
-async def subject(context: ProviderContext, clock: ManualClock) -> RunPodProvider:
+async def subject(context: ProviderContext, clock: ManualClock) -> AsyncIterator[RunPodProvider]:
     provider = RunPodProvider(context, clock=clock)
-    yield provider  # type: ignore[misc]
+    yield provider
     await provider.aclose()
 
 
@@ -112,8 +113,8 @@ async def creates_while_refused(
     wait) for `seconds` of manual time: the creates and look-ups RunPod received."""
     defaults = {field.name: field.default for field in dataclasses.fields(NodeSettings)}
     backoff = Backoff(
-        initial_seconds=float(defaults["retry_initial_seconds"]),  # type: ignore[arg-type]
-        max_seconds=float(defaults["retry_max_seconds"]),  # type: ignore[arg-type]
+        initial_seconds=float(defaults["retry_initial_seconds"]),
+        max_seconds=float(defaults["retry_max_seconds"]),
     )
     requests = [pod_request(f"waiting-{index}") for index in range(pods)]
     start = clock.now
