@@ -197,7 +197,9 @@ class SageMakerProvider:
         """Endpoint name -> what it serves, as this provider made or updated it: an update_pod asking for
         the same costs no call. Not known after a restart (then the endpoint is described)."""
         self._versions = PodVersions(self._api, self._call, role_arn=self._settings.role_arn)
-        self._refusal = WorkRefusal("SageMaker", clock=clock)
+        self._refusal = WorkRefusal(
+            "SageMaker", clock=clock, first_wait_seconds=self._settings.capacity_retry_seconds
+        )
         self._pod_events = context.pod_events
         self._background: asyncio.Task[None] | None = None
         """Carries out deferred deletions and follows updates (`_follow_up`); runs while there are any."""

@@ -10,10 +10,11 @@ send a create a minute, for ever. `WorkRefusal` holds the refusal instead:
 - while it holds, `check` raises the remembered `ProviderRefusesWorkError` without calling the provider,
   and `health_error` gives it to the health check (the node's ProviderAvailable condition, its reason
   and a Warning Event come from there);
-- after `wait` (60 s at first, doubled at each new refusal, at most `max_wait_seconds`) one create is let
-  through as a trial, and the health check passes again so that the node takes pods again: the trial
-  succeeding ends the refusal, another refusal starts a longer wait. Over ten minutes of refusals, that
-  is 4 creates (at 0, 60, 180 and 420 s) however many pods wait.
+- after `wait` (60 s at first unless the provider says otherwise, doubled at each new refusal, at most
+  `max_wait_seconds`) one create is let through as a trial, and the health check passes again so that
+  the node takes pods again: the trial succeeding ends the refusal, another refusal starts a longer wait.
+  Over ten minutes of refusals with a first wait of 60 s, that is 4 creates (at 0, 60, 180 and 420 s)
+  however many pods wait.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class WorkRefusal:
         self._provider = provider
         self._clock = clock
         self._first_wait = first_wait_seconds
-        self._max_wait = max_wait_seconds
+        self._max_wait = max(max_wait_seconds, first_wait_seconds)
         self._wait = 0.0
         self._until = 0.0
         self._error: ProviderRefusesWorkError | None = None
