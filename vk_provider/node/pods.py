@@ -269,10 +269,11 @@ class PodReconciler:
             "ProviderDeleteFailed" if pod["metadata"].get("deletionTimestamp") else "ProviderCreateFailed"
         )
         self._events.record(_involved(pod), "Warning", reason, message)
+        final = isinstance(error, InvalidPodError)
         status = podstatus.provider_failed_status(
-            pod, message, host_ip=self._settings.host_ip, now=datetime.now(UTC)
+            pod, message, host_ip=self._settings.host_ip, now=datetime.now(UTC), final=final
         )
-        if isinstance(error, InvalidPodError) or pod["spec"].get("restartPolicy") == "Never":
+        if final:
             logger.warning("pod %s cannot run here: %s", pod_ref(pod), message)
         try:
             await self._patch_status(pod, status)

@@ -291,10 +291,13 @@ def pod_status(
 
 
 def provider_failed_status(
-    pod: Mapping[str, Any], message: str, *, host_ip: str, now: datetime
+    pod: Mapping[str, Any], message: str, *, host_ip: str, now: datetime, final: bool = True
 ) -> dict[str, Any]:
-    """Pending (Failed when the pod must not restart) with reason ProviderFailed and the provider's words."""
-    never = pod["spec"].get("restartPolicy", "Always") == "Never"
+    """Pending with reason ProviderFailed and the provider's words; Failed when the pod must not restart
+    and the failure is `final` (the provider refuses the pod for good). A temporary one (no capacity, a
+    throttled or unavailable provider) leaves even such a pod Pending, as a kubelet leaves a pod whose
+    image cannot be pulled yet: a Job's pod must not fail for a GPU that is short for a while."""
+    never = final and pod["spec"].get("restartPolicy", "Always") == "Never"
     metadata = pod["metadata"]
     state = PodState(
         ref=PodRef(metadata["namespace"], metadata["name"], metadata["uid"]),
