@@ -199,7 +199,9 @@ class ContainerState:
     started: bool = False
     restart_count: int = 0
     reason: str | None = None
-    """For WAITING (e.g. ContainerCreating, CrashLoopBackOff) and TERMINATED (e.g. Completed, Error)."""
+    """For WAITING (e.g. ContainerCreating, CrashLoopBackOff) and TERMINATED (e.g. Completed, Error); for
+    a RUNNING container that is not ready, the stage it is in (e.g. LoadingModel), which the node shows in
+    the pod's ContainersReady and Ready conditions."""
     message: str | None = None
     started_at: datetime | None = None
     termination: ContainerTermination | None = None

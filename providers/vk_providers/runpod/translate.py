@@ -8,17 +8,24 @@ the pod's own with the same names.
 
 States (RunPod's `PodStatus`):
 
-| RunPod       | phase   | container                       | pod reason / message                      |
-|--------------|---------|---------------------------------|-------------------------------------------|
-| PROVISIONING | Pending | waiting: Provisioning           |                                           |
-| STARTING     | Pending | waiting: ContainerCreating      |                                           |
-| RUNNING      | Running | running since startedAt; ready  |                                           |
-| EXITED       | Failed  | terminated: Exited              | Exited: no exit code is reported          |
-| ERROR        | Failed  | terminated: Error               | RunPodError: its system log's last lines  |
-| TERMINATED   | none: treated as gone, like a 404 |                                                     |
-| other        | Unknown | waiting: the status             | the status                                |
+| RunPod       | phase   | container                          | pod reason / message                     |
+|--------------|---------|------------------------------------|------------------------------------------|
+| PROVISIONING | Pending | waiting: Provisioning              |                                          |
+| STARTING     | Pending | waiting: ContainerCreating         |                                          |
+| RUNNING      | Running | running since startedAt; ready     |                                          |
+| RUNNING *    | Running | running, not ready: LoadingModel   |                                          |
+| EXITED       | Failed  | terminated: Exited                 | Exited: no exit code is reported         |
+| ERROR        | Failed  | terminated: Error                  | RunPodError: its system log's last lines |
+| TERMINATED   | none: treated as gone, like a 404                                             |
+| other        | Unknown | waiting: the status                | the status                               |
 
-A RUNNING container is ready when its HTTP readiness probe answers through the proxy (see `readiness`).
+(* its readiness probe does not answer yet. RunPod's STARTING covers pulling the image and starting the
+container: it tells no finer stage.)
+
+A RUNNING container is ready when its HTTP readiness probe answers through the proxy (see `readiness`);
+until then it is running, not ready, with the reason LoadingModel (what an inference server does for the
+minutes after RunPod says RUNNING: research notes, section 1), which the node shows in the pod's
+ContainersReady and Ready conditions, as the kubelet shows a container that is not ready.
 RunPod reports no exit code; a stopped container is recorded with exit code 1 (`UNREPORTED_EXIT_CODE`),
 matching the Failed phase, and the message says so.
 """
@@ -64,6 +71,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MAX_HTTP_PORTS = 10
 """The proxy serves at most 10 HTTP ports per pod (docs: expose-ports)."""
 UNREPORTED_EXIT_CODE = 1
+LOADING_REASON = "LoadingModel"
+"""A RUNNING container whose readiness probe does not answer yet."""
 TRAFFIC_PORT_NAME = "http"
 """A container port with this name carries the pod's traffic; otherwise the first port does."""
 
@@ -295,12 +304,20 @@ def pod_state(
         return dataclasses.replace(state, containers=(waiting,))
     if pod.status == "STARTING":
         waiting = dataclasses.replace(
-            base, reason="ContainerCreating", message=f"RunPod is starting the container from {pod.image}"
+            base,
+            reason="ContainerCreating",
+            message=f"RunPod is starting the container from {pod.image}",
         )
         return dataclasses.replace(state, containers=(waiting,))
     if pod.status == "RUNNING":
         running = dataclasses.replace(
-            base, state=ContainerStateKind.RUNNING, ready=ready, started=True, started_at=pod.started_at
+            base,
+            state=ContainerStateKind.RUNNING,
+            ready=ready,
+            started=True,
+            started_at=pod.started_at,
+            reason=None if ready else LOADING_REASON,
+            message=None if ready else "its readiness probe does not answer yet (loading)",
         )
         return dataclasses.replace(state, phase="Running", containers=(running,))
     if pod.status in ("EXITED", "ERROR"):
