@@ -63,14 +63,24 @@ def candidates(gpu_types: Sequence[str], data_center_ids: Sequence[str]) -> list
     return [Candidate(gpu_type, tuple(data_center_ids)) for gpu_type in gpu_types]
 
 
-def in_stock(candidate: Candidate, catalog: Sequence[RunPodGpuType]) -> Candidate | None:
+def in_stock(
+    candidate: Candidate,
+    catalog: Sequence[RunPodGpuType],
+    *,
+    gpu_count: int,
+    cloud: str,
+    max_price_per_hour: float | None,
+) -> Candidate | None:
     """The candidate as the catalog allows it: its data centres that report stock; None when the catalog
-    says it has none anywhere the pod may go. A GPU type the catalog does not list is left as it is
-    (the create's answer will say)."""
+    says it has none anywhere the pod may go, or its list price is above the pod's cap. A GPU type the
+    catalog does not list is left as it is (the create's answer will say)."""
     gpu = next((gpu for gpu in catalog if gpu.id == candidate.gpu_type), None)
     if gpu is None:
         return candidate
     if gpu.availability == "NONE":
+        return None
+    price = gpu.price_per_gpu.get(cloud)
+    if max_price_per_hour is not None and (price is None or price * gpu_count > max_price_per_hour):
         return None
     if not candidate.data_center_ids or not gpu.data_centers:
         return candidate

@@ -256,8 +256,9 @@ class RunPodProvider:
         return created
 
     async def _next_in_stock(self, queue: list[Candidate], placement: Placement) -> Candidate | None:
-        """The next candidate the freshly read catalog has stock for, taken from `queue`; None when none
-        is left. When the catalog cannot be read, the next one as it is: its create will say."""
+        """The next candidate the freshly read catalog has stock for (within the pod's price cap), taken
+        from `queue`; None when none is left. When the catalog cannot be read, the next one as it is: its
+        create will say (and the first candidate's price was checked before any create)."""
         if not queue:
             return None
         key = (placement.gpu_count, placement.cloud)
@@ -269,7 +270,17 @@ class RunPodProvider:
             catalog = None
         while queue:
             candidate = queue.pop(0)
-            stocked = candidate if catalog is None else in_stock(candidate, catalog)
+            stocked = (
+                candidate
+                if catalog is None
+                else in_stock(
+                    candidate,
+                    catalog,
+                    gpu_count=placement.gpu_count,
+                    cloud=placement.cloud,
+                    max_price_per_hour=placement.max_price_per_hour,
+                )
+            )
             if stocked is not None:
                 return stocked
         return None

@@ -178,3 +178,21 @@ async def test_429_waits_as_an_http_date_retry_after_asks(fake: FakeRunPod, subj
     assert 115 <= throttled.value.retry_after_seconds <= 120
     assert retry_delay(1.0, throttled.value) == throttled.value.retry_after_seconds
     assert len(await requests_to(fake, "POST")) == 1
+
+
+async def test_a_next_gpu_type_above_the_pods_price_cap_is_not_tried(
+    fake: FakeRunPod, subject: RunPodProvider, context: ProviderContext
+) -> None:
+    # RTX 4090 at $0.69/h secure is within $1.00; the A100 ($1.64) is not, the H100 ($2.99) neither.
+    await fake.control.fail(status=400, method="POST", path=f"^{PODS}$", detail=NO_INSTANCES)
+    pod = pod_request(
+        "capped",
+        annotations={
+            "runpod.vk-provider.dev/gpu-type": f"{GPU}, {A100}, {H100}",
+            "runpod.vk-provider.dev/max-price-per-hour": "1.0",
+        },
+    )
+    with pytest.raises(CapacityUnavailableError):
+        await subject.create_pod(pod)
+    assert [request["body"]["gpu"]["id"] for request in await requests_to(fake, "POST")] == [GPU]
+    assert context.pod_events.recorded[-1][3].endswith("the pod's last candidate in stock")

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
+from vk_devtools.standins.sagemaker import TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
 from vk_provider.errors import CapacityUnavailableError, ProviderError, ProviderRefusesWorkError
 from vk_provider.node.pods import retry_delay
 from vk_provider.node.settings import NodeSettings
-from vk_provider.provider import ProviderContext
+from vk_provider.provider import PodRef, PricedPod, ProviderContext
 from vk_provider.runtime.queueing import Backoff
 from vk_providers.sagemaker import SageMakerProvider
+from vk_providers.sagemaker.config import SageMakerSettings
+from vk_providers.sagemaker.prices import endpoint_price
 from vk_providers.sagemaker.translate import INSTANCE_TYPE_ANNOTATION
 
 from .support import (
@@ -133,3 +135,18 @@ async def test_a_quota_of_0_holds_every_create_back_until_aws_raises_it(
     await subject.create_pod(pod_request("after-the-raise"))
     await subject.check_health()
     assert layer.calls["CreateEndpoint"] == calls + 1
+
+
+def test_a_pod_of_several_instance_types_costs_its_dearest() -> None:
+    settings = SageMakerSettings(
+        role_arn=TEST_ROLE_ARN, instance_prices={GPU_INSTANCE_TYPE: 0.7364, SECOND_TYPE: 1.0528}
+    )
+
+    def price(types: str) -> float | None:
+        pod = PricedPod(PodRef("ns", "p", "u"), annotations={INSTANCE_TYPE_ANNOTATION: types}, requests={})
+        return endpoint_price(pod, settings, "eu-west-1")
+
+    assert price(f"{GPU_INSTANCE_TYPE}, {SECOND_TYPE}") == 1.0528
+    assert price(f"{SECOND_TYPE}, {GPU_INSTANCE_TYPE}") == 1.0528
+    assert price(GPU_INSTANCE_TYPE) == 0.7364
+    assert price(f"{GPU_INSTANCE_TYPE}, ml.unpriced.xlarge") is None  # unknown: counted as such
