@@ -313,8 +313,8 @@ class ProviderContext:
     """The address the node reports (status.hostIP of its pods)."""
     state_dir: Path
     """A folder the provider may keep files in (logs, bookkeeping); it survives daemon restarts."""
-    pod_events: PodEvents = dataclasses.field(default_factory=PodEvents)
-    """Events on pods, posted by the node (see `PodEvents`)."""
+    pod_events: PodEvents = dataclasses.field(default_factory=PodEvents, compare=False, repr=False)
+    """Events on pods, posted by the node (see `PodEvents`); not part of what a context is (equality)."""
 
 
 EPHEMERAL_WORKLOADS_ATTRIBUTE = "ephemeral_workloads"
