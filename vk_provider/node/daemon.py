@@ -356,7 +356,7 @@ async def _run_the_node(
     provider = await providerstart.build_provider(settings, api, context)
     try:
         daemon = await assemble(settings, api, provider, metrics, certificate, listener=listener)
-        context.pod_events.connect(_pod_event_poster(daemon.events))
+        context.pod_events.connect(_pod_event_poster(daemon.events, metrics))
         await daemon.keeper.register()
         await _run_parts_forever(daemon, ready)
     finally:
@@ -500,10 +500,12 @@ async def _run_node_on(
         await api.close()
 
 
-def _pod_event_poster(events: EventRecorder) -> PodEventSink:
-    """The provider's pod Events (`ProviderContext.pod_events`) posted by the node's recorder."""
+def _pod_event_poster(events: EventRecorder, metrics: DaemonMetrics) -> PodEventSink:
+    """The provider's pod Events (`ProviderContext.pod_events`) posted by the node's recorder (which
+    logs each), and counted by type and reason."""
 
     def post(ref: PodRef, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         events.record(InvolvedObject("Pod", ref.name, ref.namespace, ref.uid), kind, reason, message)
+        metrics.count_provider_pod_event(kind, reason)
 
     return post

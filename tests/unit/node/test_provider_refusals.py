@@ -90,10 +90,13 @@ def test_a_pod_refused_with_all_work_is_retried_no_sooner_than_the_provider_asks
     assert retry_delay(60.0, refusal) == 240.0  # the node's longest backoff is shorter than the wait
 
 
-def test_a_providers_pod_events_are_posted_on_the_pod() -> None:
+def test_a_providers_pod_events_are_posted_on_the_pod_and_counted() -> None:
     events = Events()
-    post = _pod_event_poster(cast(EventRecorder, events))
+    metrics = DaemonMetrics()
+    post = _pod_event_poster(cast(EventRecorder, events), metrics)
     post(PodRef("team", "llm-0", "uid-1"), "Warning", "NoCapacity", "RunPod has no capacity for ...")
     [(involved, kind, reason, message)] = events.recorded
     assert involved == InvolvedObject("Pod", "llm-0", "team", "uid-1")
     assert (kind, reason, message) == ("Warning", "NoCapacity", "RunPod has no capacity for ...")
+    exposed = metrics.exposition().decode()
+    assert 'vk_provider_provider_pod_events_total{reason="NoCapacity",type="Warning"} 1.0' in exposed
