@@ -2,10 +2,11 @@
 
 RunPod answers a create it cannot place with 400 and no machine-readable code, the same status as a
 body that breaks a rule (RunPod's API reference, `api-reference-v2/openapi.json`; research notes,
-section 1). Only its words tell them apart: RunPod's message for a GPU without stock is "There are no
-instances currently available" (its console and API say so, and the stand-in copies it), and "no
-capacity" / "does not have the resources" are the other phrasings RunPod's GraphQL API and users
-report. A 400 with none of them is a broken rule: no other placement would take the same body.
+`/work/shared/research/adoption-and-realism.md` section 1). Only its words tell them apart: "There are
+no instances currently available" (the phrasing the stand-in copies) and "no capacity" (the notes');
+"not enough / insufficient capacity" and "does not have the resources" are kept as variants of the same
+news. A 400 with none of them is taken as a broken rule: the pod fails, its message quoting RunPod's
+words, so a phrasing missed here shows at once instead of being retried for ever.
 
 A capacity refusal is also the news that the catalog's availability was stale ("a create can still fail
 for capacity on a GPU the catalog just reported as available"), so the catalog is read afresh before the
