@@ -27,8 +27,29 @@ class NotFoundError(ProviderError):
     """The provider holds nothing for this pod or container."""
 
 
+class CapacityUnavailableError(TemporaryProviderError):
+    """No capacity for this placement right now (a GPU type in a data centre, an instance type): another
+    placement the pod allows may have some, and this one may free up later."""
+
+
 class ProviderUnavailableError(ProviderError):
-    """The provider as a whole cannot take work right now (raised by check_health)."""
+    """The provider as a whole cannot take work right now (raised by check_health, and by calls the
+    provider refuses for its own sake). `reason` is the node's ProviderAvailable condition reason (a
+    CamelCase word); empty: the generic ProviderUnavailable."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ProviderRefusesWorkError(ProviderUnavailableError):
+    """The provider answers but refuses every new workload until someone acts on the account: an empty
+    balance (RunPod's 402), a service quota of 0 (SageMaker's ResourceLimitExceeded). Retrying soon is a
+    storm that cannot succeed: the provider waits `retry_after_seconds` before it sends another create."""
+
+    def __init__(self, message: str, *, reason: str, retry_after_seconds: float) -> None:
+        super().__init__(message, reason=reason)
+        self.retry_after_seconds = retry_after_seconds
 
 
 class CapabilityMissingError(ProviderError):

@@ -199,7 +199,9 @@ class ContainerState:
     started: bool = False
     restart_count: int = 0
     reason: str | None = None
-    """For WAITING (e.g. ContainerCreating, CrashLoopBackOff) and TERMINATED (e.g. Completed, Error)."""
+    """For WAITING (e.g. ContainerCreating, CrashLoopBackOff) and TERMINATED (e.g. Completed, Error); for
+    a RUNNING container that is not ready, the stage it is in (e.g. LoadingModel), which the node shows in
+    the pod's ContainersReady and Ready conditions."""
     message: str | None = None
     started_at: datetime | None = None
     termination: ContainerTermination | None = None
@@ -273,6 +275,33 @@ class ContainerUsage:
     timestamp: datetime
 
 
+PodEventSink = Callable[[PodRef, Literal["Normal", "Warning"], str, str], None]
+"""(pod, event type, reason, message): posts an Event on the pod."""
+
+
+class PodEvents:
+    """Where a provider tells a pod's story as Events, for what the pod's status cannot say: a GPU type
+    that refused for capacity and the one tried next, say. The node connects it to its event recorder
+    once that exists (after the provider is built); until then, and without a node (tests, the CLI),
+    an event is only kept in `recorded`."""
+
+    KEPT = 100
+
+    def __init__(self) -> None:
+        self._sink: PodEventSink | None = None
+        self.recorded: list[tuple[PodRef, str, str, str]] = []
+        """The last events recorded (at most `KEPT`), for tests."""
+
+    def connect(self, sink: PodEventSink) -> None:
+        self._sink = sink
+
+    def record(self, ref: PodRef, type: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.recorded.append((ref, type, reason, message))
+        del self.recorded[: -self.KEPT]
+        if self._sink is not None:
+            self._sink(ref, type, reason, message)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProviderContext:
     """What a provider factory receives."""
@@ -284,6 +313,8 @@ class ProviderContext:
     """The address the node reports (status.hostIP of its pods)."""
     state_dir: Path
     """A folder the provider may keep files in (logs, bookkeeping); it survives daemon restarts."""
+    pod_events: PodEvents = dataclasses.field(default_factory=PodEvents, compare=False, repr=False)
+    """Events on pods, posted by the node (see `PodEvents`); not part of what a context is (equality)."""
 
 
 EPHEMERAL_WORKLOADS_ATTRIBUTE = "ephemeral_workloads"

@@ -23,7 +23,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from vk_provider import plugins
 from vk_provider._kube.combined import Mirror
@@ -55,7 +55,9 @@ from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
 from vk_provider.node.pods import PodReconciler, retry_delay
 from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import (
+    PodEventSink,
     PodLifecycle,
+    PodRef,
     ProviderContext,
     SupportsAttach,
     SupportsExec,
@@ -354,6 +356,7 @@ async def _run_the_node(
     provider = await providerstart.build_provider(settings, api, context)
     try:
         daemon = await assemble(settings, api, provider, metrics, certificate, listener=listener)
+        context.pod_events.connect(_pod_event_poster(daemon.events, metrics))
         await daemon.keeper.register()
         await _run_parts_forever(daemon, ready)
     finally:
@@ -495,3 +498,14 @@ async def _run_node_on(
         logger.info("node %s stopping; workloads keep running at the provider", settings.node_name)
     finally:
         await api.close()
+
+
+def _pod_event_poster(events: EventRecorder, metrics: DaemonMetrics) -> PodEventSink:
+    """The provider's pod Events (`ProviderContext.pod_events`) posted by the node's recorder (which
+    logs each), and counted by type and reason."""
+
+    def post(ref: PodRef, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        events.record(InvolvedObject("Pod", ref.name, ref.namespace, ref.uid), kind, reason, message)
+        metrics.count_provider_pod_event(kind, reason)
+
+    return post

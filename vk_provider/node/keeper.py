@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder, InvolvedObject
-from vk_provider.errors import CapabilityMissingError, ProviderError
+from vk_provider.errors import CapabilityMissingError, ProviderError, ProviderUnavailableError
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, resource_path
 from vk_provider.kit.timestamps import format_micro_timestamp
 from vk_provider.kubelet.certificates import CertificateState, ServingCertificate
@@ -285,25 +285,35 @@ class NodeKeeper:
 
     async def run_health_checks(self) -> None:
         while True:
-            try:
-                async with (
-                    self._metrics.time_provider_call("check_health"),
-                    asyncio.timeout(HEALTH_CHECK_TIMEOUT_SECONDS),  # not wait_for: see run_status
-                ):
-                    await self._provider.check_health()
-            except Exception as error:
-                if not isinstance(error, ProviderError | TimeoutError | OSError):
-                    logger.exception("the provider's health check raised an unexpected error")
-                message = str(error) or type(error).__name__
-                if self.health.provider_available:
-                    self._events.record(self._involved(), "Warning", "ProviderUnavailable", message)
-                self._set_health(
-                    Health(self.health.ready, provider_available=False, provider_message=message)
-                )
-            else:
-                if not self.health.provider_available:
-                    self._events.record(
-                        self._involved(), "Normal", "ProviderAvailable", "the provider recovered"
-                    )
-                self._set_health(Health(self.health.ready, provider_available=True))
+            await self.check_health_once()
             await asyncio.sleep(self._settings.health_check_interval_seconds)
+
+    async def check_health_once(self) -> None:
+        """Ask the provider once; ProviderAvailable, its reason and the node's Events follow."""
+        try:
+            async with (
+                self._metrics.time_provider_call("check_health"),
+                asyncio.timeout(HEALTH_CHECK_TIMEOUT_SECONDS),  # not wait_for: see run_status
+            ):
+                await self._provider.check_health()
+        except Exception as error:
+            if not isinstance(error, ProviderError | TimeoutError | OSError):
+                logger.exception("the provider's health check raised an unexpected error")
+            message = str(error) or type(error).__name__
+            # A provider may say why (InsufficientBalance, QuotaExceeded): the condition's reason,
+            # and the Warning's, posted again when the reason changes.
+            reason = error.reason if isinstance(error, ProviderUnavailableError) else ""
+            if self.health.provider_available or reason != self.health.provider_reason:
+                self._events.record(self._involved(), "Warning", reason or "ProviderUnavailable", message)
+            self._set_health(
+                Health(
+                    self.health.ready,
+                    provider_available=False,
+                    provider_message=message,
+                    provider_reason=reason,
+                )
+            )
+        else:
+            if not self.health.provider_available:
+                self._events.record(self._involved(), "Normal", "ProviderAvailable", "the provider recovered")
+            self._set_health(Health(self.health.ready, provider_available=True))

@@ -117,6 +117,14 @@ class DaemonMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        self._provider_pod_events = Counter(
+            "provider_pod_events",
+            "Events a provider posted on pods, by type and reason (NoCapacity: a placement refused and "
+            "the next one tried; ProviderRefused: a chain member refused the pod).",
+            ["type", "reason"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
         for result in ("success", "failure"):
             self._reconciles.labels(result=result)  # both series exist from the start, at 0
         # At 0 from the start too, so that `increase()` sees the first OutOfBudget refusal (a series
@@ -173,6 +181,9 @@ class DaemonMetrics:
         """Drop a deleted pod's series, so the registry does not grow with every pod ever placed."""
         with contextlib.suppress(KeyError):
             self._pod_cost.remove(namespace, pod, provider)
+
+    def count_provider_pod_event(self, type: str, reason: str) -> None:
+        self._provider_pod_events.labels(type=type, reason=reason).inc()
 
     def count_admission_refusal(self, reason: str, check: str) -> None:
         self._admission_refusals.labels(reason=reason, check=check).inc()

@@ -23,7 +23,12 @@ from typing import Any, cast
 from vk_provider._kube.combined import Mirror
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider.environment import MandatoryReferenceError, ReferenceReader
-from vk_provider.errors import InvalidPodError, ProviderError, TemporaryProviderError
+from vk_provider.errors import (
+    InvalidPodError,
+    ProviderError,
+    ProviderRefusesWorkError,
+    TemporaryProviderError,
+)
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 from vk_provider.kit.placement.annotations import CHOSEN_ANNOTATION
 from vk_provider.kit.placement.record import (
@@ -132,8 +137,13 @@ def _pod_path(ref: PodRef) -> str:
 
 
 def provider_wait_seconds(error: BaseException) -> float:
-    """How long the provider asked us to wait (e.g. a 429's Retry-After); 0 when it did not say."""
-    hint = error.retry_after_seconds if isinstance(error, TemporaryProviderError) else None
+    """How long the provider asked us to wait (e.g. a 429's Retry-After, or the rest of a refusal of all
+    new work, see `ProviderRefusesWorkError`); 0 when it did not say."""
+    hint = (
+        error.retry_after_seconds
+        if isinstance(error, TemporaryProviderError | ProviderRefusesWorkError)
+        else None
+    )
     return hint if hint is not None and hint > 0 else 0.0
 
 
@@ -259,10 +269,11 @@ class PodReconciler:
             "ProviderDeleteFailed" if pod["metadata"].get("deletionTimestamp") else "ProviderCreateFailed"
         )
         self._events.record(_involved(pod), "Warning", reason, message)
+        final = isinstance(error, InvalidPodError)
         status = podstatus.provider_failed_status(
-            pod, message, host_ip=self._settings.host_ip, now=datetime.now(UTC)
+            pod, message, host_ip=self._settings.host_ip, now=datetime.now(UTC), final=final
         )
-        if isinstance(error, InvalidPodError) or pod["spec"].get("restartPolicy") == "Never":
+        if final:
             logger.warning("pod %s cannot run here: %s", pod_ref(pod), message)
         try:
             await self._patch_status(pod, status)

@@ -117,7 +117,11 @@ def _container_status(
 
 
 def _conditions(
-    current: list[dict[str, Any]], wanted: dict[str, bool], now: datetime, reasons: Mapping[str, str]
+    current: list[dict[str, Any]],
+    wanted: dict[str, bool],
+    now: datetime,
+    reasons: Mapping[str, str],
+    messages: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     before = {condition.get("type"): condition for condition in current}
     result = []
@@ -142,6 +146,10 @@ def _conditions(
             # stays (a Ready=True with reason ContainersNotReady, which `differs` then finds wrong on
             # every pass, a write each time). A null deletes it.
             condition["reason"] = None
+        if not wanted[kind] and messages.get(kind):
+            condition["message"] = messages[kind]
+        elif earlier is not None and earlier.get("message"):
+            condition["message"] = None  # as for the reason: a null deletes it
         result.append(condition)
     return result
 
@@ -213,6 +221,23 @@ def _chosen_value(pod: Mapping[str, Any], state: PodState) -> list[tuple[str, st
     return [(CHOSEN_CONDITION, PLACED_EVENT_REASON, chosen)]
 
 
+def _unready_message(statuses: list[dict[str, Any]], states: Mapping[str, ContainerState]) -> str:
+    """The kubelet's message for ContainersReady/Ready ("containers with unready status: [a b]"), with
+    the stage a provider gives for a running container that is not ready yet (a model loading, say)."""
+    unready = [status["name"] for status in statuses if not status["ready"]]
+    if not unready:
+        return ""
+    message = f"containers with unready status: [{' '.join(unready)}]"
+    stages = [
+        f"{name}: {state.reason}" + (f": {state.message}" if state.message else "")
+        for name in unready
+        if (state := states.get(name)) is not None
+        and state.state is ContainerStateKind.RUNNING
+        and state.reason
+    ]
+    return f"{message} ({'; '.join(stages)})" if stages else message
+
+
 def _readiness_gates_pass(pod: Mapping[str, Any]) -> bool:
     gates = [gate["conditionType"] for gate in pod["spec"].get("readinessGates", [])]
     conditions = {c.get("type"): c.get("status") for c in pod.get("status", {}).get("conditions", [])}
@@ -255,6 +280,8 @@ def pod_status(
         "ContainersReady": "ContainersNotReady",
         "Ready": "ContainersNotReady" if not containers_ready else "ReadinessGatesNotReady",
     }
+    unready = "" if state.phase in TERMINAL else _unready_message(containers, by_name)
+    messages = {"ContainersReady": unready, "Ready": unready if not containers_ready else ""}
     if state.phase in ("Succeeded", "Failed"):
         reasons["Ready"] = reasons["ContainersReady"] = "PodCompleted"
     status: dict[str, Any] = {
@@ -269,6 +296,7 @@ def pod_status(
             },
             now,
             reasons,
+            messages,
         )
         + _valued_conditions(
             current.get("conditions", []),
@@ -291,10 +319,13 @@ def pod_status(
 
 
 def provider_failed_status(
-    pod: Mapping[str, Any], message: str, *, host_ip: str, now: datetime
+    pod: Mapping[str, Any], message: str, *, host_ip: str, now: datetime, final: bool = True
 ) -> dict[str, Any]:
-    """Pending (Failed when the pod must not restart) with reason ProviderFailed and the provider's words."""
-    never = pod["spec"].get("restartPolicy", "Always") == "Never"
+    """Pending with reason ProviderFailed and the provider's words; Failed when the pod must not restart
+    and the failure is `final` (the provider refuses the pod for good). A temporary one (no capacity, a
+    throttled or unavailable provider) leaves even such a pod Pending, as a kubelet leaves a pod whose
+    image cannot be pulled yet: a Job's pod must not fail for a GPU that is short for a while."""
+    never = final and pod["spec"].get("restartPolicy", "Always") == "Never"
     metadata = pod["metadata"]
     state = PodState(
         ref=PodRef(metadata["namespace"], metadata["name"], metadata["uid"]),

@@ -23,7 +23,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
 
-from vk_provider.errors import InvalidPodError, NotFoundError, TemporaryProviderError
+from vk_provider.errors import (
+    InvalidPodError,
+    NotFoundError,
+    ProviderRefusesWorkError,
+    TemporaryProviderError,
+)
 from vk_provider.kit.placement import CHOSEN_ANNOTATION, parse_chosen_annotation
 from vk_provider.provider import Placement, PodLifecycle, PodRef, PodRequest, PodState, SupportsGpuCatalog
 from vk_providers.chain.directing import Director
@@ -303,9 +308,14 @@ def retry_after(errors: Iterable[BaseException]) -> float | None:
     for error in errors:
         if isinstance(error, InvalidPodError):
             continue  # that member will not take it whenever asked
-        if not isinstance(error, TemporaryProviderError) or error.retry_after_seconds is None:
+        wait = (
+            error.retry_after_seconds
+            if isinstance(error, TemporaryProviderError | ProviderRefusesWorkError)
+            else None
+        )
+        if wait is None:
             return None
-        waits.append(error.retry_after_seconds)
+        waits.append(wait)
     return min(waits, default=None)
 
 

@@ -58,6 +58,9 @@ from vk_providers.chain.owners import Member, Owners, describe, each, pod_name, 
 
 logger = logging.getLogger(__name__)
 
+REFUSED_EVENT_REASON = "ProviderRefused"
+"""The pod Event telling which member refused the pod, why, and which is tried next."""
+
 Builder = Callable[[str, ProviderContext], PodLifecycle]
 """(provider name, context) -> provider: how members are made (the node's plugin loading by default)."""
 
@@ -94,6 +97,7 @@ class ChainProvider:
         self._owners = Owners(self.members, self.node_name)
         self.unavailable: dict[str, str] = {}
         """Member name -> why its last health check failed."""
+        self._pod_events = context.pod_events
         for member in self.members:
             if isinstance(member.provider, SupportsGpuCatalog) and member.director is None:
                 logger.warning(
@@ -389,10 +393,20 @@ class ChainProvider:
                 if await self._owners.holds_after_all(member, ref):
                     self._owners.placed(ref, member, attempt.placement)
                     return
+                self._tell_refusal(ref, attempt, error, _next(attempts[index + 1 :], down))
                 continue
             self._owners.placed(ref, member, attempt.placement)
             return
         raise _refused(ref, refusals)
+
+    def _tell_refusal(
+        self, ref: PodRef, attempt: _Attempt, error: BaseException, following: _Attempt | None
+    ) -> None:
+        """A pod Event for each refusal: which member (and offer) refused, why, and what comes next."""
+        then = f"; trying {following.description}" if following is not None else "; no other provider left"
+        self._pod_events.record(
+            ref, "Warning", REFUSED_EVENT_REASON, f"{attempt.description} refused: {describe(error)}{then}"
+        )
 
     def _as_placed(self, pod: PodRequest, member: Member) -> PodRequest:
         """The pod as its member received it at creation (its offer applied), for updates."""
@@ -408,11 +422,19 @@ class ChainProvider:
         return member.director(pod, offer, placement.locations, None)
 
 
+def _next(attempts: Sequence[_Attempt], down: set[str]) -> _Attempt | None:
+    return next((attempt for attempt in attempts if attempt.member.name not in down), None)
+
+
 def _build_member(context: ProviderContext, settings: MemberSettings, build: Builder) -> Member:
     state_dir = context.state_dir / "members" / settings.name
     state_dir.mkdir(parents=True, exist_ok=True)
     member_context = ProviderContext(
-        node_name=context.node_name, config=settings.config, host_ip=context.host_ip, state_dir=state_dir
+        node_name=context.node_name,
+        config=settings.config,
+        host_ip=context.host_ip,
+        state_dir=state_dir,
+        pod_events=context.pod_events,
     )
     try:
         provider = build(settings.provider, member_context)

@@ -11,7 +11,13 @@ Settings (the provider's section of the node configuration; see `config.RunPodSe
 - `gpu_type`, `gpu_count`, `cloud` (SECURE or COMMUNITY), `data_center_ids`, `max_price_per_hour`,
   `disk_gb`: placement defaults; a pod overrides them with the annotations
   `runpod.vk-provider.dev/{gpu-type,cloud,data-centers,max-price-per-hour}`. RunPod's create call has no
-  price cap, so the cap is checked against the catalog's list price before creating;
+  price cap, so the cap is checked against the catalog's list price before creating. `gpu-type` may
+  list several types, comma-separated, in order of preference: when RunPod has no capacity for one
+  (a 400 in words only), the next the freshly read catalog has in stock is tried, each refusal a
+  NoCapacity pod Event (`candidates`);
+- refusals: a 400 that is not about capacity fails the pod; 402 (the balance cannot pay) holds every
+  create back, 60 s then doubling, and the health check reports InsufficientBalance meanwhile
+  (`vk_provider.kit.resilience.refusal`); 429 waits the longer of `Retry-After` and `RateLimit`;
 - `api_url` (default https://api.runpod.io/v2) and `proxy_url_template` (default
   https://{pod_id}-{port}.proxy.runpod.net): to point the provider at a stand-in
   (`vk_devtools.standins.runpod.server`);

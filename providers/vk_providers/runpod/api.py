@@ -12,7 +12,9 @@ stored in runpod/docs `api-reference-v2/openapi.json` at 098c7fb, 2026-08-18):
 - `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=&cloud=` -> `{"gpus": [GpuType]}`.
 
 Errors are RFC 9457 problem documents (`title`, `status`, `detail`, `errors`); a 429 carries
-`Retry-After` in seconds. Every method raises `ApiStatusError` for an error status (except where a 404
+`Retry-After` (seconds, or an HTTP date) and responses carry the IETF `RateLimit` header (research
+notes, section 1): the wait asked for is the longer of the two (`rate_limit_reset_seconds`). Every
+method raises `ApiStatusError` for an error status (except where a 404
 is an answer), aiohttp's errors for transport failures, and `MalformedResponseError` for a body that is
 not what the reference promises. Retries and timeouts are the caller's (`ResilientCaller`).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime
 from typing import Any
@@ -28,9 +31,39 @@ from typing import Any
 import aiohttp
 
 from vk_provider.kit.credentials import MissingSecretError, SecretSource
-from vk_provider.kit.resilience import AccountError, error_from_response
+from vk_provider.kit.resilience import AccountError, ApiStatusError, error_from_response
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.useragent import USER_AGENT
+
+_RATE_LIMIT_ITEM = re.compile(r"(?:^|[;,\s])(r|remaining|t|reset)=(\d+)")
+
+
+def rate_limit_reset_seconds(header: str | None) -> float | None:
+    """Seconds until a spent quota resets, from a `RateLimit` header; None when none is spent.
+
+    Both drafts' shapes (draft-ietf-httpapi-ratelimit-headers): the current `"name";r=0;t=30` (one item
+    per policy; every exhausted one counts, the longest wins) and the older `limit=10, remaining=0,
+    reset=30`.
+    """
+    if not header:
+        return None
+    waits = []
+    for item in header.split(",") if ";" in header else [header]:
+        fields = dict(_RATE_LIMIT_ITEM.findall(item))
+        remaining = fields.get("r", fields.get("remaining"))
+        reset = fields.get("t", fields.get("reset"))
+        if remaining == "0" and reset is not None:
+            waits.append(float(reset))
+    return max(waits) if waits else None
+
+
+async def api_error(response: aiohttp.ClientResponse) -> ApiStatusError:
+    """The error of a response, waiting as long as its `Retry-After` or its `RateLimit` asks."""
+    error = await error_from_response(response)
+    reset = rate_limit_reset_seconds(response.headers.get("RateLimit"))
+    if reset is not None and (error.retry_after_seconds is None or reset > error.retry_after_seconds):
+        error.retry_after_seconds = reset
+    return error
 
 
 class MalformedResponseError(ValueError):
@@ -179,7 +212,7 @@ class RunPodApi:
             if absent_on_404 and response.status == 404:
                 return None
             if response.status >= 400:
-                raise await error_from_response(response)
+                raise await api_error(response)
             if response.status == 204:
                 return None
             try:
@@ -215,7 +248,7 @@ class RunPodApi:
             if response.status == 404:
                 return False
             if response.status >= 400:
-                raise await error_from_response(response)
+                raise await api_error(response)
             return True
 
     async def gpu_types(self, *, gpu_count: int, cloud: str) -> list[RunPodGpuType]:
@@ -236,7 +269,7 @@ class RunPodApi:
         )
         if response.status >= 400:
             try:
-                raise await error_from_response(response)
+                raise await api_error(response)
             finally:
                 response.release()
         return response

@@ -19,14 +19,16 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
 
 from vk_provider.errors import (
+    CapacityUnavailableError,
     InvalidPodError,
     NotFoundError,
     ProviderError,
-    TemporaryProviderError,
+    ProviderRefusesWorkError,
 )
 from vk_provider.kit.credentials import MissingSecretError, SecretSource
 from vk_provider.kit.placement.capacity import gpu_type_capacity
@@ -37,6 +39,7 @@ from vk_provider.kit.resilience import (
     default_status_error,
 )
 from vk_provider.kit.resilience.health import probe_health
+from vk_provider.kit.resilience.refusal import WorkRefusal
 from vk_provider.provider import (
     Availability,
     GpuOffer,
@@ -49,10 +52,12 @@ from vk_provider.provider import (
     ProviderContext,
 )
 from vk_providers.runpod.api import LogEvent, RunPodApi, RunPodGpuType, RunPodPod, server_sent_events
+from vk_providers.runpod.candidates import Candidate, candidates, in_stock, is_capacity_refusal
 from vk_providers.runpod.config import CLOUDS, Cloud, RunPodSettings, parse_settings
 from vk_providers.runpod.readiness import ReadinessChecker
 from vk_providers.runpod.translate import (
     ENV_CONTAINER_NAME,
+    CreateRequest,
     Placement,
     create_request,
     is_gone,
@@ -70,6 +75,10 @@ MAX_LOG_TAIL = 5000
 _STATUS_PREFERENCE = {"RUNNING": 0, "STARTING": 1, "PROVISIONING": 2, "EXITED": 3, "ERROR": 4}
 _LEVELS: Mapping[str, Availability] = {"NONE": "none", "LOW": "low", "MEDIUM": "medium", "HIGH": "high"}
 _FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+CAPACITY_EVENT_REASON = "NoCapacity"
+"""The pod Event telling which candidate RunPod had no capacity for, and which is tried next."""
+INSUFFICIENT_BALANCE_REASON = "InsufficientBalance"
+"""The node's ProviderAvailable reason while RunPod refuses the account's new pods (402)."""
 
 
 def _preference(pod: RunPodPod) -> tuple[int, datetime]:
@@ -81,13 +90,19 @@ def _create_error(error: ApiStatusError, context: str) -> ProviderError:
     """Create's statuses, as RunPod's reference explains them.
 
     400 means either a rule the body breaks or no capacity for this GPU here, with no code to tell
-    them apart; the bodies built here follow the rules, so it is treated as capacity: temporary. 403 is
-    an account that cannot use this GPU pool: this pod cannot run here as asked.
+    them apart but the words (`candidates.is_capacity_refusal`): capacity is worth another candidate,
+    a broken rule fails the pod. 402 is a balance that cannot pay: no create can pass until it is topped
+    up. 403 is an account that cannot use this GPU pool: this pod cannot run here as asked.
     """
     if error.status == 400:
-        return TemporaryProviderError(
-            f"{context}: RunPod could not place the pod ({error}); trying again later",
-            retry_after_seconds=error.retry_after_seconds,
+        if is_capacity_refusal(error.detail):
+            return CapacityUnavailableError(str(error), retry_after_seconds=error.retry_after_seconds)
+        return InvalidPodError(f"{context}: RunPod refuses the request ({error})")
+    if error.status == 402:
+        return ProviderRefusesWorkError(
+            f"{context}: {error} (the RunPod account's balance cannot pay for new pods)",
+            reason=INSUFFICIENT_BALANCE_REASON,
+            retry_after_seconds=0.0,
         )
     if error.status == 403:
         return InvalidPodError(f"{context}: {error} (the account cannot use this GPU pool)")
@@ -139,6 +154,8 @@ class RunPodProvider:
             redact=self._keys.redact,
         )
         self._api = RunPodApi(self._settings.api_url, self._keys)
+        self._refusal = WorkRefusal("RunPod", clock=clock)
+        self._pod_events = context.pod_events
         self._ids: dict[str, str] = {}
         """Pod UID -> RunPod pod id, as last seen."""
         self._locks: dict[str, asyncio.Lock] = {}
@@ -167,37 +184,116 @@ class RunPodProvider:
     # -- PodLifecycle --------------------------------------------------------------------------
 
     async def create_pod(self, pod: PodRequest) -> None:
+        """Create at the pod's first candidate RunPod has capacity for (see `candidates`), each refusal
+        told in a pod Event; while RunPod refuses the account (402), no create is sent (`WorkRefusal`)."""
         request = create_request(pod, self._settings, self.node_name)
         uid = pod.ref.uid
         async with self._lock(uid):
-            existing = await self._caller.call("find_pod", functools.partial(self._find_all, uid))
-            if existing:
-                await self._terminate_duplicates(uid, existing)
-                return
-            if request.placement.max_price_per_hour is not None:
-                await self._check_price(request.placement)
-            just_looked = True
+            # First: while RunPod refuses the account, not even the look-up is sent (the node only
+            # creates a pod it found missing a moment ago).
+            self._refusal.check()
+            try:
+                await self._find_or_place(pod.ref, request)
+            finally:
+                self._refusal.released()  # a trial that ended in no verdict: the next call is one
 
-            async def find_or_create() -> RunPodPod:
-                # After an attempt whose answer was lost, RunPod may have made the pod: look first.
-                nonlocal just_looked
-                if not just_looked:
-                    found = await self._find_all(uid)
-                    if found:
-                        return found[0]
-                just_looked = False
-                return await self._api.create_pod(request.body)
-
-            created = await self._caller.call("create_pod", find_or_create, map_status=_create_error)
+    async def _find_or_place(self, ref: PodRef, request: CreateRequest) -> None:
+        uid = ref.uid
+        existing = await self._caller.call("find_pod", functools.partial(self._find_all, uid))
+        if existing:
+            await self._terminate_duplicates(uid, existing)
+            return
+        if request.placement.max_price_per_hour is not None:
+            await self._check_price(request.placement)
+        placement = request.placement
+        queue = candidates(placement.gpu_types, placement.data_center_ids)
+        refused: list[str] = []
+        candidate: Candidate | None = queue.pop(0)
+        while candidate is not None:
+            try:
+                created = await self._create_at(uid, candidate.body(request.body))
+            except CapacityUnavailableError as error:
+                what = candidate.describe(placement.gpu_count, placement.cloud)
+                refused.append(f"{what}: {error}")
+                candidate = await self._next_in_stock(queue, placement)
+                self._tell_refusal(ref, what, candidate, placement)
+                continue
             self._ids[uid] = created.id
             logger.info(
                 "pod %s: RunPod pod %s (%d x %s, %s)",
-                pod.ref,
+                ref,
                 created.id,
-                request.placement.gpu_count,
-                request.placement.gpu_type,
-                request.placement.cloud,
+                placement.gpu_count,
+                candidate.gpu_type,
+                placement.cloud,
             )
+            return
+        refusals = "; ".join(refused)
+        raise CapacityUnavailableError(
+            f"RunPod create_pod: RunPod could not place the pod: no capacity for {refusals}; "
+            "trying again later"
+        )
+
+    async def _create_at(self, uid: str, body: Mapping[str, Any]) -> RunPodPod:
+        """One candidate's create, under the call policy; a 402 starts the account's refusal."""
+        just_looked = True
+
+        async def find_or_create() -> RunPodPod:
+            # After an attempt whose answer was lost, RunPod may have made the pod: look first.
+            nonlocal just_looked
+            if not just_looked:
+                found = await self._find_all(uid)
+                if found:
+                    return found[0]
+            just_looked = False
+            return await self._api.create_pod(body)
+
+        try:
+            created = await self._caller.call("create_pod", find_or_create, map_status=_create_error)
+        except ProviderRefusesWorkError as error:
+            raise self._refusal.refused(error.reason, str(error)) from None
+        self._refusal.accepted()
+        return created
+
+    async def _next_in_stock(self, queue: list[Candidate], placement: Placement) -> Candidate | None:
+        """The next candidate the freshly read catalog has stock for (within the pod's price cap), taken
+        from `queue`; None when none is left. When the catalog cannot be read, the next one as it is: its
+        create will say (and the first candidate's price was checked before any create)."""
+        if not queue:
+            return None
+        key = (placement.gpu_count, placement.cloud)
+        self._catalog.pop(key, None)  # the refusal says it was stale
+        try:
+            catalog: list[RunPodGpuType] | None = await self._gpu_types(*key)
+        except ProviderError as error:
+            logger.info("RunPod's GPU catalog is unreadable (%s); trying the next GPU type as it is", error)
+            catalog = None
+        while queue:
+            candidate = queue.pop(0)
+            stocked = (
+                candidate
+                if catalog is None
+                else in_stock(
+                    candidate,
+                    catalog,
+                    gpu_count=placement.gpu_count,
+                    cloud=placement.cloud,
+                    max_price_per_hour=placement.max_price_per_hour,
+                )
+            )
+            if stocked is not None:
+                return stocked
+        return None
+
+    def _tell_refusal(
+        self, ref: PodRef, what: str, following: Candidate | None, placement: Placement
+    ) -> None:
+        if following is None:
+            message = f"RunPod has no capacity for {what}, the pod's last candidate in stock"
+        else:
+            nxt = following.describe(placement.gpu_count, placement.cloud)
+            message = f"RunPod has no capacity for {what}; trying {nxt}"
+        self._pod_events.record(ref, "Warning", CAPACITY_EVENT_REASON, message)
 
     async def update_pod(self, pod: PodRequest) -> None:
         """Only the image of a running pod can change (as in Kubernetes); RunPod restarts the container."""
@@ -277,7 +373,12 @@ class RunPodProvider:
         """Unavailable while the breaker is open, or when RunPod refuses the key or account.
 
         One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
+        While RunPod refuses the account's new pods (402), unavailable with the reason
+        InsufficientBalance, until a create may try again (`WorkRefusal`).
         """
+        refusal = self._refusal.health_error()
+        if refusal is not None:
+            raise refusal
         await probe_health(
             self._caller,
             self.breaker,

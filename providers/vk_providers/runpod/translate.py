@@ -8,17 +8,24 @@ the pod's own with the same names.
 
 States (RunPod's `PodStatus`):
 
-| RunPod       | phase   | container                       | pod reason / message                      |
-|--------------|---------|---------------------------------|-------------------------------------------|
-| PROVISIONING | Pending | waiting: Provisioning           |                                           |
-| STARTING     | Pending | waiting: ContainerCreating      |                                           |
-| RUNNING      | Running | running since startedAt; ready  |                                           |
-| EXITED       | Failed  | terminated: Exited              | Exited: no exit code is reported          |
-| ERROR        | Failed  | terminated: Error               | RunPodError: its system log's last lines  |
-| TERMINATED   | none: treated as gone, like a 404 |                                                     |
-| other        | Unknown | waiting: the status             | the status                                |
+| RunPod       | phase   | container                          | pod reason / message                     |
+|--------------|---------|------------------------------------|------------------------------------------|
+| PROVISIONING | Pending | waiting: Provisioning              |                                          |
+| STARTING     | Pending | waiting: ContainerCreating         |                                          |
+| RUNNING      | Running | running since startedAt; ready     |                                          |
+| RUNNING *    | Running | running, not ready: LoadingModel   |                                          |
+| EXITED       | Failed  | terminated: Exited                 | Exited: no exit code is reported         |
+| ERROR        | Failed  | terminated: Error                  | RunPodError: its system log's last lines |
+| TERMINATED   | none: treated as gone, like a 404                                             |
+| other        | Unknown | waiting: the status                | the status                               |
 
-A RUNNING container is ready when its HTTP readiness probe answers through the proxy (see `readiness`).
+(* its readiness probe does not answer yet. RunPod's STARTING covers pulling the image and starting the
+container: it tells no finer stage.)
+
+A RUNNING container is ready when its HTTP readiness probe answers through the proxy (see `readiness`);
+until then it is running, not ready, with the reason LoadingModel (what an inference server does for the
+minutes after RunPod says RUNNING: research notes, section 1), which the node shows in the pod's
+ContainersReady and Ready conditions, as the kubelet shows a container that is not ready.
 RunPod reports no exit code; a stopped container is recorded with exit code 1 (`UNREPORTED_EXIT_CODE`),
 matching the Failed phase, and the message says so.
 """
@@ -54,6 +61,8 @@ ENV_CONTAINER_NAME = "VK_PROVIDER_CONTAINER_NAME"
 
 ANNOTATION_PREFIX = "runpod.vk-provider.dev/"
 GPU_TYPE_ANNOTATION = ANNOTATION_PREFIX + "gpu-type"
+"""A GPU type id, or several, comma-separated, in order of preference: the later ones are tried when
+RunPod has no capacity for the earlier (see `candidates`)."""
 CLOUD_ANNOTATION = ANNOTATION_PREFIX + "cloud"
 DATA_CENTERS_ANNOTATION = ANNOTATION_PREFIX + "data-centers"
 """Comma-separated data center ids, in order of preference."""
@@ -62,6 +71,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MAX_HTTP_PORTS = 10
 """The proxy serves at most 10 HTTP ports per pod (docs: expose-ports)."""
 UNREPORTED_EXIT_CODE = 1
+LOADING_REASON = "LoadingModel"
+"""A RUNNING container whose readiness probe does not answer yet."""
 TRAFFIC_PORT_NAME = "http"
 """A container port with this name carries the pod's traffic; otherwise the first port does."""
 
@@ -73,6 +84,12 @@ class Placement:
     cloud: Cloud
     data_center_ids: tuple[str, ...]
     max_price_per_hour: float | None
+    alternative_gpu_types: tuple[str, ...] = ()
+    """The GPU types to try after `gpu_type` when RunPod has no capacity for it, in order."""
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return (self.gpu_type, *self.alternative_gpu_types)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,11 +178,13 @@ def _http_ports(container: ContainerSpec) -> list[int]:
 def placement_for(pod: PodRequest, container: ContainerSpec, settings: RunPodSettings) -> Placement:
     """GPU type, count, cloud, data centers and price cap: the pod's annotations over the settings."""
     annotations = pod.annotations
-    gpu_type = annotations.get(GPU_TYPE_ANNOTATION) or settings.gpu_type
-    if not gpu_type:
+    named = [name.strip() for name in annotations.get(GPU_TYPE_ANNOTATION, "").split(",") if name.strip()]
+    gpu_types = list(dict.fromkeys(named)) or ([settings.gpu_type] if settings.gpu_type else [])
+    if not gpu_types:
         raise InvalidPodError(
             f"no GPU type: set the provider's gpu_type or annotate the pod with {GPU_TYPE_ANNOTATION}"
         )
+    gpu_type, *alternatives = gpu_types
     cloud = annotations.get(CLOUD_ANNOTATION, settings.cloud).upper()
     if cloud not in CLOUDS:
         raise InvalidPodError(f"{CLOUD_ANNOTATION} must be one of {', '.join(CLOUDS)}, not {cloud!r}")
@@ -183,7 +202,7 @@ def placement_for(pod: PodRequest, container: ContainerSpec, settings: RunPodSet
             price = -1.0
         if not price > 0:
             raise InvalidPodError(f"{MAX_PRICE_ANNOTATION} must be a positive number of USD, not {text!r}")
-    return Placement(gpu_type, _gpu_count(container, settings), cloud, centers, price)
+    return Placement(gpu_type, _gpu_count(container, settings), cloud, centers, price, tuple(alternatives))
 
 
 def request_for_offer(
@@ -285,12 +304,20 @@ def pod_state(
         return dataclasses.replace(state, containers=(waiting,))
     if pod.status == "STARTING":
         waiting = dataclasses.replace(
-            base, reason="ContainerCreating", message=f"RunPod is starting the container from {pod.image}"
+            base,
+            reason="ContainerCreating",
+            message=f"RunPod is starting the container from {pod.image}",
         )
         return dataclasses.replace(state, containers=(waiting,))
     if pod.status == "RUNNING":
         running = dataclasses.replace(
-            base, state=ContainerStateKind.RUNNING, ready=ready, started=True, started_at=pod.started_at
+            base,
+            state=ContainerStateKind.RUNNING,
+            ready=ready,
+            started=True,
+            started_at=pod.started_at,
+            reason=None if ready else LOADING_REASON,
+            message=None if ready else "its readiness probe does not answer yet (loading)",
         )
         return dataclasses.replace(state, phase="Running", containers=(running,))
     if pod.status in ("EXITED", "ERROR"):

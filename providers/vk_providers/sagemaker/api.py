@@ -9,16 +9,21 @@ resource already there has succeeded; everything else that fails is turned into 
 SageMaker's JSON API answers most refusals with HTTP 400 and a code. How each is taken (the status is
 that of the `ApiStatusError` raised; the last column is what the node sees once retries are over):
 
-| SageMaker's code                                   | status | retried | the node sees          |
-|----------------------------------------------------|--------|---------|------------------------|
-| ThrottlingException and the other throttling codes | 429    | yes     | TemporaryProviderError |
-| InternalFailure, ServiceUnavailable, any HTTP 5xx  | 5xx    | yes     | TemporaryProviderError |
-| RequestTimeout                                     | 408    | yes     | TemporaryProviderError |
-| ResourceLimitExceeded (a quota/capacity refusal)   | 400    | no      | TemporaryProviderError |
-| ResourceInUse, ConflictException                   | 409    | no      | TemporaryProviderError |
-| AccessDenied, UnrecognizedClient, expired tokens   | 403    | no      | AccountError           |
-| ResourceNotFound                                   | 404    | no      | NotFoundError          |
-| ValidationException and any other 4xx              | 400    | no      | InvalidPodError        |
+| SageMaker's code                                   | status | retried | the node sees            |
+|----------------------------------------------------|--------|---------|--------------------------|
+| ThrottlingException and the other throttling codes | 429    | yes     | TemporaryProviderError   |
+| InternalFailure, ServiceUnavailable, any HTTP 5xx  | 5xx    | yes     | TemporaryProviderError   |
+| RequestTimeout                                     | 408    | yes     | TemporaryProviderError   |
+| ResourceLimitExceeded (a quota/capacity refusal)   | 400    | no      | CapacityUnavailableError |
+| ResourceLimitExceeded for a quota of 0 Instances   | 400    | no      | ProviderRefusesWorkError |
+| InsufficientInstanceCapacity                       | 400    | no      | CapacityUnavailableError |
+| ResourceInUse, ConflictException                   | 409    | no      | TemporaryProviderError   |
+| AccessDenied, UnrecognizedClient, expired tokens   | 403    | no      | AccountError             |
+| ResourceNotFound                                   | 404    | no      | NotFoundError            |
+| ValidationException and any other 4xx              | 400    | no      | InvalidPodError          |
+
+(The capacity rows are the provider's `_map_status`: a capacity refusal moves the pod to its next
+instance type, a quota of 0 holds every create back; see `provider`.)
 
 Connection failures and botocore's own timeouts become `ConnectionError` and `TimeoutError` (retried);
 missing credentials an `AccountError`; a parameter botocore rejects before sending an `InvalidPodError`.
@@ -99,6 +104,8 @@ ACCOUNT_CODES = frozenset(
 NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException"})
 CONFLICT_CODES = frozenset({"ResourceInUse", "ConflictException"})
 CAPACITY_CODE = "ResourceLimitExceeded"
+INSUFFICIENT_CAPACITY_CODE = "InsufficientInstanceCapacity"
+"""AWS has no machines of the instance type free in the region (research notes, section 1)."""
 
 _MISSING_PREFIX = "could not find"
 """How SageMaker says a model, endpoint configuration or endpoint does not exist (ValidationException)."""

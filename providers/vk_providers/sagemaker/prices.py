@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from vk_provider.errors import InvalidPodError
 from vk_provider.provider import PricedPod
 from vk_providers.sagemaker.config import SageMakerSettings
-from vk_providers.sagemaker.translate import instance_count_of, instance_type_of
+from vk_providers.sagemaker.translate import instance_count_of, instance_types_of
 
 LIST_PRICE_REGION = "us-east-1"
 
@@ -50,13 +50,17 @@ def instance_price(instance_type: str, *, region: str, configured: Mapping[str, 
 
 
 def endpoint_price(pod: PricedPod, settings: SageMakerSettings, region: str) -> float | None:
-    """USD an hour the pod's endpoint costs: its instance type's price times its instance count; None
-    when the type has no price here, or the pod names no valid type or count (its creation then fails
-    with the reason)."""
+    """USD an hour the pod's endpoint may cost: the dearest of its instance types (it may land on any,
+    see `translate.INSTANCE_TYPE_ANNOTATION`) times its instance count; None when a type has no price
+    here, or the pod names no valid type or count (its creation then fails with the reason)."""
     try:
-        instance_type = instance_type_of(pod.annotations, settings)
+        instance_types = instance_types_of(pod.annotations, settings)
         count = instance_count_of(pod.annotations, settings)
     except InvalidPodError:
         return None
-    price = instance_price(instance_type, region=region, configured=settings.instance_prices)
-    return None if price is None else round(price * count, 6)
+    prices = [
+        instance_price(instance_type, region=region, configured=settings.instance_prices)
+        for instance_type in instance_types
+    ]
+    known = [price for price in prices if price is not None]
+    return None if len(known) < len(prices) else round(max(known) * count, 6)

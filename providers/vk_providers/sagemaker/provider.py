@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import re
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -45,9 +46,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from vk_provider.errors import (
+    CapacityUnavailableError,
     InvalidPodError,
     NotFoundError,
     ProviderError,
+    ProviderRefusesWorkError,
     ProviderUnavailableError,
     TemporaryProviderError,
 )
@@ -58,9 +61,15 @@ from vk_provider.kit.resilience import (
     ResilientCaller,
 )
 from vk_provider.kit.resilience.health import probe_health
+from vk_provider.kit.resilience.refusal import WorkRefusal
 from vk_provider.kit.signing import RequestSigner
 from vk_provider.provider import PodRef, PodRequest, PodState, PricedPod, ProviderContext
-from vk_providers.sagemaker.api import CAPACITY_CODE, CONFLICT_CODES, SageMakerApi
+from vk_providers.sagemaker.api import (
+    CAPACITY_CODE,
+    CONFLICT_CODES,
+    INSUFFICIENT_CAPACITY_CODE,
+    SageMakerApi,
+)
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
 from vk_providers.sagemaker.prices import endpoint_price
@@ -75,13 +84,14 @@ from vk_providers.sagemaker.translate import (
     Owner,
     deployment_for,
     endpoint_state,
+    instance_types_of,
     invocation_url,
     owner_from_tags,
     resource_name,
     runtime_base_url,
     traffic_auth_marker,
 )
-from vk_providers.sagemaker.versions import Current, Serving, next_version, serving_of
+from vk_providers.sagemaker.versions import Current, Serving, next_version, serving_of, version_name
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -95,6 +105,13 @@ DELETING_RETRY_SECONDS = 15.0
 """How long the node waits before creating again a pod whose old endpoint SageMaker is still deleting."""
 BUSY_RETRY_SECONDS = 30.0
 """How long the node waits before applying a change to an endpoint SageMaker is creating or updating."""
+CAPACITY_EVENT_REASON = "NoCapacity"
+"""The pod Event telling which instance type SageMaker had no capacity or quota for, and what is next."""
+QUOTA_REASON = "QuotaExceeded"
+"""The node's ProviderAvailable reason while the account's quota for the pods' instance types is 0."""
+_ZERO_QUOTA = re.compile(r"\bis 0 Instances\b", re.IGNORECASE)
+"""How ResourceLimitExceeded says the quota itself is 0 ("The account-level service limit 'ml.g5.xlarge
+for endpoint usage' is 0 Instances, ..."): no wait frees it, someone must ask AWS to raise it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,9 +128,15 @@ def _map_status(capacity_retry_seconds: float) -> Callable[[ApiStatusError, str]
 
     def mapped(error: ApiStatusError, context: str) -> ProviderError:
         message = f"{context}: {error.reason}: {error.detail}"
-        if error.reason == CAPACITY_CODE:
-            # No CapacityError in vk_provider.errors yet: a quota or capacity refusal may clear.
-            return TemporaryProviderError(
+        if error.reason == CAPACITY_CODE and _ZERO_QUOTA.search(error.detail):
+            return ProviderRefusesWorkError(
+                f"{message} (a service quota of 0: ask AWS to raise it)",
+                reason=QUOTA_REASON,
+                retry_after_seconds=capacity_retry_seconds,
+            )
+        if error.reason in (CAPACITY_CODE, INSUFFICIENT_CAPACITY_CODE):
+            # Used up or not to be had now: another instance type may have some, and this one may free up.
+            return CapacityUnavailableError(
                 f"{message} (a quota or capacity limit; trying again later)",
                 retry_after_seconds=capacity_retry_seconds,
             )
@@ -174,6 +197,10 @@ class SageMakerProvider:
         """Endpoint name -> what it serves, as this provider made or updated it: an update_pod asking for
         the same costs no call. Not known after a restart (then the endpoint is described)."""
         self._versions = PodVersions(self._api, self._call, role_arn=self._settings.role_arn)
+        self._refusal = WorkRefusal(
+            "SageMaker", clock=clock, first_wait_seconds=self._settings.capacity_retry_seconds
+        )
+        self._pod_events = context.pod_events
         self._background: asyncio.Task[None] | None = None
         """Carries out deferred deletions and follows updates (`_follow_up`); runs while there are any."""
         self._closed = False
@@ -213,6 +240,8 @@ class SageMakerProvider:
     # -- PodLifecycle --------------------------------------------------------------------------
 
     async def create_pod(self, pod: PodRequest) -> None:
+        """Model, configuration, endpoint; on the pod's next instance type when SageMaker has no capacity
+        or quota for one (each told in a pod Event); nothing sent while the quota is 0 (`WorkRefusal`)."""
         deployment = deployment_for(pod, self._settings, self.node_name)
         name = deployment.name
         async with self._lock(name):
@@ -221,26 +250,82 @@ class SageMakerProvider:
                 await self._existing(pod.ref, endpoint)
                 return
             self._deferred.pop(name, None)
+            self._refusal.check()
             try:
-                if not await self._call("describe_model", self._api.model_exists, name):
-                    await self._call(
-                        "create_model", self._api.create_model, deployment, self._settings.role_arn
-                    )
-                if not await self._call("describe_endpoint_config", self._api.endpoint_config_exists, name):
-                    await self._call("create_endpoint_config", self._api.create_endpoint_config, deployment)
-                await self._call("create_endpoint", self._api.create_endpoint, deployment)
+                created = await self._create_parts(pod, deployment)
             except InvalidPodError:
                 await self._discard_parts(pod.ref, name)
                 raise
-            self._remember_owner(name, deployment)
-            self._serving[name] = serving_of(deployment)
+            finally:
+                self._refusal.released()
+            self._remember_owner(name, created)
+            self._serving[name] = serving_of(created)
             logger.info(
                 "pod %s: SageMaker endpoint %s (%d x %s)",
                 pod.ref,
                 name,
-                deployment.instance_count,
-                deployment.instance_type,
+                created.instance_count,
+                created.instance_type,
             )
+
+    async def _create_parts(self, pod: PodRequest, deployment: Deployment) -> Deployment:
+        """What is missing of the first candidate SageMaker takes; the deployment made."""
+        name = deployment.name
+        if not await self._call("describe_model", self._api.model_exists, name):
+            await self._call("create_model", self._api.create_model, deployment, self._settings.role_arn)
+        candidates = [
+            self._on_instance_type(deployment, kind, index)
+            for index, kind in enumerate(instance_types_of(pod.annotations, self._settings))
+        ]
+        refusals: list[ProviderError] = []
+        for index, candidate in enumerate(candidates):
+            try:
+                if not await self._call(
+                    "describe_endpoint_config", self._api.endpoint_config_exists, candidate.config_name
+                ):
+                    await self._call("create_endpoint_config", self._api.create_endpoint_config, candidate)
+                await self._call("create_endpoint", self._api.create_endpoint, candidate)
+            except (CapacityUnavailableError, ProviderRefusesWorkError) as error:
+                refusals.append(error)
+                following = candidates[index + 1] if index + 1 < len(candidates) else None
+                self._tell_refusal(pod.ref, candidate, error, following)
+                continue
+            self._refusal.accepted()
+            return candidate
+        message = "; ".join(str(error) for error in refusals)
+        if all(isinstance(error, ProviderRefusesWorkError) for error in refusals):
+            raise self._refusal.refused(QUOTA_REASON, message)
+        raise CapacityUnavailableError(message, retry_after_seconds=self._settings.capacity_retry_seconds)
+
+    def _on_instance_type(self, deployment: Deployment, instance_type: str, index: int) -> Deployment:
+        """The deployment on one of the pod's instance types: the first keeps the pod's own configuration
+        name; each other one has a configuration version of its own (`versions`), which the pod's
+        deletion finds and removes like any other version."""
+        if index == 0:
+            return deployment
+        placed = dataclasses.replace(deployment, instance_type=instance_type)
+        return dataclasses.replace(
+            placed,
+            config_name=version_name(
+                deployment.name,
+                {
+                    "model": placed.model_name,
+                    "instance_type": instance_type,
+                    "instance_count": placed.instance_count,
+                    "startup_timeout_seconds": placed.startup_timeout_seconds,
+                },
+            ),
+        )
+
+    def _tell_refusal(
+        self, ref: PodRef, refused: Deployment, error: ProviderError, following: Deployment | None
+    ) -> None:
+        what = f"{refused.instance_count} x {refused.instance_type}"
+        why = "a quota of 0" if isinstance(error, ProviderRefusesWorkError) else "no capacity or quota left"
+        then = f"; trying {following.instance_type}" if following else ", the pod's last instance type"
+        self._pod_events.record(
+            ref, "Warning", CAPACITY_EVENT_REASON, f"SageMaker has {why} for {what}{then}"
+        )
 
     async def _existing(self, ref: PodRef, endpoint: Endpoint) -> None:
         """create_pod for a pod whose endpoint exists: nothing to do, unless it is on its way out."""
@@ -302,6 +387,12 @@ class SageMakerProvider:
                 logger.warning("pod %s changed, but its endpoint %s has failed: not updated", pod.ref, name)
                 return
             current = await self._versions.current(endpoint)
+            if current is not None and current.serving.instance_type in instance_types_of(
+                pod.annotations, self._settings
+            ):
+                # Created on another of the pod's instance types (the first had no capacity): it stays.
+                deployment = dataclasses.replace(deployment, instance_type=current.serving.instance_type)
+                wanted = serving_of(deployment)
             version = next_version(deployment, current, role_arn=self._settings.role_arn)
             unchanged = current is not None and current.serving == wanted
             # Or the version it would move onto is the one it serves, whose model or configuration could
@@ -480,7 +571,12 @@ class SageMakerProvider:
         """Unavailable while the breaker is open, or when AWS refuses the credentials.
 
         One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
+        While the account's quota for the pods' instance types is 0, unavailable with the reason
+        QuotaExceeded, until a create may try again (`WorkRefusal`).
         """
+        refusal = self._refusal.health_error()
+        if refusal is not None:
+            raise refusal
         await probe_health(
             self._caller,
             self.breaker,

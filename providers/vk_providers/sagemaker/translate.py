@@ -63,6 +63,9 @@ MAX_TAG_VALUE = 256
 
 ANNOTATION_PREFIX = "sagemaker.vk-provider.dev/"
 INSTANCE_TYPE_ANNOTATION = ANNOTATION_PREFIX + "instance-type"
+"""An instance type, or several, comma-separated, in order of preference (as
+`runpod.vk-provider.dev/gpu-type` lists GPU types): the later ones are tried when SageMaker has no
+capacity (InsufficientInstanceCapacity) or no quota (ResourceLimitExceeded) for the earlier."""
 INSTANCE_COUNT_ANNOTATION = ANNOTATION_PREFIX + "instance-count"
 
 TAG_PREFIX = "vk-provider.dev/"
@@ -178,14 +181,22 @@ def _single_container(pod: PodRequest) -> ContainerSpec:
     return container
 
 
-def instance_type_of(annotations: Mapping[str, str], settings: SageMakerSettings) -> str:
-    chosen = annotations.get(INSTANCE_TYPE_ANNOTATION, "").strip() or settings.instance_type
+def instance_types_of(annotations: Mapping[str, str], settings: SageMakerSettings) -> tuple[str, ...]:
+    """The instance types the pod accepts, most preferred first (see `INSTANCE_TYPE_ANNOTATION`)."""
+    named = [name.strip() for name in annotations.get(INSTANCE_TYPE_ANNOTATION, "").split(",")]
+    chosen = tuple(dict.fromkeys(name for name in named if name))
+    if not chosen and settings.instance_type:
+        chosen = (settings.instance_type,)
     if not chosen:
         raise InvalidPodError(
             f"no SageMaker instance type: annotate the pod with {INSTANCE_TYPE_ANNOTATION} "
             "(e.g. ml.g5.xlarge) or set the provider's instance_type"
         )
     return chosen
+
+
+def instance_type_of(annotations: Mapping[str, str], settings: SageMakerSettings) -> str:
+    return instance_types_of(annotations, settings)[0]
 
 
 def instance_count_of(annotations: Mapping[str, str], settings: SageMakerSettings) -> int:

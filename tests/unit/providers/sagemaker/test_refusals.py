@@ -1,0 +1,152 @@
+"""SageMaker's capacity and quota refusals: the pod's next instance type, or a wait; a quota of 0 holds
+every create back and shows on the node, never a storm of CreateEndpoint calls."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from vk_devtools.standins.sagemaker import TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
+from vk_provider.errors import CapacityUnavailableError, ProviderError, ProviderRefusesWorkError
+from vk_provider.node.pods import retry_delay
+from vk_provider.node.settings import NodeSettings
+from vk_provider.provider import PodRef, PricedPod, ProviderContext
+from vk_provider.runtime.queueing import Backoff
+from vk_providers.sagemaker import SageMakerProvider
+from vk_providers.sagemaker.config import SageMakerSettings
+from vk_providers.sagemaker.prices import endpoint_price
+from vk_providers.sagemaker.translate import INSTANCE_TYPE_ANNOTATION
+
+from .support import (
+    GPU_INSTANCE_TYPE,
+    NODE,
+    ManualClock,
+    RecordedSleep,
+    pod_request,
+    provider_config,
+    write_credentials,
+)
+
+SECOND_TYPE = "ml.g4dn.2xlarge"
+NO_CAPACITY = (
+    "Unable to provision requested ML compute capacity. Please retry using a different ML instance type."
+)
+QUOTA_ZERO = (
+    f"The account-level service limit '{GPU_INSTANCE_TYPE} for endpoint usage' is 0 Instances, with "
+    "current utilization of 0 Instances and a request delta of 1 Instances."
+)
+
+
+@pytest.fixture
+def context(moto: MotoSageMaker, tmp_path: Path) -> ProviderContext:
+    credentials = write_credentials(tmp_path / "aws-credentials")
+    return ProviderContext(NODE, provider_config(moto, credentials), "10.0.0.1", tmp_path)
+
+
+@pytest.fixture
+async def subject(
+    context: ProviderContext, layer: SageMakerLayer, clock: ManualClock, sleep: RecordedSleep
+) -> AsyncIterator[SageMakerProvider]:
+    provider = SageMakerProvider(context, clock=clock, sleep=sleep, client_hook=layer.install)
+    yield provider
+    await provider.aclose()
+
+
+def instance_type_served(moto: MotoSageMaker, name: str) -> str:
+    client = moto.client()
+    config = client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    variant = client.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"][0]
+    return str(variant["InstanceType"])
+
+
+async def test_no_capacity_moves_the_pod_to_its_next_instance_type_and_says_so(
+    subject: SageMakerProvider, layer: SageMakerLayer, moto: MotoSageMaker, context: ProviderContext
+) -> None:
+    layer.fail("CreateEndpoint", code="InsufficientInstanceCapacity", message=NO_CAPACITY)
+    pod = pod_request("moved", annotations={INSTANCE_TYPE_ANNOTATION: f"{GPU_INSTANCE_TYPE}, {SECOND_TYPE}"})
+    await subject.create_pod(pod)
+
+    assert instance_type_served(moto, subject.resource_name(pod.ref)) == SECOND_TYPE
+    assert (layer.calls["CreateEndpointConfig"], layer.calls["CreateEndpoint"]) == (2, 2)
+    [(ref, kind, reason, message)] = context.pod_events.recorded
+    assert (ref, kind, reason) == (pod.ref, "Warning", "NoCapacity")
+    assert message == (
+        f"SageMaker has no capacity or quota left for 1 x {GPU_INSTANCE_TYPE}; trying {SECOND_TYPE}"
+    )
+    await subject.update_pod(pod)  # the type it runs on is one the pod allows: no move back
+    assert layer.calls["UpdateEndpoint"] == 0
+
+
+async def test_with_one_instance_type_no_capacity_is_a_wait(
+    subject: SageMakerProvider, layer: SageMakerLayer, sleep: RecordedSleep
+) -> None:
+    layer.fail("CreateEndpoint", code="InsufficientInstanceCapacity", message=NO_CAPACITY)
+    with pytest.raises(CapacityUnavailableError) as refused:
+        await subject.create_pod(pod_request("waiting"))
+    assert refused.value.retry_after_seconds == subject.settings.capacity_retry_seconds
+    assert f"InsufficientInstanceCapacity: {NO_CAPACITY}" in str(refused.value)
+    assert layer.calls["CreateEndpoint"] == 1
+    assert sleep.waits == []  # not retried within the call: the node waits
+
+
+async def create_endpoint_calls_while_refused(
+    provider: SageMakerProvider, layer: SageMakerLayer, clock: ManualClock, *, pods: int, seconds: float
+) -> int:
+    """Pods retried as the node retries them (its default backoff, never before the provider's wait)
+    for `seconds` of manual time: the CreateEndpoint calls SageMaker received."""
+    defaults = {field.name: field.default for field in dataclasses.fields(NodeSettings)}
+    backoff = Backoff(
+        initial_seconds=float(defaults["retry_initial_seconds"]),
+        max_seconds=float(defaults["retry_max_seconds"]),
+    )
+    requests = [pod_request(f"waiting-{index}") for index in range(pods)]
+    start = clock.now
+    due = dict.fromkeys(range(pods), 0.0)
+    while due and (index := min(due, key=due.__getitem__)) is not None and due[index] <= seconds:
+        clock.now = start + due[index]
+        try:
+            await provider.create_pod(requests[index])
+        except ProviderError as error:
+            due[index] += retry_delay(backoff.next_delay(str(index)), error)
+        else:
+            del due[index]
+    return layer.calls["CreateEndpoint"]
+
+
+async def test_a_quota_of_0_holds_every_create_back_until_aws_raises_it(
+    subject: SageMakerProvider, layer: SageMakerLayer, clock: ManualClock
+) -> None:
+    layer.fail("CreateEndpoint", code="ResourceLimitExceeded", message=QUOTA_ZERO, times=None)
+    calls = await create_endpoint_calls_while_refused(subject, layer, clock, pods=5, seconds=600)
+    # One CreateEndpoint at 0, 120, 360 s (the first wait is the provider's capacity_retry_seconds, then
+    # doubled); before this, every pod sent one every 120 s (30 calls, measured on the same run).
+    assert calls == 3
+    with pytest.raises(ProviderRefusesWorkError) as unavailable:
+        await subject.check_health()
+    assert unavailable.value.reason == "QuotaExceeded"
+    assert "is 0 Instances" in str(unavailable.value)
+
+    layer.clear_faults()  # AWS raised the quota
+    clock.advance(1200)
+    await subject.check_health()
+    await subject.create_pod(pod_request("after-the-raise"))
+    await subject.check_health()
+    assert layer.calls["CreateEndpoint"] == calls + 1
+
+
+def test_a_pod_of_several_instance_types_costs_its_dearest() -> None:
+    settings = SageMakerSettings(
+        role_arn=TEST_ROLE_ARN, instance_prices={GPU_INSTANCE_TYPE: 0.7364, SECOND_TYPE: 1.0528}
+    )
+
+    def price(types: str) -> float | None:
+        pod = PricedPod(PodRef("ns", "p", "u"), annotations={INSTANCE_TYPE_ANNOTATION: types}, requests={})
+        return endpoint_price(pod, settings, "eu-west-1")
+
+    assert price(f"{GPU_INSTANCE_TYPE}, {SECOND_TYPE}") == 1.0528
+    assert price(f"{SECOND_TYPE}, {GPU_INSTANCE_TYPE}") == 1.0528
+    assert price(GPU_INSTANCE_TYPE) == 0.7364
+    assert price(f"{GPU_INSTANCE_TYPE}, ml.unpriced.xlarge") is None  # unknown: counted as such
