@@ -1,8 +1,4 @@
-"""moto's SageMaker in server mode, plus the thin layer a provider's tests need on top of it.
-
-`MotoSageMaker` runs `moto.server.ThreadedMotoServer` on a free port of 127.0.0.1 (start it once per
-test module; `reset()` empties it between tests); boto3 reaches it through `endpoint_url`, with any
-credentials (moto puts everything in account 123456789012).
+"""The layer a provider's tests need on top of moto's SageMaker: SageMaker's states, refusals and faults.
 
 moto's SageMaker stores models, endpoint configurations, endpoints and their tags, and validates
 much (a missing model or configuration, instance types), but (research note C.10, checked against
@@ -16,7 +12,7 @@ moto 5.2.5):
   answers `ValidationException: Cannot create already existing ...`;
 - deleting an endpoint that is Creating or Updating succeeds, where SageMaker answers
   `ValidationException: Cannot update in-progress endpoint ...`;
-- it never throttles, fails or loses an answer;
+- it never throttles, fails or loses an answer, knows no quota or capacity, and runs no container;
 - ListTags, AddTags and DeleteTags on a resource it does not have (an endpoint just deleted) answer
   HTTP 500 (an AttributeError inside moto), where SageMaker answers
   `ValidationException: Could not find ...`: the resource is gone.
@@ -26,17 +22,28 @@ provider's `client_hook`), it registers botocore `before-call` and `after-call` 
 for moto (an error, a refusal moto does not make, a deletion that takes time) or rewrite its answers
 (EndpointStatus, EndpointConfigName and FailureReason in DescribeEndpoint and ListEndpoints). It answers
 the tagging calls on models, endpoint configurations and endpoints itself, under its lock (so that a
-deletion it carries out cannot come between finding the resource and reading its tags). Its
-statuses follow its clock: an endpoint is Creating for `creating_seconds` after it was created, Updating
-for `updating_seconds` after an UpdateEndpoint was accepted (the layer answers UpdateEndpoint itself, with
-SageMaker's refusals), and Deleting for `deleting_seconds` after its deletion was accepted (then it is
-deleted in moto); `force` pins a status (Failed with a reason, Updating, ...). An update ends on its
-new configuration, or, after `fail_next_update`, back InService on the old one with a FailureReason,
-as SageMaker rolls back a failed update. Faults (`fail`, `lose_answer`, `start_outage`) are served in the
-order they were added. `calls` counts the operations the layer saw, by name.
+deletion it carries out cannot come between finding the resource and reading its tags).
 
-The endpoint's instance-type list of moto 5.2.5 is old (no ml.g5, ml.g6, ml.p4d, ml.p5): tests use
-ml.g4dn.xlarge. Nothing here runs containers: InvokeEndpoint is out of scope.
+Its statuses follow its clock and its `profile` (`profile.FAST` by default: no time at all;
+`profile.REALISTIC`: SageMaker's, with sources). An endpoint is Creating for `provisioning_seconds` and
+then its container's `loading_seconds` (`creating_seconds` is their sum), then InService; or Failed, with
+SageMaker's FailureReason, when its container never answers `/ping` within the health-check timeout, or
+when AWS is short of capacity for its instance type. It is Updating for `updating_seconds` after an
+UpdateEndpoint was accepted (the layer answers UpdateEndpoint itself, with SageMaker's refusals), and
+Deleting for `deleting_seconds` after its deletion was accepted (then it is deleted in moto); `force`
+pins a status (Failed with a reason, Updating, ...). An update ends on its new configuration, or, after
+`fail_next_update`, back InService on the old one with a FailureReason, as SageMaker rolls back a failed
+update. Faults (`fail`, `lose_answer`, `start_outage`) are served in the order they were added. `calls`
+counts the operations the layer saw, by name.
+
+Scripting, all deterministic: `set_quota(instance_type, n)` (CreateEndpoint refused with
+ResourceLimitExceeded beyond it), `set_capacity(instance_type, n)` (the endpoint Failed for
+InsufficientInstanceCapacity beyond it), `script_container(image, Container(...))` (how long the image's
+server loads, whether it ever answers `/ping`, what it answers to invocations). `install_runtime` serves
+InvokeEndpoint on a sagemaker-runtime client (`runtime`: ModelError 424, the 60 s limit); `invoke` gives
+the same answer to anyone serving it over HTTP.
+
+Instance types moto 5.2.5 does not know (ml.g5, ml.g6, ml.p4d, ml.p5) are accepted: see `capacity`.
 """
 
 from __future__ import annotations
@@ -44,91 +51,33 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import http.client
 import json
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-import boto3
 from botocore import xform_name
 from botocore.awsrequest import AWSResponse
-from botocore.compat import HTTPHeaders
+from botocore.client import BaseClient
 from botocore.exceptions import ClientError, ReadTimeoutError
-from moto.server import ThreadedMotoServer
+
+from vk_devtools.standins.sagemaker import wire
+from vk_devtools.standins.sagemaker.capacity import Fleet, InstanceLimits
+from vk_devtools.standins.sagemaker.faultqueue import HOLD_LIMIT_SECONDS, Fault, FaultQueue
+from vk_devtools.standins.sagemaker.profile import FAST, Profile
+from vk_devtools.standins.sagemaker.records import TAGGING, Records
+from vk_devtools.standins.sagemaker.runtime import ContainerAnswer, Invocation, invoke
+from vk_devtools.standins.sagemaker.server import ACCOUNT_ID, MotoSageMaker
+from vk_devtools.standins.sagemaker.startup import Container, Startup, plan_startup
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
-ACCOUNT_ID = "123456789012"
-"""moto's default account, where every request lands."""
-TEST_ROLE_ARN = f"arn:aws:iam::{ACCOUNT_ID}:role/vk-provider-sagemaker"
-GPU_INSTANCE_TYPE = "ml.g4dn.xlarge"
-"""A GPU instance type both SageMaker and moto 5.2.5 accept."""
 IN_PROGRESS = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
-TAGGING = frozenset({"ListTags", "AddTags", "DeleteTags"})
-_TAGGED_KINDS = {"model": "model", "endpoint-config": "endpoint configuration", "endpoint": "endpoint"}
-"""The kinds of resource (as ARNs name them) whose tagging calls the layer answers, in SageMaker's words."""
-HOLD_LIMIT_SECONDS = 60.0
-
-_Response = tuple[AWSResponse, dict[str, Any]]
-
-
-class MotoSageMaker:
-    """moto in server mode on 127.0.0.1 and a free port."""
-
-    def __init__(self, *, region: str = "us-east-1") -> None:
-        self.region = region
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._address: tuple[str, int] | None = None
-
-    def start(self) -> MotoSageMaker:
-        self._server.start()
-        self._address = self._server.get_host_and_port()
-        return self
-
-    def stop(self) -> None:
-        if self._address is not None:
-            self._server.stop()
-            self._address = None
-
-    def __enter__(self) -> MotoSageMaker:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def endpoint_url(self) -> str:
-        if self._address is None:
-            raise RuntimeError("the moto server is not running")
-        host, port = self._address
-        return f"http://{host}:{port}"
-
-    def reset(self) -> None:
-        """Forget every resource of every service (moto's /moto-api/reset)."""
-        if self._address is None:
-            raise RuntimeError("the moto server is not running")
-        connection = http.client.HTTPConnection(*self._address, timeout=10)
-        try:
-            connection.request("POST", "/moto-api/reset")
-            response = connection.getresponse()
-            response.read()
-            if response.status != 200:
-                raise RuntimeError(f"moto's reset answered {response.status}")
-        finally:
-            connection.close()
-
-    def client(self) -> SageMakerClient:
-        """A plain client on the server, for tests to look and to set things up behind a provider's back."""
-        return boto3.client(
-            "sagemaker",
-            endpoint_url=self.endpoint_url,
-            region_name=self.region,
-            aws_access_key_id="moto-testing",
-            aws_secret_access_key="moto-testing",  # noqa: S106 - moto takes any key
-        )
+SERVING = frozenset({"InService", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed"})
+"""The statuses in which an endpoint's containers answer invocations."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,22 +90,6 @@ class EndpointUpdate:
     """Roll back with this FailureReason instead of moving onto `config_name`."""
 
 
-@dataclasses.dataclass(slots=True)
-class Fault:
-    """An answer the layer gives instead of moto's, `times` times (None: until cleared)."""
-
-    operation: str | None
-    """The operation (e.g. "CreateEndpoint"); None for every one."""
-    code: str = "ServiceUnavailable"
-    message: str = "Service Unavailable"
-    status: int = 503
-    times: int | None = 1
-    lose_answer: bool = False
-    """Carry the request out in moto, then fail as if the answer had been lost (a read timeout)."""
-    hold: threading.Event | None = None
-    """Keep the call waiting until this is set (or `HOLD_LIMIT_SECONDS` pass), then answer normally."""
-
-
 class SageMakerLayer:
     """What moto's SageMaker lacks, added to the boto3 clients it is installed on (see the module)."""
 
@@ -164,19 +97,30 @@ class SageMakerLayer:
         self,
         moto: MotoSageMaker,
         *,
-        creating_seconds: float = 0.0,
-        deleting_seconds: float = 0.0,
-        updating_seconds: float = 0.0,
+        profile: Profile = FAST,
+        creating_seconds: float | None = None,
+        deleting_seconds: float | None = None,
+        updating_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`profile` sets the times; `creating_seconds` and the others, when given, replace its own."""
         self.moto = moto
-        self.creating_seconds = creating_seconds
-        self.deleting_seconds = deleting_seconds
-        self.updating_seconds = updating_seconds
+        self.profile = profile
+        self.provisioning_seconds = profile.provisioning_seconds
+        self.loading_seconds = profile.loading_seconds
+        if creating_seconds is not None:
+            self.creating_seconds = creating_seconds
+        self.deleting_seconds = profile.deleting_seconds if deleting_seconds is None else deleting_seconds
+        self.updating_seconds = profile.updating_seconds if updating_seconds is None else updating_seconds
+        self.limits = InstanceLimits()
         self._clock = clock
         self._raw = moto.client()
         self._lock = threading.RLock()
-        self._created_at: dict[str, float] = {}
+        self._startups: dict[str, Startup] = {}
+        self._fleets: dict[str, Fleet] = {}
+        """Endpoint -> the instances it holds (counted against quotas and capacity unless it is Failed)."""
+        self._records = Records(self._raw)
+        self._containers: dict[str, Container] = {}
         self._deleting_until: dict[str, float] = {}
         self._forced: dict[str, tuple[str, str | None]] = {}
         self._updating: dict[str, EndpointUpdate] = {}
@@ -185,9 +129,19 @@ class SageMakerLayer:
         self._update_failures: dict[str, str] = {}
         """Endpoint -> the FailureReason of its last update, which was rolled back."""
         self._next_update_failure: str | None = None
-        self._faults: list[Fault] = []
-        self._holding: list[threading.Event] = []
+        self._faults = FaultQueue()
         self.calls: collections.Counter[str] = collections.Counter()
+
+    @property
+    def creating_seconds(self) -> float:
+        """How long a healthy endpoint is Creating (provisioning, then its container's loading)."""
+        return self.provisioning_seconds + self.loading_seconds
+
+    @creating_seconds.setter
+    def creating_seconds(self, seconds: float) -> None:
+        """All of it before the container starts, so no health-check timeout cuts it short."""
+        self.provisioning_seconds = seconds
+        self.loading_seconds = 0.0
 
     # -- installing ----------------------------------------------------------------------------
 
@@ -197,6 +151,12 @@ class SageMakerLayer:
         before = cast("Callable[..., None]", self._before_call)
         client.meta.events.register("before-call.sagemaker", before, unique_id=f"layer-{id(self)}-b")
         client.meta.events.register("after-call.sagemaker", self._after_call, unique_id=f"layer-{id(self)}-a")
+
+    def install_runtime(self, client: BaseClient) -> None:
+        """Answer `client`'s InvokeEndpoint (a sagemaker-runtime client, e.g. `MotoSageMaker.runtime_client`)
+        as SageMaker's runtime would, from the endpoint's status and its container's script."""
+        before = cast("Callable[..., None]", self._before_runtime_call)
+        client.meta.events.register("before-call.sagemaker-runtime", before, unique_id=f"layer-{id(self)}-r")
 
     # -- controls ------------------------------------------------------------------------------
 
@@ -210,9 +170,39 @@ class SageMakerLayer:
             self._forced.pop(name, None)
 
     def finish_creating(self, name: str) -> None:
-        """End the endpoint's Creating now."""
+        """End the endpoint's Creating now (InService, or Failed if that is how it was to end)."""
         with self._lock:
-            self._created_at.pop(name, None)
+            startup = self._startups.get(name)
+            if startup is not None:
+                self._startups[name] = dataclasses.replace(startup, seconds=self._clock() - startup.started)
+
+    def set_quota(self, instance_type: str, instances: int | None) -> None:
+        """The account's quota of `instance_type` for endpoints (None: no limit). CreateEndpoint asking for
+        more than is left is refused: HTTP 400 ResourceLimitExceeded."""
+        with self._lock:
+            _set_limit(self.limits.quotas, instance_type, instances)
+
+    def set_capacity(self, instance_type: str, instances: int | None) -> None:
+        """How many `instance_type` instances AWS can give the account's endpoints (None: no limit). An
+        endpoint that needs more is accepted, then Failed for InsufficientInstanceCapacity."""
+        with self._lock:
+            _set_limit(self.limits.capacity, instance_type, instances)
+
+    def script_container(self, image: str, container: Container) -> None:
+        """How the server in `image` behaves in the endpoints created from now on."""
+        with self._lock:
+            self._containers[image] = container
+
+    def invoke(self, name: str) -> Invocation:
+        """What SageMaker's runtime answers to an InvokeEndpoint on the endpoint `name` now."""
+        with self._lock:
+            self.advance()
+            return invoke(
+                name,
+                self._container_answer(name),
+                region=self.moto.region,
+                timeout_seconds=self.profile.invocation_timeout_seconds,
+            )
 
     def finish_updating(self, name: str) -> None:
         """End the endpoint's Updating now (as the update's outcome says)."""
@@ -248,16 +238,16 @@ class SageMakerLayer:
         times: int | None = 1,
     ) -> None:
         with self._lock:
-            self._faults.append(Fault(operation, code, message, status, times))
+            self._faults.add(Fault(operation, code, message, status, times))
 
     def lose_answer(self, operation: str, *, times: int = 1) -> None:
         with self._lock:
-            self._faults.append(Fault(operation, times=times, lose_answer=True))
+            self._faults.add(Fault(operation, times=times, lose_answer=True))
 
     def hang(self, operation: str | None, *, times: int | None = 1) -> None:
         """Keep matching calls waiting (a service that does not answer) until `clear_faults`."""
         with self._lock:
-            self._faults.append(Fault(operation, times=times, hold=threading.Event()))
+            self._faults.add(Fault(operation, times=times, hold=threading.Event()))
 
     def start_outage(self) -> None:
         """Every call answers 503 ServiceUnavailable until `clear_faults`."""
@@ -266,11 +256,7 @@ class SageMakerLayer:
     def clear_faults(self) -> None:
         """Drop every fault, and let the calls kept waiting go on."""
         with self._lock:
-            holds = [fault.hold for fault in self._faults if fault.hold is not None] + self._holding
-            for hold in holds:
-                hold.set()
             self._faults.clear()
-            self._holding.clear()
 
     def status(self, name: str) -> str | None:
         """The endpoint's status as the layer reports it; None if moto's own stands."""
@@ -284,10 +270,8 @@ class SageMakerLayer:
             # which reads as a rollback (seen once on a loaded machine).
             if name in self._updating:
                 return "Updating"
-            created = self._created_at.get(name)
-            if created is not None and self._clock() < created + self.creating_seconds:
-                return "Creating"
-            return None
+            startup = self._startups.get(name)
+            return None if startup is None else startup.status(self._clock())
 
     def vanish(self, name: str) -> None:
         """Lose the endpoint, its configuration and its model without a trace."""
@@ -314,12 +298,14 @@ class SageMakerLayer:
                     del self._updating[name]
                     if update.failure is None:
                         self._configs[name] = update.config_name
+                        self._fleets[name] = self._records.fleet(update.config_name) or Fleet(())
                         self._update_failures.pop(name, None)
                     else:
                         self._update_failures[name] = update.failure
 
     def _forget(self, name: str) -> None:
-        self._created_at.pop(name, None)
+        self._startups.pop(name, None)
+        self._fleets.pop(name, None)
         self._deleting_until.pop(name, None)
         self._forced.pop(name, None)
         self._updating.pop(name, None)
@@ -328,14 +314,12 @@ class SageMakerLayer:
 
     # -- the handlers --------------------------------------------------------------------------
 
-    def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> _Response | None:
+    def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> wire.Response | None:
         operation = str(model.name)
         with self._lock:
             self.calls[operation] += 1
             self.advance()
-            fault = self._take_fault(operation)
-            if fault is not None and fault.hold is not None:
-                self._holding.append(fault.hold)
+            fault = self._faults.take(operation)
         if fault is not None and fault.hold is not None:
             fault.hold.wait(HOLD_LIMIT_SECONDS)  # outside the lock: other calls go on meanwhile
             fault = None
@@ -344,22 +328,27 @@ class SageMakerLayer:
                 self._forward(operation, params)
                 raise ReadTimeoutError(endpoint_url=str(params.get("url", self.moto.endpoint_url)))
             if fault is not None:
-                return _error(fault.code, fault.message, fault.status)
-            return self._emulate(operation, _arguments(params))
+                return wire.error(fault.code, fault.message, fault.status)
+            answer = self._emulate(operation, wire.arguments(params))
+            if answer is None and operation == "CreateEndpointConfig":
+                document = wire.arguments(params)
+                if self._records.tell_moto_known_types(document):
+                    params["body"] = json.dumps(document).encode()
+            return answer
 
-    def _take_fault(self, operation: str) -> Fault | None:
-        for fault in self._faults:
-            if fault.operation in (None, operation):
-                if fault.times is not None:
-                    fault.times -= 1
-                    if fault.times <= 0:
-                        self._faults.remove(fault)
-                return fault
-        return None
+    def _before_runtime_call(self, model: Any, params: dict[str, Any], **_: Any) -> wire.Response | None:
+        operation = str(model.name)
+        with self._lock:
+            self.calls[operation] += 1
+        if operation != "InvokeEndpoint":
+            return None  # moto's answer
+        # The runtime's API puts the endpoint's name in the path: /endpoints/NAME/invocations.
+        name = urllib.parse.unquote(str(params.get("url_path", "")).split("/")[2])
+        return wire.invocation_answer(self.invoke(name))
 
     def _forward(self, operation: str, params: dict[str, Any]) -> None:
         with contextlib.suppress(ClientError):  # the answer is lost either way
-            getattr(self._raw, xform_name(operation))(**_arguments(params))
+            getattr(self._raw, xform_name(operation))(**wire.arguments(params))
 
     def _existing(self, operation: str, arguments: dict[str, Any]) -> tuple[str, str] | None:
         """For a create: (what kind, its ARN) if moto already has the resource, else None."""
@@ -378,21 +367,72 @@ class SageMakerLayer:
             return None
         return None
 
-    def _emulate(self, operation: str, arguments: dict[str, Any]) -> _Response | None:
+    def _emulate(self, operation: str, arguments: dict[str, Any]) -> wire.Response | None:
         """SageMaker's answers where moto's differ."""
         existing = self._existing(operation, arguments)
         if existing is not None:
             kind, arn = existing
-            return _error("ValidationException", f'Cannot create already existing {kind} "{arn}".')
+            return wire.error("ValidationException", f'Cannot create already existing {kind} "{arn}".')
         if operation == "UpdateEndpoint":
             return self._update(arguments["EndpointName"], arguments["EndpointConfigName"])
         if operation in TAGGING:
-            return self._tagging(operation, arguments)
+            return self._records.tagging(operation, arguments)
         if operation == "DeleteEndpoint":
             return self._delete_endpoint(arguments["EndpointName"])
+        if operation == "CreateEndpoint":
+            return self._refuse_over_quota(arguments["EndpointConfigName"])
         return None
 
-    def _delete_endpoint(self, name: str) -> _Response | None:
+    def _refuse_over_quota(self, config_name: str) -> wire.Response | None:
+        """CreateEndpoint's ResourceLimitExceeded; None: within the quotas (or no such configuration,
+        which moto refuses)."""
+        wanted = self._records.fleet(config_name)
+        refusal = None if wanted is None else self.limits.quota_refusal(wanted, self._held_fleets())
+        return None if refusal is None else wire.error("ResourceLimitExceeded", refusal)
+
+    def _held_fleets(self) -> list[Fleet]:
+        return [fleet for name, fleet in self._fleets.items() if self.status(name) != "Failed"]
+
+    def _container(self, config_name: str) -> Container:
+        return self._containers.get(self._records.image(config_name) or "", Container())
+
+    def _container_answer(self, name: str) -> ContainerAnswer | None:
+        """What the endpoint's container answers to an invocation; None: no endpoint, or not serving."""
+        try:
+            recorded = self._raw.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+        except ClientError:
+            return None
+        status = self.status(name)
+        if status is not None and status not in SERVING:
+            return None
+        return self._container(self._configs.get(name, recorded)).answer
+
+    def _start(self, name: str) -> None:
+        """Plan the course of the endpoint `name`, whose CreateEndpoint moto just accepted."""
+        config_name = self._raw.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+        variants = self._records.variants(config_name)
+        fleet = self._records.fleet(config_name) or Fleet(())
+        container = self._container(config_name)
+        loading = self.loading_seconds if container.loading_seconds is None else container.loading_seconds
+        first = variants[0] if variants else {}
+        timeout = self.profile.health_check_timeout_seconds
+        if timeout is None and "ContainerStartupHealthCheckTimeoutInSeconds" in first:
+            timeout = float(first["ContainerStartupHealthCheckTimeoutInSeconds"])
+        startup = plan_startup(
+            self._clock(),
+            variant=str(first.get("VariantName", "AllTraffic")),
+            provisioning_seconds=self.provisioning_seconds,
+            loading_seconds=loading,
+            health_check_timeout_seconds=timeout,
+            short_of_capacity=self.limits.short_of_capacity(fleet, self._held_fleets()),
+            capacity_failure_seconds=self.profile.capacity_failure_seconds,
+            answers_ping=container.answers_ping,
+        )
+        self._fleets[name] = fleet
+        if startup.seconds > 0 or startup.failure is not None:
+            self._startups[name] = startup
+
+    def _delete_endpoint(self, name: str) -> wire.Response | None:
         """DeleteEndpoint with SageMaker's refusal and its Deleting time; None: moto's answer."""
         try:
             arn = self._raw.describe_endpoint(EndpointName=name)["EndpointArn"]
@@ -400,63 +440,37 @@ class SageMakerLayer:
             return None  # moto says it is missing, as SageMaker would
         status = self.status(name)
         if status in IN_PROGRESS or status == "Deleting":
-            return _error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
+            return wire.error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
         if self.deleting_seconds > 0:
             self._forced.pop(name, None)
             self._deleting_until[name] = self._clock() + self.deleting_seconds
-            return _answer({})
+            return wire.answer({})
         self._forget(name)  # moto deletes it now
         return None
 
-    def _update(self, name: str, config_name: str) -> _Response:
+    def _update(self, name: str, config_name: str) -> wire.Response:
         """UpdateEndpoint, which moto lacks, with SageMaker's refusals."""
         try:
             arn = self._raw.describe_endpoint(EndpointName=name)["EndpointArn"]
         except ClientError:
-            return _error("ValidationException", f"Could not find endpoint '{self._arn('endpoint', name)}'.")
+            missing = self._arn("endpoint", name)
+            return wire.error("ValidationException", f"Could not find endpoint '{missing}'.")
         status = self.status(name)
         if status in IN_PROGRESS or status == "Deleting":
-            return _error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
+            return wire.error("ValidationException", f'Cannot update in-progress endpoint "{arn}".')
         if status == "Failed":
-            return _error("ValidationException", f'Cannot update failed endpoint "{arn}".')
+            return wire.error("ValidationException", f'Cannot update failed endpoint "{arn}".')
         try:
             self._raw.describe_endpoint_config(EndpointConfigName=config_name)
         except ClientError:
             missing = self._arn("endpoint-config", config_name)
-            return _error("ValidationException", f"Could not find endpoint configuration '{missing}'.")
+            return wire.error("ValidationException", f"Could not find endpoint configuration '{missing}'.")
         self._updating[name] = EndpointUpdate(
             config_name, self._clock() + self.updating_seconds, self._next_update_failure
         )
         self._next_update_failure = None
         self.advance()  # with no updating_seconds, the update is done at once
-        return _answer({"EndpointArn": arn})
-
-    def _tagging(self, operation: str, arguments: dict[str, Any]) -> _Response | None:
-        """ListTags, AddTags or DeleteTags on a model, configuration or endpoint, carried out in moto under
-        the layer's lock; on one moto does not have, SageMaker's ValidationException (moto's own answer is
-        a 500). Other kinds of resource: moto's answer."""
-        arn = str(arguments.get("ResourceArn", ""))
-        kind, _, name = arn.rsplit(":", 1)[-1].partition("/")
-        if kind not in _TAGGED_KINDS:
-            return None
-        if not self._holds(kind, name):
-            return _error("ValidationException", f'Could not find {_TAGGED_KINDS[kind]} "{arn}".')
-        answer = dict(getattr(self._raw, xform_name(operation))(**arguments))
-        answer.pop("ResponseMetadata", None)
-        return _answer(answer)
-
-    def _holds(self, kind: str, name: str) -> bool:
-        """Whether moto has the model, endpoint configuration or endpoint `name`."""
-        try:
-            if kind == "model":
-                self._raw.describe_model(ModelName=name)
-            elif kind == "endpoint-config":
-                self._raw.describe_endpoint_config(EndpointConfigName=name)
-            else:
-                self._raw.describe_endpoint(EndpointName=name)
-        except ClientError:
-            return False
-        return True
+        return wire.answer({"EndpointArn": arn})
 
     def _arn(self, kind: str, name: str) -> str:
         return f"arn:aws:sagemaker:{self.moto.region}:{ACCOUNT_ID}:{kind}/{name}"
@@ -469,8 +483,10 @@ class SageMakerLayer:
             if operation == "CreateEndpoint":
                 name = str(parsed.get("EndpointArn", "")).rsplit("/", 1)[-1]
                 self._forget(name)
-                if self.creating_seconds > 0:
-                    self._created_at[name] = self._clock()
+                self._start(name)
+            elif operation == "DescribeEndpointConfig":
+                config_name = str(parsed.get("EndpointConfigName", ""))
+                self._records.restore_instance_types(config_name, parsed.get("ProductionVariants", []))
             elif operation == "DescribeEndpoint":
                 self._rewrite(parsed, with_reason=True)
             elif operation == "ListEndpoints":
@@ -485,23 +501,19 @@ class SageMakerLayer:
         if name in self._configs and "EndpointConfigName" in endpoint:
             endpoint["EndpointConfigName"] = self._configs[name]
         forced = self._forced.get(name)
+        startup = self._startups.get(name)
         if with_reason and forced is not None and forced[1] is not None and status == forced[0]:
             endpoint["FailureReason"] = forced[1]
+        elif with_reason and status == "Failed" and startup is not None and startup.failure is not None:
+            endpoint["FailureReason"] = startup.failure
         elif with_reason and status is None and name in self._update_failures:
             endpoint["FailureReason"] = self._update_failures[name]  # InService again, rolled back
 
 
-def _arguments(params: dict[str, Any]) -> dict[str, Any]:
-    """The API parameters of a JSON-protocol request, as botocore serialised them."""
-    body = params.get("body") or b"{}"
-    document = json.loads(body.decode() if isinstance(body, bytes) else body)
-    return document if isinstance(document, dict) else {}
-
-
-def _answer(parsed: dict[str, Any], status: int = 200) -> _Response:
-    parsed = {**parsed, "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0}}
-    return AWSResponse("", status, HTTPHeaders(), None), parsed
-
-
-def _error(code: str, message: str, status: int = 400) -> _Response:
-    return _answer({"Error": {"Code": code, "Message": message}}, status)
+def _set_limit(limits: dict[str, int], instance_type: str, instances: int | None) -> None:
+    if instances is None:
+        limits.pop(instance_type, None)
+    elif instances < 0:
+        raise ValueError(f"a limit of {instances} instances of {instance_type}")
+    else:
+        limits[instance_type] = instances
