@@ -22,6 +22,7 @@ import functools
 from typing import Any, cast
 
 import botocore.session
+from botocore.model import StringShape
 from moto.sagemaker.exceptions import ValidationError
 from moto.sagemaker.models import FakeEndpointConfig
 
@@ -36,7 +37,10 @@ MOTO_INSTANCE_TYPE = GPU_INSTANCE_TYPE
 def sagemaker_instance_types() -> frozenset[str]:
     """The instance types SageMaker accepts for a production variant (botocore's service model)."""
     model = botocore.session.get_session().get_service_model("sagemaker")
-    return frozenset(model.shape_for("ProductionVariantInstanceType").enum)
+    shape = model.shape_for("ProductionVariantInstanceType")
+    if not isinstance(shape, StringShape):  # botocore's model changed: better to know than to guess
+        raise TypeError(f"ProductionVariantInstanceType is a {type(shape).__name__}, not an enum")
+    return frozenset(shape.enum)
 
 
 @functools.cache

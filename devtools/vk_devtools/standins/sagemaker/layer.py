@@ -117,8 +117,10 @@ class SageMakerLayer:
         self._raw = moto.client()
         self._lock = threading.RLock()
         self._startups: dict[str, Startup] = {}
-        self._fleets: dict[str, Fleet] = {}
-        """Endpoint -> the instances it holds (counted against quotas and capacity unless it is Failed)."""
+        self._creating: dict[str, str] = {}
+        """Endpoint -> the configuration of the CreateEndpoint on its way to moto."""
+        self._created_with: dict[str, str] = {}
+        """Endpoint -> the configuration it was created with (its instances count against the limits)."""
         self._records = Records(self._raw)
         self._containers: dict[str, Container] = {}
         self._deleting_until: dict[str, float] = {}
@@ -298,14 +300,14 @@ class SageMakerLayer:
                     del self._updating[name]
                     if update.failure is None:
                         self._configs[name] = update.config_name
-                        self._fleets[name] = self._records.fleet(update.config_name) or Fleet(())
                         self._update_failures.pop(name, None)
                     else:
                         self._update_failures[name] = update.failure
 
     def _forget(self, name: str) -> None:
         self._startups.pop(name, None)
-        self._fleets.pop(name, None)
+        self._creating.pop(name, None)
+        self._created_with.pop(name, None)
         self._deleting_until.pop(name, None)
         self._forced.pop(name, None)
         self._updating.pop(name, None)
@@ -380,18 +382,27 @@ class SageMakerLayer:
         if operation == "DeleteEndpoint":
             return self._delete_endpoint(arguments["EndpointName"])
         if operation == "CreateEndpoint":
+            self._creating[arguments["EndpointName"]] = arguments["EndpointConfigName"]
             return self._refuse_over_quota(arguments["EndpointConfigName"])
         return None
 
     def _refuse_over_quota(self, config_name: str) -> wire.Response | None:
         """CreateEndpoint's ResourceLimitExceeded; None: within the quotas (or no such configuration,
         which moto refuses)."""
+        if not self.limits.quotas:
+            return None  # nothing to read
         wanted = self._records.fleet(config_name)
         refusal = None if wanted is None else self.limits.quota_refusal(wanted, self._held_fleets())
         return None if refusal is None else wire.error("ResourceLimitExceeded", refusal)
 
     def _held_fleets(self) -> list[Fleet]:
-        return [fleet for name, fleet in self._fleets.items() if self.status(name) != "Failed"]
+        """The instances of every endpoint created through the layer that is not Failed (read when a limit
+        is checked, so nothing is read while no limit is set)."""
+        return [
+            self._records.fleet(self._configs.get(name, config_name)) or Fleet(())
+            for name, config_name in self._created_with.items()
+            if self.status(name) != "Failed"
+        ]
 
     def _container(self, config_name: str) -> Container:
         return self._containers.get(self._records.image(config_name) or "", Container())
@@ -407,28 +418,31 @@ class SageMakerLayer:
             return None
         return self._container(self._configs.get(name, recorded)).answer
 
-    def _start(self, name: str) -> None:
-        """Plan the course of the endpoint `name`, whose CreateEndpoint moto just accepted."""
-        config_name = self._raw.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-        variants = self._records.variants(config_name)
-        fleet = self._records.fleet(config_name) or Fleet(())
-        container = self._container(config_name)
+    def _start(self, name: str, config_name: str) -> None:
+        """Plan the course of the endpoint `name`, whose CreateEndpoint moto just accepted. moto is asked
+        only what the plan needs: with no script and no limit, nothing."""
+        container = self._container(config_name) if self._containers else Container()
         loading = self.loading_seconds if container.loading_seconds is None else container.loading_seconds
-        first = variants[0] if variants else {}
+        short = bool(self.limits.capacity) and self.limits.short_of_capacity(
+            self._records.fleet(config_name) or Fleet(()), self._held_fleets()
+        )
+        may_fail = short or not container.answers_ping or loading > 0
+        first = self._records.variants(config_name)[:1] if may_fail else []
+        variant = first[0] if first else {}
         timeout = self.profile.health_check_timeout_seconds
-        if timeout is None and "ContainerStartupHealthCheckTimeoutInSeconds" in first:
-            timeout = float(first["ContainerStartupHealthCheckTimeoutInSeconds"])
+        if timeout is None and "ContainerStartupHealthCheckTimeoutInSeconds" in variant:
+            timeout = float(variant["ContainerStartupHealthCheckTimeoutInSeconds"])
         startup = plan_startup(
             self._clock(),
-            variant=str(first.get("VariantName", "AllTraffic")),
+            variant=str(variant.get("VariantName", "AllTraffic")),
             provisioning_seconds=self.provisioning_seconds,
             loading_seconds=loading,
             health_check_timeout_seconds=timeout,
-            short_of_capacity=self.limits.short_of_capacity(fleet, self._held_fleets()),
+            short_of_capacity=short,
             capacity_failure_seconds=self.profile.capacity_failure_seconds,
             answers_ping=container.answers_ping,
         )
-        self._fleets[name] = fleet
+        self._created_with[name] = config_name
         if startup.seconds > 0 or startup.failure is not None:
             self._startups[name] = startup
 
@@ -482,8 +496,11 @@ class SageMakerLayer:
         with self._lock:
             if operation == "CreateEndpoint":
                 name = str(parsed.get("EndpointArn", "")).rsplit("/", 1)[-1]
+                config_name = self._creating.pop(name, None)
+                if config_name is None:  # not seen on its way (another layer's client): ask moto
+                    config_name = self._raw.describe_endpoint(EndpointName=name)["EndpointConfigName"]
                 self._forget(name)
-                self._start(name)
+                self._start(name, config_name)
             elif operation == "DescribeEndpointConfig":
                 config_name = str(parsed.get("EndpointConfigName", ""))
                 self._records.restore_instance_types(config_name, parsed.get("ProductionVariants", []))
