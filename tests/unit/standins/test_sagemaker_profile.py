@@ -340,3 +340,53 @@ def test_the_same_script_gives_the_same_course(moto: MotoSageMaker) -> None:
     assert ("b", "Failed") in first
     assert ("c", "Failed") in first
     assert first[-3:] == [("a", "InService"), ("b", "Failed"), ("c", "Failed")]
+
+
+# -- updates ---------------------------------------------------------------------------------------
+
+
+def add_config(client: SageMakerClient, name: str, model: str, instance_type: str) -> None:
+    client.create_endpoint_config(
+        EndpointConfigName=name,
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": model,
+                "InitialInstanceCount": 1,
+                "InstanceType": instance_type,  # type: ignore[typeddict-item]
+            }
+        ],
+    )
+
+
+def test_an_update_onto_a_type_without_capacity_is_rolled_back(
+    moto: MotoSageMaker, clock: ManualClock
+) -> None:
+    layer = SageMakerLayer(moto, profile=REALISTIC, clock=clock)
+    client = layered(layer)
+    create_endpoint(client, "moving", instance_type=WITH_CAPACITY)
+    clock.advance(REALISTIC.creating_seconds)
+    layer.set_capacity(NO_CAPACITY, 0)
+    add_config(client, "moving-g5", "moving", NO_CAPACITY)
+    client.update_endpoint(EndpointName="moving", EndpointConfigName="moving-g5")
+    assert status_at(client, clock, "moving", REALISTIC.capacity_failure_seconds - 1) == "Updating"
+    clock.advance(1)
+    endpoint = client.describe_endpoint(EndpointName="moving")
+    assert (endpoint["EndpointStatus"], endpoint["EndpointConfigName"]) == ("InService", "moving")
+    assert endpoint.get("FailureReason") == CAPACITY_FAILURE_REASON
+
+
+def test_an_update_needs_quota_for_the_new_fleet_beside_the_old(
+    moto: MotoSageMaker, clock: ManualClock
+) -> None:
+    layer = SageMakerLayer(moto, clock=clock)
+    layer.set_quota(WITH_CAPACITY, 1)
+    client = layered(layer)
+    create_endpoint(client, "blue", instance_type=WITH_CAPACITY)
+    add_config(client, "green", "blue", WITH_CAPACITY)
+    with pytest.raises(ClientError, match="ResourceLimitExceeded") as refused:
+        client.update_endpoint(EndpointName="blue", EndpointConfigName="green")
+    assert "current utilization of 1 Instances and a request delta of 1 Instances" in str(refused.value)
+    layer.set_quota(WITH_CAPACITY, 2)
+    client.update_endpoint(EndpointName="blue", EndpointConfigName="green")
+    assert client.describe_endpoint(EndpointName="blue")["EndpointConfigName"] == "green"

@@ -36,10 +36,13 @@ pins a status (Failed with a reason, Updating, ...). An update ends on its new c
 update. Faults (`fail`, `lose_answer`, `start_outage`) are served in the order they were added. `calls`
 counts the operations the layer saw, by name.
 
-Scripting, all deterministic: `set_quota(instance_type, n)` (CreateEndpoint refused with
-ResourceLimitExceeded beyond it), `set_capacity(instance_type, n)` (the endpoint Failed for
-InsufficientInstanceCapacity beyond it), `script_container(image, Container(...))` (how long the image's
-server loads, whether it ever answers `/ping`, what it answers to invocations). `install_runtime` serves
+Scripting, all deterministic: `set_quota(instance_type, n)` (CreateEndpoint and UpdateEndpoint refused
+with ResourceLimitExceeded beyond it), `set_capacity(instance_type, n)` (the endpoint Failed for
+InsufficientInstanceCapacity beyond it; an update rolled back, InService on its old configuration with
+that FailureReason), both counting the instances the layer's endpoints hold (an update's new fleet on
+top of the old, as SageMaker's blue/green update provisions it before it lets the old one go), and
+`script_container(image, Container(...))` (how long the image's server loads, whether it ever answers
+`/ping`, what it answers to invocations). `install_runtime` serves
 InvokeEndpoint on a sagemaker-runtime client (`runtime`: ModelError 424, the 60 s limit); `invoke` gives
 the same answer to anyone serving it over HTTP.
 
@@ -66,7 +69,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from vk_devtools.standins.sagemaker import wire
 from vk_devtools.standins.sagemaker.capacity import Fleet, InstanceLimits
 from vk_devtools.standins.sagemaker.faultqueue import HOLD_LIMIT_SECONDS, Fault, FaultQueue
-from vk_devtools.standins.sagemaker.profile import FAST, Profile
+from vk_devtools.standins.sagemaker.profile import CAPACITY_FAILURE_REASON, FAST, Profile
 from vk_devtools.standins.sagemaker.records import TAGGING, Records
 from vk_devtools.standins.sagemaker.runtime import ContainerAnswer, Invocation, invoke
 from vk_devtools.standins.sagemaker.server import ACCOUNT_ID, MotoSageMaker
@@ -395,14 +398,23 @@ class SageMakerLayer:
         refusal = None if wanted is None else self.limits.quota_refusal(wanted, self._held_fleets())
         return None if refusal is None else wire.error("ResourceLimitExceeded", refusal)
 
+    def _short_of_capacity(self, config_name: str) -> bool:
+        """Whether AWS lacks the instances `config_name` asks for, besides those held already."""
+        if not self.limits.capacity:
+            return False  # nothing to read
+        wanted = self._records.fleet(config_name) or Fleet(())
+        return self.limits.short_of_capacity(wanted, self._held_fleets())
+
     def _held_fleets(self) -> list[Fleet]:
         """The instances of every endpoint created through the layer that is not Failed (read when a limit
         is checked, so nothing is read while no limit is set)."""
-        return [
+        held = [
             self._records.fleet(self._configs.get(name, config_name)) or Fleet(())
             for name, config_name in self._created_with.items()
             if self.status(name) != "Failed"
         ]
+        updating = [update.config_name for update in self._updating.values() if update.failure is None]
+        return held + [self._records.fleet(config_name) or Fleet(()) for config_name in updating]
 
     def _container(self, config_name: str) -> Container:
         return self._containers.get(self._records.image(config_name) or "", Container())
@@ -423,9 +435,7 @@ class SageMakerLayer:
         only what the plan needs: with no script and no limit, nothing."""
         container = self._container(config_name) if self._containers else Container()
         loading = self.loading_seconds if container.loading_seconds is None else container.loading_seconds
-        short = bool(self.limits.capacity) and self.limits.short_of_capacity(
-            self._records.fleet(config_name) or Fleet(()), self._held_fleets()
-        )
+        short = self._short_of_capacity(config_name)
         may_fail = short or not container.answers_ping or loading > 0
         first = self._records.variants(config_name)[:1] if may_fail else []
         variant = first[0] if first else {}
@@ -479,9 +489,13 @@ class SageMakerLayer:
         except ClientError:
             missing = self._arn("endpoint-config", config_name)
             return wire.error("ValidationException", f"Could not find endpoint configuration '{missing}'.")
-        self._updating[name] = EndpointUpdate(
-            config_name, self._clock() + self.updating_seconds, self._next_update_failure
-        )
+        refusal = self._refuse_over_quota(config_name)  # blue/green: the new fleet on top of the old
+        if refusal is not None:
+            return refusal
+        failure, seconds = self._next_update_failure, self.updating_seconds
+        if failure is None and self._short_of_capacity(config_name):
+            failure, seconds = CAPACITY_FAILURE_REASON, self.profile.capacity_failure_seconds
+        self._updating[name] = EndpointUpdate(config_name, self._clock() + seconds, failure)
         self._next_update_failure = None
         self.advance()  # with no updating_seconds, the update is done at once
         return wire.answer({"EndpointArn": arn})
