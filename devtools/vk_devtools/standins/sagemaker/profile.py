@@ -5,8 +5,9 @@ follows SageMaker's documentation and AWS's published measurements, for tests an
 time. Each figure and each message below says where it comes from.
 
 Where the time of an endpoint's creation goes (AWS Machine Learning blog, "Introducing container caching
-in Amazon SageMaker AI for faster model scaling", 2026-06-16: Qwen3-8B, LMI container of 17.7 GB,
-ml.g6.2xlarge): end to end 525 s, of which the container image pull from ECR took 333 s, in parallel with
+in Amazon SageMaker AI for faster model scaling", 2026-06-16, aws.amazon.com/blogs/machine-learning/;
+the breakdown as summaries of the post quote it: Qwen3-8B, LMI container of 17.7 GB, ml.g6.2xlarge):
+end to end 525 s, of which the container image pull from ECR took 333 s, in parallel with
 the model artifacts' download from S3 (168 s); with the image cached, the pull is gone, the download takes
 77 s, and the end to end is 258 s. The container starts once its image and artifacts are on the instance,
 and SageMaker's health check counts from the container's start, so the stand-in splits Creating into:
@@ -26,10 +27,10 @@ DEFAULT_HEALTH_CHECK_TIMEOUT_SECONDS = 240.0
 its start (AWS Knowledge Center, "Why did my SageMaker endpoint creation or update fail?",
 sagemaker-endpoint-creation-fail). A production variant's `ContainerStartupHealthCheckTimeoutInSeconds`
 (60 to 3600 in botocore's service model) replaces it."""
-HEALTH_CHECK_TIMEOUT_RANGE = (60, 3600)
 INVOCATION_TIMEOUT_SECONDS = 60.0
-"""A real-time endpoint's container must answer `/invocations` within 60 s (SageMaker developer guide,
-"Custom inference code with hosting services"; InvokeEndpoint's API reference)."""
+"""A real-time endpoint's container must answer `/invocations` within 60 s ("The timeout for the container
+to respond to inference requests to /invocations is 1 minute", SageMaker developer guide, as quoted in
+RamVegiraju/SageMaker-Deployment issue 3; research note adoption-and-realism section 1)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,8 +66,9 @@ REALISTIC = Profile(
     "realistic",
     provisioning_seconds=333.0,
     loading_seconds=192.0,
-    # An update is blue/green: SageMaker provisions the new fleet and checks it before it shifts the
-    # traffic (SageMaker developer guide, "Deployment guardrails"), so it takes a creation's time.
+    # An update deploys the new configuration "to a new fleet of instances", then shifts the traffic
+    # and deletes the old instances (UpdateEndpoint's documentation in botocore's service model), so it
+    # takes a creation's time.
     updating_seconds=525.0,
     # Assumed: AWS publishes no figure for a deletion; a minute keeps Deleting observable.
     deleting_seconds=60.0,
