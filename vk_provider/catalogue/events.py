@@ -42,6 +42,7 @@ CONTROLLER = "the controller"
 POLICY = "the OffloadPolicy (in the controller)"
 ADMISSION = "the Kueue AdmissionCheck (in the controller)"
 ROUTER = "the router and the xDS server"
+PROVIDERS = "a provider, posted through the node daemon"
 
 EVENTS: tuple[EventReason, ...] = (
     # The node daemon, about pods
@@ -142,6 +143,40 @@ EVENTS: tuple[EventReason, ...] = (
         "`virtual-kubelet.io/provider-unavailable` taint.",
     ),
     EventReason("ProviderAvailable", "Normal", "Node", NODE, "The provider's health check passes again."),
+    EventReason(
+        "InsufficientBalance",
+        "Warning",
+        "Node",
+        NODE,
+        "The provider refuses all work until the account is paid (RunPod's 402): creates are held back, "
+        "one let through as a test after 60 s, doubling to 15 min; ProviderAvailable=False with this reason.",
+    ),
+    EventReason(
+        "QuotaExceeded",
+        "Warning",
+        "Node",
+        NODE,
+        "The provider refuses all work for a service quota of 0 (SageMaker's ResourceLimitExceeded): "
+        "creates are held back, one let through as a test after 120 s, doubling to 15 min; "
+        "ProviderAvailable=False with this reason.",
+    ),
+    EventReason(
+        "NoCapacity",
+        "Warning",
+        "Pod",
+        PROVIDERS,
+        "RunPod or SageMaker had no capacity for one of the pod's candidates (a GPU type of "
+        "`runpod.vk-provider.dev/gpu-type`, an instance type of `sagemaker.vk-provider.dev/instance-type`); "
+        "the message names it and the candidate tried next.",
+    ),
+    EventReason(
+        "ProviderRefused",
+        "Warning",
+        "Pod",
+        PROVIDERS,
+        "A member of a chain refused the pod (no capacity for any of its candidates, or refusing all work); "
+        "the message names the member, why, and the member tried next.",
+    ),
     EventReason(
         "CredentialsMissing",
         "Warning",
@@ -626,6 +661,8 @@ CONDITIONS: tuple[Condition, ...] = (
                 "the provider cannot be built: a credentials file or Secret cannot be read",
             ),
             ("ProviderConfigError", "the provider cannot be built from its settings"),
+            ("InsufficientBalance", "the provider refuses all work until the account is paid (RunPod's 402)"),
+            ("QuotaExceeded", "the provider refuses all work for a service quota of 0 (SageMaker)"),
         ),
     ),
     Condition(

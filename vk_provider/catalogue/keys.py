@@ -216,7 +216,9 @@ KEYS: tuple[Key, ...] = (
         "pods bound to a RunPod node",
         _PERSON,
         "the RunPod provider",
-        "The RunPod GPU type id to rent (default: the provider's setting).",
+        "The RunPod GPU type ids to rent, most preferred first (comma-separated): when RunPod has no "
+        "capacity for one, the next is tried, with the catalog read again (default: the provider's "
+        "setting).",
     ),
     Key(
         "runpod.vk-provider.dev/cloud",
@@ -248,7 +250,9 @@ KEYS: tuple[Key, ...] = (
         "pods bound to a SageMaker node",
         _PERSON,
         "the SageMaker provider",
-        "The endpoint's instance type (default: the provider's setting).",
+        "The endpoint's instance types, most preferred first (comma-separated): on "
+        "InsufficientInstanceCapacity or a quota of 0 the next is tried (default: the provider's "
+        "setting).",
     ),
     Key(
         "sagemaker.vk-provider.dev/instance-count",

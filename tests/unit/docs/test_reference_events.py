@@ -60,6 +60,10 @@ DYNAMIC_SITES = {
     "vk_provider/node/pods.py::_report_provider_failure": "ProviderCreateFailed or ProviderDeleteFailed",
     "vk_provider/node/pods.py::_admit": "the admission's Refusal reasons (checked there)",
     "vk_provider/node/pods.py::_request_for": "environment events, built by EnvironmentEvent",
+    "vk_provider/node/daemon.py::post": "the providers' pod Events (NoCapacity, ProviderRefused), "
+    "through ProviderContext.pod_events",
+    "vk_provider/node/keeper.py::check_health_once": "ProviderUnavailable, or the provider's own reason "
+    "(InsufficientBalance, QuotaExceeded)",
     "vk_provider/node/providerstart.py::build_provider": "reason_for(): CredentialsMissing or "
     "ProviderConfigError",
     "vk_provider/node/nodeobject.py::conditions": "the pressure conditions' types (PRESSURE_CONDITIONS); "
