@@ -133,7 +133,7 @@ async def test_uninstall_brings_the_service_home_under_load_and_leaves_nothing(
             assert planned.returncode == 0, planned.stdout + planned.stderr
             assert f"Offload {rig.namespace}/{NAME}: placement away" in planned.stdout
             assert "would: bring home (steps 50,100, 3s each)" in planned.stdout
-            assert "nothing was changed (--dry-run)" in planned.stdout
+            assert "nothing was changed (--dry-run=client)" in planned.stdout
             assert (await rig.offload())["spec"]["placement"] == "away"
 
             # Too short to finish: exits 1 and lists what is left (the Offload on its way home).
