@@ -299,7 +299,7 @@ def test_an_apiserver_that_refuses_connections_is_retried_with_one_line_per_atte
             deadline = time.monotonic() + 30
             while RETRY_LINES[command] not in log.read_text() and time.monotonic() < deadline:
                 assert process.poll() is None, log.read_text()
-                time.sleep(0.2)
+                time.sleep(0.2)  # the poll of a wait bounded by its deadline (noqa: sleep-ok)
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0, log.read_text()
         finally:

@@ -104,7 +104,7 @@ async def test_status_as_a_name_or_a_wide_row_and_again_on_each_change_with_watc
     async def lines() -> list[str]:
         printed: list[str] = []
         while len(printed) < 3:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # the poll of a wait bounded by soon() (noqa: sleep-ok)
             printed += capsys.readouterr().out.splitlines()
         return printed
 
