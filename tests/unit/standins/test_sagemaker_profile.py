@@ -3,10 +3,7 @@ container that fails `/ping`; and the fast default, unchanged. Every test runs o
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -25,6 +22,8 @@ from vk_devtools.standins.sagemaker import (
     SageMakerLayer,
 )
 
+from .sagemaker_support import ManualClock
+
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
@@ -32,49 +31,6 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-server:1"
 BROKEN_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-server:broken"
 NO_CAPACITY = "ml.g5.xlarge"
 WITH_CAPACITY = "ml.g6.xlarge"
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 5000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def isolate_from_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The machine's own AWS settings never reach a test (as in the provider's tests)."""
-    for name in list(os.environ):
-        if name.startswith("AWS_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate_from_ambient_aws(monkeypatch, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[MotoSageMaker]:
-    with MotoSageMaker() as server:
-        yield server
-
-
-@pytest.fixture
-def moto(moto_server: MotoSageMaker) -> MotoSageMaker:
-    moto_server.reset()
-    return moto_server
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 def layered(layer: SageMakerLayer) -> SageMakerClient:

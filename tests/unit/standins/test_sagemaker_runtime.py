@@ -4,8 +4,6 @@ OriginalStatusCode for anything else, the 60 s limit, and no answer from an endp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,31 +18,10 @@ from vk_devtools.standins.sagemaker import (
     SageMakerLayer,
 )
 
-from .test_sagemaker_profile import IMAGE, ManualClock, create_endpoint, isolate_from_ambient_aws, layered
+from .sagemaker_support import ManualClock
+from .test_sagemaker_profile import IMAGE, create_endpoint, layered
 
 LOG_GROUP = "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/llm"
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate_from_ambient_aws(monkeypatch, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[MotoSageMaker]:
-    with MotoSageMaker() as server:
-        yield server
-
-
-@pytest.fixture
-def moto(moto_server: MotoSageMaker) -> MotoSageMaker:
-    moto_server.reset()
-    return moto_server
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 def runtime(layer: SageMakerLayer) -> BaseClient:
