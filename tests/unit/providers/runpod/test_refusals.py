@@ -3,7 +3,6 @@ rate (429): each leads to its own next step, and none to a storm of requests."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -15,16 +14,14 @@ from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.errors import (
     CapacityUnavailableError,
     InvalidPodError,
-    ProviderError,
     ProviderRefusesWorkError,
     TemporaryProviderError,
 )
 from vk_provider.node.pods import retry_delay
-from vk_provider.node.settings import NodeSettings
 from vk_provider.provider import PodRequest, ProviderContext
-from vk_provider.runtime.queueing import Backoff
 from vk_providers.runpod import RunPodProvider
 
+from ..node_retries import retry_as_the_node_does
 from .support import GPU, ManualClock, pod_request, provider_config, requests_to, runpod_pod_of, write_key
 
 A100 = "NVIDIA A100 80GB PCIe"
@@ -111,22 +108,13 @@ async def creates_while_refused(
 ) -> tuple[int, int]:
     """Pods retried as the node retries them (its default backoff, and never before the provider's
     wait) for `seconds` of manual time: the creates and look-ups RunPod received."""
-    defaults = {field.name: field.default for field in dataclasses.fields(NodeSettings)}
-    backoff = Backoff(
-        initial_seconds=float(defaults["retry_initial_seconds"]),
-        max_seconds=float(defaults["retry_max_seconds"]),
-    )
     requests = [pod_request(f"waiting-{index}") for index in range(pods)]
     start = clock.now
-    due = dict.fromkeys(range(pods), 0.0)
-    while due and (index := min(due, key=due.__getitem__)) is not None and due[index] <= seconds:
-        clock.now = start + due[index]
-        try:
-            await provider.create_pod(requests[index])
-        except ProviderError as error:
-            due[index] += retry_delay(backoff.next_delay(str(index)), error)
-        else:
-            del due[index]
+
+    def set_clock(offset: float) -> None:
+        clock.now = start + offset
+
+    await retry_as_the_node_does(provider.create_pod, requests, set_clock, seconds=seconds)
     return len(await requests_to(fake, "POST")), len(await requests_to(fake, "GET", PODS))
 
 

@@ -3,23 +3,20 @@ every create back and shows on the node, never a storm of CreateEndpoint calls."
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from vk_devtools.standins.sagemaker import TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
-from vk_provider.errors import CapacityUnavailableError, ProviderError, ProviderRefusesWorkError
-from vk_provider.node.pods import retry_delay
-from vk_provider.node.settings import NodeSettings
+from vk_provider.errors import CapacityUnavailableError, ProviderRefusesWorkError
 from vk_provider.provider import PodRef, PricedPod, ProviderContext
-from vk_provider.runtime.queueing import Backoff
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.config import SageMakerSettings
 from vk_providers.sagemaker.prices import endpoint_price
 from vk_providers.sagemaker.translate import INSTANCE_TYPE_ANNOTATION
 
+from ..node_retries import retry_as_the_node_does
 from .support import (
     GPU_INSTANCE_TYPE,
     NODE,
@@ -97,22 +94,13 @@ async def create_endpoint_calls_while_refused(
 ) -> int:
     """Pods retried as the node retries them (its default backoff, never before the provider's wait)
     for `seconds` of manual time: the CreateEndpoint calls SageMaker received."""
-    defaults = {field.name: field.default for field in dataclasses.fields(NodeSettings)}
-    backoff = Backoff(
-        initial_seconds=float(defaults["retry_initial_seconds"]),
-        max_seconds=float(defaults["retry_max_seconds"]),
-    )
     requests = [pod_request(f"waiting-{index}") for index in range(pods)]
     start = clock.now
-    due = dict.fromkeys(range(pods), 0.0)
-    while due and (index := min(due, key=due.__getitem__)) is not None and due[index] <= seconds:
-        clock.now = start + due[index]
-        try:
-            await provider.create_pod(requests[index])
-        except ProviderError as error:
-            due[index] += retry_delay(backoff.next_delay(str(index)), error)
-        else:
-            del due[index]
+
+    def set_clock(offset: float) -> None:
+        clock.now = start + offset
+
+    await retry_as_the_node_does(provider.create_pod, requests, set_clock, seconds=seconds)
     return layer.calls["CreateEndpoint"]
 
 
