@@ -29,9 +29,11 @@ is refused as temporary (the node retries it). Deleting the pod removes every ve
 Placement annotations on the pod:
 - `sagemaker.vk-provider.dev/instance-type`: e.g. `ml.g5.xlarge` (else the `instance_type` setting),
   or several, comma-separated, in order of preference: when SageMaker has no capacity
-  (InsufficientInstanceCapacity) or quota (ResourceLimitExceeded) for one, the next is tried, each
-  refusal a NoCapacity pod Event; the pod's price is its dearest type's. A quota of 0 holds every
-  create back (`capacity_retry_seconds`, then doubling) and the health check reports QuotaExceeded;
+  (InsufficientInstanceCapacity, as a refused create or, as it usually comes, an endpoint Failed minutes
+  later: that endpoint is replaced, `shortages`) or quota (ResourceLimitExceeded) for one, the next is
+  tried, each move a NoCapacity pod Event; the pod's price is its dearest type's. A quota of 0 holds
+  creates of that type back (`capacity_retry_seconds`, then doubling: `quota_holds`); the health check
+  reports QuotaExceeded only when every type asked for is held;
 - `sagemaker.vk-provider.dev/instance-count`: instances behind the endpoint (else `instance_count`).
 
 Settings (the provider's section of the node configuration; see `config.SageMakerSettings`):

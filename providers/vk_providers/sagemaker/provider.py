@@ -61,7 +61,6 @@ from vk_provider.kit.resilience import (
     ResilientCaller,
 )
 from vk_provider.kit.resilience.health import probe_health
-from vk_provider.kit.resilience.refusal import WorkRefusal
 from vk_provider.kit.signing import RequestSigner
 from vk_provider.provider import PodRef, PodRequest, PodState, PricedPod, ProviderContext
 from vk_providers.sagemaker.api import (
@@ -73,8 +72,10 @@ from vk_providers.sagemaker.api import (
 from vk_providers.sagemaker.config import SageMakerSettings, parse_settings
 from vk_providers.sagemaker.pod_versions import PodVersions
 from vk_providers.sagemaker.prices import endpoint_price
+from vk_providers.sagemaker.quota_holds import QUOTA_REASON, QuotaHolds
 from vk_providers.sagemaker.redaction import REDACTOR, install_log_filter
 from vk_providers.sagemaker.session import make_client, make_session
+from vk_providers.sagemaker.shortages import Shortage, Shortages, is_capacity_failure
 from vk_providers.sagemaker.translate import (
     IN_PROGRESS,
     MAX_TAG_VALUE,
@@ -89,6 +90,7 @@ from vk_providers.sagemaker.translate import (
     owner_from_tags,
     resource_name,
     runtime_base_url,
+    short_of_capacity_state,
     traffic_auth_marker,
 )
 from vk_providers.sagemaker.versions import Current, Serving, next_version, serving_of, version_name
@@ -107,8 +109,6 @@ BUSY_RETRY_SECONDS = 30.0
 """How long the node waits before applying a change to an endpoint SageMaker is creating or updating."""
 CAPACITY_EVENT_REASON = "NoCapacity"
 """The pod Event telling which instance type SageMaker had no capacity or quota for, and what is next."""
-QUOTA_REASON = "QuotaExceeded"
-"""The node's ProviderAvailable reason while the account's quota for the pods' instance types is 0."""
 _ZERO_QUOTA = re.compile(r"\bis 0 Instances\b", re.IGNORECASE)
 """How ResourceLimitExceeded says the quota itself is 0 ("The account-level service limit 'ml.g5.xlarge
 for endpoint usage' is 0 Instances, ..."): no wait frees it, someone must ask AWS to raise it."""
@@ -197,9 +197,10 @@ class SageMakerProvider:
         """Endpoint name -> what it serves, as this provider made or updated it: an update_pod asking for
         the same costs no call. Not known after a restart (then the endpoint is described)."""
         self._versions = PodVersions(self._api, self._call, role_arn=self._settings.role_arn)
-        self._refusal = WorkRefusal(
-            "SageMaker", clock=clock, first_wait_seconds=self._settings.capacity_retry_seconds
-        )
+        self._quotas = QuotaHolds(clock=clock, first_wait_seconds=self._settings.capacity_retry_seconds)
+        self._shortages = Shortages(clock=clock, retry_seconds=self._settings.capacity_retry_seconds)
+        self._replacing: dict[str, str] = {}
+        """Endpoint name -> the instance type it failed for want of, while it is removed to be replaced."""
         self._pod_events = context.pod_events
         self._background: asyncio.Task[None] | None = None
         """Carries out deferred deletions and follows updates (`_follow_up`); runs while there are any."""
@@ -241,7 +242,8 @@ class SageMakerProvider:
 
     async def create_pod(self, pod: PodRequest) -> None:
         """Model, configuration, endpoint; on the pod's next instance type when SageMaker has no capacity
-        or quota for one (each told in a pod Event); nothing sent while the quota is 0 (`WorkRefusal`)."""
+        or quota for one (each told in a pod Event). Nothing is sent for a type whose quota is 0
+        (`quota_holds`) or whose endpoint for this pod just failed for want of capacity (`shortages`)."""
         deployment = deployment_for(pod, self._settings, self.node_name)
         name = deployment.name
         async with self._lock(name):
@@ -250,14 +252,16 @@ class SageMakerProvider:
                 await self._existing(pod.ref, endpoint)
                 return
             self._deferred.pop(name, None)
-            self._refusal.check()
+            self._replacing.pop(name, None)
+            instance_types = instance_types_of(pod.annotations, self._settings)
+            opened, held = self._quotas.open(instance_types)
             try:
-                created = await self._create_parts(pod, deployment)
+                created = await self._create_parts(pod, deployment, instance_types, opened, held)
             except InvalidPodError:
                 await self._discard_parts(pod.ref, name)
                 raise
             finally:
-                self._refusal.released()
+                self._quotas.released(opened)
             self._remember_owner(name, created)
             self._serving[name] = serving_of(created)
             logger.info(
@@ -268,16 +272,32 @@ class SageMakerProvider:
                 created.instance_type,
             )
 
-    async def _create_parts(self, pod: PodRequest, deployment: Deployment) -> Deployment:
-        """What is missing of the first candidate SageMaker takes; the deployment made."""
+    async def _create_parts(
+        self,
+        pod: PodRequest,
+        deployment: Deployment,
+        instance_types: Sequence[str],
+        opened: Sequence[str],
+        held: Sequence[tuple[str, ProviderRefusesWorkError]],
+    ) -> Deployment:
+        """What is missing of the first candidate SageMaker takes; the deployment made.
+
+        The candidates are the pod's instance types whose quota is not held (`opened`) and that are not
+        short of capacity for this pod; the pod's Events say which it leaves behind for which."""
         name = deployment.name
-        if not await self._call("describe_model", self._api.model_exists, name):
-            await self._call("create_model", self._api.create_model, deployment, self._settings.role_arn)
+        short = self._shortages.short(name, instance_types)
+        short_types = {shortage.instance_type for shortage in short}
         candidates = [
             self._on_instance_type(deployment, kind, index)
-            for index, kind in enumerate(instance_types_of(pod.annotations, self._settings))
+            for index, kind in enumerate(instance_types)
+            if kind in opened and kind not in short_types
         ]
-        refusals: list[ProviderError] = []
+        refusals: list[ProviderError] = [error for _, error in held]
+        if not candidates:
+            raise self._nothing_to_try(refusals, short)
+        self._tell_skipped(pod.ref, deployment, held, short, candidates[0])
+        if not await self._call("describe_model", self._api.model_exists, name):
+            await self._call("create_model", self._api.create_model, deployment, self._settings.role_arn)
         for index, candidate in enumerate(candidates):
             try:
                 if not await self._call(
@@ -286,16 +306,40 @@ class SageMakerProvider:
                     await self._call("create_endpoint_config", self._api.create_endpoint_config, candidate)
                 await self._call("create_endpoint", self._api.create_endpoint, candidate)
             except (CapacityUnavailableError, ProviderRefusesWorkError) as error:
+                if isinstance(error, ProviderRefusesWorkError):  # a quota of 0: this type is held
+                    error = self._quotas.refused(candidate.instance_type, str(error))
                 refusals.append(error)
                 following = candidates[index + 1] if index + 1 < len(candidates) else None
                 self._tell_refusal(pod.ref, candidate, error, following)
                 continue
-            self._refusal.accepted()
+            self._quotas.accepted(candidate.instance_type)
             return candidate
-        message = "; ".join(str(error) for error in refusals)
-        if all(isinstance(error, ProviderRefusesWorkError) for error in refusals):
-            raise self._refusal.refused(QUOTA_REASON, message)
-        raise CapacityUnavailableError(message, retry_after_seconds=self._settings.capacity_retry_seconds)
+        raise self._nothing_to_try(refusals, [])
+
+    def _nothing_to_try(self, refusals: Sequence[ProviderError], short: Sequence[Shortage]) -> ProviderError:
+        """Every instance type of the pod refused or held: the provider's refusal of all work when every
+        type asked for has a quota of 0 (the node's ProviderAvailable=False), else a wait for this pod
+        until the first of its types may be tried again."""
+        whole = self._quotas.health_error()
+        if whole is not None:
+            return whole
+        reasons = [str(error) for error in refusals] + [
+            f"instance type {shortage.instance_type} had no capacity for this pod's endpoint "
+            f"({shortage.failure_reason})"
+            for shortage in short
+        ]
+        waits = [
+            error.retry_after_seconds
+            for error in refusals
+            if isinstance(error, TemporaryProviderError | ProviderRefusesWorkError)
+            and error.retry_after_seconds is not None
+        ]
+        if short:
+            waits.append(self._shortages.seconds_until_one_frees(short))
+        return CapacityUnavailableError(
+            "; ".join(reasons),
+            retry_after_seconds=min(waits, default=self._settings.capacity_retry_seconds) or None,
+        )
 
     def _on_instance_type(self, deployment: Deployment, instance_type: str, index: int) -> Deployment:
         """The deployment on one of the pod's instance types: the first keeps the pod's own configuration
@@ -320,12 +364,42 @@ class SageMakerProvider:
     def _tell_refusal(
         self, ref: PodRef, refused: Deployment, error: ProviderError, following: Deployment | None
     ) -> None:
-        what = f"{refused.instance_count} x {refused.instance_type}"
         why = "a quota of 0" if isinstance(error, ProviderRefusesWorkError) else "no capacity or quota left"
-        then = f"; trying {following.instance_type}" if following else ", the pod's last instance type"
-        self._pod_events.record(
-            ref, "Warning", CAPACITY_EVENT_REASON, f"SageMaker has {why} for {what}{then}"
+        self._tell(
+            ref, f"SageMaker has {why} for {refused.instance_count} x {refused.instance_type}", following
         )
+
+    def _tell_skipped(
+        self,
+        ref: PodRef,
+        deployment: Deployment,
+        held: Sequence[tuple[str, ProviderRefusesWorkError]],
+        short: Sequence[Shortage],
+        following: Deployment,
+    ) -> None:
+        """Tell the types the pod leaves without asking SageMaker: a late capacity failure once, a held
+        quota at each create it skips (rare: a pod is created once)."""
+        count = deployment.instance_count
+        for instance_type, error in held:
+            self._tell(
+                ref,
+                f"SageMaker has a quota of 0 for {count} x {instance_type} (not asked again for "
+                f"{error.retry_after_seconds:.0f}s)",
+                following,
+            )
+        for shortage in short:
+            if not shortage.told:
+                shortage.told = True
+                self._tell(
+                    ref,
+                    f"SageMaker had no capacity for {count} x {shortage.instance_type} (its endpoint "
+                    f"failed: {shortage.failure_reason})",
+                    following,
+                )
+
+    def _tell(self, ref: PodRef, what: str, following: Deployment | None) -> None:
+        then = f"; trying {following.instance_type}" if following else ", the pod's last instance type"
+        self._pod_events.record(ref, "Warning", CAPACITY_EVENT_REASON, what + then)
 
     async def _existing(self, ref: PodRef, endpoint: Endpoint) -> None:
         """create_pod for a pod whose endpoint exists: nothing to do, unless it is on its way out."""
@@ -453,6 +527,8 @@ class SageMakerProvider:
             self._deferred.pop(name, None)
             self._owners.pop(name, None)
             self._serving.pop(name, None)
+            self._replacing.pop(name, None)
+            self._shortages.forget(name)
 
     def _defer(self, ref: PodRef, name: str, status: str) -> None:
         if name not in self._deferred:
@@ -544,7 +620,7 @@ class SageMakerProvider:
         owner = await self._owner(endpoint)
         if owner is None or owner.ref.uid != ref.uid:
             return None  # not ours: a name clash create_pod reports
-        return self._state(ref, endpoint, owner)
+        return await self._pod_state(ref, endpoint, owner)
 
     async def list_pods(self) -> Sequence[PodState]:
         """This node's endpoints, but not those being deleted (nothing is left to do for them)."""
@@ -564,17 +640,17 @@ class SageMakerProvider:
             described = None
             if endpoint.status == "Failed":  # the listing carries no FailureReason
                 described = await self._call("describe_endpoint", self._api.describe_endpoint, endpoint.name)
-            states.append(self._state(owner.ref, described or endpoint, owner))
+            states.append(await self._pod_state(owner.ref, described or endpoint, owner))
         return states
 
     async def check_health(self) -> None:
         """Unavailable while the breaker is open, or when AWS refuses the credentials.
 
         One failed probe does not make the provider unavailable (`vk_provider.kit.resilience.health`).
-        While the account's quota for the pods' instance types is 0, unavailable with the reason
-        QuotaExceeded, until a create may try again (`WorkRefusal`).
+        While the account's quota is 0 for every instance type the pods asked for, unavailable with the
+        reason QuotaExceeded, until a create may try one again (`quota_holds`).
         """
-        refusal = self._refusal.health_error()
+        refusal = self._quotas.health_error()
         if refusal is not None:
             raise refusal
         await probe_health(
@@ -667,6 +743,49 @@ class SageMakerProvider:
         owner = owner_from_tags(tags)
         self._owners[endpoint.name] = (endpoint.creation_time, owner)
         return owner
+
+    async def _pod_state(self, ref: PodRef, endpoint: Endpoint, owner: Owner) -> PodState:
+        """The endpoint's pod state; an endpoint Failed for want of capacity is removed so that the pod is
+        created again (`shortages`), and the pod is Pending meanwhile, not Failed."""
+        if endpoint.status == "Failed" and is_capacity_failure(endpoint.failure_reason):
+            await self._replace_short(ref, endpoint)
+        instance_type = self._replacing.get(endpoint.name)
+        if (
+            instance_type is None
+            and endpoint.status == "Deleting"
+            and is_capacity_failure(endpoint.failure_reason)
+        ):
+            instance_type = ""  # replaced before a restart: which type, it no longer knows
+        if instance_type is not None:
+            return short_of_capacity_state(ref, endpoint, owner, instance_type)
+        return self._state(ref, endpoint, owner)
+
+    async def _replace_short(self, ref: PodRef, endpoint: Endpoint) -> None:
+        """Remember the type the endpoint had no capacity for, and delete the endpoint (a Failed one may
+        be deleted at once); once it is gone the node creates the pod again, on its next type."""
+        name = endpoint.name
+        async with self._lock(name):
+            if name in self._replacing:
+                return  # another call got here first
+            config = None
+            if endpoint.config_name is not None:
+                config = await self._call(
+                    "describe_endpoint_config", self._api.describe_endpoint_config, endpoint.config_name
+                )
+            instance_type = config.instance_type if config is not None else ""
+            if instance_type:
+                self._shortages.record(name, instance_type, endpoint.failure_reason or "")
+            await self._call("delete_endpoint", self._api.delete_endpoint, name)
+            self._replacing[name] = instance_type
+            self._serving.pop(name, None)
+            logger.warning(
+                "pod %s: SageMaker endpoint %s failed for want of %s capacity (%s); deleted, to be "
+                "created again on the pod's next instance type",
+                ref,
+                name,
+                instance_type or "its instance type's",
+                endpoint.failure_reason,
+            )
 
     def _state(self, ref: PodRef, endpoint: Endpoint, owner: Owner) -> PodState:
         return endpoint_state(

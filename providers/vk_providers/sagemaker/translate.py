@@ -24,9 +24,13 @@ States (EndpointStatus; "serving" means the container is ready and the traffic a
 | OutOfService         | Running | running                    | no      | out of service                 |
 | Deleting             | Running | running                    | no      | being deleted                  |
 | Failed               | Failed  | terminated: Error, exit 1  | no      | the FailureReason              |
+| Failed: no capacity  | Pending | waiting: NoCapacity        | no      | the type, and the replacement  |
 | other                | Unknown | waiting: the status        | no      | the status                     |
 
-A Failed pod has the reason EndpointFailed, an unknown status is its own reason. Endpoints keep serving
+A Failed pod has the reason EndpointFailed, an unknown status is its own reason. An endpoint Failed for
+want of capacity (InsufficientInstanceCapacity in its FailureReason) does not fail the pod: the provider
+deletes it and creates the pod again on its next instance type (`shortages`); until then, and while that
+endpoint is Deleting, the pod is Pending (`short_of_capacity_state`). Endpoints keep serving
 while they update or roll back (SageMaker swaps instances behind the name), so those count as ready.
 An endpoint whose update failed is back InService on its previous configuration with a FailureReason
 ("InService + reason"): the pod stays Running and ready, its message says why the update failed.
@@ -341,6 +345,25 @@ def endpoint_state(
         traffic_address=traffic_address if serving else None,
         traffic_auth=traffic_auth if serving else None,
     )
+
+
+NO_CAPACITY_REASON = "NoCapacity"
+"""The waiting reason of a pod whose endpoint failed for want of capacity, while it is replaced."""
+
+
+def short_of_capacity_state(ref: PodRef, endpoint: Endpoint, owner: Owner, instance_type: str) -> PodState:
+    """A pod whose endpoint SageMaker failed for want of `instance_type` capacity ("" when not known),
+    while the provider removes it to create the pod again: Pending, waiting, never Failed."""
+    what = f"{instance_type} capacity" if instance_type else "capacity"
+    why = endpoint.failure_reason or "no reason given"
+    message = (
+        f"SageMaker had no {what} for endpoint {endpoint.name} ({why}); "
+        "it is removed and the pod created again, on its next instance type if it has one"
+    )
+    container = ContainerState(
+        owner.container, owner.image, ContainerStateKind.WAITING, reason=NO_CAPACITY_REASON, message=message
+    )
+    return PodState(ref=ref, phase="Pending", containers=(container,), message=message)
 
 
 def _with_reason(text: str, endpoint: Endpoint) -> str:

@@ -13,9 +13,17 @@ from pathlib import Path
 import pytest
 
 from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
+from vk_provider.provider import ProviderContext
 from vk_providers.sagemaker import SageMakerProvider
 
-from .support import ManualClock, RecordedSleep, make_provider
+from .support import (
+    NODE,
+    ManualClock,
+    RecordedSleep,
+    make_provider,
+    provider_config,
+    write_credentials,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -63,3 +71,20 @@ async def provider(
     subject = make_provider(moto, tmp_path, layer=layer, clock=clock, sleep=sleep)
     yield subject
     await subject.aclose()
+
+
+@pytest.fixture
+def context(moto: MotoSageMaker, tmp_path: Path) -> ProviderContext:
+    """A provider's context whose pod Events a test reads (`context.pod_events.recorded`)."""
+    credentials = write_credentials(tmp_path / "aws-credentials")
+    return ProviderContext(NODE, provider_config(moto, credentials), "10.0.0.1", tmp_path)
+
+
+@pytest.fixture
+async def subject(
+    context: ProviderContext, layer: SageMakerLayer, clock: ManualClock, sleep: RecordedSleep
+) -> AsyncIterator[SageMakerProvider]:
+    """The provider on `context`, through the layer."""
+    provider = SageMakerProvider(context, clock=clock, sleep=sleep, client_hook=layer.install)
+    yield provider
+    await provider.aclose()

@@ -123,3 +123,11 @@ def pod_request(
         containers=containers if containers is not None else (container,),
         annotations=dict(annotations or {}),
     )
+
+
+def instance_type_served(moto: MotoSageMaker, name: str) -> str:
+    """The instance type of the endpoint's (first) variant, as SageMaker says."""
+    client = moto.client()
+    config = client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    variant = client.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"][0]
+    return str(variant["InstanceType"])

@@ -1,30 +1,26 @@
 """SageMaker's capacity and quota refusals: the pod's next instance type, or a wait; a quota of 0 holds
-every create back and shows on the node, never a storm of CreateEndpoint calls."""
+creates of that instance type back, and shows on the node once every type asked for is held, never a
+storm of CreateEndpoint calls."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
-from vk_devtools.standins.sagemaker import TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
+from vk_devtools.standins.sagemaker import GPU_INSTANCE_TYPE, TEST_ROLE_ARN, MotoSageMaker, SageMakerLayer
 from vk_provider.errors import CapacityUnavailableError, ProviderRefusesWorkError
 from vk_provider.provider import PodRef, PricedPod, ProviderContext
 from vk_providers.sagemaker import SageMakerProvider
 from vk_providers.sagemaker.config import SageMakerSettings
 from vk_providers.sagemaker.prices import endpoint_price
+from vk_providers.sagemaker.quota_holds import QUOTA_REASON
 from vk_providers.sagemaker.translate import INSTANCE_TYPE_ANNOTATION
 
 from ..node_retries import retry_as_the_node_does
 from .support import (
-    GPU_INSTANCE_TYPE,
-    NODE,
     ManualClock,
     RecordedSleep,
+    instance_type_served,
     pod_request,
-    provider_config,
-    write_credentials,
 )
 
 SECOND_TYPE = "ml.g4dn.2xlarge"
@@ -35,28 +31,6 @@ QUOTA_ZERO = (
     f"The account-level service limit '{GPU_INSTANCE_TYPE} for endpoint usage' is 0 Instances, with "
     "current utilization of 0 Instances and a request delta of 1 Instances."
 )
-
-
-@pytest.fixture
-def context(moto: MotoSageMaker, tmp_path: Path) -> ProviderContext:
-    credentials = write_credentials(tmp_path / "aws-credentials")
-    return ProviderContext(NODE, provider_config(moto, credentials), "10.0.0.1", tmp_path)
-
-
-@pytest.fixture
-async def subject(
-    context: ProviderContext, layer: SageMakerLayer, clock: ManualClock, sleep: RecordedSleep
-) -> AsyncIterator[SageMakerProvider]:
-    provider = SageMakerProvider(context, clock=clock, sleep=sleep, client_hook=layer.install)
-    yield provider
-    await provider.aclose()
-
-
-def instance_type_served(moto: MotoSageMaker, name: str) -> str:
-    client = moto.client()
-    config = client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-    variant = client.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"][0]
-    return str(variant["InstanceType"])
 
 
 async def test_no_capacity_moves_the_pod_to_its_next_instance_type_and_says_so(
@@ -123,6 +97,65 @@ async def test_a_quota_of_0_holds_every_create_back_until_aws_raises_it(
     await subject.create_pod(pod_request("after-the-raise"))
     await subject.check_health()
     assert layer.calls["CreateEndpoint"] == calls + 1
+
+
+async def test_a_quota_of_0_holds_that_instance_type_only(
+    subject: SageMakerProvider,
+    layer: SageMakerLayer,
+    moto: MotoSageMaker,
+    context: ProviderContext,
+    clock: ManualClock,
+) -> None:
+    layer.set_quota(GPU_INSTANCE_TYPE, 0)
+    first = pod_request(
+        "first", annotations={INSTANCE_TYPE_ANNOTATION: f"{GPU_INSTANCE_TYPE}, {SECOND_TYPE}"}
+    )
+    await subject.create_pod(first)
+    assert instance_type_served(moto, subject.resource_name(first.ref)) == SECOND_TYPE
+    assert layer.calls["CreateEndpoint"] == 2  # refused on the first type, taken on the second
+    await subject.check_health()  # the second type has quota: the provider takes work
+
+    second = pod_request(
+        "second", annotations={INSTANCE_TYPE_ANNOTATION: f"{GPU_INSTANCE_TYPE}, {SECOND_TYPE}"}
+    )
+    await subject.create_pod(second)
+    assert instance_type_served(moto, subject.resource_name(second.ref)) == SECOND_TYPE
+    assert layer.calls["CreateEndpoint"] == 3  # the held type is not asked again
+    told = [message for ref, _, reason, message in context.pod_events.recorded if reason == "NoCapacity"]
+    assert told[0] == f"SageMaker has a quota of 0 for 1 x {GPU_INSTANCE_TYPE}; trying {SECOND_TYPE}"
+    assert told[1].startswith(f"SageMaker has a quota of 0 for 1 x {GPU_INSTANCE_TYPE} (not asked again for ")
+    assert told[1].endswith(f"; trying {SECOND_TYPE}")
+
+    only_held = pod_request("only-the-held-type")  # the provider's default: the held type
+    with pytest.raises(CapacityUnavailableError) as waiting:
+        await subject.create_pod(only_held)
+    assert layer.calls["CreateEndpoint"] == 3
+    assert 0 < (waiting.value.retry_after_seconds or 0) <= subject.settings.capacity_retry_seconds
+    await subject.check_health()  # still: another type has quota
+
+    layer.set_quota(GPU_INSTANCE_TYPE, None)  # AWS raised the quota
+    clock.advance(subject.settings.capacity_retry_seconds)
+    await subject.create_pod(only_held)
+    assert instance_type_served(moto, subject.resource_name(only_held.ref)) == GPU_INSTANCE_TYPE
+
+
+async def test_the_node_is_unavailable_once_every_instance_type_asked_for_is_held(
+    subject: SageMakerProvider, layer: SageMakerLayer
+) -> None:
+    layer.set_quota(GPU_INSTANCE_TYPE, 0)
+    layer.set_quota(SECOND_TYPE, 0)
+    pod = pod_request(
+        "nowhere", annotations={INSTANCE_TYPE_ANNOTATION: f"{GPU_INSTANCE_TYPE}, {SECOND_TYPE}"}
+    )
+    with pytest.raises(ProviderRefusesWorkError) as refused:
+        await subject.create_pod(pod)
+    assert refused.value.reason == QUOTA_REASON
+    with pytest.raises(ProviderRefusesWorkError) as unavailable:
+        await subject.check_health()
+    assert unavailable.value.reason == QUOTA_REASON
+    assert f"{GPU_INSTANCE_TYPE}: " in str(unavailable.value)
+    assert f"{SECOND_TYPE}: " in str(unavailable.value)
+    assert layer.calls["CreateEndpoint"] == 2
 
 
 def test_a_pod_of_several_instance_types_costs_its_dearest() -> None:
