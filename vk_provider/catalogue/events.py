@@ -156,18 +156,20 @@ EVENTS: tuple[EventReason, ...] = (
         "Warning",
         "Node",
         NODE,
-        "The provider refuses all work for a service quota of 0 (SageMaker's ResourceLimitExceeded): "
-        "creates are held back, one let through as a test after 120 s, doubling to 15 min; "
-        "ProviderAvailable=False with this reason.",
+        "SageMaker has a service quota of 0 (ResourceLimitExceeded) for every instance type the node's "
+        "pods asked for: creates of each type are held back, one let through as a test after 120 s, "
+        "doubling to 15 min; ProviderAvailable=False with this reason (a type held while others have "
+        "quota only moves pods to those).",
     ),
     EventReason(
         "NoCapacity",
         "Warning",
         "Pod",
         PROVIDERS,
-        "RunPod or SageMaker had no capacity for one of the pod's candidates (a GPU type of "
-        "`runpod.vk-provider.dev/gpu-type`, an instance type of `sagemaker.vk-provider.dev/instance-type`); "
-        "the message names it and the candidate tried next.",
+        "RunPod or SageMaker had no capacity (or SageMaker no quota) for one of the pod's candidates (a GPU "
+        "type of `runpod.vk-provider.dev/gpu-type`, an instance type of "
+        "`sagemaker.vk-provider.dev/instance-type`, also when its endpoint failed later for "
+        "InsufficientInstanceCapacity and is replaced); the message names it and the candidate tried next.",
     ),
     EventReason(
         "ProviderRefused",
@@ -662,7 +664,10 @@ CONDITIONS: tuple[Condition, ...] = (
             ),
             ("ProviderConfigError", "the provider cannot be built from its settings"),
             ("InsufficientBalance", "the provider refuses all work until the account is paid (RunPod's 402)"),
-            ("QuotaExceeded", "the provider refuses all work for a service quota of 0 (SageMaker)"),
+            (
+                "QuotaExceeded",
+                "SageMaker has a service quota of 0 for every instance type the node's pods asked for",
+            ),
         ),
     ),
     Condition(
