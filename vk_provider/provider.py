@@ -398,6 +398,13 @@ class SupportsServiceAccountTokens(Protocol):
 
 
 @runtime_checkable
+class SupportsHealthNote(Protocol):
+    def health_note(self) -> str:
+        """After a health check that passed: what the node's ProviderAvailable=True condition should say
+        besides (e.g. a chain's member that refuses all work while the others take pods); "" for nothing."""
+
+
+@runtime_checkable
 class SupportsNodeCapacity(Protocol):
     async def node_capacity(self) -> Mapping[str, str]:
         """Resources to advertise, e.g. {"nvidia.com/gpu": "8"}; merged over the configured capacity."""

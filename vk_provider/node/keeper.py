@@ -31,7 +31,7 @@ from vk_provider.node import nodeobject
 from vk_provider.node.metrics import DaemonMetrics
 from vk_provider.node.nodeobject import Health
 from vk_provider.node.settings import NodeSettings
-from vk_provider.provider import PodLifecycle, SupportsNodeCapacity
+from vk_provider.provider import PodLifecycle, SupportsHealthNote, SupportsNodeCapacity
 
 logger = logging.getLogger(__name__)
 
@@ -316,4 +316,5 @@ class NodeKeeper:
         else:
             if not self.health.provider_available:
                 self._events.record(self._involved(), "Normal", "ProviderAvailable", "the provider recovered")
-            self._set_health(Health(self.health.ready, provider_available=True))
+            note = self._provider.health_note() if isinstance(self._provider, SupportsHealthNote) else ""
+            self._set_health(Health(self.health.ready, provider_available=True, provider_message=note))

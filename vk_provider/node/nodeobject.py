@@ -45,6 +45,7 @@ class Health:
     ready: bool
     provider_available: bool = True
     provider_message: str = ""
+    """Why the provider is unavailable; while it is available, what it notes (`SupportsHealthNote`)."""
     provider_reason: str = ""
     """The ProviderAvailable condition's reason while unavailable; empty: ProviderUnavailable (its
     health check fails). `providerstart` says why a provider could not even be built."""
@@ -150,13 +151,19 @@ def conditions(
             "ProviderHealthy"
             if health.provider_available
             else health.provider_reason or "ProviderUnavailable",
-            "the provider answers its health check" if health.provider_available else health.provider_message,
+            _available_message(health) if health.provider_available else health.provider_message,
         ),
     ]
     result += [condition(kind, False, f"KubeletHasNo{kind}", f"no {kind}") for kind in PRESSURE_CONDITIONS]
     if certificate is not None:
         result.append(condition(CONDITION_TYPE, certificate.working, certificate.reason, certificate.message))
     return result
+
+
+def _available_message(health: Health) -> str:
+    """ProviderAvailable=True's message, with what the provider notes (`SupportsHealthNote`)."""
+    answers = "the provider answers its health check"
+    return f"{answers}; {health.provider_message}" if health.provider_message else answers
 
 
 def _not_ready_message(health: Health) -> str:

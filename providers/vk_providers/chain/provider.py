@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import cast
 
@@ -22,6 +22,7 @@ from vk_provider.errors import (
     InvalidPodError,
     NotFoundError,
     ProviderError,
+    ProviderRefusesWorkError,
     ProviderUnavailableError,
     TemporaryProviderError,
 )
@@ -97,6 +98,9 @@ class ChainProvider:
         self._owners = Owners(self.members, self.node_name)
         self.unavailable: dict[str, str] = {}
         """Member name -> why its last health check failed."""
+        self._refusing: dict[str, ProviderRefusesWorkError] = {}
+        """Member name -> its refusal of all new work (no balance, no quota), as its last health check
+        said: new pods pass it over without asking it, until a health check passes again."""
         self._pod_events = context.pod_events
         for member in self.members:
             if isinstance(member.provider, SupportsGpuCatalog) and member.director is None:
@@ -173,18 +177,36 @@ class ChainProvider:
                 ) from None
 
         outcomes = await each(self.members, check)
-        unavailable = {
-            member.name: describe(outcome) for member, outcome in outcomes if isinstance(outcome, Exception)
-        }
+        failures = {member.name: outcome for member, outcome in outcomes if isinstance(outcome, Exception)}
+        unavailable = {name: describe(failure) for name, failure in failures.items()}
         if unavailable != self.unavailable:
             for name, why in unavailable.items():
                 logger.info("chain member %s is unavailable: %s", name, why)
             for name in self.unavailable.keys() - unavailable.keys():
                 logger.info("chain member %s is available again", name)
         self.unavailable = unavailable
+        self._refusing = {
+            name: failure
+            for name, failure in failures.items()
+            if isinstance(failure, ProviderRefusesWorkError)
+        }
         if len(unavailable) == len(self.members):
             reasons = "; ".join(f"{name}: {why}" for name, why in unavailable.items())
-            raise ProviderUnavailableError(f"no provider of the chain is available: {reasons}")
+            raise ProviderUnavailableError(
+                f"no provider of the chain is available: {reasons}", reason=_shared_reason(failures.values())
+            )
+
+    def health_note(self) -> str:
+        """While the chain is available: which members are not, and why (a refusal's reason, such as
+        InsufficientBalance or QuotaExceeded); worded without times, so the node's condition changes only
+        when a member's state does."""
+        notes = [
+            f"{name} refuses new work ({self._refusing[name].reason or 'no reason given'})"
+            if name in self._refusing
+            else f"{name} is unavailable"
+            for name in self.unavailable
+        ]
+        return f"{', '.join(notes)}; the other members take new pods" if notes else ""
 
     async def aclose(self) -> None:
         for member, outcome in await each(self.members, lambda member: member.provider.aclose()):
@@ -380,6 +402,17 @@ class ChainProvider:
                     )
                 )
                 break
+            refusing = self._refusing.get(member.name)
+            if refusing is not None:  # not asked: it refuses all work until a health check passes
+                skipped = ProviderRefusesWorkError(
+                    f"not asked, it refuses all new work ({refusing.reason}): {describe(refusing)}",
+                    reason=refusing.reason,
+                    retry_after_seconds=refusing.retry_after_seconds,
+                )
+                refusals.append(_Refusal(attempt.description, skipped))
+                down.add(member.name)
+                self._tell_refusal(ref, attempt, skipped, _next(attempts[index + 1 :], down))
+                continue
             tried += 1
             self._owners.trying(ref.uid, member)
             try:
@@ -443,6 +476,15 @@ def _build_member(context: ProviderContext, settings: MemberSettings, build: Bui
             f"chain provider: member {settings.name!r} ({settings.provider}): {error}"
         ) from error
     return Member(settings.name, settings.provider, provider, director_for(provider))
+
+
+def _shared_reason(failures: Iterable[BaseException]) -> str:
+    """The reason every member gives for being unavailable (e.g. all InsufficientBalance), or "" when
+    they differ or one gives none: the chain's own ProviderAvailable reason."""
+    reasons = {
+        failure.reason if isinstance(failure, ProviderUnavailableError) else "" for failure in failures
+    }
+    return reasons.pop() if len(reasons) == 1 else ""
 
 
 def _refused(ref: PodRef, refusals: Sequence[_Refusal]) -> ProviderError:

@@ -100,3 +100,35 @@ def test_a_providers_pod_events_are_posted_on_the_pod_and_counted() -> None:
     assert (kind, reason, message) == ("Warning", "NoCapacity", "RunPod has no capacity for ...")
     exposed = metrics.exposition().decode()
     assert 'vk_provider_provider_pod_events_total{reason="NoCapacity",type="Warning"} 1.0' in exposed
+
+
+class Noting(MockProvider):
+    """Available, with something to say: a chain whose member refuses all work, say."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(ProviderContext("n", {}, "10.0.0.1", state_dir))
+        self.note = ""
+
+    def health_note(self) -> str:
+        return self.note
+
+
+async def test_an_available_providers_note_is_in_its_condition(tmp_path: Path) -> None:
+    provider = Noting(tmp_path)
+    keeper = NodeKeeper(
+        cast(KubeApi, RecordingApi()),
+        NodeSettings(node_name="n", no_taint=True),
+        provider,
+        cast(EventRecorder, Events()),
+        metrics=DaemonMetrics(),
+    )
+    provider.note = "cheap refuses new work (InsufficientBalance); the other members take new pods"
+    await keeper.check_health_once()
+    condition = provider_condition(keeper)
+    assert (condition["status"], condition["reason"]) == ("True", "ProviderHealthy")
+    assert condition["message"] == f"the provider answers its health check; {provider.note}"
+
+    provider.note = ""
+    await keeper.check_health_once()
+    assert provider_condition(keeper)["message"] == "the provider answers its health check"
+    await provider.aclose()
