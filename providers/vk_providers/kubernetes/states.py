@@ -6,6 +6,12 @@ else its first failed container's exit code and message (a container that failed
 described by its last log lines, which the provider reads, as the kubelet's `FallbackToLogsOnError`
 does). A remote pod that cannot be scheduled is Pending with reason `Unschedulable` and the remote
 scheduler's message.
+
+A remote container that runs but is not ready yet (its readiness probe has not passed: a model still
+loading, an `initialDelaySeconds` not over) is running and not ready, with the reason
+`WaitingForReadiness` and a message saying what the remote cluster waits for: the node shows it as the
+stage in the pod's Ready condition, and the pod is never failed for it; only the remote cluster's own
+verdict (its pod Failed, or the container restarted by its liveness probe) counts.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from vk_providers.kubernetes.translate import (
     TRAFFIC_PORT_NAME,
     UID_ANNOTATION,
 )
+
+WAITING_FOR_READINESS_REASON = "WaitingForReadiness"
+"""A running remote container whose readiness the remote cluster has not confirmed yet."""
 
 
 def owner_ref(remote: Mapping[str, Any], node_name: str) -> PodRef | None:
@@ -104,10 +113,15 @@ def _container_state(
         container_id=str(status.get("containerID") or ""),
     )
     if "running" in state:
-        return dataclasses.replace(
+        running = dataclasses.replace(
             base,
             state=ContainerStateKind.RUNNING,
             started_at=parse_timestamp(state["running"].get("startedAt")),
+        )
+        if running.ready:
+            return running
+        return dataclasses.replace(
+            running, reason=WAITING_FOR_READINESS_REASON, message=_readiness_wait(spec)
         )
     ended = _termination(state.get("terminated"))
     if ended is not None:
@@ -127,6 +141,16 @@ def _container_state(
         reason=waiting.get("reason") or waiting_reason,
         message=waiting.get("message") or waiting_message,
     )
+
+
+def _readiness_wait(spec: Mapping[str, Any]) -> str:
+    """What the remote cluster waits for before it calls a running container ready."""
+    probe = spec.get("readinessProbe")
+    if not isinstance(probe, Mapping):
+        return "running in the remote cluster, not ready yet"
+    delay = probe.get("initialDelaySeconds")
+    after = f", first tried {delay}s after the start" if isinstance(delay, int) and delay > 0 else ""
+    return f"running in the remote cluster; its readiness probe has not passed yet{after}"
 
 
 def _unschedulable_message(status: Mapping[str, Any]) -> str | None:

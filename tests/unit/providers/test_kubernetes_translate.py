@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -218,7 +219,7 @@ def remote_pod(status: dict[str, Any], *, deleting: bool = False, ports: bool = 
     return {"metadata": metadata, "spec": {"containers": [container]}, "status": status}
 
 
-RUNNING = {
+RUNNING: dict[str, Any] = {
     "phase": "Running",
     "podIP": "198.19.40.7",
     "hostIP": "10.9.0.4",
@@ -250,6 +251,28 @@ def test_a_running_remote_pod_is_running_with_its_restarts_and_traffic_address()
     assert container.last_termination is not None
     assert container.last_termination.reason == "OOMKilled"
     assert container.container_id == "containerd://abc"
+
+
+def test_a_running_remote_container_not_ready_yet_is_running_and_says_what_it_waits_for() -> None:
+    status = copy.deepcopy(RUNNING)
+    status["containerStatuses"][0]["ready"] = False
+    remote = remote_pod(status)
+    remote["spec"]["containers"][0]["readinessProbe"] = {
+        "httpGet": {"path": "/health", "port": 8080},
+        "initialDelaySeconds": 20,
+    }
+    state = pod_state(REF, remote, settings=SETTINGS)
+    assert state.phase == "Running"
+    (container,) = state.containers
+    assert (container.state, container.ready) == (ContainerStateKind.RUNNING, False)
+    assert container.reason == "WaitingForReadiness"
+    assert container.message == (
+        "running in the remote cluster; its readiness probe has not passed yet, first tried 20s after the "
+        "start"
+    )
+
+    ready = pod_state(REF, remote_pod(RUNNING), settings=SETTINGS).containers[0]
+    assert (ready.ready, ready.reason, ready.message) == (True, None, None)
 
 
 def test_an_unschedulable_remote_pod_is_pending_with_the_schedulers_message() -> None:
