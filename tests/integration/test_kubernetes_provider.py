@@ -44,6 +44,7 @@ from vk_provider.provider import (
     PodLifecycle,
     PodRef,
     PodRequest,
+    PodState,
     ProviderContext,
     VolumeFile,
 )
@@ -320,6 +321,50 @@ async def test_a_volume_secret_left_by_an_earlier_attempt_is_brought_up_to_date(
     await harness.provider.create_pod(request)
     listed = harness.plane.kubectl("get", "secret", secret, "-n", harness.namespace, "-o", "json").stdout
     assert json.loads(listed)["data"] == {"file-0": base64.b64encode(b"workers = 2\n").decode()}
+
+
+READINESS_DELAY_SECONDS = 20
+"""The remote readiness probe's initialDelaySeconds: a server that answers at once is ready no sooner."""
+
+
+def with_readiness_delay(request: PodRequest, seconds: int) -> PodRequest:
+    """`request` whose container has a readiness probe on its traffic port, first tried `seconds` after
+    the start (what a model server that loads its weights first has, in effect)."""
+    raw = copy.deepcopy(dict(request.raw))
+    raw["spec"]["containers"][0]["readinessProbe"] = {
+        "httpGet": {"path": "/", "port": TRAFFIC_PORT_NAME},
+        "initialDelaySeconds": seconds,
+        "periodSeconds": 1,
+    }
+    return dataclasses.replace(request, raw=raw)
+
+
+async def test_a_remote_pod_slow_to_be_ready_runs_not_ready_until_the_remote_says_so(
+    harness: KubernetesHarness,
+) -> None:
+    request = with_readiness_delay(harness.pod("slow-ready"), READINESS_DELAY_SECONDS)
+    created_at = asyncio.get_running_loop().time()
+    await harness.provider.create_pod(request)
+    await wait_running(harness.provider, request.ref)
+    seen: list[PodState] = []
+
+    async def ready() -> bool:
+        state = await harness.provider.get_pod_state(request.ref)
+        assert state is not None
+        seen.append(state)
+        return state.containers[0].ready
+
+    await wait_for(ready, timeout_seconds=READINESS_DELAY_SECONDS + 60, what="the remote pod to be ready")
+    assert asyncio.get_running_loop().time() - created_at >= READINESS_DELAY_SECONDS
+    waiting = [state for state in seen if not state.containers[0].ready]
+    assert waiting  # seen running and not ready before
+    assert {(state.phase, state.containers[0].reason) for state in waiting} == {
+        ("Running", "WaitingForReadiness")
+    }
+    assert f"first tried {READINESS_DELAY_SECONDS}s after the start" in (
+        waiting[0].containers[0].message or ""
+    )
+    assert seen[-1].phase == "Running"
 
 
 # -- end to end: a node on the main plane, backed by the remote plane ----------------------------------
