@@ -58,7 +58,8 @@ class SageMakerSettings:
     max_concurrent_calls: int = 8
     """Threads (and HTTP connections) for boto3 calls, which block: the event loop never runs them."""
     capacity_retry_seconds: float = 120.0
-    """The node's wait before trying again after a quota refusal (ResourceLimitExceeded)."""
+    """The first wait before an instance type refused for quota (ResourceLimitExceeded) is asked again,
+    and before a type whose endpoint failed for want of capacity is tried again for that pod."""
     deletion_poll_seconds: float = 30.0
     """How often a deletion SageMaker refused (the endpoint was Creating or Updating) is tried again, and
     an endpoint being updated is checked (to remove the versions it no longer uses)."""
