@@ -16,13 +16,14 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload.names import API_VERSION, KIND
 from vk_provider.policy import actuate
 from vk_provider.policy.admission.checks import AdmissionChecks, WithWorkloads
@@ -60,8 +61,17 @@ EVENT_REASONS = {
     Action.TAINT_UNHEALTHY: "NodeUnhealthy",
     Action.UNTAINT_UNHEALTHY: "NodeHealthy",
     Action.DEMAND_DETECTED: "TrainingDemandDetected",
+    Action.WARM: "WarmUpRequested",
 }
-RECORDED = {Action.FLIP_OUT, Action.FLIP_BACK, Action.SKIP, Action.DEFER, Action.RESERVE, Action.RELEASE}
+RECORDED = {
+    Action.FLIP_OUT,
+    Action.FLIP_BACK,
+    Action.SKIP,
+    Action.DEFER,
+    Action.RESERVE,
+    Action.RELEASE,
+    Action.WARM,
+}
 """Decisions listed in status.decisions (the contract's actions; Defer shows as Skip there)."""
 
 
@@ -191,6 +201,10 @@ class PolicyController:
             )
             return
         observation = await observe(self._api, policy, now, health=self._health, podgroups=self._podgroups)
+        queued = tuple(self._admission.queued(policy))
+        if queued:  # Workloads heading for our checks: foreseen, not yet demand
+            observed = dataclasses.replace(observation.observed, foreseen=queued)
+            observation = dataclasses.replace(observation, observed=observed)
         lasting: set[str] = set()
         body: dict[str, Any] = {
             "observedGeneration": generation,
@@ -297,7 +311,39 @@ class PolicyController:
         if decision.action in (Action.FLIP_OUT, Action.FLIP_BACK):
             await self._flip(run, decision)
             return
+        if decision.action is Action.WARM:
+            await self._warm(run, decision)
+            return
         await self._taint(run, decision)
+
+    async def _warm(self, run: Pass, decision: Decision) -> None:
+        """Write the warm-ups; say so (Events, a status decision) only for those that start now: a
+        refresh of a warm-up already running is the same situation going on."""
+        policy, policy_object, observation, memory, now = run.unpacked()
+        until = now + timedelta(seconds=policy.warm_up.hold_seconds)
+        views = {view.key: view for view in observation.observed.offloads}
+        started = []
+        for key in decision.offloads:
+            namespace, _, name = key.partition("/")
+            try:
+                await actuate.set_warm_until(self._api, namespace, name, until, policy=policy.name, now=now)
+            except actuate.Refused as refused:
+                logger.info("policy %s: no warm-up for %s: %s", policy.name, key, refused)
+                continue
+            view = views.get(key)
+            if view is None or view.warm_until is None or view.warm_until <= now:
+                started.append(key)
+                message = (
+                    f"{decision.reason}: away side warm until {format_timestamp(until)}; {decision.message}"
+                )
+                self._events.record(_involved_offload(observation, key), "Normal", "WarmUpRequested", message)
+        if started:
+            warming = ", ".join(started)
+            message = (
+                f"{decision.reason}: warming {warming} until {format_timestamp(until)}; {decision.message}"
+            )
+            self._events.record(policy_object, "Normal", "WarmUpRequested", message)
+            self._record(memory, now, dataclasses.replace(decision, offloads=tuple(started)))
 
     async def _flip(self, run: Pass, decision: Decision) -> None:
         policy, policy_object, observation, memory, now = run.unpacked()

@@ -36,9 +36,10 @@ from vk_provider.policy.admission.names import (
     READY,
     RETRY,
     admission_checks_path,
+    queues_path,
     workloads_path,
 )
-from vk_provider.policy.admission.verdict import Verdict, demand_gangs, judge
+from vk_provider.policy.admission.verdict import Verdict, demand_gangs, judge, queued_gangs
 from vk_provider.policy.admission.workload import WorkloadView, read_workload
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import Gang, Observed
@@ -97,6 +98,9 @@ class AdmissionChecks:
         self._unavailable: str | None = None
         self._written: dict[str, Any] = {}
         """Check name -> the conditions we last wrote (no write when unchanged)."""
+        self._queue_checks: dict[tuple[str, str], set[str]] = {}
+        """(namespace, LocalQueue) -> the AdmissionChecks of its ClusterQueue."""
+        self._queues_unreadable: str | None = None
 
     async def refresh(self, policies: Sequence[RawObject], now: datetime) -> None:
         try:
@@ -131,6 +135,37 @@ class AdmissionChecks:
             await self._set_active(check, now, policy_name if not reason else None, reason, message)
         self._served = served
         self._workloads = list(workloads.get("items") or ())
+        self._queue_checks = await self._read_queues() if served else {}
+
+    async def _read_queues(self) -> dict[tuple[str, str], set[str]]:
+        """Which AdmissionChecks each LocalQueue's ClusterQueue lists: how a Workload queued before its
+        quota is known to be heading for one of our checks. Unreadable queues (an older RBAC): none,
+        said once in the log; the Workloads still count once they reach the check."""
+        try:
+            cluster_queues = await self._api.get(queues_path("clusterqueues"))
+            local_queues = await self._api.get(queues_path("localqueues"))
+        except KubeApiError as error:
+            if not (error.not_found or error.status == 403):
+                raise
+            reason = (
+                f"Kueue's queues cannot be read ({error.message}): Workloads count once quota is reserved"
+            )
+            if reason != self._queues_unreadable:
+                logger.info("%s", reason)
+            self._queues_unreadable = reason
+            return {}
+        self._queues_unreadable = None
+        checks_of_cluster = {
+            str(queue["metadata"]["name"]): cluster_queue_checks(queue)
+            for queue in cluster_queues.get("items") or ()
+        }
+        return {
+            (
+                str(queue["metadata"].get("namespace", "")),
+                str(queue["metadata"]["name"]),
+            ): checks_of_cluster.get(str((queue.get("spec") or {}).get("clusterQueue", "")), set())
+            for queue in local_queues.get("items") or ()
+        }
 
     async def _set_active(
         self, check: RawObject, now: datetime, policy: str | None, reason: str, message: str
@@ -179,6 +214,14 @@ class AdmissionChecks:
     async def demand(self, policy: PolicySpec) -> list[Gang]:
         checks = self.checks_of(policy)
         return demand_gangs(checks, self._views(policy)) if checks else []
+
+    def queued(self, policy: PolicySpec) -> list[Gang]:
+        """Workloads queued for one of the policy's checks, not yet given quota: foreseen demand."""
+        checks = set(self.checks_of(policy))
+        if not checks:
+            return []
+        queues = {queue for queue, listed in self._queue_checks.items() if listed & checks}
+        return queued_gangs(self._views(policy), queues)
 
     async def settle(self, policy: PolicySpec, observed: Observed, now: datetime) -> list[Verdict]:
         checks = self.checks_of(policy)
@@ -253,6 +296,15 @@ class AdmissionChecks:
         reason = EVENT_REASONS.get(verdict.state, "AdmissionCheckRejected")
         self._events.record(involved, kind, reason, f"{verdict.check}: {verdict.message}")
         return True
+
+
+def cluster_queue_checks(queue: RawObject) -> set[str]:
+    """The AdmissionChecks a ClusterQueue lists (`spec.admissionChecks`, or its strategy's)."""
+    spec = queue.get("spec") or {}
+    names = {str(name) for name in spec.get("admissionChecks") or () if isinstance(name, str)}
+    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or ()
+    names |= {str(rule["name"]) for rule in strategy if isinstance(rule, Mapping) and rule.get("name")}
+    return names
 
 
 class WithWorkloads:

@@ -65,6 +65,24 @@ def demand_gangs(checks: Sequence[str], workloads: Iterable[WorkloadView]) -> li
     return gangs
 
 
+def queued_gangs(
+    workloads: Iterable[WorkloadView], queues_with_our_checks: set[tuple[str, str]]
+) -> list[Gang]:
+    """Workloads queued for a ClusterQueue that has one of our checks, before Kueue reserved their quota
+    (so before they reach the check): `(namespace, LocalQueue)` pairs name those queues. Their GPUs are
+    foreseen demand, nothing of them is pending yet."""
+    return [
+        Gang(WORKLOAD_KIND, workload.namespace, workload.name, workload.gpus, 0, foreseen_gpus=workload.gpus)
+        for workload in workloads
+        if workload.problem is None
+        and workload.gpus > 0
+        and workload.active
+        and not workload.finished
+        and not workload.quota_reserved
+        and (workload.namespace, workload.queue or "") in queues_with_our_checks
+    ]
+
+
 def pod_set_updates(workload: WorkloadView, policy: PolicySpec) -> tuple[dict[str, Any], ...]:
     taint = policy.reservation
     toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
