@@ -45,6 +45,7 @@ from vk_provider.policy.status import (
     offload_entry,
     pool_entry,
 )
+from vk_provider.policy.waiting import by_stage, waits
 
 logger = logging.getLogger(__name__)
 
@@ -200,11 +201,7 @@ class PolicyController:
                 raw, memory, invalid, problem=problem, observation=None, policy=None, now=now
             )
             return
-        observation = await observe(self._api, policy, now, health=self._health, podgroups=self._podgroups)
-        queued = tuple(self._admission.queued(policy))
-        if queued:  # Workloads heading for our checks: foreseen, not yet demand
-            observed = dataclasses.replace(observation.observed, foreseen=queued)
-            observation = dataclasses.replace(observation, observed=observed)
+        observation = await self._observe(policy, now)
         lasting: set[str] = set()
         body: dict[str, Any] = {
             "observedGeneration": generation,
@@ -239,19 +236,18 @@ class PolicyController:
             )
             return
         outcome = decide(now, policy, observation.observed, memory.history)
-        if self._metrics is not None:
-            for key, since in memory.history.shortfall_since.items():
-                # Freed: the gang is still there, its shortfall is not (a deleted gang was not served).
-                if key not in outcome.history.shortfall_since and key in outcome.history.demand_since:
-                    self._metrics.freed(policy.name, (now - since).total_seconds())
+        self._served(policy, memory.history, outcome.history, now)
         memory.history = outcome.history
         run = Pass(policy, policy_object, observation, memory, now, lasting)
         for decision in outcome.decisions:
             await self._carry_out(run, decision)
         memory.reported = lasting
+        found = waits(now, policy, observation.observed, memory.history)
+        if self._metrics is not None:
+            self._metrics.waiting(policy.name, by_stage(found))
         # After the flips: a Workload turns Ready only on GPUs already free (a pass later than the flip).
-        await self._admission.settle(policy, observation.observed, now)
-        body["demand"] = demand_entry(observation.observed, memory.history)
+        await self._admission.settle(policy, observation.observed, now, waits=found)
+        body["demand"] = demand_entry(observation.observed, memory.history, found)
         body["offloads"] = [
             offload_entry(view, observation.offloads[view.key], policy)
             for view in observation.observed.offloads
@@ -260,6 +256,25 @@ class PolicyController:
         await self._write_status(
             raw, memory, body, problem=None, observation=observation, policy=policy, now=now
         )
+
+    async def _observe(self, policy: PolicySpec, now: datetime) -> Observation:
+        observation = await observe(self._api, policy, now, health=self._health, podgroups=self._podgroups)
+        queued = tuple(self._admission.queued(policy))
+        if not queued:
+            return observation
+        # Workloads heading for our checks before their quota: foreseen, not yet demand.
+        observed = dataclasses.replace(observation.observed, foreseen=queued)
+        return dataclasses.replace(observation, observed=observed)
+
+    def _served(self, policy: PolicySpec, before: History, after: History, now: datetime) -> None:
+        """Time the gangs whose shortfall ended this pass: since it began, and since the gang was seen."""
+        if self._metrics is None:
+            return
+        for key, since in before.shortfall_since.items():
+            # Freed: the gang is still there, its shortfall is not (a deleted gang was not served).
+            if key not in after.shortfall_since and key in after.demand_since:
+                self._metrics.freed(policy.name, (now - since).total_seconds())
+                self._metrics.waited(policy.name, (now - after.demand_since[key]).total_seconds())
 
     def _export(self, policy: PolicySpec, observation: Observation, body: Mapping[str, Any]) -> None:
         if self._metrics is None:

@@ -33,6 +33,7 @@ from vk_provider.policy.admission.names import (
     KUEUE_API_VERSION,
     PARAMETERS_API_GROUP,
     PARAMETERS_KIND,
+    PENDING,
     READY,
     RETRY,
     admission_checks_path,
@@ -46,6 +47,7 @@ from vk_provider.policy.model import Gang, Observed
 from vk_provider.policy.pods import pod_gpus
 from vk_provider.policy.signals import PodGroupSource
 from vk_provider.policy.spec import InvalidPolicy, PolicySpec, parse_policy
+from vk_provider.policy.waiting import Wait
 
 logger = logging.getLogger(__name__)
 
@@ -223,15 +225,23 @@ class AdmissionChecks:
         queues = {queue for queue, listed in self._queue_checks.items() if listed & checks}
         return queued_gangs(self._views(policy), queues)
 
-    async def settle(self, policy: PolicySpec, observed: Observed, now: datetime) -> list[Verdict]:
+    async def settle(
+        self,
+        policy: PolicySpec,
+        observed: Observed,
+        now: datetime,
+        *,
+        waits: Mapping[str, Wait] | None = None,
+    ) -> list[Verdict]:
         checks = self.checks_of(policy)
         if not checks:
             return []
         views = self._views(policy)
         promised = await self._promised(policy, checks, views)
-        verdicts = judge(now, policy, checks, views, observed, promised=promised)
+        verdicts = judge(now, policy, checks, views, observed, promised=promised, waits=waits)
         for verdict in verdicts:
-            if await self._write(verdict, now) and self._metrics is not None:
+            written = await self._write(verdict, now)
+            if written and self._metrics is not None and verdict.state != PENDING:
                 self._metrics.verdict(policy.name, verdict.check, verdict.state)
         return verdicts
 
@@ -261,11 +271,13 @@ class AdmissionChecks:
     async def _write(self, verdict: Verdict, now: datetime) -> bool:
         """Write the verdict on its Workload; False when the Workload is gone or was replaced."""
         workload = verdict.workload
+        # A new message while still Pending is no transition: the time Kueue and `judge` count from stays.
+        since = workload.checks[verdict.check].since if verdict.state == PENDING else None
         entry: dict[str, Any] = {
             "name": verdict.check,
             "state": verdict.state,
             "message": verdict.message,
-            "lastTransitionTime": format_timestamp(now),
+            "lastTransitionTime": format_timestamp(since or now),
         }
         if verdict.pod_set_updates:
             entry["podSetUpdates"] = list(verdict.pod_set_updates)
@@ -289,6 +301,8 @@ class AdmissionChecks:
             if error.not_found or error.conflict:  # deleted, or replaced (uid): next pass reads it again
                 return False
             raise
+        if verdict.state == PENDING:
+            return True  # the stage of a wait is in the message; an Event per stage would be noise
         involved = InvolvedObject(
             "Workload", workload.name, workload.namespace, workload.uid, api_version=KUEUE_API_VERSION
         )
