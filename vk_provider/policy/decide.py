@@ -10,7 +10,8 @@ the next pass, from flipping a second Offload for the same gang). Once a gang's 
 `flipOutAfterSeconds` (at once for a gang whose demand is explicit: a Kueue Workload waiting on our
 AdmissionCheck), the policy flips the fewest candidate Offloads whose home GPUs cover the
 largest such shortfall (among as few, the set moving the fewest GPUs beyond it, then the first in
-flip order, then namespace/name). A candidate is placed home
+flip order, then namespace/name), taken among the candidates kept warm (warm-until ahead) when those
+alone cover it. A candidate is placed home
 (and not migrating), selected, automatic, not held by a person, not within `minHomeSeconds` of its
 last move and under `maxFlipsPerHour`. When no set of candidates covers it nothing moves: moving
 inference away would not let the gang start. The reservation taint goes on the pool's nodes in the
@@ -329,6 +330,13 @@ def _flip_candidates(
     return candidates, skips
 
 
+def _prefer_warm(candidates: list[OffloadView], need: int, now: datetime) -> list[OffloadView] | None:
+    """`choose_fewest`, among the candidates whose away side is warm first when they cover `need`: a
+    warmed Offload only shifts traffic, a cold one makes the gang wait for its cold start."""
+    warm = [offload for offload in candidates if offload.warm_until is not None and offload.warm_until > now]
+    return choose_fewest(warm, need) or choose_fewest(candidates, need)
+
+
 def _flip_out(
     now: datetime, policy: PolicySpec, observed: Observed, history: History, short: dict[str, int]
 ) -> list[Decision]:
@@ -338,7 +346,7 @@ def _flip_out(
     gang = max(due, key=lambda g: (short[g.key], g.key))
     need = short[gang.key]
     candidates, decisions = _flip_candidates(now, policy, observed)
-    chosen = choose_fewest(candidates, need)
+    chosen = _prefer_warm(candidates, need, now)
     what = f"{gang.kind} {gang.namespace}/{gang.name}"
     if chosen is None:
         available = sum(offload.home_gpus for offload in candidates)

@@ -145,3 +145,19 @@ def test_a_due_gang_takes_the_free_gpus_before_the_foreseen_demand_counts_them()
     [warm] = of(decide(NOW, policy(), after, PERSISTED).decisions, Action.WARM)
     assert warm.gpus == 1  # 3 unplaced + 2 queued, 2 free + 2 being freed
     assert warm.offloads == ("ns/tiny",)
+
+
+def test_a_flip_prefers_the_offloads_kept_warm_when_they_cover_the_shortfall() -> None:
+    warm = NOW + timedelta(minutes=5)
+    offloads = (offload("big", 4, order=0, warm_until=warm), offload("small", 2, order=1))
+    observed = Observed(gangs=(gang("job", 2),), nodes=FULL, offloads=offloads)
+    [flip] = of(decide(NOW, policy(), observed, PERSISTED).decisions, Action.FLIP_OUT)
+    assert flip.offloads == ("ns/big",)  # cold small would fit better, but waits for a cold start
+    expired = (offload("big", 4, order=0, warm_until=NOW - timedelta(seconds=1)), offloads[1])
+    observed = dataclasses.replace(observed, offloads=expired)
+    [flip] = of(decide(NOW, policy(), observed, PERSISTED).decisions, Action.FLIP_OUT)
+    assert flip.offloads == ("ns/small",)
+    too_small = (offload("tiny", 1, warm_until=warm), offload("small", 2, order=1))
+    observed = dataclasses.replace(observed, offloads=too_small)
+    [flip] = of(decide(NOW, policy(), observed, PERSISTED).decisions, Action.FLIP_OUT)
+    assert flip.offloads == ("ns/small",)  # the warm ones alone do not cover it: chosen among all
