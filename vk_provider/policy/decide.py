@@ -29,8 +29,8 @@ move, so the flip then only shifts traffic: gangs whose shortfall is still withi
 pods to come, a PodGroup short of minCount, a Kueue Workload queued before its quota) and the open
 windows of `spec.warmUp.schedule`. While there is such a sign, the GPUs all gangs' unplaced members,
 the declared ones and the open windows want, less the free home GPUs and those Offloads on their way
-out are freeing, are the foreseen shortfall; the Offloads are chosen
-as a flip chooses them (the same candidates, `choose_fewest`), and get warm-until = now +
+out are freeing, are the foreseen shortfall; the Offloads are chosen as a flip chooses them (the
+same candidates, `choose_fewest`, those already warm first), and get warm-until = now +
 `holdSeconds`, rewritten only once less than half of it is left (not on every pass). A pass that
 flips warms nothing: the next one sees the pool as the flip leaves it.
 
@@ -418,7 +418,7 @@ def _warm(
     if need <= 0:
         return []
     candidates, _ = _flip_candidates(now, policy, observed)
-    chosen = choose_fewest(candidates, need)
+    chosen = _prefer_warm(candidates, need, now)  # as the flip will choose
     if chosen is None:
         return []  # no flip could cover it either: warming would spend for nothing
     hold = timedelta(seconds=policy.warm_up.hold_seconds)

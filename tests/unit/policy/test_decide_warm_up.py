@@ -161,3 +161,11 @@ def test_a_flip_prefers_the_offloads_kept_warm_when_they_cover_the_shortfall() -
     observed = dataclasses.replace(observed, offloads=too_small)
     [flip] = of(decide(NOW, policy(), observed, PERSISTED).decisions, Action.FLIP_OUT)
     assert flip.offloads == ("ns/small",)  # the warm ones alone do not cover it: chosen among all
+
+
+def test_a_warm_up_already_covering_the_foreseen_shortfall_is_kept_not_doubled() -> None:
+    early = NOW + timedelta(seconds=100)  # less than half the hold left: due for a refresh
+    offloads = (offload("big", 4, order=0, warm_until=early), offload("small", 2, order=1))
+    observed = Observed(gangs=(gang("job", 2),), nodes=FULL, offloads=offloads)
+    [warm] = of(decide(NOW, policy(), observed, JUST_NOW).decisions, Action.WARM)
+    assert warm.offloads == ("ns/big",)  # refreshed; small is not warmed as well
