@@ -221,7 +221,22 @@ def spec_lines(policy: Mapping[str, Any]) -> list[str]:
         f"              at least {text(timing['minAwaySeconds'])}s away and "
         f"{text(timing['minHomeSeconds'])}s home; "
         f"at most {text(timing['maxFlipsPerHour'])} flips an hour per Offload",
+        warm_up_line(mapping(spec.get("warmUp"))),
     ]
+
+
+def warm_up_line(warm_up: Mapping[str, Any]) -> str:
+    """Early warm-up as the spec asks it (the CRD's defaults where absent): on or off, for how long,
+    and the scheduled runs."""
+    if warm_up.get("enabled") is False:
+        return "Warm-up:      off"
+    hold = warm_up.get("holdSeconds", 600)
+    runs = [
+        f"{text(run.get('cron'))} UTC ({text(run.get('gpus'))} GPUs)"
+        for run in mappings(warm_up.get("schedule"))
+    ]
+    scheduled = f"; scheduled: {', '.join(runs)}" if runs else ""
+    return f"Warm-up:      on foreseen demand, for {text(hold)}s after its last sign{scheduled}"
 
 
 def observed_line(policy: Mapping[str, Any]) -> str:

@@ -358,3 +358,15 @@ def test_selectors_read_as_kubectl_writes_them() -> None:
 def test_a_last_flip_given_as_an_object_shows_where_and_when() -> None:
     value = {"time": "2026-12-03T15:57:00Z", "placement": "away", "trigger": "policy"}
     assert policy_rendering._last_flip(value, NOW) == "away 3m ago"
+
+
+def test_status_shows_the_warm_up_asked_for() -> None:
+    page = render_policy_status(policy(), now=NOW)
+    assert "Warm-up:      on foreseen demand, for 600s after its last sign" in page  # the CRD's defaults
+    nightly = {"holdSeconds": 300, "schedule": [{"cron": "0 2 * * *", "gpus": 8}]}
+    page = render_policy_status(policy(warmUp=nightly), now=NOW)
+    assert (
+        "Warm-up:      on foreseen demand, for 300s after its last sign; scheduled: 0 2 * * * UTC (8 GPUs)"
+        in page
+    )
+    assert "Warm-up:      off" in render_policy_status(policy(warmUp={"enabled": False}), now=NOW)
