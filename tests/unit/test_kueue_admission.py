@@ -15,7 +15,12 @@ from vk_provider._kube.events import EventRecorder
 from vk_provider.kit.kube import KubeApiError
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.policy.admission.checks import APPLY_PATCH, AdmissionChecks, resolve
-from vk_provider.policy.admission.names import CONTROLLER_NAME, admission_checks_path, workloads_path
+from vk_provider.policy.admission.names import (
+    CONTROLLER_NAME,
+    admission_checks_path,
+    queues_path,
+    workloads_path,
+)
 from vk_provider.policy.admission.verdict import demand_gangs, judge
 from vk_provider.policy.admission.workload import read_workload
 from vk_provider.policy.decide import Action, decide
@@ -330,8 +335,21 @@ class Recorder:
         return {}
 
 
-def recorder(checks: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> Recorder:
-    return Recorder({admission_checks_path(): {"items": checks}, workloads_path(): {"items": workloads}})
+def recorder(
+    checks: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    *,
+    cluster_queues: list[dict[str, Any]] | None = None,
+    local_queues: list[dict[str, Any]] | None = None,
+) -> Recorder:
+    return Recorder(
+        {
+            admission_checks_path(): {"items": checks},
+            workloads_path(): {"items": workloads},
+            queues_path("clusterqueues"): {"items": cluster_queues or []},
+            queues_path("localqueues"): {"items": local_queues or []},
+        }
+    )
 
 
 async def test_the_controller_keeps_active_and_applies_only_its_own_check_entry() -> None:

@@ -507,6 +507,15 @@ EVENTS: tuple[EventReason, ...] = (
         "TrainingDemandDetected", "Normal", "OffloadPolicy", POLICY, "Training gangs ask for home GPUs."
     ),
     EventReason(
+        "WarmUpRequested",
+        "Normal",
+        "Offload, OffloadPolicy",
+        POLICY,
+        "The policy foresees training demand (a shortfall not yet due, a queued Kueue Workload, a gang "
+        "not yet all created, a scheduled run) and asked for the Offload's away side to be kept warm "
+        "(its warm-until annotation). Said when a warm-up starts, not when it is refreshed.",
+    ),
+    EventReason(
         "FlipOutStarted",
         "Normal",
         "Offload, OffloadPolicy",

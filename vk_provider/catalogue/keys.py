@@ -476,6 +476,24 @@ KEYS: tuple[Key, ...] = (
         "An integer: lower moves out first (default 0; ties by namespace/name).",
     ),
     Key(
+        "offload.vk-provider.dev/warm-until",
+        "annotation",
+        "Offloads",
+        f"{_POLICY}, {_PERSON}",
+        _CONTROLLER,
+        "An RFC 3339 UTC time: until then, while the Offload serves at home, its away side runs the "
+        "replicas a move away would want (traffic weight 0), so a flip only shifts traffic. The policy "
+        "writes it when it foresees training demand (`spec.warmUp`).",
+    ),
+    Key(
+        "offload.vk-provider.dev/warmed-by",
+        "annotation",
+        "Offloads",
+        f"{_POLICY}, {_PERSON}",
+        _CONTROLLER,
+        "Who asked for the warm-up (`policy/<name>` or a person's tool); for messages only.",
+    ),
+    Key(
         "offload.vk-provider.dev/policy-flips",
         "annotation",
         "Offloads",

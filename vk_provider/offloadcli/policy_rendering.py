@@ -221,7 +221,22 @@ def spec_lines(policy: Mapping[str, Any]) -> list[str]:
         f"              at least {text(timing['minAwaySeconds'])}s away and "
         f"{text(timing['minHomeSeconds'])}s home; "
         f"at most {text(timing['maxFlipsPerHour'])} flips an hour per Offload",
+        warm_up_line(mapping(spec.get("warmUp"))),
     ]
+
+
+def warm_up_line(warm_up: Mapping[str, Any]) -> str:
+    """Early warm-up as the spec asks it (the CRD's defaults where absent): on or off, for how long,
+    and the scheduled runs."""
+    if warm_up.get("enabled") is False:
+        return "Warm-up:      off"
+    hold = warm_up.get("holdSeconds", 600)
+    runs = [
+        f"{text(run.get('cron'))} UTC ({text(run.get('gpus'))} GPUs)"
+        for run in mappings(warm_up.get("schedule"))
+    ]
+    scheduled = f"; scheduled: {', '.join(runs)}" if runs else ""
+    return f"Warm-up:      on foreseen demand, for {text(hold)}s after its last sign{scheduled}"
 
 
 def observed_line(policy: Mapping[str, Any]) -> str:
@@ -239,7 +254,8 @@ def observed_line(policy: Mapping[str, Any]) -> str:
 
 
 def demand_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
-    """Training demand: the GPUs asked for, per gang, with what is still unplaced and since when."""
+    """Training demand: the GPUs asked for, per gang, with what is still unplaced and since when, and
+    how long a waiting gang has waited and for what."""
     demand = status.get("demand")
     if not isinstance(demand, Mapping):
         return [f"Demand:       {NONE} (not reported)"]
@@ -257,10 +273,28 @@ def demand_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
             text(gang.get("gpus")),
             text(gang.get("unplacedGpus")),
             ago(gang.get("since"), now),
+            waited(gang.get("waitingSeconds")),
+            waiting_for(gang),
         ]
         for gang in gangs
     ]
-    return lines + _indented(["KIND", "GANG", "GPUS", "UNPLACED", "SINCE"], rows)
+    return lines + _indented(["KIND", "GANG", "GPUS", "UNPLACED", "SINCE", "WAITED", "WAITING FOR"], rows)
+
+
+def waited(value: Any) -> str:
+    """How long a gang has waited for its GPUs (the policy's waitingSeconds), as an age: 45s, 12m."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return NONE
+    return human_age(datetime.fromtimestamp(0, UTC), datetime.fromtimestamp(max(0, value), UTC))
+
+
+def waiting_for(gang: Mapping[str, Any]) -> str:
+    """The stage a gang waits at, with the Offloads whose migrations it waits on: WarmingAway ns/a."""
+    stage = gang.get("waitingFor")
+    if not isinstance(stage, str) or not stage:
+        return NONE
+    on = [item for item in gang.get("waitingOn") or () if isinstance(item, str)]
+    return f"{stage} {', '.join(on)}" if on else stage
 
 
 def _health(node: Mapping[str, Any]) -> str:

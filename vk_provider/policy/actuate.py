@@ -27,6 +27,8 @@ from vk_provider.policy.names import (
     HOLD_UNTIL_NEXT_FLIP,
     POLICY_FIELD_MANAGER,
     POLICY_TAINTS_ANNOTATION,
+    WARM_UNTIL_ANNOTATION,
+    WARMED_BY_ANNOTATION,
     flipped_by_policy,
 )
 from vk_provider.policy.spec import Taint
@@ -108,6 +110,40 @@ async def set_placement(
     patched = await _checked(api, offload_path(namespace, name), build)
     if patched is None:  # build never declines (it raises Refused); kept for the type
         raise Refused("nothing to write")
+    return patched
+
+
+async def set_warm_until(
+    api: KubeApi, namespace: str, name: str, until: datetime, *, policy: str, now: datetime
+) -> RawObject:
+    """Ask for the Offload's away side to be kept warm until `until` (its warm-until and warmed-by
+    annotations), if it still serves at home and no person holds it or turned automatic moves off: the
+    same rules a flip follows, checked on a fresh read. A later warm-until already there is kept."""
+
+    def build(current: RawObject) -> dict[str, Any] | None:
+        annotations = (current.get("metadata") or {}).get("annotations") or {}
+        placement = (current.get("spec") or {}).get("placement")
+        if placement != "home":
+            raise Refused(f"its placement is now {placement}, not home")
+        if _held(annotations, now):
+            raise Refused(f"a person holds it ({annotations.get(HOLD_UNTIL_ANNOTATION)})")
+        if str(annotations.get(AUTO_ANNOTATION, "on")).lower() == "off":
+            raise Refused("automatic flips are off for it")
+        known = parse_timestamp(annotations.get(WARM_UNTIL_ANNOTATION))
+        if known is not None and known >= until:
+            return None
+        return {
+            "metadata": {
+                "annotations": {
+                    WARM_UNTIL_ANNOTATION: format_timestamp(until),
+                    WARMED_BY_ANNOTATION: flipped_by_policy(policy),
+                }
+            }
+        }
+
+    patched = await _checked(api, offload_path(namespace, name), build)
+    if patched is None:
+        raise Refused("a later warm-until is already set")
     return patched
 
 

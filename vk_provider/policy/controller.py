@@ -16,13 +16,14 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
+from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload.names import API_VERSION, KIND
 from vk_provider.policy import actuate
 from vk_provider.policy.admission.checks import AdmissionChecks, WithWorkloads
@@ -44,6 +45,7 @@ from vk_provider.policy.status import (
     offload_entry,
     pool_entry,
 )
+from vk_provider.policy.waiting import by_stage, waits
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +62,17 @@ EVENT_REASONS = {
     Action.TAINT_UNHEALTHY: "NodeUnhealthy",
     Action.UNTAINT_UNHEALTHY: "NodeHealthy",
     Action.DEMAND_DETECTED: "TrainingDemandDetected",
+    Action.WARM: "WarmUpRequested",
 }
-RECORDED = {Action.FLIP_OUT, Action.FLIP_BACK, Action.SKIP, Action.DEFER, Action.RESERVE, Action.RELEASE}
+RECORDED = {
+    Action.FLIP_OUT,
+    Action.FLIP_BACK,
+    Action.SKIP,
+    Action.DEFER,
+    Action.RESERVE,
+    Action.RELEASE,
+    Action.WARM,
+}
 """Decisions listed in status.decisions (the contract's actions; Defer shows as Skip there)."""
 
 
@@ -190,7 +201,7 @@ class PolicyController:
                 raw, memory, invalid, problem=problem, observation=None, policy=None, now=now
             )
             return
-        observation = await observe(self._api, policy, now, health=self._health, podgroups=self._podgroups)
+        observation = await self._observe(policy, now)
         lasting: set[str] = set()
         body: dict[str, Any] = {
             "observedGeneration": generation,
@@ -225,19 +236,18 @@ class PolicyController:
             )
             return
         outcome = decide(now, policy, observation.observed, memory.history)
-        if self._metrics is not None:
-            for key, since in memory.history.shortfall_since.items():
-                # Freed: the gang is still there, its shortfall is not (a deleted gang was not served).
-                if key not in outcome.history.shortfall_since and key in outcome.history.demand_since:
-                    self._metrics.freed(policy.name, (now - since).total_seconds())
+        self._served(policy, memory.history, outcome.history, now)
         memory.history = outcome.history
         run = Pass(policy, policy_object, observation, memory, now, lasting)
         for decision in outcome.decisions:
             await self._carry_out(run, decision)
         memory.reported = lasting
+        found = waits(now, policy, observation.observed, memory.history)
+        if self._metrics is not None:
+            self._metrics.waiting(policy.name, by_stage(found))
         # After the flips: a Workload turns Ready only on GPUs already free (a pass later than the flip).
-        await self._admission.settle(policy, observation.observed, now)
-        body["demand"] = demand_entry(observation.observed, memory.history)
+        await self._admission.settle(policy, observation.observed, now, waits=found)
+        body["demand"] = demand_entry(observation.observed, memory.history, found)
         body["offloads"] = [
             offload_entry(view, observation.offloads[view.key], policy)
             for view in observation.observed.offloads
@@ -246,6 +256,25 @@ class PolicyController:
         await self._write_status(
             raw, memory, body, problem=None, observation=observation, policy=policy, now=now
         )
+
+    async def _observe(self, policy: PolicySpec, now: datetime) -> Observation:
+        observation = await observe(self._api, policy, now, health=self._health, podgroups=self._podgroups)
+        queued = tuple(self._admission.queued(policy))
+        if not queued:
+            return observation
+        # Workloads heading for our checks before their quota: foreseen, not yet demand.
+        observed = dataclasses.replace(observation.observed, foreseen=queued)
+        return dataclasses.replace(observation, observed=observed)
+
+    def _served(self, policy: PolicySpec, before: History, after: History, now: datetime) -> None:
+        """Time the gangs whose shortfall ended this pass: since it began, and since the gang was seen."""
+        if self._metrics is None:
+            return
+        for key, since in before.shortfall_since.items():
+            # Freed: the gang is still there, its shortfall is not (a deleted gang was not served).
+            if key not in after.shortfall_since and key in after.demand_since:
+                self._metrics.freed(policy.name, (now - since).total_seconds())
+                self._metrics.waited(policy.name, (now - after.demand_since[key]).total_seconds())
 
     def _export(self, policy: PolicySpec, observation: Observation, body: Mapping[str, Any]) -> None:
         if self._metrics is None:
@@ -297,7 +326,39 @@ class PolicyController:
         if decision.action in (Action.FLIP_OUT, Action.FLIP_BACK):
             await self._flip(run, decision)
             return
+        if decision.action is Action.WARM:
+            await self._warm(run, decision)
+            return
         await self._taint(run, decision)
+
+    async def _warm(self, run: Pass, decision: Decision) -> None:
+        """Write the warm-ups; say so (Events, a status decision) only for those that start now: a
+        refresh of a warm-up already running is the same situation going on."""
+        policy, policy_object, observation, memory, now = run.unpacked()
+        until = now + timedelta(seconds=policy.warm_up.hold_seconds)
+        views = {view.key: view for view in observation.observed.offloads}
+        started = []
+        for key in decision.offloads:
+            namespace, _, name = key.partition("/")
+            try:
+                await actuate.set_warm_until(self._api, namespace, name, until, policy=policy.name, now=now)
+            except actuate.Refused as refused:
+                logger.info("policy %s: no warm-up for %s: %s", policy.name, key, refused)
+                continue
+            view = views.get(key)
+            if view is None or view.warm_until is None or view.warm_until <= now:
+                started.append(key)
+                message = (
+                    f"{decision.reason}: away side warm until {format_timestamp(until)}; {decision.message}"
+                )
+                self._events.record(_involved_offload(observation, key), "Normal", "WarmUpRequested", message)
+        if started:
+            warming = ", ".join(started)
+            message = (
+                f"{decision.reason}: warming {warming} until {format_timestamp(until)}; {decision.message}"
+            )
+            self._events.record(policy_object, "Normal", "WarmUpRequested", message)
+            self._record(memory, now, dataclasses.replace(decision, offloads=tuple(started)))
 
     async def _flip(self, run: Pass, decision: Decision) -> None:
         policy, policy_object, observation, memory, now = run.unpacked()

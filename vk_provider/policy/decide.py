@@ -10,7 +10,8 @@ the next pass, from flipping a second Offload for the same gang). Once a gang's 
 `flipOutAfterSeconds` (at once for a gang whose demand is explicit: a Kueue Workload waiting on our
 AdmissionCheck), the policy flips the fewest candidate Offloads whose home GPUs cover the
 largest such shortfall (among as few, the set moving the fewest GPUs beyond it, then the first in
-flip order, then namespace/name). A candidate is placed home
+flip order, then namespace/name), taken among the candidates kept warm (warm-until ahead) when those
+alone cover it. A candidate is placed home
 (and not migrating), selected, automatic, not held by a person, not within `minHomeSeconds` of its
 last move and under `maxFlipsPerHour`. When no set of candidates covers it nothing moves: moving
 inference away would not let the gang start. The reservation taint goes on the pool's nodes in the
@@ -21,6 +22,17 @@ passed, the reservation taint comes off, then the Offloads this policy moved awa
 time (the next only once the previous is home), each only when the usable pool has free GPUs for all
 its home replicas. Demand that returns while one is coming home sends it away again (the migration
 controller treats the reversed placement as an abort).
+
+Warm up. Demand that is foreseeable but not yet due warms the away side of the Offloads a flip would
+move, so the flip then only shifts traffic: gangs whose shortfall is still within
+`flipOutAfterSeconds`, what gangs have declared but not yet created (`Gang.foreseen_gpus`: a Job's
+pods to come, a PodGroup short of minCount, a Kueue Workload queued before its quota) and the open
+windows of `spec.warmUp.schedule`. While there is such a sign, the GPUs all gangs' unplaced members,
+the declared ones and the open windows want, less the free home GPUs and those Offloads on their way
+out are freeing, are the foreseen shortfall; the Offloads are chosen as a flip chooses them (the
+same candidates, `choose_fewest`, those already warm first), and get warm-until = now +
+`holdSeconds`, rewritten only once less than half of it is left (not on every pass). A pass that
+flips warms nothing: the next one sees the pool as the flip leaves it.
 
 Health. A node judged unhealthy gets the unhealthy taint (value: the reason); once it has been
 healthy for `healthyForSeconds` the taint comes off. Every taint the policy removes is one its node
@@ -41,6 +53,7 @@ import itertools
 from datetime import datetime, timedelta
 
 from vk_provider.policy.model import Gang, History, Observed, OffloadView, PoolNode
+from vk_provider.policy.schedule import scheduled_gpus, window_open
 from vk_provider.policy.spec import PolicySpec
 
 MAX_COMBINATIONS = 20_000
@@ -57,6 +70,7 @@ class Action(enum.StrEnum):
     TAINT_UNHEALTHY = "TaintUnhealthy"
     UNTAINT_UNHEALTHY = "UntaintUnhealthy"
     DEMAND_DETECTED = "DemandDetected"
+    WARM = "Warm"
 
 
 class Reason(enum.StrEnum):
@@ -72,6 +86,8 @@ class Reason(enum.StrEnum):
     UNHEALTHY_CAPACITY = "UnhealthyCapacity"
     UNHEALTHY_HOME = "UnhealthyHome"
     MIGRATING = "Migrating"
+    FORESEEN_DEMAND = "ForeseenDemand"
+    SCHEDULED = "Scheduled"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +168,8 @@ def decide(now: datetime, policy: PolicySpec, observed: Observed, history: Histo
         decisions += _flip_out(now, policy, observed, new_history, short)
     else:
         decisions += _flip_back(now, policy, observed, new_history)
+    if not any(decision.action is Action.FLIP_OUT for decision in decisions):
+        decisions += _warm(now, policy, observed, new_history, available=free + releasing, short=short)
     return Outcome(tuple(decisions), new_history)
 
 
@@ -286,29 +304,49 @@ def _skip_reason(
     return None
 
 
-def _flip_out(
-    now: datetime, policy: PolicySpec, observed: Observed, history: History, short: dict[str, int]
-) -> list[Decision]:
+def is_due(gang: Gang, policy: PolicySpec, history: History, short: dict[str, int], now: datetime) -> bool:
+    """Whether the gang's shortfall calls for a flip now (it has lasted `flipOutAfterSeconds`, or its
+    demand is explicit); `history` is this pass's."""
+    if short.get(gang.key, 0) <= 0:
+        return False
     after = timedelta(seconds=policy.timing.flip_out_after_seconds)
-    due = [
-        gang
-        for gang in observed.gangs
-        if short[gang.key] > 0 and (gang.immediate or now - history.shortfall_since[gang.key] >= after)
-    ]
-    if not due:
-        return []
-    gang = max(due, key=lambda g: (short[g.key], g.key))
-    need = short[gang.key]
+    return gang.immediate or now - history.shortfall_since[gang.key] >= after
+
+
+def _flip_candidates(
+    now: datetime, policy: PolicySpec, observed: Observed
+) -> tuple[list[OffloadView], list[Decision]]:
+    """The Offloads a flip out may move (home, idle, with home GPUs, not skipped), in flip order, and
+    the skips of the others."""
     at_home = [o for o in observed.offloads if o.placement == "home" and not o.running and o.home_gpus > 0]
     candidates: list[OffloadView] = []
-    decisions: list[Decision] = []
+    skips: list[Decision] = []
     for offload in sorted(at_home, key=_order):
         reason = _skip_reason(offload, policy, now)
         if reason is None:
             candidates.append(offload)
         else:
-            decisions.append(Decision(Action.SKIP, reason, offloads=(offload.key,), gpus=offload.home_gpus))
-    chosen = choose_fewest(candidates, need)
+            skips.append(Decision(Action.SKIP, reason, offloads=(offload.key,), gpus=offload.home_gpus))
+    return candidates, skips
+
+
+def _prefer_warm(candidates: list[OffloadView], need: int, now: datetime) -> list[OffloadView] | None:
+    """`choose_fewest`, among the candidates whose away side is warm first when they cover `need`: a
+    warmed Offload only shifts traffic, a cold one makes the gang wait for its cold start."""
+    warm = [offload for offload in candidates if offload.warm_until is not None and offload.warm_until > now]
+    return choose_fewest(warm, need) or choose_fewest(candidates, need)
+
+
+def _flip_out(
+    now: datetime, policy: PolicySpec, observed: Observed, history: History, short: dict[str, int]
+) -> list[Decision]:
+    due = [gang for gang in observed.gangs if is_due(gang, policy, history, short, now)]
+    if not due:
+        return []
+    gang = max(due, key=lambda g: (short[g.key], g.key))
+    need = short[gang.key]
+    candidates, decisions = _flip_candidates(now, policy, observed)
+    chosen = _prefer_warm(candidates, need, now)
     what = f"{gang.kind} {gang.namespace}/{gang.name}"
     if chosen is None:
         available = sum(offload.home_gpus for offload in candidates)
@@ -333,6 +371,77 @@ def _flip_out(
             gpus=freed,
         ),
     ]
+
+
+def foreseen(
+    now: datetime, policy: PolicySpec, observed: Observed, history: History, short: dict[str, int]
+) -> list[tuple[str, int]]:
+    """The signs of demand not yet due, each with the GPUs it foresees: gangs short within
+    `flipOutAfterSeconds`, the members gangs declared but have not created, the open schedule windows."""
+    signs: list[tuple[str, int]] = []
+    for gang in observed.gangs:
+        if short[gang.key] > 0 and not is_due(gang, policy, history, short, now):
+            signs.append((f"{_what(gang)} is short, not yet for flipOutAfterSeconds", gang.unplaced_gpus))
+    for gang in (*observed.gangs, *observed.foreseen):
+        if gang.foreseen_gpus > 0:
+            signs.append((f"{_what(gang)} declares GPUs it has not requested yet", gang.foreseen_gpus))
+    for run in policy.warm_up.schedule:
+        if window_open(now, run):
+            signs.append((f"the run scheduled at {run.cron!r} (UTC)", run.gpus))
+    return signs
+
+
+def _what(gang: Gang) -> str:
+    return f"{gang.kind} {gang.namespace}/{gang.name}"
+
+
+def _warm(
+    now: datetime,
+    policy: PolicySpec,
+    observed: Observed,
+    history: History,
+    *,
+    available: int,
+    short: dict[str, int],
+) -> list[Decision]:
+    """Warm the away side of the Offloads a flip would choose for the foreseen shortfall."""
+    if not policy.warm_up.enabled:
+        return []
+    signs = foreseen(now, policy, observed, history, short)
+    if not signs:
+        return []
+    # Every gang's unplaced members take free GPUs first, due or not; the foreseen rest needs more.
+    unplaced = sum(gang.unplaced_gpus for gang in observed.gangs)
+    declared = sum(gang.foreseen_gpus for gang in (*observed.gangs, *observed.foreseen))
+    wanted = unplaced + declared + scheduled_gpus(now, policy.warm_up.schedule)
+    need = wanted - available
+    if need <= 0:
+        return []
+    candidates, _ = _flip_candidates(now, policy, observed)
+    chosen = _prefer_warm(candidates, need, now)  # as the flip will choose
+    if chosen is None:
+        return []  # no flip could cover it either: warming would spend for nothing
+    hold = timedelta(seconds=policy.warm_up.hold_seconds)
+    stale = [offload for offload in chosen if _needs_warming(offload, now, hold)]
+    if not stale:
+        return []
+    scheduled_only = all(text.startswith("the run scheduled") for text, _ in signs)
+    reasons = "; ".join(f"{text} ({gpus})" for text, gpus in signs)
+    return [
+        Decision(
+            Action.WARM,
+            Reason.SCHEDULED if scheduled_only else Reason.FORESEEN_DEMAND,
+            offloads=tuple(offload.key for offload in stale),
+            message=f"{wanted} GPUs foreseen, {need} more than the home pool has free: {reasons}",
+            gpus=need,
+        )
+    ]
+
+
+def _needs_warming(offload: OffloadView, now: datetime, hold: timedelta) -> bool:
+    """Whether its warm-until must be (re)written: absent, or less than half the hold left. A later
+    warm-until someone else wrote is left alone (it lasts longer already)."""
+    return offload.warm_until is None or offload.warm_until - now < hold / 2
 
 
 def _order(offload: OffloadView) -> tuple[int, str, str]:

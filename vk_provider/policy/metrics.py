@@ -59,6 +59,22 @@ class PolicyMetrics:
             namespace="vk_provider_policy",
             registry=registry,
         )
+        self._training_wait = Histogram(
+            "training_wait_seconds",
+            "Seconds a training gang waited for home GPUs: from the gang first seen to its shortfall gone.",
+            ["policy"],
+            buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600),
+            namespace="vk_provider_policy",
+            registry=registry,
+        )
+        self._waiting = Gauge(
+            "training_waiting_gangs",
+            "Training gangs waiting for GPUs now, by what they wait for (WarmingAway, ShiftingTraffic, "
+            "PodsLeaving, Scheduling, Confirming, NoCandidate).",
+            ["policy", "stage"],
+            namespace="vk_provider_policy",
+            registry=registry,
+        )
         self._ready = Gauge(
             "ready",
             "1 while the OffloadPolicy's Ready condition is True, 0 while it cannot work as written "
@@ -137,6 +153,13 @@ class PolicyMetrics:
 
     def freed(self, policy: str, seconds: float) -> None:
         self._time_to_free.labels(policy).observe(seconds)
+
+    def waited(self, policy: str, seconds: float) -> None:
+        self._training_wait.labels(policy).observe(seconds)
+
+    def waiting(self, policy: str, stages: Mapping[str, int]) -> None:
+        for stage, count in stages.items():
+            self._waiting.labels(policy, stage).set(count)
 
     def node(self, name: str, healthy: bool, reason: str | None, readings: Sequence[GpuReading]) -> None:
         self._healthy.labels(name, reason or "").set(1 if healthy else 0)

@@ -30,6 +30,9 @@ class Gang:
     immediate: bool = False
     """Its demand is explicit (a Kueue Workload waiting on our AdmissionCheck): flipOutAfterSeconds
     does not apply, there is no noise to wait out."""
+    foreseen_gpus: int = 0
+    """GPUs its declared size still adds beyond its members seen (a Job's pods not yet created, a
+    PodGroup short of minCount, a Workload not yet given quota): demand foreseen, not yet due."""
 
     @property
     def key(self) -> str:
@@ -94,6 +97,12 @@ class OffloadView:
     """When a policy flipped it (its policy-flips annotation, written with the flip itself)."""
     last_change: datetime | None = None
     """The last time anyone changed its placement (a policy flip or its migration's start)."""
+    warm_until: datetime | None = None
+    """Its warm-up annotation: until when its away side is kept warm (None: none, or unreadable)."""
+    warmed_by: str | None = None
+    progress_reason: str | None = None
+    """The reason of its Progressing condition (WaitingForReplicas, StepApplied, Finalizing, ...)."""
+    progress_message: str = ""
 
     @property
     def key(self) -> str:
@@ -115,6 +124,10 @@ class Observed:
     gangs: tuple[Gang, ...] = ()
     nodes: tuple[PoolNode, ...] = ()
     offloads: tuple[OffloadView, ...] = ()
+    foreseen: tuple[Gang, ...] = ()
+    """Training that will need the pool but is no demand yet (nothing of it is pending): a Kueue
+    Workload queued for one of our checks before its quota, a PodGroup none of whose pods exist. Only
+    `foreseen_gpus` counts; they warm the away side, they never flip."""
 
 
 @dataclasses.dataclass(frozen=True)

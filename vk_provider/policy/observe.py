@@ -30,6 +30,8 @@ from vk_provider.policy.names import (
     HOLD_UNTIL_ANNOTATION,
     HOLD_UNTIL_NEXT_FLIP,
     POLICY_TAINTS_ANNOTATION,
+    WARM_UNTIL_ANNOTATION,
+    WARMED_BY_ANNOTATION,
 )
 from vk_provider.policy.signals import HealthReport, HealthSource, PodGroupSource
 from vk_provider.policy.spec import PolicySpec
@@ -71,7 +73,8 @@ async def observe(
             where += f"; namespaces {policy.namespace_selector.query()}"
         problems.append(Problem("NoOffloadsSelected", f"spec.offloads selects no Offload ({where})"))
     pool = {node["metadata"]["name"] for node in nodes}
-    gangs = _gangs(policy, pods, pool)
+    jobs = await _items(api, resource_path("batch/v1", "jobs"), None)
+    gangs = with_declared_jobs(_gangs(policy, pods, pool), jobs, policy)
     gangs = _merged(gangs, await podgroups.demand(policy))
     pool_nodes = tuple(
         _pool_node(policy, node, pods, report.nodes.get(node["metadata"]["name"])) for node in nodes
@@ -212,6 +215,28 @@ def _gangs(policy: PolicySpec, pods: Sequence[RawObject], pool: set[str]) -> lis
     ]
 
 
+def with_declared_jobs(gangs: list[Gang], jobs: Sequence[RawObject], policy: PolicySpec) -> list[Gang]:
+    """Pod gangs of a Job, with the GPUs its pods still to be created will request (`foreseen_gpus`):
+    the Job runs `parallelism` pods at once (fewer when fewer completions are left), each requesting
+    what its template does. A suspended Job creates none (Kueue holds it: its Workload is the sign)."""
+    by_name = {(job["metadata"]["namespace"], job["metadata"]["name"]): job for job in jobs}
+    result = []
+    for gang in gangs:
+        job = by_name.get((gang.namespace, gang.name))
+        spec = (job or {}).get("spec") or {}
+        if job is None or spec.get("suspend"):
+            result.append(gang)
+            continue
+        running = int(spec.get("parallelism", 1) or 0)
+        if (completions := spec.get("completions")) is not None:
+            succeeded = int(((job.get("status") or {}).get("succeeded")) or 0)
+            running = min(running, max(0, int(completions) - succeeded))
+        per_pod = podinfo.template_gpus(((spec.get("template") or {}).get("spec")) or {}, policy.resource)
+        missing = max(0, running * per_pod - gang.gpus)
+        result.append(dataclasses.replace(gang, foreseen_gpus=missing) if missing else gang)
+    return result
+
+
 def _merged(pod_gangs: list[Gang], group_gangs: list[Gang]) -> list[Gang]:
     """Pod gangs and PodGroup gangs, one per namespace/name: a PodGroup's pods grouped by it are the
     same gang, counted once, by whichever sees more of it unplaced; the PodGroup when both see as much,
@@ -267,6 +292,14 @@ def _offload_view(
     flips = tuple(sorted(flip_times(annotations.get(POLICY_FLIPS_ANNOTATION))))
     started = parse_timestamp(status.get("migrationStartedAt"))
     changes = [moment for moment in (*flips, started) if moment is not None]
+    progressing = next(
+        (
+            condition
+            for condition in status.get("conditions") or ()
+            if isinstance(condition, Mapping) and condition.get("type") == "Progressing"
+        ),
+        {},
+    )
     return OffloadView(
         namespace=metadata["namespace"],
         name=metadata["name"],
@@ -284,6 +317,11 @@ def _offload_view(
         flipped_by=annotations.get(FLIPPED_BY_ANNOTATION),
         policy_flips=flips,
         last_change=max(changes, default=None),
+        # An unreadable warm-until is no warm-up (the migration controller says so on the Offload).
+        warm_until=parse_timestamp(annotations.get(WARM_UNTIL_ANNOTATION)),
+        warmed_by=annotations.get(WARMED_BY_ANNOTATION),
+        progress_reason=progressing.get("reason") if progressing.get("status") == "True" else None,
+        progress_message=str(progressing.get("message", "")) if progressing.get("status") == "True" else "",
     )
 
 

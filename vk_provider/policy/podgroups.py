@@ -53,6 +53,14 @@ class PodGroupDemand:
     message: str = ""
     """The scheduler's message ("minCount (6) cannot be satisfied: ...")."""
 
+    @property
+    def missing_gpus(self) -> int:
+        """GPUs the members it still lacks (minCount less the pods that exist) will request, counted
+        at what its unplaced pods request each: demand foreseen before those pods are created."""
+        if self.unplaced <= 0 or self.pods >= self.min_count:
+            return 0
+        return (self.min_count - self.pods) * (self.gpus // self.unplaced)
+
 
 class PodGroupDemands(list[PodGroupDemand]):
     """The unschedulable PodGroups (a list), and why there are none to read when the API is missing."""

@@ -149,7 +149,14 @@ class NativePodGroups:
         self._told = unavailable
         # A gang places all its members or none, so what it requests is what it still needs.
         return [
-            Gang("PodGroup", demand.namespace, demand.name, gpus=demand.gpus, unplaced_gpus=demand.gpus)
+            Gang(
+                "PodGroup",
+                demand.namespace,
+                demand.name,
+                gpus=demand.gpus,
+                unplaced_gpus=demand.gpus,
+                foreseen_gpus=demand.missing_gpus,
+            )
             for demand in demands
             if demand.gpus > 0
         ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from vk_provider.policy.health import HealthSettings, HealthSettingsError
 from vk_provider.policy.names import DEFAULT_GPU_RESOURCE, RESERVED_TAINT_KEY, RESERVED_TAINT_VALUE
+from vk_provider.policy.schedule import InvalidSchedule, ScheduledRun, check_cron
 from vk_provider.policy.selectors import InvalidSelector, LabelSelector, parse_selector
 
 DEFAULT_MIN_PRIORITY = 100000
@@ -54,6 +55,16 @@ class DemandSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class WarmUpSpec:
+    """`spec.warmUp`: warming the away side of the Offloads a flip would choose, before it is due."""
+
+    enabled: bool = True
+    hold_seconds: int = 600
+    """How long a warm-up lasts after the last sign of demand (warm-until = now + this)."""
+    schedule: tuple[ScheduledRun, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class PolicySpec:
     name: str
     uid: str
@@ -69,6 +80,7 @@ class PolicySpec:
     paused: bool = False
     admission_checks: tuple[str, ...] = ()
     """Kueue AdmissionChecks this policy serves (`vk_provider.policy.admission`)."""
+    warm_up: WarmUpSpec = WarmUpSpec()
 
 
 def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
@@ -105,6 +117,7 @@ def parse_policy(raw: Mapping[str, Any]) -> PolicySpec:
             timing=_timing(_object(spec, "timing")),
             paused=_boolean(spec.get("paused", False), "spec.paused"),
             admission_checks=_names(spec.get("admissionChecks"), "spec.admissionChecks"),
+            warm_up=_warm_up(_object(spec, "warmUp")),
         )
     except InvalidSelector as error:
         raise InvalidPolicy(str(error)) from None
@@ -202,6 +215,47 @@ def _timing(raw: Mapping[str, Any]) -> Timing:
             f"({timing.flip_back_after_seconds} < {timing.flip_out_after_seconds}): the policy would flap"
         )
     return timing
+
+
+def _warm_up(raw: Mapping[str, Any]) -> WarmUpSpec:
+    defaults = WarmUpSpec()
+    schedule = raw.get("schedule")
+    if schedule is None:
+        schedule = []
+    if not isinstance(schedule, list):
+        raise InvalidPolicy(f"spec.warmUp.schedule must be a list of runs, not {schedule!r}")
+    return WarmUpSpec(
+        enabled=_boolean(raw.get("enabled", defaults.enabled), "spec.warmUp.enabled"),
+        hold_seconds=_integer(
+            raw.get("holdSeconds", defaults.hold_seconds), "spec.warmUp.holdSeconds", minimum=1
+        ),
+        schedule=tuple(
+            _scheduled_run(item, f"spec.warmUp.schedule[{index}]") for index, item in enumerate(schedule)
+        ),
+    )
+
+
+def _scheduled_run(raw: Any, where: str) -> ScheduledRun:
+    if not isinstance(raw, Mapping):
+        raise InvalidPolicy(f"{where} must be an object with cron and gpus, not {raw!r}")
+    cron = raw.get("cron")
+    if not isinstance(cron, str):
+        raise InvalidPolicy(f'{where}.cron is required: a 5-field cron expression in UTC (like "0 2 * * *")')
+    try:
+        check_cron(cron)
+    except InvalidSchedule as error:
+        raise InvalidPolicy(f"{where}.cron {error}") from None
+    if "gpus" not in raw:
+        raise InvalidPolicy(f"{where}.gpus is required: the home GPUs the scheduled run will need")
+    defaults = ScheduledRun(cron="", gpus=0)
+    return ScheduledRun(
+        cron=cron,
+        gpus=_integer(raw["gpus"], f"{where}.gpus", minimum=1),
+        lead_seconds=_integer(raw.get("leadSeconds", defaults.lead_seconds), f"{where}.leadSeconds"),
+        duration_seconds=_integer(
+            raw.get("durationSeconds", defaults.duration_seconds), f"{where}.durationSeconds"
+        ),
+    )
 
 
 def _names(value: Any, field: str) -> tuple[str, ...]:

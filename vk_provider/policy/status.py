@@ -5,7 +5,8 @@ Shape (every key optional; `kubectl get ofp` shows demand.gpus and the pool's co
 
     observedGeneration
     conditions: [Ready, TrainingDemand, HomeCapacityHealthy, GpuMetricsAvailable, PodGroupsReadable]
-    demand: {gpus, goneSince, gangs: [{kind, namespace, name, gpus, unplacedGpus, since, shortfallSince}]}
+    demand: {gpus, goneSince, gangs: [{kind, namespace, name, gpus, unplacedGpus, since, shortfallSince,
+                                       waitingSeconds, waitingFor, waitingOn}]}
     pool: {resource, total, free, reserved, busy, unhealthy, tensorActive,
            nodes: [{name, gpus, free, healthy, reason, since, temperatureCelsius, tensorActive, reserved}]}
     offloads: [{namespace, name, placement, phase, homeGpus, auto, holdUntil, lastFlip, lastTrigger,
@@ -14,7 +15,9 @@ Shape (every key optional; `kubectl get ofp` shows demand.gpus and the pool's co
     exporterErrors: {pod or node: message}
 
 `demand.gangs[].since`, `shortfallSince` and `demand.goneSince` are the policy's memory (`History`):
-a new leader reads them back, so its clocks continue instead of starting again.
+a new leader reads them back, so its clocks continue instead of starting again. `waitingSeconds` and
+`waitingFor` (a `waiting.Stage`) say how long a gang with unplaced members has waited and for what;
+`waitingOn` lists the Offloads whose migrations it waits on.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from vk_provider.policy.model import HOUR, History, Observed, OffloadView
 from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
 from vk_provider.policy.observe import Observation, Problem
 from vk_provider.policy.spec import PolicySpec
+from vk_provider.policy.waiting import Wait
 
 MAX_DECISIONS = 20
 
@@ -240,7 +244,9 @@ def pool_entry(observation: Observation, policy: PolicySpec) -> dict[str, Any]:
     return pool
 
 
-def demand_entry(observed: Observed, history: History) -> dict[str, Any]:
+def demand_entry(
+    observed: Observed, history: History, waits: Mapping[str, Wait] | None = None
+) -> dict[str, Any]:
     gangs = []
     for gang in observed.gangs:
         entry: dict[str, Any] = {
@@ -254,6 +260,11 @@ def demand_entry(observed: Observed, history: History) -> dict[str, Any]:
             entry["since"] = format_timestamp(since)
         if (short := history.shortfall_since.get(gang.key)) is not None:
             entry["shortfallSince"] = format_timestamp(short)
+        if (wait := (waits or {}).get(gang.key)) is not None:
+            entry["waitingSeconds"] = round(wait.seconds)
+            entry["waitingFor"] = str(wait.stage)
+            if wait.offloads:
+                entry["waitingOn"] = list(wait.offloads)
         gangs.append(entry)
     demand: dict[str, Any] = {"gpus": sum(gang.gpus for gang in observed.gangs), "gangs": gangs}
     demand["goneSince"] = format_timestamp(history.demand_gone_since) if history.demand_gone_since else None

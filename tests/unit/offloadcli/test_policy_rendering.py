@@ -182,7 +182,20 @@ def test_status_shows_the_spec_and_says_there_is_no_status_yet() -> None:
 def test_status_shows_demand_per_gang() -> None:
     lines = section(render_policy_status(policy(status=FULL_STATUS), now=NOW), "Demand:")
     assert lines[0] == "Demand:       6 GPUs from 1 gang"
-    assert rows(lines)["Pods"] == ["Pods", "train/job-a", "6", "2", "45s ago"]
+    assert rows(lines)["Pods"] == ["Pods", "train/job-a", "6", "2", "45s ago", "-", "-"]
+
+
+def test_status_shows_how_long_a_gang_waits_and_for_what() -> None:
+    gang = {
+        **FULL_STATUS["demand"]["gangs"][0],
+        "waitingSeconds": 130,
+        "waitingFor": "WarmingAway",
+        "waitingOn": ["serving/llm"],
+    }
+    status = {**FULL_STATUS, "demand": {"gpus": 6, "gangs": [gang]}}
+    lines = section(render_policy_status(policy(status=status), now=NOW), "Demand:")
+    assert lines[1].split() == ["KIND", "GANG", "GPUS", "UNPLACED", "SINCE", "WAITED", "WAITING", "FOR"]
+    assert rows(lines)["Pods"][-2:] == ["2m", "WarmingAway serving/llm"]
 
 
 def test_status_shows_the_pool_by_state_and_each_node_with_health_temperature_and_tensor_activity() -> None:
@@ -345,3 +358,15 @@ def test_selectors_read_as_kubectl_writes_them() -> None:
 def test_a_last_flip_given_as_an_object_shows_where_and_when() -> None:
     value = {"time": "2026-12-03T15:57:00Z", "placement": "away", "trigger": "policy"}
     assert policy_rendering._last_flip(value, NOW) == "away 3m ago"
+
+
+def test_status_shows_the_warm_up_asked_for() -> None:
+    page = render_policy_status(policy(), now=NOW)
+    assert "Warm-up:      on foreseen demand, for 600s after its last sign" in page  # the CRD's defaults
+    nightly = {"holdSeconds": 300, "schedule": [{"cron": "0 2 * * *", "gpus": 8}]}
+    page = render_policy_status(policy(warmUp=nightly), now=NOW)
+    assert (
+        "Warm-up:      on foreseen demand, for 300s after its last sign; scheduled: 0 2 * * * UTC (8 GPUs)"
+        in page
+    )
+    assert "Warm-up:      off" in render_policy_status(policy(warmUp={"enabled": False}), now=NOW)

@@ -33,18 +33,21 @@ from vk_provider.policy.admission.names import (
     KUEUE_API_VERSION,
     PARAMETERS_API_GROUP,
     PARAMETERS_KIND,
+    PENDING,
     READY,
     RETRY,
     admission_checks_path,
+    queues_path,
     workloads_path,
 )
-from vk_provider.policy.admission.verdict import Verdict, demand_gangs, judge
+from vk_provider.policy.admission.verdict import Verdict, demand_gangs, judge, queued_gangs
 from vk_provider.policy.admission.workload import WorkloadView, read_workload
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import Gang, Observed
 from vk_provider.policy.pods import pod_gpus
 from vk_provider.policy.signals import PodGroupSource
 from vk_provider.policy.spec import InvalidPolicy, PolicySpec, parse_policy
+from vk_provider.policy.waiting import Wait
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +100,9 @@ class AdmissionChecks:
         self._unavailable: str | None = None
         self._written: dict[str, Any] = {}
         """Check name -> the conditions we last wrote (no write when unchanged)."""
+        self._queue_checks: dict[tuple[str, str], set[str]] = {}
+        """(namespace, LocalQueue) -> the AdmissionChecks of its ClusterQueue."""
+        self._queues_unreadable: str | None = None
 
     async def refresh(self, policies: Sequence[RawObject], now: datetime) -> None:
         try:
@@ -131,6 +137,37 @@ class AdmissionChecks:
             await self._set_active(check, now, policy_name if not reason else None, reason, message)
         self._served = served
         self._workloads = list(workloads.get("items") or ())
+        self._queue_checks = await self._read_queues() if served else {}
+
+    async def _read_queues(self) -> dict[tuple[str, str], set[str]]:
+        """Which AdmissionChecks each LocalQueue's ClusterQueue lists: how a Workload queued before its
+        quota is known to be heading for one of our checks. Unreadable queues (an older RBAC): none,
+        said once in the log; the Workloads still count once they reach the check."""
+        try:
+            cluster_queues = await self._api.get(queues_path("clusterqueues"))
+            local_queues = await self._api.get(queues_path("localqueues"))
+        except KubeApiError as error:
+            if not (error.not_found or error.status == 403):
+                raise
+            reason = (
+                f"Kueue's queues cannot be read ({error.message}): Workloads count once quota is reserved"
+            )
+            if reason != self._queues_unreadable:
+                logger.info("%s", reason)
+            self._queues_unreadable = reason
+            return {}
+        self._queues_unreadable = None
+        checks_of_cluster = {
+            str(queue["metadata"]["name"]): cluster_queue_checks(queue)
+            for queue in cluster_queues.get("items") or ()
+        }
+        return {
+            (
+                str(queue["metadata"].get("namespace", "")),
+                str(queue["metadata"]["name"]),
+            ): checks_of_cluster.get(str((queue.get("spec") or {}).get("clusterQueue", "")), set())
+            for queue in local_queues.get("items") or ()
+        }
 
     async def _set_active(
         self, check: RawObject, now: datetime, policy: str | None, reason: str, message: str
@@ -180,15 +217,31 @@ class AdmissionChecks:
         checks = self.checks_of(policy)
         return demand_gangs(checks, self._views(policy)) if checks else []
 
-    async def settle(self, policy: PolicySpec, observed: Observed, now: datetime) -> list[Verdict]:
+    def queued(self, policy: PolicySpec) -> list[Gang]:
+        """Workloads queued for one of the policy's checks, not yet given quota: foreseen demand."""
+        checks = set(self.checks_of(policy))
+        if not checks:
+            return []
+        queues = {queue for queue, listed in self._queue_checks.items() if listed & checks}
+        return queued_gangs(self._views(policy), queues)
+
+    async def settle(
+        self,
+        policy: PolicySpec,
+        observed: Observed,
+        now: datetime,
+        *,
+        waits: Mapping[str, Wait] | None = None,
+    ) -> list[Verdict]:
         checks = self.checks_of(policy)
         if not checks:
             return []
         views = self._views(policy)
         promised = await self._promised(policy, checks, views)
-        verdicts = judge(now, policy, checks, views, observed, promised=promised)
+        verdicts = judge(now, policy, checks, views, observed, promised=promised, waits=waits)
         for verdict in verdicts:
-            if await self._write(verdict, now) and self._metrics is not None:
+            written = await self._write(verdict, now)
+            if written and self._metrics is not None and verdict.state != PENDING:
                 self._metrics.verdict(policy.name, verdict.check, verdict.state)
         return verdicts
 
@@ -218,11 +271,13 @@ class AdmissionChecks:
     async def _write(self, verdict: Verdict, now: datetime) -> bool:
         """Write the verdict on its Workload; False when the Workload is gone or was replaced."""
         workload = verdict.workload
+        # A new message while still Pending is no transition: the time Kueue and `judge` count from stays.
+        since = workload.checks[verdict.check].since if verdict.state == PENDING else None
         entry: dict[str, Any] = {
             "name": verdict.check,
             "state": verdict.state,
             "message": verdict.message,
-            "lastTransitionTime": format_timestamp(now),
+            "lastTransitionTime": format_timestamp(since or now),
         }
         if verdict.pod_set_updates:
             entry["podSetUpdates"] = list(verdict.pod_set_updates)
@@ -246,6 +301,8 @@ class AdmissionChecks:
             if error.not_found or error.conflict:  # deleted, or replaced (uid): next pass reads it again
                 return False
             raise
+        if verdict.state == PENDING:
+            return True  # the stage of a wait is in the message; an Event per stage would be noise
         involved = InvolvedObject(
             "Workload", workload.name, workload.namespace, workload.uid, api_version=KUEUE_API_VERSION
         )
@@ -253,6 +310,15 @@ class AdmissionChecks:
         reason = EVENT_REASONS.get(verdict.state, "AdmissionCheckRejected")
         self._events.record(involved, kind, reason, f"{verdict.check}: {verdict.message}")
         return True
+
+
+def cluster_queue_checks(queue: RawObject) -> set[str]:
+    """The AdmissionChecks a ClusterQueue lists (`spec.admissionChecks`, or its strategy's)."""
+    spec = queue.get("spec") or {}
+    names = {str(name) for name in spec.get("admissionChecks") or () if isinstance(name, str)}
+    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or ()
+    names |= {str(rule["name"]) for rule in strategy if isinstance(rule, Mapping) and rule.get("name")}
+    return names
 
 
 class WithWorkloads:

@@ -38,3 +38,8 @@ def workloads_path(namespace: str | None = None, name: str | None = None, *, sta
         name=name,
         subresource="status" if status else None,
     )
+
+
+def queues_path(kind: str) -> str:
+    """Every Kueue `localqueues` (namespaced, listed across namespaces) or `clusterqueues`."""
+    return resource_path(KUEUE_API_VERSION, kind)

@@ -16,12 +16,15 @@ For a policy and the checks it serves:
   the GPUs were not freed within `admissionRetryAfterSeconds`; the message names the shortfall. A
   shortage is never a reason for `Rejected`, which deactivates the Workload for good: only a Workload
   whose pod sets cannot be read is rejected, since waiting cannot mend it.
+- While a Workload waits at the check, its message says what for (`waiting.Wait.message`: warming the
+  away side of which Offload, shifting traffic, pods leaving, ...), the state left `Pending`; written
+  only when the stage changes, not on every pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +33,7 @@ from vk_provider.policy.admission.workload import WorkloadView
 from vk_provider.policy.decide import free_gpus, usable
 from vk_provider.policy.model import Gang, Observed
 from vk_provider.policy.spec import PolicySpec
+from vk_provider.policy.waiting import Wait
 
 WORKLOAD_KIND = "Workload"
 
@@ -65,6 +69,24 @@ def demand_gangs(checks: Sequence[str], workloads: Iterable[WorkloadView]) -> li
     return gangs
 
 
+def queued_gangs(
+    workloads: Iterable[WorkloadView], queues_with_our_checks: set[tuple[str, str]]
+) -> list[Gang]:
+    """Workloads queued for a ClusterQueue that has one of our checks, before Kueue reserved their quota
+    (so before they reach the check): `(namespace, LocalQueue)` pairs name those queues. Their GPUs are
+    foreseen demand, nothing of them is pending yet."""
+    return [
+        Gang(WORKLOAD_KIND, workload.namespace, workload.name, workload.gpus, 0, foreseen_gpus=workload.gpus)
+        for workload in workloads
+        if workload.problem is None
+        and workload.gpus > 0
+        and workload.active
+        and not workload.finished
+        and not workload.quota_reserved
+        and (workload.namespace, workload.queue or "") in queues_with_our_checks
+    ]
+
+
 def pod_set_updates(workload: WorkloadView, policy: PolicySpec) -> tuple[dict[str, Any], ...]:
     taint = policy.reservation
     toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
@@ -92,9 +114,11 @@ def judge(
     observed: Observed,
     *,
     promised: int = 0,
+    waits: Mapping[str, Wait] | None = None,
 ) -> list[Verdict]:
-    """The checks to change now (a Workload left Pending is not listed). `promised`: GPUs of Workloads
-    already let through that their pods do not hold yet (they are about to take them)."""
+    """The checks to change now (a Workload left Pending is listed only when its message changes).
+    `promised`: GPUs of Workloads already let through that their pods do not hold yet (they are about
+    to take them); `waits`: per gang key, what each waiting gang waits for."""
     resource = policy.resource
     available = max(0, free_gpus(observed, policy) - promised)
     capacity = sum(node.allocatable for node in observed.nodes if usable(node, policy))
@@ -129,4 +153,8 @@ def judge(
                 f"nodes (short {workload.gpus - available}): not enough inference could move away in time"
             )
             verdicts.append(Verdict(workload, check, RETRY, message, requeue_after_seconds=retry_after))
+        elif (wait := (waits or {}).get(f"{WORKLOAD_KIND}:{workload.key}")) is not None:
+            message = wait.message()
+            if workload.checks[check].message != message:
+                verdicts.append(Verdict(workload, check, PENDING, message))
     return verdicts

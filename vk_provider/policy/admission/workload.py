@@ -48,6 +48,10 @@ class WorkloadView:
     created: datetime | None = None
     job: str | None = None
     """The batch Job that owns it, if one does (its pods carry the Job's name as a label)."""
+    queue: str | None = None
+    """`spec.queueName`: the LocalQueue (of its namespace) it is queued in."""
+    active: bool = True
+    """`spec.active`: false once deactivated (it will not be admitted)."""
 
     @property
     def key(self) -> str:
@@ -156,6 +160,8 @@ def read_workload(raw: RawObject, resource: str) -> WorkloadView:
         checks=_checks(status),
         problem=problem,
         created=parse_timestamp(metadata.get("creationTimestamp")),
+        queue=str(spec["queueName"]) if isinstance(spec, Mapping) and spec.get("queueName") else None,
+        active=not (isinstance(spec, Mapping) and spec.get("active") is False),
         job=next(
             (
                 str(owner.get("name"))
