@@ -173,7 +173,7 @@ class Warmer:
             )
         ready = min(ready_replicas_of(away), target.replicas)
         self._report(work, target, ready)
-        return self._next_look(work, target, ready)
+        return next_look(work.now, target, ready)
 
     def leave(self, work: WarmingPass, why: str) -> None:
         """A migration starts, or traffic is not all home: nothing is kept warm for its own sake (the
@@ -238,14 +238,16 @@ class Warmer:
             why = "pilot light, spec.away.warmReplicas"
         return f"{ready} of {target.replicas} away replicas ready ({why})"
 
-    @staticmethod
-    def _next_look(work: WarmingPass, target: WarmTarget, ready: int) -> Requeue:
-        seconds = math.inf
-        if target.reason is WarmReason.WARM_UP and target.until is not None:
-            seconds = max(0.0, (target.until - work.now).total_seconds()) + EXPIRY_MARGIN_SECONDS
-        if ready < target.replicas:
-            seconds = min(seconds, WARMING_POLL_SECONDS)
-        return None if math.isinf(seconds) else seconds
+
+def next_look(now: datetime, target: WarmTarget, ready: int) -> Requeue:
+    """When the warmer wants to look again: just after a running warm-up ends, and every few seconds
+    while warm replicas are not all ready (None: nothing to wait for)."""
+    seconds = math.inf
+    if target.reason is WarmReason.WARM_UP and target.until is not None:
+        seconds = max(0.0, (target.until - now).total_seconds()) + EXPIRY_MARGIN_SECONDS
+    if ready < target.replicas:
+        seconds = min(seconds, WARMING_POLL_SECONDS)
+    return None if math.isinf(seconds) else seconds
 
 
 def _home_replicas(work: WarmingPass) -> int:
