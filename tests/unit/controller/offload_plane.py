@@ -207,6 +207,10 @@ class Clock:
     def __call__(self) -> datetime:
         return self.now
 
+    def elapsed(self) -> float:
+        """Seconds since START: the reconciler's monotonic clock, moved by the same hand."""
+        return (self.now - START).total_seconds()
+
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
@@ -232,7 +236,7 @@ def controller(api: MemoryApi) -> Controller:
         DataPlanes(routes),
         cast(EventRecorder, events),
         wall_clock=clock,
-        monotonic=lambda: (clock.now - START).total_seconds(),
+        monotonic=clock.elapsed,
     )
     return Controller(api, clock, events, routes, reconciler)
 

@@ -62,7 +62,8 @@ async def test_a_pilot_light_runs_ready_away_replicas_while_home_keeps_all_the_t
     )
     assert api.status()["warm"] == {"replicas": 1, "ready": 0, "reason": "PilotLight"}
     assert api.condition("AwayWarm")["reason"] == "Warming"
-    assert requeue is not None and requeue <= WARMING_POLL_SECONDS  # it follows the cold start
+    assert requeue is not None
+    assert requeue <= WARMING_POLL_SECONDS  # it follows the cold start
 
     api.settle()
     await control.reconcile()
@@ -88,12 +89,14 @@ async def test_a_warm_up_scales_away_to_a_move_s_count_at_weight_0_then_expires_
     assert api.objects[AWAY]["spec"]["replicas"] == 2  # what a move away would run: the home count
     assert api.status()["warm"] == {"replicas": 2, "ready": 0, "until": until, "reason": "WarmUp"}
     started = [event for event in control.events.posted if event.reason == "WarmUpStarted"]
-    assert len(started) == 1 and "policy/train" in started[0].message, control.events.posted
+    assert len(started) == 1, control.events.posted
+    assert "policy/train" in started[0].message
 
     api.settle()
     await control.reconcile()
     assert (api.condition("AwayWarm")["status"], api.condition("AwayWarm")["reason"]) == ("True", "WarmUp")
-    assert api.status()["awayWeight"] == 0 and set(control.routes.applied) == {0}
+    assert api.status()["awayWeight"] == 0
+    assert set(control.routes.applied) == {0}
 
     control.clock.advance(41)
     await control.reconcile()
@@ -148,7 +151,8 @@ async def test_a_move_home_ends_with_the_pilot_light_running_instead_of_nothing(
     await control.reconcile()
     assert api.scales_of(AWAY) == [1]
     scaled = [event for event in control.events.posted if event.reason == "AwayScaledDown"]
-    assert len(scaled) == 1 and "pilot light" in scaled[0].message
+    assert len(scaled) == 1
+    assert "pilot light" in scaled[0].message
     api.settle()  # one pod left, the kept one: nothing more to wait for
     await control.reconcile()
     assert api.status()["phase"] == "Succeeded"
@@ -182,7 +186,7 @@ async def test_an_unreadable_warm_until_is_one_warning_and_is_otherwise_ignored(
     for _ in range(3):
         await control.reconcile()
     warnings = [event for event in control.events.posted if event.reason == "InvalidWarmUntil"]
-    assert len(warnings) == 1 and warnings[0].type == "Warning"
+    assert [warning.type for warning in warnings] == ["Warning"]
     assert "tomorrow morning" in warnings[0].message
     condition = api.condition("AwayWarm")
     assert (condition["status"], condition["reason"]) == ("False", "InvalidWarmUntil")
