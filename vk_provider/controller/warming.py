@@ -44,6 +44,10 @@ EXPIRY_MARGIN_SECONDS = 0.5
 """Looked at again this long after a warm-up's end, so the pass that acts on it finds it passed."""
 
 
+COLD = {"replicas": 0, "ready": 0, "reason": "Cold"}
+"""`status.warm` once nothing is wanted warm and the away side was found (or made) cold."""
+
+
 class WarmReason(enum.StrEnum):
     """`status.warm.reason`: why the away side runs the replicas it does while home serves."""
 
@@ -160,18 +164,17 @@ class Warmer:
             self.leave(work, "traffic is not all home")
             return None
         target = warm_target(spec, work.now, _home_replicas(work))
-        away = await self._deployments.away(spec)
-        if target.replicas or replicas_of(away):
-            # Created, scaled, or rolled to a changed home template, exactly as a migration derives it.
-            away = await self._deployments.keep_away(
-                spec,
-                work.home,
-                work.service,
-                target.replicas,
-                current=away,
-                announce=announce,
-            )
-        ready = min(ready_replicas_of(away), target.replicas)
+        ready = 0
+        if target.replicas or work.current.warm != COLD:
+            away = await self._deployments.away(spec)
+            if target.replicas or replicas_of(away):
+                # Created, scaled, or rolled to a changed home template, as a migration derives it.
+                away = await self._deployments.keep_away(
+                    spec, work.home, work.service, target.replicas, current=away, announce=announce
+                )
+            ready = min(ready_replicas_of(away), target.replicas)
+        # (Else a pass before found nothing warm and nothing wanted: not reading the away Deployment
+        # again keeps an Offload without warmth at the API reads it cost before warmth existed.)
         self._report(work, target, ready)
         return next_look(work.now, target, ready)
 

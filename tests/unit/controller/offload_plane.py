@@ -41,8 +41,10 @@ class MemoryApi:
     def __init__(self) -> None:
         self.objects: dict[str, RawObject] = {}
         self.writes: list[tuple[str, str, Any]] = []
+        self.reads: list[str] = []
 
     async def get(self, path: str, *, query: dict[str, str] | None = None) -> RawObject:
+        self.reads.append(path)
         if path in self.objects:
             return copy.deepcopy(self.objects[path])
         items = [

@@ -200,6 +200,10 @@ async def test_an_offload_with_nothing_warm_wanted_says_cold_and_creates_no_away
     control = controller(api)
     assert await control.reconcile() is not None
     assert AWAY not in api.objects
+    assert AWAY in api.reads
+    api.reads.clear()
+    await control.reconcile()
+    assert AWAY not in api.reads  # known cold: no read of its own on every pass
     condition = api.condition("AwayWarm")
     assert (condition["status"], condition["reason"]) == ("False", "Cold")
     assert not [reason for reason in control.events.reasons() if "Warm" in reason]
