@@ -167,12 +167,14 @@ class Warmer:
         ready = 0
         if target.replicas or work.current.warm != COLD:
             away = await self._deployments.away(spec)
+            # Counted as read: a Deployment just scaled reports no ready replicas until its controller
+            # catches up, and a pilot light left running by a warm-up's end never stopped being ready.
+            ready = min(ready_replicas_of(away), target.replicas)
             if target.replicas or replicas_of(away):
                 # Created, scaled, or rolled to a changed home template, as a migration derives it.
-                away = await self._deployments.keep_away(
+                await self._deployments.keep_away(
                     spec, work.home, work.service, target.replicas, current=away, announce=announce
                 )
-            ready = min(ready_replicas_of(away), target.replicas)
         # (Else a pass before found nothing warm and nothing wanted: not reading the away Deployment
         # again keeps an Offload without warmth at the API reads it cost before warmth existed.)
         self._report(work, target, ready)

@@ -100,9 +100,11 @@ async def test_a_warm_up_scales_away_to_a_move_s_count_at_weight_0_then_expires_
 
     control.clock.advance(41)
     await control.reconcile()
+    assert api.condition("AwayWarm")["status"] == "True"  # the pilot light's replica stayed ready
     api.settle()
     await control.reconcile()
     assert api.scales_of(AWAY) == [2, 1]
+    assert control.events.reasons().count("AwayWarm") == 1
     assert api.status()["warm"] == {"replicas": 1, "ready": 1, "reason": "PilotLight"}
     assert control.events.reasons().count("WarmUpExpired") == 1
     assert control.events.reasons().count("WarmUpStarted") == 1
