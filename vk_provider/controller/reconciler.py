@@ -18,8 +18,11 @@ A migration's life, recorded in `status.phase`:
 - **Paused**: `spec.paused` holds the current weight; the interval starts over on resume.
 - **Finalizing**: the migration has an outcome. Once every router applies the final weight, the
   side that no longer gets traffic is scaled to 0 (home, so training gets the GPUs; or away, so
-  nothing is left running at the provider), and the phase becomes the outcome: Succeeded,
-  RolledBack (gates failed, or aborted) or Failed (progress deadline exceeded).
+  nothing is left running at the provider, but for a pilot light), and the phase becomes the
+  outcome: Succeeded, RolledBack (gates failed, or aborted) or Failed (progress deadline exceeded).
+
+While it serves at home, an Offload may keep away replicas warm, at weight 0: a pilot light or a
+warm-up (`vk_provider.controller.warming`), so that a flip away need not wait for a cold start.
 
 A flip (`spec.placement` changed) starts a migration from wherever traffic stands. While one runs,
 changing `spec.placement` back aborts it (that is what `kubectl offload abort` does), and a new value
