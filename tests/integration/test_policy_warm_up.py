@@ -21,8 +21,8 @@ from tests.integration.test_policy import FAST_TIMING, job_pods, policy_rig, tra
 from tests.integration.waiting import wait_for
 from vk_provider.kit.kube import RawObject
 from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.offload.names import WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
-from vk_provider.policy.names import WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION
 
 pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kit.timestamps import format_timestamp, parse_timestamp
-from vk_provider.offload.names import GROUP, offload_path
+from vk_provider.offload.names import GROUP, WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION, offload_path
 from vk_provider.policy.names import (
     AUTO_ANNOTATION,
     FLIPPED_BY_ANNOTATION,
@@ -27,8 +27,6 @@ from vk_provider.policy.names import (
     HOLD_UNTIL_NEXT_FLIP,
     POLICY_FIELD_MANAGER,
     POLICY_TAINTS_ANNOTATION,
-    WARM_UNTIL_ANNOTATION,
-    WARMED_BY_ANNOTATION,
     flipped_by_policy,
 )
 from vk_provider.policy.spec import Taint

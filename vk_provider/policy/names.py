@@ -27,12 +27,6 @@ FLIPPED_BY_ANNOTATION = f"{GROUP}/flipped-by"
 FLIPPED_BY_PERSON = "person"
 FLIP_ORDER_ANNOTATION = f"{GROUP}/flip-order"
 """On an Offload: an integer, lower moves out first (default 0; ties by namespace/name)."""
-WARM_UNTIL_ANNOTATION = f"{GROUP}/warm-until"
-"""On an Offload: an RFC 3339 UTC time until which the migration controller keeps its away side warm
-(the replicas a move away would want, traffic weight 0) while it serves at home: an early warm-up,
-written by the policy when training demand is foreseen, or by a person."""
-WARMED_BY_ANNOTATION = f"{GROUP}/warmed-by"
-"""On an Offload: who asked for the warm-up, `policy/<name>` or a person's tool (for messages only)."""
 POLICY_TAINTS_ANNOTATION = f"{GROUP}/policy-taints"
 """On a node: the JSON list of taint keys the policy put there; it removes only those."""
 

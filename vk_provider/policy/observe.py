@@ -19,7 +19,7 @@ from typing import Any
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.offload import homehealth
-from vk_provider.offload.names import offloads_path
+from vk_provider.offload.names import WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION, offloads_path
 from vk_provider.policy import pods as podinfo
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION, flip_times
 from vk_provider.policy.model import Gang, NodeHealth, Observed, OffloadView, PoolNode
@@ -30,8 +30,6 @@ from vk_provider.policy.names import (
     HOLD_UNTIL_ANNOTATION,
     HOLD_UNTIL_NEXT_FLIP,
     POLICY_TAINTS_ANNOTATION,
-    WARM_UNTIL_ANNOTATION,
-    WARMED_BY_ANNOTATION,
 )
 from vk_provider.policy.signals import HealthReport, HealthSource, PodGroupSource
 from vk_provider.policy.spec import PolicySpec

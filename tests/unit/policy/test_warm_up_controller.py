@@ -13,9 +13,9 @@ import pytest
 from tests.unit.policy.fixtures import NOW
 from vk_provider._kube.events import EventRecorder, InvolvedObject
 from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
-from vk_provider.offload.names import offload_path, offloads_path
+from vk_provider.offload.names import WARM_UNTIL_ANNOTATION, offload_path, offloads_path
 from vk_provider.policy.controller import PolicyController
-from vk_provider.policy.names import WARM_UNTIL_ANNOTATION, policies_path
+from vk_provider.policy.names import policies_path
 from vk_provider.policy.signals import NoHealthSignal, NoPodGroups
 
 pytestmark = pytest.mark.unit
