@@ -114,58 +114,136 @@ def test_a_component_that_exits_during_start_is_named_with_its_log_and_the_other
     )
 
 
-def test_dev_up_starts_the_demo_and_dev_down_leaves_nothing_running(tmp_path: Path) -> None:
-    directory = tmp_path / "with-node"
+def test_dev_up_starts_the_demo_a_dead_controller_is_restarted_and_dev_down_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    """Two stories on one plain plane, one after the other: each `dev up` costs half a minute, and the
+    second story needs only a plane whose demo ran (what it checks holds after the demo as before it)."""
+    directory = tmp_path / "with node"  # a space: the hints must quote the folder
     up = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
+    started = cluster.ClusterState.load(directory)
     try:
         assert up.returncode == 0, up.stderr
-        assert "virtual node local-gpu (local provider, home-gpu) is Ready" in up.stderr
-        assert "virtual node burst-gpu (local provider, burst-gpu) is Ready" in up.stderr
-        assert (
-            f"traffic goes through the router on http://127.0.0.1:{state_port(directory, 'router')}"
-            in up.stderr
-        )
-        assert "the migration controller is running" in up.stderr
-        assert "metrics-server serves v1beta1.metrics.k8s.io" in up.stderr
-        assert "kubectl offload flip tokens --to away --wait" in up.stdout
-        state = cluster.ClusterState.load(directory)
-        assert state is not None
-        # `kubectl top` through metrics-server, which scrapes the nodes' /metrics/resource.
-        pods, took = asyncio.run(top.wait_for_top_pods(state, namespace="default", timeout_seconds=60))
-        print(f"`kubectl top pods` had figures for every demo pod {took:.1f}s after `dev up`")
-        assert len([name for name in pods if name.startswith(f"{traffic.EXAMPLE_NAME}-")]) == 2, pods
-        assert top.has_figures(*top.top(state, "nodes")["local-gpu"])
-        nodes = subprocess.run(
-            [
-                str(state.bin_dir / "kubectl"),
-                f"--kubeconfig={state.kubeconfig}",
-                "get",
-                "nodes",
-                "--no-headers",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout.splitlines()
-        assert sorted(line.split()[:2] for line in nodes) == [["burst-gpu", "Ready"], ["local-gpu", "Ready"]]
-        router = f"http://127.0.0.1:{state.ports['router-admin']}/-/status"
-        with urllib.request.urlopen(router, timeout=10) as response:
-            routes = json.load(response)["routes"]
-        assert [(route["namespace"], route["name"]) for route in routes] == [("default", "tokens")]
-        # By hand: the flips a person makes (the automatic story runs in the RunPod test below).
-        demo = vk_provider("dev", "demo", "--manual", "--dir", str(directory))
-        assert demo.returncode == 0, demo.stdout + demo.stderr
-        assert "kubectl offload flip tokens --to away --wait" in demo.stdout
-        assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
-        assert "training Job" not in demo.stdout
+        assert started is not None
+        _the_demo_runs(directory, up)
+        asyncio.run(_a_dead_controller_leaves_the_tools_working_and_restarts(directory, up))
     finally:
         down = vk_provider("dev", "down", "--dir", str(directory))
     for component in ("node/local-gpu", "node/burst-gpu", "metrics-server", "router", "controller"):
         assert component in down.stdout
-    assert not any(processes.is_running(record) for record in state.processes)
+    final = cluster.ClusterState.load(directory)
+    assert final is not None
+    # Neither the processes `up` started (the killed controller, the restarted node among them) nor
+    # their replacements run.
+    assert not any(processes.is_running(record) for record in (*started.processes, *final.processes))
     # The example service's workloads went with the nodes.
     assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []
+
+
+def _the_demo_runs(directory: Path, up: subprocess.CompletedProcess[str]) -> None:
+    """`dev up` reports the demo's parts, which serve: metrics, nodes, the router's route, two flips."""
+    assert "virtual node local-gpu (local provider, home-gpu) is Ready" in up.stderr
+    assert "virtual node burst-gpu (local provider, burst-gpu) is Ready" in up.stderr
+    assert (
+        f"traffic goes through the router on http://127.0.0.1:{state_port(directory, 'router')}" in up.stderr
+    )
+    assert "the migration controller is running" in up.stderr
+    assert "metrics-server serves v1beta1.metrics.k8s.io" in up.stderr
+    assert "kubectl offload flip tokens --to away --wait" in up.stdout
+    state = cluster.ClusterState.load(directory)
+    assert state is not None
+    # `kubectl top` through metrics-server, which scrapes the nodes' /metrics/resource.
+    pods, took = asyncio.run(top.wait_for_top_pods(state, namespace="default", timeout_seconds=60))
+    print(f"`kubectl top pods` had figures for every demo pod {took:.1f}s after `dev up`")
+    assert len([name for name in pods if name.startswith(f"{traffic.EXAMPLE_NAME}-")]) == 2, pods
+    assert top.has_figures(*top.top(state, "nodes")["local-gpu"])
+    nodes = subprocess.run(
+        [str(state.bin_dir / "kubectl"), f"--kubeconfig={state.kubeconfig}", "get", "nodes", "--no-headers"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert sorted(line.split()[:2] for line in nodes) == [["burst-gpu", "Ready"], ["local-gpu", "Ready"]]
+    router = f"http://127.0.0.1:{state.ports['router-admin']}/-/status"
+    with urllib.request.urlopen(router, timeout=10) as response:
+        routes = json.load(response)["routes"]
+    assert [(route["namespace"], route["name"]) for route in routes] == [("default", "tokens")]
+    # By hand: the flips a person makes (the automatic story runs in the RunPod test below).
+    demo = vk_provider("dev", "demo", "--manual", "--dir", str(directory))
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "kubectl offload flip tokens --to away --wait" in demo.stdout
+    assert re.search(r"failed 0 \(none\)", demo.stdout), demo.stdout
+    assert "training Job" not in demo.stdout
+
+
+async def _a_dead_controller_leaves_the_tools_working_and_restarts(
+    directory: Path, up: subprocess.CompletedProcess[str]
+) -> None:
+    """The dev tools work and warn while the controller is dead, `up` refuses to touch the plane, and
+    `dev restart` brings the controller (and a running node) back up."""
+    dir_option = f"--dir '{directory}'"  # as the hints print it (quoted: the folder has a space)
+    hints = [line for line in up.stdout.splitlines() if "vk-provider dev" in line]
+    assert len(hints) >= 3, up.stdout
+    assert all(dir_option in line for line in hints), hints
+    state = cluster.ClusterState.load(directory)
+    assert state is not None
+    first_leader = await wait_for(
+        lambda: asyncio.to_thread(_lease_holder, directory),
+        timeout_seconds=60,
+        what="the controller to hold its Lease",
+    )
+
+    dead = state.record("controller")
+    assert dead is not None
+    os.kill(dead.pid, signal.SIGKILL)
+    await wait_for(
+        lambda: asyncio.to_thread(lambda: not processes.is_running(dead)),
+        timeout_seconds=10,
+        what="the controller to be gone",
+    )
+
+    # The apiserver is fine, so the tools that only need it work, and warn about the controller.
+    restart_hint = f"vk-provider dev restart controller {dir_option}"
+    kubeconfig = vk_provider("dev", "kubeconfig", "--dir", str(directory))
+    assert kubeconfig.returncode == 0, kubeconfig.stderr
+    assert Path(kubeconfig.stdout.strip()) == state.kubeconfig
+    assert restart_hint in kubeconfig.stderr
+    env = vk_provider("dev", "env", "--dir", str(directory))
+    assert env.returncode == 0, env.stderr
+    assert "export KUBECONFIG=" in env.stdout
+    kubectl = vk_provider("dev", "kubectl", "--dir", str(directory), "--", "get", "nodes", "--no-headers")
+    assert kubectl.returncode == 0, kubectl.stderr
+    assert sorted(line.split()[0] for line in kubectl.stdout.splitlines()) == ["burst-gpu", "local-gpu"]
+    assert restart_hint in kubectl.stderr
+
+    # `up` starts nothing and deletes nothing while the rest of the plane runs.
+    refused = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
+    assert refused.returncode == 1
+    assert "partly running" in refused.stderr
+    assert restart_hint in refused.stderr
+    assert (directory / "etcd-data").is_dir()
+    assert (directory / "logs" / "controller.log").is_file()
+    after_refusal = cluster.ClusterState.load(directory)
+    assert after_refusal is not None
+    assert after_refusal.processes == state.processes
+    assert all(processes.is_running(r) for r in state.processes if r.name != "controller")
+
+    restarted = vk_provider("dev", "restart", "controller", "--dir", str(directory))
+    assert restarted.returncode == 0, restarted.stderr
+    assert restarted.stdout.startswith("started again controller")
+    status = vk_provider("dev", "status", "--dir", str(directory))
+    assert status.returncode == 0, status.stdout
+    # A running component restarts too: a node, waited for until its new process renews its Lease.
+    node = vk_provider("dev", "restart", "local-gpu", "--dir", str(directory))
+    assert node.returncode == 0, node.stderr
+    assert node.stdout.startswith("restarted node/local-gpu: healthy")
+    # The new controller really works: it takes the Lease over once the dead one's expires.
+    await wait_for(
+        lambda: asyncio.to_thread(lambda: _lease_holder(directory) not in ("", first_leader)),
+        timeout_seconds=60,
+        what="the restarted controller to take the Lease",
+    )
 
 
 def test_dev_demo_flips_to_a_runpod_node_on_the_stand_in_and_dev_down_leaves_nothing_running(
@@ -330,81 +408,3 @@ def _lease_holder(directory: Path) -> str:
         "--output=jsonpath={.spec.holderIdentity}",
     )
     return result.stdout.strip() if result.returncode == 0 else ""
-
-
-async def test_a_dead_controller_leaves_the_dev_tools_working_restart_brings_it_back_up_keeps_the_plane(
-    tmp_path: Path,
-) -> None:
-    directory = tmp_path / "one dead"
-    dir_option = f"--dir '{directory}'"  # as the hints print it (quoted: the folder has a space)
-    up = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
-    try:
-        assert up.returncode == 0, up.stderr
-        hints = [line for line in up.stdout.splitlines() if "vk-provider dev" in line]
-        assert len(hints) >= 3, up.stdout
-        assert all(dir_option in line for line in hints), hints
-        state = cluster.ClusterState.load(directory)
-        assert state is not None
-        first_leader = await wait_for(
-            lambda: asyncio.to_thread(_lease_holder, directory),
-            timeout_seconds=60,
-            what="the controller to hold its Lease",
-        )
-
-        dead = state.record("controller")
-        assert dead is not None
-        os.kill(dead.pid, signal.SIGKILL)
-        await wait_for(
-            lambda: asyncio.to_thread(lambda: not processes.is_running(dead)),
-            timeout_seconds=10,
-            what="the controller to be gone",
-        )
-
-        # The apiserver is fine, so the tools that only need it work, and warn about the controller.
-        restart_hint = f"vk-provider dev restart controller {dir_option}"
-        kubeconfig = vk_provider("dev", "kubeconfig", "--dir", str(directory))
-        assert kubeconfig.returncode == 0, kubeconfig.stderr
-        assert Path(kubeconfig.stdout.strip()) == state.kubeconfig
-        assert restart_hint in kubeconfig.stderr
-        env = vk_provider("dev", "env", "--dir", str(directory))
-        assert env.returncode == 0, env.stderr
-        assert "export KUBECONFIG=" in env.stdout
-        kubectl = vk_provider("dev", "kubectl", "--dir", str(directory), "--", "get", "nodes", "--no-headers")
-        assert kubectl.returncode == 0, kubectl.stderr
-        assert sorted(line.split()[0] for line in kubectl.stdout.splitlines()) == ["burst-gpu", "local-gpu"]
-        assert restart_hint in kubectl.stderr
-
-        # `up` starts nothing and deletes nothing while the rest of the plane runs.
-        refused = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
-        assert refused.returncode == 1
-        assert "partly running" in refused.stderr
-        assert restart_hint in refused.stderr
-        assert (directory / "etcd-data").is_dir()
-        assert (directory / "logs" / "controller.log").is_file()
-        after_refusal = cluster.ClusterState.load(directory)
-        assert after_refusal is not None
-        assert after_refusal.processes == state.processes
-        assert all(processes.is_running(r) for r in state.processes if r.name != "controller")
-
-        restarted = vk_provider("dev", "restart", "controller", "--dir", str(directory))
-        assert restarted.returncode == 0, restarted.stderr
-        assert restarted.stdout.startswith("started again controller")
-        status = vk_provider("dev", "status", "--dir", str(directory))
-        assert status.returncode == 0, status.stdout
-        # A running component restarts too: a node, waited for until its new process renews its Lease.
-        node = vk_provider("dev", "restart", "local-gpu", "--dir", str(directory))
-        assert node.returncode == 0, node.stderr
-        assert node.stdout.startswith("restarted node/local-gpu: healthy")
-        # The new controller really works: it takes the Lease over once the dead one's expires.
-        await wait_for(
-            lambda: asyncio.to_thread(lambda: _lease_holder(directory) not in ("", first_leader)),
-            timeout_seconds=60,
-            what="the restarted controller to take the Lease",
-        )
-    finally:
-        down = vk_provider("dev", "down", "--dir", str(directory))
-    assert "controller" in down.stdout
-    final = cluster.ClusterState.load(directory)
-    assert final is not None
-    assert not any(processes.is_running(record) for record in final.processes)
-    assert procfs.processes_with_environment(cluster.DEV_CLUSTER_MARK, str(directory)) == []

@@ -717,9 +717,10 @@ async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_come
     external = "example.com/gpu-error"
     async with policy_rig(services={"chat": 4}, **rig_args) as rig, rig.load(host_of("chat")) as generator:
         await rig.create_policy(health={"externalTaintPrefixes": ["example.com/"], "healthyForSeconds": 5})
-        await rig.api.create(
-            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 30)
-        )
+        jobs = f"/apis/batch/v1/namespaces/{rig.namespace}/jobs"
+        # Deleted once the node is unhealthy (below), not waited out: long enough to outlast the move
+        # away and the taint on a slow machine, so that the service cannot come home before them.
+        await rig.api.create(jobs, training_job(rig, "pretrain", 6, 300))
         await wait_for_placement(rig, "chat", "away")
         sick, healthy = rig.pool[1].node_name, rig.pool[0].node_name
         node = await rig.node(sick)
@@ -743,6 +744,7 @@ async def test_an_unhealthy_node_is_tainted_with_its_reason_and_the_service_come
         await wait_for(
             lambda: node_events(rig, "NodeUnhealthy", sick), timeout_seconds=30, what="NodeUnhealthy"
         )
+        await rig.api.delete(f"{jobs}/pretrain", body={"propagationPolicy": "Background"})  # training is over
         await wait_for_placement(rig, "chat", "home")
         pods = (
             await rig.api.get(f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": "app=chat"})

@@ -36,6 +36,9 @@ pytestmark = [POLICY_GROUP, pytest.mark.integration, pytest.mark.usefixtures("po
 
 UNHEALTHY_TAINT_KEY = "gpu.vk-provider.dev/unhealthy"
 GANG = "pretrain"
+TRAINING_SECONDS = 300
+"""How long the health test's training Job would run: far past the story it holds the service away
+for, which deletes it instead."""
 RESERVATION_TOLERATION = {"key": RESERVED_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -117,7 +120,10 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
         urls = await start_exporters(rig, [healthy, sick])
         await rig.create_policy(health=exporter_health(rig, healthyForSeconds=5, xidLookbackSeconds=15))
         await rig.api.create(
-            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 90)
+            # Longer than the health story below takes even on a slow machine: the Job is deleted
+            # once the node is short (the service comes home as demand ends, however it ends).
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs",
+            training_job(rig, "pretrain", 6, TRAINING_SECONDS),
         )
         await wait_for_placement(rig, "chat", "away")
 
@@ -167,9 +173,12 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
             what=lambda: f"the DevicePluginUnhealthy taint:\n{rig.log()}",
         )
         short_tainted = time.monotonic() - changed
-        job = await rig.api.get(f"/apis/batch/v1/namespaces/{rig.namespace}/jobs/pretrain")
+        job_path = f"/apis/batch/v1/namespaces/{rig.namespace}/jobs/pretrain"
+        job = await rig.api.get(job_path)
         assert not (job.get("status") or {}).get("succeeded"), "the Job ended before the node was short"
 
+        # Training is over: the demand ends now rather than when the Job's pods would have finished.
+        await rig.api.delete(job_path, body={"propagationPolicy": "Background"})
         await wait_for_placement(rig, "chat", "home")
         pods = (
             await rig.api.get(f"/api/v1/namespaces/{rig.namespace}/pods", query={"labelSelector": "app=chat"})

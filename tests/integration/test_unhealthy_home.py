@@ -36,6 +36,9 @@ UNHEALTHY = "gpu.vk-provider.dev/unhealthy"
 READY_AFTER_SECONDS = 4
 STEPS_HOME = {"toHomeSteps": [25, 100], "toAwaySteps": [100], "stepIntervalSeconds": 8}
 """Home by away weight 75 then 0, each weight held 8 s: long enough to turn a node hot at 75."""
+QUICK_STEPS = {**STEPS_HOME, "stepIntervalSeconds": 2}
+"""The same steps held 2 s: for the moves in which no node turns unhealthy mid-step (each move
+waits out its steps, and the test makes six)."""
 BOUND_SECONDS = 30.0
 """The longest an unhealthy node may serve after its unhealthy taint appears (generous: measured
 figures are printed and in the note)."""
@@ -79,6 +82,11 @@ async def turn_healthy(rig: PolicyRig, node: str) -> None:
     await wait_for(
         lifted, timeout_seconds=60, what=lambda: f"the unhealthy taint lifted from {node}:\n{rig.log()}"
     )
+
+
+async def set_strategy(rig: PolicyRig, strategy: dict[str, Any]) -> None:
+    """The strategy of chat's next migration (one under way keeps the one it started with)."""
+    await rig.api.patch(rig.offload_path("chat"), {"spec": {"strategy": strategy}}, content_type=MERGE_PATCH)
 
 
 async def flip(rig: PolicyRig, placement: str) -> None:
@@ -139,9 +147,7 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
         policy_rig(services={"chat": 2}, ready_after_seconds=READY_AFTER_SECONDS, **rig_args) as rig,
         rig.load(host_of("chat"), rate=30) as generator,
     ):
-        await rig.api.patch(
-            rig.offload_path("chat"), {"spec": {"strategy": STEPS_HOME}}, content_type=MERGE_PATCH
-        )
+        await set_strategy(rig, QUICK_STEPS)
         await rig.create_policy(health={"externalTaintPrefixes": ["example.com/"], "healthyForSeconds": 2})
         pool = {node.node_name for node in rig.pool}
         measured: dict[str, float] = {}
@@ -193,6 +199,7 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
         #    the move home resumes.
         await flip(rig, "away")
         await wait_for_placement(rig, "chat", "away")
+        await set_strategy(rig, STEPS_HOME)
         await flip(rig, "home")
         await wait_for_phase(
             rig, lambda s: s.get("phase") == "Shifting" and s.get("awayWeight") == 75, "away weight 75"
@@ -218,6 +225,7 @@ async def test_unhealthy_home_gpus_never_serve_a_move_home_and_are_replaced_or_l
 
         # 4. Both home nodes unhealthy: no healthy GPU can replace the replicas, so the policy moves the
         #    service away; once the nodes are healthy again it comes home.
+        await set_strategy(rig, QUICK_STEPS)
         other = sorted(pool - {hot})[0]
         await set_external_taint(rig, other, True)
         await wait_for(
