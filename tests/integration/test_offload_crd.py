@@ -199,6 +199,11 @@ INVALID = [
         "should be greater than or equal to 0",
         id="negative-replicas",
     ),
+    pytest.param(
+        with_changes(away={"warmReplicas": 1}, spillOver={"maxHomeReplicas": 2}),
+        "spec.away.warmReplicas does not apply to a spill-over Offload",
+        id="pilot-light-spilling-over",
+    ),
 ]
 
 

@@ -414,8 +414,39 @@ EVENTS: tuple[EventReason, ...] = (
         "Normal",
         "Offload",
         CONTROLLER,
-        "All traffic is home: the away Deployment was scaled to 0 and its provider deployments are being "
-        "deleted.",
+        "All traffic is home: the away Deployment was scaled to 0 (or to the pilot light, "
+        "`spec.away.warmReplicas`) and the other provider deployments are being deleted.",
+    ),
+    EventReason(
+        "WarmUpStarted",
+        "Normal",
+        "Offload",
+        CONTROLLER,
+        "A warm-up began (`offload.vk-provider.dev/warm-until`): the away side is scaled to the replicas a "
+        "move away would run, while home keeps all traffic.",
+    ),
+    EventReason(
+        "AwayWarm",
+        "Normal",
+        "Offload",
+        CONTROLLER,
+        "The away replicas kept warm (pilot light or warm-up) are all ready: a flip away only shifts "
+        "traffic.",
+    ),
+    EventReason(
+        "WarmUpExpired",
+        "Normal",
+        "Offload",
+        CONTROLLER,
+        "A warm-up ended without a flip (its time passed, or the annotation went): the away side is scaled "
+        "back to `spec.away.warmReplicas`.",
+    ),
+    EventReason(
+        "InvalidWarmUntil",
+        "Warning",
+        "Offload",
+        CONTROLLER,
+        "The `offload.vk-provider.dev/warm-until` annotation is not an RFC 3339 time; it is ignored.",
     ),
     EventReason(
         "MigrationSucceeded", "Normal", "Offload", CONTROLLER, "The migration ended where it was going."
@@ -809,6 +840,24 @@ CONDITIONS: tuple[Condition, ...] = (
         _reasons("True", ("Healthy", "the gates pass"))
         + _reasons("False", ("Unhealthy", "a gate fails"), ("Severe", "failing far beyond the gates"))
         + _reasons("Unknown", ("NotEnoughData", "too few requests to judge")),
+    ),
+    Condition(
+        "AwayWarm",
+        "Offload",
+        CONTROLLER,
+        "Whether the away replicas kept warm while home serves (`status.warm`) are ready.",
+        _reasons(
+            "True",
+            ("PilotLight", "the `spec.away.warmReplicas` away replicas are ready"),
+            ("WarmUp", "a warm-up's away replicas (`offload.vk-provider.dev/warm-until`) are ready"),
+        )
+        + _reasons(
+            "False",
+            ("Warming", "away replicas are kept warm but not all ready yet"),
+            ("Cold", "no away replica is kept warm"),
+            ("InvalidWarmUntil", "the warm-until annotation is not an RFC 3339 time, so it is ignored"),
+            ("NotAtHome", "a migration runs or traffic is away: warmth applies only while home serves"),
+        ),
     ),
     Condition(
         "Degraded",

@@ -440,6 +440,25 @@ KEYS: tuple[Key, ...] = (
         "The steps and interval of one flip by a person, for the migration it starts alone.",
     ),
     Key(
+        "offload.vk-provider.dev/warm-until",
+        "annotation",
+        "Offloads",
+        f"{_POLICY} (a warm-up for foreseen training demand); people",
+        f"{_CONTROLLER} (`status.warm` reports it)",
+        "While this time is ahead and the Offload serves at home, the away side runs the replicas a move "
+        "away would (traffic weight still 0), so a flip only shifts traffic; once it passes, the away side "
+        "goes back to `spec.away.warmReplicas`. An unparseable value is a Warning and is ignored.",
+        "an RFC 3339 UTC time",
+    ),
+    Key(
+        "offload.vk-provider.dev/warmed-by",
+        "annotation",
+        "Offloads",
+        f"{_POLICY} (`policy/<name>`); people's tools",
+        f"{_CONTROLLER} (in its messages only)",
+        "Who asked for the warm-up of `offload.vk-provider.dev/warm-until`.",
+    ),
+    Key(
         "offload.vk-provider.dev/hold-until",
         "annotation",
         "Offloads",

@@ -38,6 +38,7 @@ MIGRATION_ENDINGS: tuple[tuple[str, str], ...] = (
 )
 """(outcome, reason) of every way the reconciler ends a migration (`Reconciler._decide`)."""
 LOST_SIDES = ("home", "away")
+WARM_STATES = ("wanted", "ready")
 
 
 class ControllerMetrics:
@@ -116,6 +117,15 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        # Named as the warm-up contract with the policy has it (docs/reference/metrics.md lists it).
+        self._warm = Gauge(
+            "offload_away_warm_replicas",
+            "Away replicas an Offload keeps warm while it serves at home (status.warm): wanted (the pilot "
+            "light, or a warm-up's count) and ready. Absent while a migration runs or traffic is away.",
+            ["namespace", "offload", "state"],
+            namespace="vk_provider",
+            registry=self.registry,
+        )
         self._strays = Gauge(
             "envoy_strays",
             "Clients connected to the xDS server that are not Envoys the controller expects, so that no "
@@ -142,6 +152,19 @@ class ControllerMetrics:
         for phase in Phase:
             self._phase.labels(namespace, name, phase.value).set(1 if status.phase is phase else 0)
         self._spill_over(namespace, name, status.spill_over)
+        self._warm_replicas(namespace, name, status.warm)
+
+    def _warm_replicas(self, namespace: str, name: str, warm: Mapping[str, Any] | None) -> None:
+        if warm is None:
+            self._forget_warm(namespace, name)
+            return
+        self._warm.labels(namespace, name, "wanted").set(_number(warm.get("replicas")))
+        self._warm.labels(namespace, name, "ready").set(_number(warm.get("ready")))
+
+    def _forget_warm(self, namespace: str, name: str) -> None:
+        for state in WARM_STATES:
+            with contextlib.suppress(KeyError):
+                self._warm.remove(namespace, name, state)
 
     def _spill_over(self, namespace: str, name: str, spill: Mapping[str, Any] | None) -> None:
         if spill is None:
@@ -174,6 +197,7 @@ class ControllerMetrics:
             with contextlib.suppress(KeyError):
                 self._phase.remove(namespace, name, phase.value)
         self._forget_spill_over(namespace, name)
+        self._forget_warm(namespace, name)
 
     def forget_offloads(self) -> None:
         """Drop every Offload's gauges when this replica stops leading: a standby's would go stale."""
@@ -184,6 +208,7 @@ class ControllerMetrics:
             self._replicas,
             self._capacity_weight,
             self._away_cost,
+            self._warm,
         ):
             gauge.clear()
 

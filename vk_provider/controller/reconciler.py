@@ -18,8 +18,11 @@ A migration's life, recorded in `status.phase`:
 - **Paused**: `spec.paused` holds the current weight; the interval starts over on resume.
 - **Finalizing**: the migration has an outcome. Once every router applies the final weight, the
   side that no longer gets traffic is scaled to 0 (home, so training gets the GPUs; or away, so
-  nothing is left running at the provider), and the phase becomes the outcome: Succeeded,
-  RolledBack (gates failed, or aborted) or Failed (progress deadline exceeded).
+  nothing is left running at the provider, but for a pilot light), and the phase becomes the
+  outcome: Succeeded, RolledBack (gates failed, or aborted) or Failed (progress deadline exceeded).
+
+While it serves at home, an Offload may keep away replicas warm, at weight 0: a pilot light or a
+warm-up (`vk_provider.controller.warming`), so that a flip away need not wait for a cold start.
 
 A flip (`spec.placement` changed) starts a migration from wherever traffic stands. While one runs,
 changing `spec.placement` back aborts it (that is what `kubectl offload abort` does), and a new value
@@ -51,7 +54,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
-from vk_provider.controller import deriving, spilling
+from vk_provider.controller import deriving, spilling, warming
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.dataplanes import DataPlane, DataPlaneNotConfigured, DataPlanes
 from vk_provider.controller.deployments import (
@@ -221,6 +224,7 @@ class Reconciler:
         """The taint the OffloadPolicy puts on a home node it judges unhealthy (see `homehealth`)."""
         self._api = api
         self._deployments = Deployments(api)
+        self._warmer = warming.Warmer(self._deployments, self._event)
         self._routes = RouteKeeper(api, self._deployments.get, claims)
         self._data_planes = data_planes
         self._events = events
@@ -403,7 +407,11 @@ class Reconciler:
             work.condition("Degraded", "False", "PlacementChanged", message)
         if work.spec.deleting:
             return await self._let_go(work, phase)
-        return await self._keep_serving(work)
+        serving = await self._keep_serving(work)
+        warm = await self._warmer.keep(
+            work, in_emergency=self._in_emergency(work), announce=self._announcer(work)
+        )
+        return warming.earliest(serving, warm)
 
     async def _let_go(self, work: Pass, phase: Phase) -> Requeue:
         """A deleted Offload with no migration running: released once all traffic is home."""
@@ -459,6 +467,7 @@ class Reconciler:
             message=message,
         )
         work.condition("Progressing", "True", "MigrationStarted", message)
+        self._warmer.leave(work, f"a migration {direction.value} runs")
         self._intervals.pop(spec.key, None)
         self._event(work.offload, "Normal", "MigrationStarted", message)
         return 0.0
@@ -495,11 +504,8 @@ class Reconciler:
         spec = work.spec
         home_replicas = work.current.home_replicas
         if work.direction is Direction.TO_AWAY:
-            wanted = spec.away.replicas
-            if spec.spill_over is not None:  # the whole service moves: every replica it runs
-                wanted = max(1, min(spec.total_replicas, MAX_AWAY_REPLICAS))
-            if wanted is None:
-                wanted = home_replicas or replicas_of(work.home) or 1
+            # (The count a warm-up keeps ready too, so that this finds it ready.)
+            wanted = warming.move_away_replicas(spec, home_replicas or replicas_of(work.home))
             return await self._deployments.ensure_away(
                 spec, work.home, work.service, wanted, self._announcer(work)
             ), wanted
@@ -775,17 +781,21 @@ class Reconciler:
         if weight == plan.MIN_WEIGHT and not keep_lost_side and spec.spill_over is None:
             # (A spill-over Offload keeps its away replicas: spilling over, next, scales them.)
             away = await self._deployments.away(spec)
-            if away is not None and replicas_of(away) != 0:
-                await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)
+            kept = self._warmer.kept_after_move_home(work, in_emergency=keep_lost_side)  # the pilot light
+            if away is not None and replicas_of(away) > kept:
+                await self._deployments.scale(spec.namespace, deriving.away_name(spec), kept)
                 self._event(
                     work.offload,
                     "Normal",
                     "AwayScaledDown",
-                    "away Deployment scaled to 0; its provider deployments are being deleted",
+                    f"away Deployment scaled to {kept} (the pilot light, spec.away.warmReplicas); the "
+                    "other provider deployments are being deleted"
+                    if kept
+                    else "away Deployment scaled to 0; its provider deployments are being deleted",
                 )
                 return self._finalize_wait(work, "waiting for the away pods to be deleted")
-            remaining = await self._deployments.away_pod_count(spec)
-            if remaining:
+            remaining = await self._deployments.away_pod_count(spec) - kept
+            if remaining > 0:
                 return self._finalize_wait(
                     work, f"waiting for {remaining} away pods to be deleted at the provider"
                 )

@@ -42,6 +42,13 @@ FLIP_STRATEGY_ANNOTATION = f"{GROUP}/flip-strategy"
 """On the Offload: the steps and interval of one flip by a person, for the migration it starts alone
 (`kubectl offload flip --steps/--interval` without `--save`; see `vk_provider.offload.oneoff`);
 `status.handledFlipStrategy` echoes it."""
+WARM_UNTIL_ANNOTATION = f"{GROUP}/warm-until"
+"""On the Offload: an RFC 3339 UTC time until which the away side is kept warm while home serves
+(a WARM-UP: the replicas a move away would run, traffic weight still 0), written by the OffloadPolicy
+when training demand is foreseeable, or by a person. Unparseable: a Warning, treated as absent."""
+WARMED_BY_ANNOTATION = f"{GROUP}/warmed-by"
+"""On the Offload, beside `WARM_UNTIL_ANNOTATION`: who asked for the warm-up (`policy/<name>`, or a
+person's tool), named in the controller's messages only."""
 TEMPLATE_HASH_ANNOTATION = f"{GROUP}/template-hash"
 """On the away Deployment: the hash of the home template it was derived from."""
 

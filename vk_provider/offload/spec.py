@@ -21,6 +21,8 @@ from vk_provider.offload.names import (
     VIRTUAL_NODE_LABEL,
     VIRTUAL_NODE_LABEL_VALUE,
     VIRTUAL_NODE_TAINT,
+    WARM_UNTIL_ANNOTATION,
+    WARMED_BY_ANNOTATION,
 )
 from vk_provider.offload.oneoff import OneOffStrategy, parse_one_off
 from vk_provider.offload.plan import (
@@ -154,6 +156,8 @@ class AwayTemplate:
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
     annotations: Mapping[str, str]
+    warm_replicas: int = 0
+    """The pilot light: away replicas kept running (ready, weight 0) while home serves all traffic."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,6 +221,11 @@ class OffloadSpec:
     subresource); None: `spill_over.max_home_replicas`."""
     spill_over: SpillOver | None = None
     """Set when the Offload spills over: home as far as the home GPUs hold it, the rest away."""
+    warm_until: str = ""
+    """The warm-until annotation as written ('' when absent): `vk_provider.controller.warming` reads
+    it, and a value it cannot read is reported there, never a reason to stop acting on the Offload."""
+    warmed_by: str = ""
+    """The warmed-by annotation ('' when absent): who asked for the warm-up, for messages."""
 
     @property
     def total_replicas(self) -> int:
@@ -503,6 +512,18 @@ def _spill_over(spec: Mapping[str, Any]) -> tuple[int | None, SpillOver | None]:
     return total, parsed
 
 
+def _warm_replicas(away: Mapping[str, Any], spilling_over: bool) -> int:
+    """`spec.away.warmReplicas`, refused beside `spec.spillOver` (whose minAwayReplicas keeps away
+    replicas running already, and serving)."""
+    warm = _integer(away.get("warmReplicas"), "spec.away.warmReplicas", 0, maximum=MAX_AWAY_REPLICAS)
+    if warm and spilling_over:
+        raise InvalidSpec(
+            "spec.away.warmReplicas does not apply to a spill-over Offload: its away replicas serve "
+            "already; keep some running with spec.spillOver.minAwayReplicas instead"
+        )
+    return warm
+
+
 def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
     """The typed spec, or InvalidSpec saying what is wrong."""
     metadata = _mapping(offload.get("metadata"), "metadata")
@@ -547,6 +568,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             node_selector=node_selector,
             tolerations=tolerations,
             annotations=_strings(away.get("annotations"), "spec.away.annotations"),
+            warm_replicas=_warm_replicas(away, spill_over is not None),
         ),
         placement=Direction(placement),
         strategy=Strategy(
@@ -622,4 +644,6 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         created=str(metadata.get("creationTimestamp") or ""),
         replicas=total_replicas,
         spill_over=spill_over,
+        warm_until=str(annotations.get(WARM_UNTIL_ANNOTATION) or ""),
+        warmed_by=str(annotations.get(WARMED_BY_ANNOTATION) or ""),
     )

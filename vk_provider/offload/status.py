@@ -80,6 +80,9 @@ class OffloadStatus:
     """The label selector of both sides' pods of a spill-over Offload, for an autoscaler."""
     spill_over: Mapping[str, Any] | None = None
     """Where a spill-over Offload's replicas run and what the away ones cost (`spillover.SpillStatus`)."""
+    warm: Mapping[str, Any] | None = None
+    """The away replicas kept warm while home serves: replicas, ready, until, reason
+    (`vk_provider.controller.warming`); absent while a migration runs or traffic is away."""
 
     @property
     def running(self) -> bool:
@@ -232,4 +235,5 @@ _READERS = {
     "replicas": _integer,
     "selector": _text,
     "spill_over": _object,
+    "warm": _object,
 }

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from vk_provider.kit.timestamps import parse_timestamp
+from vk_provider.offload.names import WARMED_BY_ANNOTATION
 from vk_provider.offload.plan import (
     DEFAULT_FAILURES_BEFORE_ROLLBACK,
     DEFAULT_TO_AWAY_STEPS,
@@ -428,6 +429,7 @@ def render_status(offload: RawObject, events: EventList | None = None, *, now: d
         f"{migration_interval_seconds(offload)}s per step)",
         f"Paused:       {'yes' if spec.get('paused') else 'no'}",
         *spill_over_lines(offload),
+        *warm_lines(offload),
         *route_lines(offload),
         *hold_lines(offload, now),
         f"Age:          {_age(offload, now)}",
@@ -459,6 +461,19 @@ def spill_over_lines(offload: RawObject) -> list[str]:
         f"capacity split {spill.get('capacityWeight', NONE)}% away",
         f"              away cost: {NONE if cost is None else f'${number_text(cost)}/hour'}",
     ]
+
+
+def warm_lines(offload: RawObject) -> list[str]:
+    """The away replicas kept warm while home serves (`status.warm`), when there are any."""
+    warm = status_of(offload).warm or {}
+    if not warm.get("replicas"):
+        return []
+    if warm.get("reason") == "WarmUp":
+        by = ((offload.get("metadata") or {}).get("annotations") or {}).get(WARMED_BY_ANNOTATION)
+        why = f"warm-up until {warm.get('until', NONE)}" + (f", for {by}" if by else "")
+    else:
+        why = "pilot light, spec.away.warmReplicas"
+    return [f"Away warm:    {warm.get('ready', NONE)}/{warm['replicas']} ready ({why})"]
 
 
 def route_lines(offload: RawObject) -> list[str]:

@@ -168,3 +168,17 @@ def test_a_spill_over_offload_s_sides_split_and_cost_are_gauges_gone_with_spill_
     metrics.offload_status("team", "chat", OffloadStatus(away_weight=0))  # spec.spillOver removed
     assert value(metrics, "vk_provider_controller_offload_capacity_weight", **labels) is None
     assert value(metrics, replicas, namespace="team", name="chat", side="home", ready="true") is None
+
+
+def test_the_away_replicas_kept_warm_are_gauges_gone_with_status_warm() -> None:
+    metrics = ControllerMetrics()
+    warm = {"replicas": 2, "ready": 1, "reason": "WarmUp", "until": "2026-12-07T03:00:00Z"}
+    metrics.offload_status("team", "chat", OffloadStatus(away_weight=0, warm=warm))
+    series = "vk_provider_offload_away_warm_replicas"
+    assert value(metrics, series, namespace="team", offload="chat", state="wanted") == 2
+    assert value(metrics, series, namespace="team", offload="chat", state="ready") == 1
+    metrics.offload_status("team", "chat", OffloadStatus(away_weight=50))  # a migration runs
+    assert value(metrics, series, namespace="team", offload="chat", state="wanted") is None
+    metrics.offload_status("team", "chat", OffloadStatus(away_weight=0, warm=warm))
+    metrics.offload_gone("team", "chat")
+    assert value(metrics, series, namespace="team", offload="chat", state="ready") is None

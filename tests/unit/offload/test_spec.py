@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from vk_provider.offload.plan import Direction
 from vk_provider.offload.spec import (
     DEFAULT_AWAY_NODE_SELECTOR,
     DEFAULT_AWAY_TOLERATIONS,
+    MAX_AWAY_REPLICAS,
     GatewayRoute,
     InvalidSpec,
     RouteSpec,
@@ -307,3 +309,80 @@ def test_the_route_and_who_it_lets_in_are_read() -> None:
     assert spec.route == RouteSpec(("tokens.demo",), "/v1", ("team",))
     assert spec.created == "2026-01-01T10:00:00Z"
     assert parse_offload(MINIMAL).route == RouteSpec()
+
+
+def test_the_pilot_light_and_the_warm_up_annotations_are_read_and_default_to_nothing() -> None:
+    assert parse_offload(MINIMAL).away.warm_replicas == 0
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["away"] = {"warmReplicas": 2}
+    offload["metadata"]["annotations"] = {
+        "offload.vk-provider.dev/warm-until": "2026-12-07T03:00:00Z",
+        "offload.vk-provider.dev/warmed-by": "policy/train",
+    }
+    spec = parse_offload(offload)
+    assert (spec.away.warm_replicas, spec.warm_until, spec.warmed_by) == (
+        2,
+        "2026-12-07T03:00:00Z",
+        "policy/train",
+    )
+
+
+@pytest.mark.parametrize(
+    ("away", "spill_over", "message"),
+    [
+        ({"warmReplicas": 1}, {"maxHomeReplicas": 2}, "warmReplicas does not apply to a spill-over Offload"),
+        ({"warmReplicas": 101}, None, "spec.away.warmReplicas 101 is outside 0..100"),
+        ({"warmReplicas": "one"}, None, "spec.away.warmReplicas must be a whole number"),
+    ],
+)
+def test_a_pilot_light_that_cannot_be_kept_is_refused(
+    away: dict[str, Any], spill_over: dict[str, Any] | None, message: str
+) -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["away"] = away
+    if spill_over is not None:
+        offload["spec"]["spillOver"] = spill_over
+    with pytest.raises(InvalidSpec, match=message):
+        parse_offload(offload)
+
+
+def _evaluate_cel(rule: str, value: dict[str, Any]) -> bool:
+    """The CRD rules of the small CEL subset they use (`has`, field paths, `!`, `||`, `&&`, `==`),
+    evaluated in Python against `value` as `self`: enough to check a rule's meaning here, where no
+    apiserver runs (tests/integration/test_offload_crd.py checks it on a real one)."""
+
+    def present(path: str) -> bool:
+        node: Any = value
+        for key in path.split("."):
+            if not isinstance(node, dict) or key not in node:
+                return False
+            node = node[key]
+        return True
+
+    def field(path: str) -> Any:
+        node: Any = value
+        for key in path.split("."):
+            node = node[key]
+        return node
+
+    expression = re.sub(r"has\(self\.([\w.]+)\)", r'present("\1")', rule)
+    expression = re.sub(r"(?<![\w\"])self\.([\w.]+)", r'field("\1")', expression)
+    expression = expression.replace("||", " or ").replace("&&", " and ").replace("!", " not ")
+    expression = expression.replace(" not =", "!=")
+    return bool(eval(expression, {"present": present, "field": field}))  # noqa: S307 (our own CRD's text)
+
+
+@pytest.mark.parametrize("crd", ["manifests/crds/offload.yaml", "charts/vk-provider/crds/offload.yaml"])
+def test_the_crd_refuses_a_pilot_light_on_a_spill_over_offload(crd: str) -> None:
+    (version,) = yaml.safe_load((ROOT / crd).read_text())["spec"]["versions"]
+    spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    (rule,) = [item for item in spec_schema["x-kubernetes-validations"] if "warmReplicas" in item["rule"]]
+    assert "spillOver.minAwayReplicas" in " ".join(rule["message"].split())
+    spill = {"maxHomeReplicas": 2}
+    assert not _evaluate_cel(rule["rule"], {"away": {"warmReplicas": 1}, "spillOver": spill})
+    assert _evaluate_cel(rule["rule"], {"away": {"warmReplicas": 0}, "spillOver": spill})
+    assert _evaluate_cel(rule["rule"], {"away": {}, "spillOver": spill})
+    assert _evaluate_cel(rule["rule"], {"away": {"warmReplicas": 3}})
+    assert _evaluate_cel(rule["rule"], {"spillOver": spill})
+    warm = spec_schema["properties"]["away"]["properties"]["warmReplicas"]
+    assert (warm["minimum"], warm["maximum"]) == (0, MAX_AWAY_REPLICAS)

@@ -448,3 +448,21 @@ def test_status_shows_a_spill_over_offloads_sides_split_and_cost() -> None:
     assert " ".join(lines[at + 1].split()) == "home 2/2 ready, away 2/3 ready; capacity split 50% away"
     assert lines[at + 2].split() == ["away", "cost:", "$1.02/hour"]
     assert "Spill-over" not in rendering.render_status(SHIFTING, now=NOW)
+
+
+def test_status_shows_the_away_replicas_kept_warm_in_one_line() -> None:
+    warming = sample()
+    warming["metadata"]["annotations"] = {"offload.vk-provider.dev/warmed-by": "policy/train"}
+    warming["status"]["warm"] = {
+        "replicas": 2,
+        "ready": 1,
+        "until": "2026-12-07T03:00:00Z",
+        "reason": "WarmUp",
+    }
+    lines = rendering.render_status(warming, now=NOW).splitlines()
+    assert "Away warm:    1/2 ready (warm-up until 2026-12-07T03:00:00Z, for policy/train)" in lines
+    warming["status"]["warm"] = {"replicas": 1, "ready": 1, "reason": "PilotLight"}
+    lines = rendering.render_status(warming, now=NOW).splitlines()
+    assert "Away warm:    1/1 ready (pilot light, spec.away.warmReplicas)" in lines
+    warming["status"]["warm"] = {"replicas": 0, "ready": 0, "reason": "Cold"}
+    assert "Away warm" not in rendering.render_status(warming, now=NOW)
