@@ -78,11 +78,9 @@ from vk_devtools.standins.runpod import profile as runpod_profile
 from vk_devtools.standins.runpod.control import FakeRunPodControl
 from vk_devtools.standins.sagemaker import profile as sagemaker_profile
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
-from vk_provider.offload.names import offload_path
+from vk_provider.offload.names import WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION, offload_path
 
 NAMESPACE = "default"
-WARM_UNTIL = "offload.vk-provider.dev/warm-until"
-WARMED_BY = "offload.vk-provider.dev/warmed-by"
 WARM_HOLD_SECONDS = 600
 """What the policy writes by default (spec.warmUp.holdSeconds): warm-until = now + 600 s."""
 AWAY_REPLICAS = 2
@@ -298,7 +296,10 @@ async def make_burst_node_a_chain(
 async def warm_up(api: KubeApi, lead_seconds: float) -> dict[str, Any]:
     """Variant b: warm-until as the policy writes it, `lead_seconds` before the Job."""
     until_at = datetime.now(UTC) + timedelta(seconds=WARM_HOLD_SECONDS)
-    annotations = {WARM_UNTIL: until_at.strftime("%Y-%m-%dT%H:%M:%SZ"), WARMED_BY: "bench/time_to_train"}
+    annotations = {
+        WARM_UNTIL_ANNOTATION: until_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        WARMED_BY_ANNOTATION: "bench/time_to_train",
+    }
     await api.patch(
         offload_path(NAMESPACE, traffic.EXAMPLE_NAME),
         {"metadata": {"annotations": annotations}},
@@ -310,8 +311,8 @@ async def warm_up(api: KubeApi, lead_seconds: float) -> dict[str, Any]:
     warm = (seen.get("status") or {}).get("warm")
     if warm is None:
         raise BenchError(
-            f"the Offload shows no status.warm {lead_seconds:g} s after {WARM_UNTIL} was set: this build's "
-            "controller does not warm the away side"
+            f"the Offload shows no status.warm {lead_seconds:g} s after {WARM_UNTIL_ANNOTATION} was set: "
+            "this build's controller does not warm the away side"
         )
     return {
         "lead_seconds": time.monotonic() - began,
