@@ -37,7 +37,8 @@ duration (the Offload's Shifting phase, as seen) + 10 s; with early warm-up, the
 least the lead (up to the cold start) against (a); 0 failed requests in every variant.
 
 Results go to bench/results/time_to_train-<time>.{json,md}. Run (as root, as `dev up` needs):
-`.venv/bin/python bench/time_to_train.py` (about 6-8 minutes a variant at a 120 s cold start).
+`.venv/bin/python bench/time_to_train.py` (about 3-4 minutes a variant at a 120 s cold start, 20 minutes
+for all five).
 """
 
 from __future__ import annotations
