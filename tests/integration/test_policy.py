@@ -39,10 +39,12 @@ from tests.integration.migration_rig import (
     start_router,
     token_server_template,
 )
+from tests.integration.runpod_fleet import runpod_config
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
 from vk_devtools.devcluster import cluster, podnetwork
 from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
+from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
 from vk_provider.policy.names import (
@@ -63,7 +65,7 @@ FAST_TIMING = {
     "minHomeSeconds": 5,
     "maxFlipsPerHour": 4,
 }
-STRATEGY = {
+STRATEGY: dict[str, Any] = {
     "stepIntervalSeconds": 3,
     "toAwaySteps": [100],
     "toHomeSteps": [100],
@@ -174,11 +176,14 @@ async def policy_rig(
     services: dict[str, int],
     pool_gpus: tuple[int, ...] = (4, 4),
     away: bool = True,
+    runpod: FakeRunPod | None = None,
     node_status_interval_seconds: float | None = None,
     ready_after_seconds: float = 0,
 ) -> AsyncIterator[PolicyRig]:
     """Nodes, services (name -> home replicas of 1 GPU each) with their Offloads, router and controller.
 
+    With `runpod` (a started fake), the away node is a `runpod` node on it instead of a `local` one:
+    away replicas then take the fake's profile's cold start.
     `node_status_interval_seconds` for the pool's node daemons: long, so a test can lower a node's
     allocatable by PATCHing its status without the daemon writing it back meanwhile."""
     podnetwork.ensure_local_route()
@@ -203,13 +208,12 @@ async def policy_rig(
         for i, g in enumerate(pool_gpus)
     ]
     if away:
+        away_provider, away_config = ("local", local_config(64, ranges[-1]))
+        if runpod is not None:
+            away_config = runpod_config(runpod, folder / "runpod", capacity={GPU: "64"})
+            away_provider = "runpod"
         starts.append(
-            start_node(
-                "local",
-                node_name=f"away-{tag}",
-                labels=away_label,
-                provider_config=local_config(64, ranges[-1]),
-            )
+            start_node(away_provider, node_name=f"away-{tag}", labels=away_label, provider_config=away_config)
         )
     nodes = list(await asyncio.gather(*starts))
     api = await KubeApi.from_kubeconfig(str(control_plane.kubeconfig))

@@ -1,11 +1,14 @@
 """Early warm-up on the real control plane: a training gang short of GPUs gets the away side of the
-Offload the flip will move warmed at once, long before the flip is due, and the policy reports what
-the gang waits for.
+Offload the flip will move warmed at once, so when the flip comes it only shifts traffic, and the gang
+does not wait for the away side's cold start.
 
-Built on `test_policy`'s rig (home pool 2 x 4 GPUs, `chat` holding 4 of them). `flipOutAfterSeconds`
-is 40 s, so everything asserted here happens while the flip is still far off. What the migration
-controller does with the warm-up (scaling the away side at weight 0) is its own tests' business: this
-test checks only what the policy writes and reports.
+`test_policy`'s rig with one home GPU node of 2 GPUs, both held by `chat`'s 2 home replicas; chat's
+away side (1 replica) on the RunPod stand-in with its realistic cold start shortened to 30 s
+(`training_wait.COLD_START`); no pilot light; an open-loop load through the router throughout.
+`flipOutAfterSeconds` is 40 s, longer than the cold start: the policy waits that long before it flips
+for a gang, and warms the away side meanwhile (a shortfall foreseen, not yet due). The gang's wait is
+then the confirmation, the shift, the home pods' leaving and the scheduler's binding, with no cold
+start added; the flip's Preparing finds the away replica ready; no request fails.
 """
 
 from __future__ import annotations
@@ -17,9 +20,24 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import POLICY_GROUP
-from tests.integration.test_policy import FAST_TIMING, job_pods, policy_rig, training_job
+from tests.integration.test_policy import (
+    FAST_TIMING,
+    STRATEGY,
+    host_of,
+    job_pods,
+    policy_rig,
+    training_job,
+)
+from tests.integration.training_wait import (
+    COLD_START_SECONDS,
+    cold_runpod,  # noqa: F401 - a fixture
+    preparing_seconds,
+    watch_gang,
+)
 from tests.integration.waiting import wait_for
-from vk_provider.kit.kube import RawObject
+from vk_devtools.demo.load import failures
+from vk_devtools.standins.runpod.standin import FakeRunPod
+from vk_provider.kit.kube import MERGE_PATCH, RawObject
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.offload.names import WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
@@ -27,19 +45,29 @@ from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
 pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 
 FLIP_OUT_AFTER_SECONDS = 40
+"""Longer than the cold start (30 s), with room for a loaded machine: the warm-up has that long."""
 HOLD_SECONDS = 120
+SHIFT_SECONDS = STRATEGY["stepIntervalSeconds"] * len(STRATEGY["toAwaySteps"])
+SLACK_SECONDS = 10
 
 
-async def test_a_gang_short_of_gpus_warms_the_away_side_long_before_the_flip(
+async def test_a_gang_short_of_gpus_warms_the_away_side_so_the_flip_only_shifts_traffic(
+    cold_runpod: FakeRunPod,  # noqa: F811 - the fixture imported above; before rig_args, to stop after the nodes
     rig_args: dict[str, Any],
 ) -> None:
-    async with policy_rig(services={"chat": 4}, **rig_args) as rig:
+    async with (
+        policy_rig(services={"chat": 2}, pool_gpus=(2,), runpod=cold_runpod, **rig_args) as rig,
+        rig.load(host_of("chat")) as generator,
+    ):
+        await rig.api.patch(
+            rig.offload_path("chat"), {"spec": {"away": {"replicas": 1}}}, content_type=MERGE_PATCH
+        )
         timing = {**FAST_TIMING, "flipOutAfterSeconds": FLIP_OUT_AFTER_SECONDS, "flipBackAfterSeconds": 60}
         await rig.create_policy(timing=timing, warmUp={"holdSeconds": HOLD_SECONDS})
         created = time.monotonic()
-        # 6 GPUs wanted, 4 free: 2 pods cannot be placed until chat leaves.
+        # 2 GPUs wanted, none free: chat must leave before any of the gang can be placed.
         await rig.api.create(
-            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 6, 60)
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 2, 60)
         )
 
         async def warmed() -> RawObject:
@@ -81,6 +109,32 @@ async def test_a_gang_short_of_gpus_warms_the_away_side_long_before_the_flip(
         )
         offload_events = await rig.events("WarmUpRequested", "Offload")
         assert [e["involvedObject"]["name"] for e in offload_events] == ["chat"]
-        pods = await job_pods(rig, "pretrain")
-        assert sum(1 for pod in pods if pod["spec"].get("nodeName")) == 4  # the flip has not freed any yet
-        print(f"training Job created -> chat's away side asked to warm: {warmed_after:.1f} s")
+        assert not [pod for pod in await job_pods(rig, "pretrain") if pod["spec"].get("nodeName")]
+
+        wait = await watch_gang(
+            rig,
+            "pretrain",
+            2,
+            "chat",
+            created=created,
+            timeout_seconds=FLIP_OUT_AFTER_SECONDS + COLD_START_SECONDS + 120,
+        )
+        preparing = await preparing_seconds(rig, "chat")
+        # The warm-up was ready before the flip, so the flip added no cold start to the wait.
+        assert preparing < 5, (preparing, rig.log())
+        bound = FLIP_OUT_AFTER_SECONDS + SHIFT_SECONDS + wait.home_leaving_seconds + SLACK_SECONDS
+        assert wait.seconds <= bound, (wait, preparing, rig.log())
+        assert "Confirming" in wait.stages, wait.stages
+        assert {"ShiftingTraffic", "PodsLeaving"} & set(wait.stages), wait.stages
+        assert len(await cold_runpod.control.pods()) == 1  # the warm-up's replica is the one the flip used
+        await generator.stop()
+        failed = failures(generator.outcomes)
+        assert not failed, [(o.kind, o.status, o.failure) for o in failed[:10]]
+        print(
+            f"training Job created -> chat's away side asked to warm: {warmed_after:.1f} s; "
+            f"-> all pods bound: {wait.seconds:.1f} s (flip after {FLIP_OUT_AFTER_SECONDS} s, Preparing "
+            f"{preparing:.0f} s, shift {SHIFT_SECONDS} s, "
+            f"home pods leaving {wait.home_leaving_seconds:.1f} s, "
+            f"cold start {COLD_START_SECONDS:.0f} s; reported {', '.join(wait.stages)}); "
+            f"{len(generator.outcomes)} requests, 0 failed"
+        )

@@ -1,161 +1,171 @@
-"""A pilot light makes a flip away only shift traffic; a warm-up nobody uses is scaled back down.
+"""A pilot light spares a training gang the away side's cold start; a warm-up nobody uses is scaled back.
 
-On the real plane, the away side on the RunPod stand-in with its realistic cold start shortened to
-30 s (`Profile.scaled`): a pod is PROVISIONING, then STARTING, then RUNNING while its model loads and
-the proxy answers 502, and the node calls it ready only once its readiness probe answers through the
-proxy. One home replica serves an open-loop load throughout.
+On the real plane, `test_policy`'s rig with one home GPU node of 2 GPUs, both held by `chat`'s 2 home
+replicas, and chat's away side on the RunPod stand-in with its realistic cold start shortened to 30 s
+(`training_wait.COLD_START`): a pod is PROVISIONING, then STARTING, then RUNNING while its model loads
+and the proxy answers 502, and the node calls it ready only once its readiness probe answers through
+the proxy. An open-loop load goes through the router throughout. The policy's early warm-up is off:
+the pilot light alone is under test.
 
-1. Pilot light: `spec.away.warmReplicas: 1` brings one away replica up and ready while home keeps all
-   the traffic (weight 0: every request is served at home). A flip away then takes no longer than
-   the strategy's own shift plus 10 s, far below the cold start it would otherwise wait for, creates
-   no new RunPod pod, and fails no request. The move home ends with the pilot light still running.
-2. Warm-up: with `spec.away.replicas: 2`, a warm-until a little ahead scales the away side to 2
-   (weight still 0); once it passes without a flip, the away side is scaled back to the pilot light,
-   and a WarmUpExpired Event says so.
+1. Warm-up unused: with `spec.away.replicas: 2` and `warmReplicas: 1`, a warm-until set a little ahead
+   (as a person may) scales the away side to 2 at weight 0; it passes without a flip, so the away side
+   is scaled back to the pilot light's 1, and a WarmUpExpired Event says so. (It runs during the pilot
+   light's own cold start, so it costs the story no time of its own.)
+2. Pilot light: with the away count then 1, the pilot light's replica is the whole away side, ready
+   while home keeps every request. A training Job needing both home GPUs makes the policy flip chat
+   away: Preparing finds its replica ready, the flip only shifts traffic, and the gang has all its pods
+   bound within the policy's confirmation + the shift + the home pods' leaving + 10 s, far below the
+   cold start; no new RunPod pod, no failed request, and the policy said what the gang waited for.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.integration.migration_rig import NAME, Rig, RigFor, router_route
-from tests.integration.runpod_away import token_pod_app
-from tests.integration.test_migration import describe, flip, load
+from tests.integration.conftest import POLICY_GROUP
+from tests.integration.test_policy import (
+    FAST_TIMING,
+    STRATEGY,
+    PolicyRig,
+    host_of,
+    policy_rig,
+    training_job,
+)
+from tests.integration.training_wait import (
+    COLD_START_SECONDS,
+    cold_runpod,  # noqa: F401 - a fixture
+    preparing_seconds,
+    watch_gang,
+)
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import failures
-from vk_devtools.standins.runpod.profile import REALISTIC
 from vk_devtools.standins.runpod.standin import FakeRunPod
+from vk_provider.kit.kube import MERGE_PATCH
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload.names import WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION
+from vk_provider.policy.names import FLIPPED_BY_ANNOTATION
 
-pytestmark = pytest.mark.usefixtures("traffic_rbac")
+pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 
-COLD_START_SECONDS = 30.0
-COLD_START = dataclasses.replace(
-    REALISTIC.scaled(COLD_START_SECONDS / REALISTIC.cold_start_seconds), name="realistic-30s", rate_limits=()
-)
-"""RunPod's cold start, shortened. Without its rate limits: the node polls each pod every second or so,
-and this test studies the cold start, not the quota (the stand-in's own tests do)."""
-RATE = 20
-"""Requests started per second: enough for the gates, light on a shared machine."""
-STRATEGY: dict[str, Any] = {
-    "stepIntervalSeconds": 5,
-    "toAwaySteps": [50, 100],
-    "toHomeSteps": [50, 100],
-    "gates": {"minRequestsPerInterval": 20, "maxErrorRatePercent": 0.5},
-    "progressDeadlineSeconds": 120,
-}
 SHIFT_SECONDS = STRATEGY["stepIntervalSeconds"] * len(STRATEGY["toAwaySteps"])
 """How long the flip's traffic shift lasts by itself: each step's interval."""
-WARM_UP_SECONDS = 25
-"""The warm-up's length: a little less than the cold start, so it ends before anyone flips."""
+WARM_UP_SECONDS = 20
+"""The unused warm-up's length: less than the cold start, so it ends while the pilot light warms."""
+SLACK_SECONDS = 10
 
 
-@pytest.fixture
-async def runpod() -> AsyncIterator[FakeRunPod]:
-    async with FakeRunPod(pod_app=token_pod_app, profile=COLD_START) as fake:
-        yield fake
+async def warm(rig: PolicyRig) -> dict[str, Any]:
+    """chat's `status.warm` as the controller last wrote it ({} while absent)."""
+    return dict(((await rig.offload("chat")).get("status") or {}).get("warm") or {})
 
 
-@pytest.fixture
-async def rig(runpod: FakeRunPod, rig_for: RigFor) -> AsyncIterator[Rig]:
-    # The fake first: the runpod node's teardown deletes its pods through it.
-    async with rig_for(STRATEGY, home_replicas=1, runpod=runpod) as rig:
-        yield rig
+async def away_replicas(rig: PolicyRig) -> int:
+    away = await rig.api.get(f"/apis/apps/v1/namespaces/{rig.namespace}/deployments/chat-away")
+    return int(away["spec"]["replicas"])
 
 
-async def warm(rig: Rig) -> dict[str, Any]:
-    """`status.warm` as the controller last wrote it ({} while absent)."""
-    return dict((await rig.offload()).get("status", {}).get("warm") or {})
+async def patch_chat(rig: PolicyRig, body: dict[str, Any]) -> None:
+    await rig.api.patch(rig.offload_path("chat"), body, content_type=MERGE_PATCH)
 
 
-async def away_replicas(rig: Rig) -> int:
-    return int((await rig.deployment(f"{NAME}-away"))["spec"]["replicas"])
-
-
-async def test_a_pilot_light_spares_the_flip_its_cold_start_and_an_unused_warm_up_is_scaled_back(
-    rig: Rig, runpod: FakeRunPod
+async def test_a_pilot_light_spares_the_training_gang_the_cold_start_and_an_unused_warm_up_is_scaled_back(
+    cold_runpod: FakeRunPod,  # noqa: F811 - the fixture imported above; before rig_args, to stop after the nodes
+    rig_args: dict[str, Any],
 ) -> None:
-    await rig.patch_offload({"spec": {"away": {"warmReplicas": 1}}})
-    lit = time.monotonic()
-    async with load(rig, rate=RATE) as generator:
+    async with (
+        policy_rig(services={"chat": 2}, pool_gpus=(2,), runpod=cold_runpod, **rig_args) as rig,
+        rig.load(host_of("chat")) as generator,
+    ):
+        await rig.create_policy(warmUp={"enabled": False})
+        until = format_timestamp(datetime.now(UTC) + timedelta(seconds=WARM_UP_SECONDS))
+        lit = time.monotonic()
+        await patch_chat(
+            rig,
+            {
+                "metadata": {
+                    "annotations": {WARM_UNTIL_ANNOTATION: until, WARMED_BY_ANNOTATION: "test/warm-away"}
+                },
+                "spec": {"away": {"replicas": 2, "warmReplicas": 1}},
+            },
+        )
 
-        async def pilot_light_ready() -> bool:
-            route = await router_route(rig)
+        async def warming_up() -> bool:
+            status = await warm(rig)
             return (
-                (await warm(rig)).get("ready") == 1
-                and route is not None
-                and route["endpoints"]["away"]["usable"] >= 1
+                status.get("reason") == "WarmUp"
+                and status.get("replicas") == 2
+                and await away_replicas(rig) == 2
             )
 
+        await wait_for(warming_up, timeout_seconds=30, what=lambda: f"the warm-up:\n{rig.log()}")
+        assert await rig.events("WarmUpStarted", "Offload"), "no WarmUpStarted Event"
+
+        async def scaled_back() -> bool:
+            status = await warm(rig)
+            return status.get("reason") == "PilotLight" and await away_replicas(rig) == 1
+
         await wait_for(
+            scaled_back,
+            timeout_seconds=WARM_UP_SECONDS + 30,
+            what=lambda: f"the warm-up to expire:\n{rig.log()}",
+        )
+        expired = await wait_for(
+            lambda: rig.events("WarmUpExpired", "Offload"), timeout_seconds=30, what="WarmUpExpired"
+        )
+        assert len(expired) == 1, expired
+        assert "passed without a flip" in expired[0]["message"]
+        # The away count now the pilot light's: a flip away wants exactly the replica kept warm.
+        await patch_chat(rig, {"spec": {"away": {"replicas": 1}}})
+
+        async def pilot_light_ready() -> list[str] | None:
+            pods = [pod["id"] for pod in await cold_runpod.control.pods()]
+            status = await warm(rig)
+            return pods if status.get("ready") == 1 and len(pods) == 1 else None
+
+        runpod_pods = await wait_for(
             pilot_light_ready,
             timeout_seconds=COLD_START_SECONDS + 60,
-            what=lambda: f"the pilot light to be ready; controller log:\n{rig.controller.log_tail(30)}",
+            what=lambda: f"the pilot light ready, alone on RunPod:\n{rig.log()}",
         )
         warmed_in = time.monotonic() - lit
-        offload = await rig.offload()
-        assert offload["status"]["awayWeight"] == 0
-        assert await rig.events("AwayWarm"), "no AwayWarm Event"
-        before_flip = list(generator.outcomes)
-        assert before_flip, "the load served nothing before the flip"
-        away_before = [o for o in before_flip if rig.side_of(o.served_by) != "home"]
-        assert not away_before, describe(away_before)  # the warm replica got no traffic
-        pods_before = {pod["id"] for pod in await runpod.control.pods()}
-        assert len(pods_before) == 1
+        assert (await rig.offload("chat"))["status"]["awayWeight"] == 0
+        assert rig.away is not None
+        away_node = f"{rig.away.node_name}/"
+        served_away = [o for o in generator.outcomes if (o.served_by or "").startswith(away_node)]
+        assert not served_away, served_away[:5]  # warm at weight 0: the pilot light got no request
+        assert generator.outcomes, "the load served nothing before the Job"
 
-        flipped = time.monotonic()
-        out = await flip(rig, "away", timeout_seconds=COLD_START_SECONDS + 60)
-        took = time.monotonic() - flipped
-        assert out["status"]["phase"] == "Succeeded", out["status"]
-        # Far below the cold start: Preparing found its replica ready, the migration only shifted.
-        assert took <= SHIFT_SECONDS + 10, (took, rig.controller.log_tail(40))
-        assert {pod["id"] for pod in await runpod.control.pods()} == pods_before
-        # Home again (under load: the gates judge the way back by its requests).
-        back = await flip(rig, "home", timeout_seconds=90)
-        assert back["status"]["phase"] == "Succeeded", back["status"]
-        await generator.stop()
-    assert not failures(generator.outcomes), describe(failures(generator.outcomes))
-    # Shown with `pytest -rP`: the measured times, for the record.
-    print(
-        f"pilot light ready {warmed_in:.0f} s after it was asked for "
-        f"(cold start {COLD_START_SECONDS:.0f} s); "
-        f"flip away to Succeeded in {took:.1f} s (shift {SHIFT_SECONDS} s); "
-        f"{len(generator.outcomes)} requests, 0 failed"
-    )
-    assert await away_replicas(rig) == 1  # the pilot light stays after the move home
-
-    # A warm-up of a move's full count, which nobody uses.
-    until = format_timestamp(datetime.now(UTC) + timedelta(seconds=WARM_UP_SECONDS))
-    annotations = {WARM_UNTIL_ANNOTATION: until, WARMED_BY_ANNOTATION: "test/warm-away"}
-    await rig.patch_offload({"metadata": {"annotations": annotations}, "spec": {"away": {"replicas": 2}}})
-
-    async def warming_up() -> bool:
-        status = await warm(rig)
-        return (
-            status.get("reason") == "WarmUp" and status.get("replicas") == 2 and await away_replicas(rig) == 2
+        created = time.monotonic()
+        await rig.api.create(
+            f"/apis/batch/v1/namespaces/{rig.namespace}/jobs", training_job(rig, "pretrain", 2, 60)
         )
-
-    await wait_for(warming_up, timeout_seconds=30, what=lambda: f"the warm-up; {rig.controller.log_tail(30)}")
-    assert (await rig.offload())["status"]["awayWeight"] == 0
-    assert await rig.events("WarmUpStarted"), "no WarmUpStarted Event"
-
-    async def scaled_back() -> bool:
-        status = await warm(rig)
-        return status.get("reason") == "PilotLight" and await away_replicas(rig) == 1
-
-    await wait_for(
-        scaled_back,
-        timeout_seconds=WARM_UP_SECONDS + 30,
-        what=lambda: f"the warm-up to expire; {rig.controller.log_tail(30)}",
-    )
-    expired = await rig.events("WarmUpExpired")
-    assert len(expired) == 1, expired
-    assert "passed without a flip" in expired[0]["message"]
-    assert (await rig.offload())["status"]["awayWeight"] == 0
+        gang = await watch_gang(
+            rig, "pretrain", 2, "chat", created=created, timeout_seconds=COLD_START_SECONDS + 120
+        )
+        offload = await rig.offload("chat")
+        assert offload["spec"]["placement"] == "away"
+        assert offload["metadata"]["annotations"][FLIPPED_BY_ANNOTATION] == f"policy/{rig.policy_name}"
+        preparing = await preparing_seconds(rig, "chat")
+        # No cold start in it: the policy confirms, traffic shifts, home pods leave, the scheduler binds.
+        bound = FAST_TIMING["flipOutAfterSeconds"] + SHIFT_SECONDS + gang.home_leaving_seconds + SLACK_SECONDS
+        assert gang.seconds <= bound, (gang, preparing, rig.log())
+        assert gang.seconds < COLD_START_SECONDS, gang
+        assert preparing < 5, preparing
+        assert gang.stages, "the policy never reported what the gang waited for"
+        assert {"ShiftingTraffic", "PodsLeaving"} & set(gang.stages), gang.stages
+        assert [pod["id"] for pod in await cold_runpod.control.pods()] == runpod_pods  # the flip made none
+        await generator.stop()
+        failed = failures(generator.outcomes)
+        assert not failed, [(o.kind, o.status, o.failure) for o in failed[:10]]
+        # Shown with `pytest -rP`: the measured times, for the record.
+        print(
+            f"pilot light ready {warmed_in:.0f} s after it was asked for "
+            f"(cold start {COLD_START_SECONDS:.0f} s); "
+            f"training Job created -> all pods bound: {gang.seconds:.1f} s (Preparing {preparing:.0f} s, "
+            f"shift {SHIFT_SECONDS} s, home pods leaving {gang.home_leaving_seconds:.1f} s; "
+            f"reported {', '.join(gang.stages)}); {len(generator.outcomes)} requests, 0 failed"
+        )
