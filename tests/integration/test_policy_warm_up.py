@@ -126,6 +126,7 @@ async def test_a_gang_short_of_gpus_warms_the_away_side_so_the_flip_only_shifts_
         assert wait.seconds <= bound, (wait, preparing, rig.log())
         assert "Confirming" in wait.stages, wait.stages
         assert {"ShiftingTraffic", "PodsLeaving"} & set(wait.stages), wait.stages
+        assert "NoCandidate" not in wait.stages, f"told no Offload would move while one did: {wait.stages}"
         assert len(await cold_runpod.control.pods()) == 1  # the warm-up's replica is the one the flip used
         await generator.stop()
         failed = failures(generator.outcomes)

@@ -157,6 +157,7 @@ async def test_a_pilot_light_spares_the_training_gang_the_cold_start_and_an_unus
         assert preparing < 5, preparing
         assert gang.stages, "the policy never reported what the gang waited for"
         assert {"ShiftingTraffic", "PodsLeaving"} & set(gang.stages), gang.stages
+        assert "NoCandidate" not in gang.stages, f"told no Offload would move while one did: {gang.stages}"
         assert [pod["id"] for pod in await cold_runpod.control.pods()] == runpod_pods  # the flip made none
         await generator.stop()
         failed = failures(generator.outcomes)

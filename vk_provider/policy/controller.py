@@ -97,6 +97,8 @@ class Pass:
     memory: Memory
     now: datetime
     lasting: set[str]
+    flipped_out: set[str] = dataclasses.field(default_factory=set)
+    """Offloads this pass moved away (`namespace/name`): observed still at home, already on their way."""
 
     def unpacked(self) -> tuple[PolicySpec, InvolvedObject, Observation, Memory, datetime]:
         """What carrying out one decision reads, in one line."""
@@ -242,7 +244,7 @@ class PolicyController:
         for decision in outcome.decisions:
             await self._carry_out(run, decision)
         memory.reported = lasting
-        found = waits(now, policy, observation.observed, memory.history)
+        found = waits(now, policy, observation.observed, memory.history, flipped_out=run.flipped_out)
         if self._metrics is not None:
             self._metrics.waiting(policy.name, by_stage(found))
         # After the flips: a Workload turns Ready only on GPUs already free (a pass later than the flip).
@@ -379,6 +381,8 @@ class PolicyController:
                 self._events.record(policy_object, "Normal", skip, f"{key}: {refused}")
                 continue
             done.append(key)
+            if out:
+                run.flipped_out.add(key)
             message = f"{decision.reason}: {decision.message} (placement {placement})"
             self._events.record(involved, "Normal", reason, message)
             if self._metrics is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from vk_provider.policy.decide import free_gpus, is_due, releasing_gpus, shortfall
@@ -74,14 +74,24 @@ def _stage_of(offload: OffloadView) -> Stage | None:
     return None
 
 
-def waits(now: datetime, policy: PolicySpec, observed: Observed, history: History) -> dict[str, Wait]:
-    """Per gang key, the wait of each gang with unplaced members; `history` is this pass's."""
+def waits(
+    now: datetime,
+    policy: PolicySpec,
+    observed: Observed,
+    history: History,
+    *,
+    flipped_out: Collection[str] = (),
+) -> dict[str, Wait]:
+    """Per gang key, the wait of each gang with unplaced members; `history` is this pass's, and
+    `flipped_out` the Offloads this pass moved away: observed at home still, their migrations start now
+    (their away side is prepared first), so a gang waiting on them is never told no Offload would move."""
     free = free_gpus(observed, policy)
     releasing = releasing_gpus(observed)
     short = {gang.key: shortfall(gang, free + releasing) for gang in observed.gangs}
     mine = flipped_by_policy(policy.name)
     moving = [o for o in observed.offloads if o.flipped_by == mine and o.placement == "away"]
     staged = [(stage, o) for o in moving if (stage := _stage_of(o)) is not None]
+    staged += [(Stage.WARMING_AWAY, o) for o in observed.offloads if o.key in flipped_out and o not in moving]
     result: dict[str, Wait] = {}
     for gang in observed.gangs:
         if gang.unplaced_gpus <= 0:

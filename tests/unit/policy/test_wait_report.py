@@ -65,6 +65,14 @@ def test_the_earliest_stage_of_several_moves_is_what_the_gang_waits_on() -> None
     assert wait.message() == "waiting for GPUs: warming the away side of ns/a (1 of 2 away replicas ready)"
 
 
+def test_an_offload_this_pass_moved_away_is_what_the_gang_waits_on_not_no_candidate() -> None:
+    # Observed before the flip: still home, not yet flipped by anyone. The pass's flip is what counts.
+    observed = Observed(gangs=(gang("job", 4),), nodes=FULL, offloads=(offload("llm", 4),))
+    assert waits(NOW, policy(), observed, DUE)["Pods:train/job"].stage is Stage.NO_CANDIDATE
+    wait = waits(NOW, policy(), observed, DUE, flipped_out={"ns/llm"})["Pods:train/job"]
+    assert (wait.stage, wait.offloads) == (Stage.WARMING_AWAY, ("ns/llm",))
+
+
 def test_only_moves_of_this_policy_count_and_placed_gangs_do_not_wait() -> None:
     theirs = offload("llm", 4, placement="away", phase="Preparing", flipped_by="policy/other")
     observed = Observed(gangs=(gang("job", 4), gang("placed", 0, gpus=4)), nodes=FULL, offloads=(theirs,))
