@@ -13,7 +13,10 @@ measure that setting instead of the cold start.
 Under an open-loop load through the router (`--rate` requests/s, 30% streaming, from before the Job to
 after the service is served away), the demo's training Job (manifests/examples/training-job.yaml, a gang
 of 8 pods x 1 GPU) is created, and the bench records when all its pods are bound (spec.nodeName, seen by
-polling; the pods' PodScheduled times are in the JSON too) and when the Offload enters each phase.
+polling; the pods' PodScheduled times are in the JSON too) and when the Offload enters each phase. The
+wait's last stage is taken apart (time_to_train_last_stage): when the home pods were marked for deletion
+and were gone (their GPUs free), when each Job pod was seen bound, and kube-scheduler's failed attempts
+at the gang, read from the plane's scheduler log.
 
 Variants:
 
