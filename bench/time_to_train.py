@@ -13,7 +13,10 @@ measure that setting instead of the cold start.
 Under an open-loop load through the router (`--rate` requests/s, 30% streaming, from before the Job to
 after the service is served away), the demo's training Job (manifests/examples/training-job.yaml, a gang
 of 8 pods x 1 GPU) is created, and the bench records when all its pods are bound (spec.nodeName, seen by
-polling; the pods' PodScheduled times are in the JSON too) and when the Offload enters each phase.
+polling; the pods' PodScheduled times are in the JSON too) and when the Offload enters each phase. The
+wait's last stage is taken apart (time_to_train_last_stage): when the home pods were marked for deletion
+and were gone (their GPUs free), when each Job pod was seen bound, and kube-scheduler's failed attempts
+at the gang, read from the plane's scheduler log.
 
 Variants:
 
@@ -62,6 +65,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from time_to_train_last_stage import LastStageWatch, gang_retries
 from time_to_train_report import write_markdown
 
 from benchkit import (
@@ -207,6 +211,15 @@ async def job_pods(api: KubeApi) -> list[RawObject]:
     )
     items: list[RawObject] = listing.get("items") or []
     return items
+
+
+async def home_selector(api: KubeApi) -> str:
+    """The label selector of the example service's home pods (its Deployment's matchLabels)."""
+    deployment = await api.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{traffic.EXAMPLE_NAME}")
+    labels = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    if not labels:
+        raise BenchError(f"the Deployment {traffic.EXAMPLE_NAME} has no selector.matchLabels")
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
 # --- the chain of variant e ---------------------------------------------------------------------
@@ -401,9 +414,18 @@ async def measure(
         job_log = io.StringIO()
         parallelism, timeline = await policydemo.create_training_job(api, traffic.TRAINING_JOB, job_log)
         created = timeline.created
+        created_wall = datetime.now(UTC) - timedelta(seconds=time.monotonic() - created)
         say(f"{variant.key}: training Job created ({parallelism} pods)")
         phases = PhaseWatch(api, created)
+        pods_watch = LastStageWatch(
+            api,
+            NAMESPACE,
+            home_selector=await home_selector(api),
+            job_selector=f"job-name={policydemo.JOB_NAME}",
+            origin=created,
+        )
         watching = asyncio.create_task(phases.run())
+        watching_pods = asyncio.create_task(pods_watch.run())
         try:
 
             async def all_bound() -> bool:
@@ -423,9 +445,10 @@ async def measure(
                 args.tail_seconds
             )  # load after the move, to count late failures (noqa: sleep-ok)
         finally:
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching
+            for task in (watching, watching_pods):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         pods = await job_pods(api)
     outcomes: list[Outcome] = load.outcomes
     failed = failures(outcomes)
@@ -439,6 +462,8 @@ async def measure(
         "bound_seconds_podscheduled": list(bound.seconds) if bound else None,
         "phases_seconds_after_job": phases.seen,
         "shift_seconds": phases.shift_seconds(),
+        "job_created_at_bench_clock": created_wall.isoformat(),
+        "last_stage": pods_watch.report(),
         "offload_status_at_end": phases.last.get("status"),
         "load_seconds": time.monotonic() - load_began,
         "requests": len(outcomes),
@@ -481,6 +506,11 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
                     await control.refuse_capacity(None, times=None)
                 await until(lambda: serving_home(api), "the example service serving at home", 180)
                 measured = await measure(api, variant, args, cold_start=cold_start, router_url=router_url)
+                measured["last_stage"]["gang_retries_seconds"] = gang_retries(
+                    directory / "logs" / "kube-scheduler.log",
+                    f"{NAMESPACE}/{policydemo.JOB_NAME}",
+                    datetime.fromisoformat(measured["job_created_at_bench_clock"]),
+                )
                 if variant.chain_refusal:
                     measured["capacity_refusals_at_first"] = (await control.capacity_refusals())["refused"]
         finally:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from time_to_train_last_stage import summary
+
 from benchkit import cell, describe_machine, markdown_table
 
 PHASES = ("Preparing", "Shifting", "Finalizing", "Succeeded")
@@ -74,6 +76,50 @@ def phase_rows(variants: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+def last_stage_rows(variants: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for variant in variants:
+        last_stage = variant.get("last_stage")
+        if last_stage is None:
+            continue
+        moments = summary(last_stage, variant["phases_seconds_after_job"].get("away/Succeeded"))
+        deleting = list(last_stage.get("home_pods_deleting_seen_seconds", {}).values())
+        retries = last_stage.get("gang_retries_seconds") or []
+        gone, bound = moments["home_pods_gone"], moments["all_bound_seen"]
+        rows.append(
+            [
+                f"({variant['variant']})",
+                cell(moments["succeeded"], "{:.1f}"),
+                cell(min(deleting) if deleting else None, "{:.1f}"),
+                cell(gone, "{:.1f}"),
+                cell(bound, "{:.1f}"),
+                cell(bound - gone if bound is not None and gone is not None else None, "{:.1f}"),
+                ", ".join(f"{moment:.1f}" for moment in retries) or "—",
+            ]
+        )
+    return rows
+
+
+def freed_earlier(variants: list[dict[str, Any]]) -> str | None:
+    """How much earlier (b) freed the home GPUs than (a), to set beside how much earlier it was bound."""
+    seen = {
+        variant["variant"]: summary(variant["last_stage"], None)
+        for variant in variants
+        if variant.get("last_stage") is not None
+    }
+    today, early = seen.get("a"), seen.get("b")
+    if today is None or early is None:
+        return None
+    gone_a, gone_b = today["home_pods_gone"], early["home_pods_gone"]
+    bound_a, bound_b = today["all_bound_seen"], early["all_bound_seen"]
+    if gone_a is None or gone_b is None or bound_a is None or bound_b is None:
+        return None
+    return (
+        f"(b) against (a): the home GPUs free {gone_a - gone_b:.1f} s earlier, all pods bound "
+        f"{bound_a - bound_b:.1f} s earlier (seen)."
+    )
+
+
 def write_markdown(path: Path, report: dict[str, Any]) -> None:
     settings = report["settings"]
     variants = report["variants"]
@@ -114,6 +160,25 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             phase_rows(variants),
         ),
         "",
+        "The last stage taken apart, seconds after the Job's creation (0.5 s polling): the move's end "
+        "(Succeeded seen), the home pods first seen marked for deletion and the last of them gone (their "
+        "GPUs free), the last Job pod seen bound, and kube-scheduler's failed attempts at the gang (its "
+        "log's `Error scheduling pod; retrying` lines for the PodGroup; the attempt that binds logs none):",
+        "",
+        *markdown_table(
+            [
+                "variant",
+                "Succeeded",
+                "home pods deleting",
+                "home pods gone",
+                "all pods bound (seen)",
+                "gone -> bound",
+                "gang's failed attempts",
+            ],
+            last_stage_rows(variants),
+        ),
+        "",
+        *((line, "") if (line := freed_earlier(variants)) else ()),
         *(
             f"({variant['variant']}): the first member refused {variant['capacity_refusals_at_first']} "
             "creates for capacity; the second served them."
