@@ -5,7 +5,7 @@ the home node local-gpu with 8 GPUs, the example service `tokens` holding 2 of t
 OffloadPolicy `training-first`, the router and the controller; the burst node burst-gpu is a `runpod`
 node on the RunPod stand-in). The stand-in runs its REALISTIC profile (the cold start of a vLLM image:
 PROVISIONING, STARTING, then the model loading while the proxy answers 502), scaled to
-`--cold-start-seconds` (default 120 s instead of the profile's 420 s, so five variants fit in well under
+`--cold-start-seconds` (default 120 s instead of the profile's 420 s, so seven variants fit in well under
 an hour; the scale is in the results). Its rate limits are left out: the development plane's burst node
 polls RunPod every second, which alone is the profile's 60 requests a minute, so the limits would
 measure that setting instead of the cold start.
@@ -33,15 +33,26 @@ Variants:
   SigV4-signed InvokeEndpoint calls, which the SageMaker stand-in serves only in-process);
 - `e` as today, with the burst node a `chain` of two RunPod members on two stand-ins (two accounts),
   the first refusing every create for capacity (400 "no capacity" on a GPU type its catalog lists), so
-  the pods go to the second.
+  the pods go to the second;
+- `f` as today, the Job queued through Kueue (time_to_train_kueue): the plane runs Kueue (`dev up
+  --with-kueue`) with the demo's queue (manifests/examples/kueue.yaml: a ClusterQueue of the 8 home GPUs
+  behind our AdmissionCheck, served by `training-first`), and the Job is manifests/examples/kueue-job.yaml
+  (the same 8 pods, created suspended, no PodGroup). Kueue reserves the quota, our check holds the
+  Workload (no pod created) until the service has moved off the home GPUs, then Kueue admits it and the
+  Job's pods are created and scheduled at once: no gang the scheduler retries on its backoff (a-e's
+  pods, a native gang, are bound on kube-scheduler's retry grid, 0, 2, 5, 10, 19, 36, 65 s, then every
+  29 s after the Job's creation). The Workload's steps (quota reserved, check Pending and Ready,
+  admitted, first pod) are recorded too. The peer of f and g;
+- `g` early warm-up (as b), the Job queued through Kueue (as f).
 
 Targets (issue 33): with a pilot light, Job created -> all pods bound within the traffic shift's own
 duration (the Offload's Shifting phase, as seen) + 10 s; with early warm-up, the wait shortened by at
-least the lead (up to the cold start) against (a); 0 failed requests in every variant.
+least the lead (up to the cold start) against (a), and (g)'s against (f); 0 failed requests in every
+variant.
 
 Results go to bench/results/time_to_train-<time>.{json,md}. Run (as root, as `dev up` needs):
-`.venv/bin/python bench/time_to_train.py` (about 3-4 minutes a variant at a 120 s cold start, 20 minutes
-for all five).
+`.venv/bin/python bench/time_to_train.py` (about 3-4 minutes a variant at a 120 s cold start, 25-30
+minutes for all seven; `--variants f,g` for the Kueue pair).
 """
 
 from __future__ import annotations
@@ -64,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import time_to_train_kueue
 import yaml
 from time_to_train_last_stage import LastStageWatch, gang_retries
 from time_to_train_report import write_markdown
@@ -104,6 +116,10 @@ class Variant:
     warm: str | None = None
     """None (as today), "warm-up" or "pilot-light"."""
     chain_refusal: bool = False
+    kueue: bool = False
+    """The Job queued through Kueue behind our AdmissionCheck (time_to_train_kueue), not a native gang."""
+    peer: str = "a"
+    """The variant this one's wait is set against: (a) for the native gang's, (f) for Kueue's."""
 
 
 VARIANTS = {
@@ -114,6 +130,8 @@ VARIANTS = {
         Variant("c", "pilot light", "runpod", warm="pilot-light"),
         Variant("d", "as today, SageMaker's cold start", "sagemaker"),
         Variant("e", "as today, chain: first member refuses for capacity", "runpod", chain_refusal=True),
+        Variant("f", "as today, queued through Kueue", "runpod", kueue=True, peer="f"),
+        Variant("g", "early warm-up, queued through Kueue", "runpod", warm="warm-up", kueue=True, peer="f"),
     )
 }
 
@@ -359,6 +377,19 @@ async def pilot_light(api: KubeApi, timeout_seconds: float) -> dict[str, Any]:
     }
 
 
+async def warm_before_job(
+    api: KubeApi, variant: Variant, args: argparse.Namespace, timeout_seconds: float
+) -> dict[str, Any]:
+    """The variant's warmth before its Job: the early warm-up's lead or the pilot light."""
+    if variant.warm == "warm-up":
+        say(f"{variant.key}: warm-until set; the Job follows in {args.lead_seconds:g} s")
+        return await warm_up(api, args.lead_seconds)
+    if variant.warm == "pilot-light":
+        say(f"{variant.key}: spec.away.warmReplicas = {AWAY_REPLICAS}; waiting for the pilot light")
+        return await pilot_light(api, timeout_seconds)
+    raise BenchError(f"variant {variant.key}: no such warmth {variant.warm!r}")
+
+
 # --- one variant --------------------------------------------------------------------------------
 
 
@@ -405,18 +436,22 @@ async def measure(
     result: dict[str, Any] = {}
     load_began = time.monotonic()
     async with LoadGenerator(settings) as load:
-        if variant.warm == "warm-up":
-            say(f"{variant.key}: warm-until set; the Job follows in {args.lead_seconds:g} s")
-            result["warmth"] = await warm_up(api, args.lead_seconds)
-        elif variant.warm == "pilot-light":
-            say(f"{variant.key}: spec.away.warmReplicas = {AWAY_REPLICAS}; waiting for the pilot light")
-            result["warmth"] = await pilot_light(api, timeout)
+        if variant.warm is not None:
+            result["warmth"] = await warm_before_job(api, variant, args, timeout)
         job_log = io.StringIO()
-        parallelism, timeline = await policydemo.create_training_job(api, traffic.TRAINING_JOB, job_log)
+        manifest = time_to_train_kueue.JOB_MANIFEST if variant.kueue else traffic.TRAINING_JOB
+        parallelism, timeline = await policydemo.create_training_job(api, manifest, job_log)
         created = timeline.created
         created_wall = datetime.now(UTC) - timedelta(seconds=time.monotonic() - created)
-        say(f"{variant.key}: training Job created ({parallelism} pods)")
+        say(f"{variant.key}: training Job created ({parallelism} pods{', queued' if variant.kueue else ''})")
         phases = PhaseWatch(api, created)
+        admission = time_to_train_kueue.WorkloadWatch(
+            api,
+            NAMESPACE,
+            job_name=policydemo.JOB_NAME,
+            job_selector=f"job-name={policydemo.JOB_NAME}",
+            origin=created,
+        )
         pods_watch = LastStageWatch(
             api,
             NAMESPACE,
@@ -426,6 +461,7 @@ async def measure(
         )
         watching = asyncio.create_task(phases.run())
         watching_pods = asyncio.create_task(pods_watch.run())
+        watching_admission = asyncio.create_task(admission.run()) if variant.kueue else None
         try:
 
             async def all_bound() -> bool:
@@ -445,7 +481,9 @@ async def measure(
                 args.tail_seconds
             )  # load after the move, to count late failures (noqa: sleep-ok)
         finally:
-            for task in (watching, watching_pods):
+            for task in (watching, watching_pods, watching_admission):
+                if task is None:
+                    continue
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -457,6 +495,9 @@ async def measure(
         by_kind[str(outcome.failure)] = by_kind.get(str(outcome.failure), 0) + 1
     bound = gangs.bindings(pods, timeline.job_created_at) if timeline.job_created_at else None
     away_served = sum(1 for outcome in outcomes if (outcome.served_by or "").startswith("burst-gpu/"))
+    if variant.kueue:
+        result["kueue"] = admission.report(timeline.job_created_at)
+        result["admitted_seconds"] = admission.seen.get("admitted")
     return result | {
         "wait_seconds": waited,
         "bound_seconds_podscheduled": list(bound.seconds) if bound else None,
@@ -482,8 +523,16 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
     if directory.exists():
         shutil.rmtree(directory)
     say(f"{variant.key}: {variant.title}; cold start {cold_start:.0f} s; plane in {directory}")
+    kueue_option = ("--with-kueue",) if variant.kueue else ()
     up = vk_provider(
-        "dev", "up", "--any-free-ports", "--burst-provider", "runpod-standin", "--dir", str(directory)
+        "dev",
+        "up",
+        "--any-free-ports",
+        "--burst-provider",
+        "runpod-standin",
+        *kueue_option,
+        "--dir",
+        str(directory),
     )
     if up.returncode != 0:
         raise BenchError(f"dev up failed: {up.stderr.strip()[-2000:]}")
@@ -505,11 +554,19 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
                     await make_burst_node_a_chain(directory, second, session, profile)
                     await control.refuse_capacity(None, times=None)
                 await until(lambda: serving_home(api), "the example service serving at home", 180)
+                if variant.kueue:
+                    time_to_train_kueue.queue_for_training(directory)
+                    await time_to_train_kueue.check_active(api)
                 measured = await measure(api, variant, args, cold_start=cold_start, router_url=router_url)
-                measured["last_stage"]["gang_retries_seconds"] = gang_retries(
-                    directory / "logs" / "kube-scheduler.log",
-                    f"{NAMESPACE}/{policydemo.JOB_NAME}",
-                    datetime.fromisoformat(measured["job_created_at_bench_clock"]),
+                # A queued Job has no PodGroup: the scheduler never retries a gang for it.
+                measured["last_stage"]["gang_retries_seconds"] = (
+                    None
+                    if variant.kueue
+                    else gang_retries(
+                        directory / "logs" / "kube-scheduler.log",
+                        f"{NAMESPACE}/{policydemo.JOB_NAME}",
+                        datetime.fromisoformat(measured["job_created_at_bench_clock"]),
+                    )
                 )
                 if variant.chain_refusal:
                     measured["capacity_refusals_at_first"] = (await control.capacity_refusals())["refused"]
@@ -523,6 +580,7 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
         "variant": variant.key,
         "title": variant.title,
         "provider_timings": variant.provider,
+        "warm": variant.warm,
         "cold_start_seconds": cold_start,
         "standin_profile": profile,
         "load_average_at_start": uptime_before,
@@ -532,6 +590,11 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
 
 
 # --- the whole run ------------------------------------------------------------------------------
+
+
+def warm_up_pairs() -> list[tuple[str, str]]:
+    """(early warm-up variant, the variant it is measured against): (b, a) and (g, f)."""
+    return [(variant.key, variant.peer) for variant in VARIANTS.values() if variant.warm == "warm-up"]
 
 
 def judge(variants: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -552,22 +615,29 @@ def judge(variants: list[dict[str, Any]], args: argparse.Namespace) -> list[dict
         targets.append(
             {"target": "pilot light within the shift + 10 s", "measured": "not measured", "met": None}
         )
-    early, today = done.get("b"), done.get("a")
-    if early is not None and today is not None:
-        lead = early.get("warmth", {}).get("lead_seconds", args.lead_seconds)
-        wanted = min(lead, today["cold_start_seconds"])
-        gained = today["wait_seconds"] - early["wait_seconds"]
-        targets.append(
-            {
-                "target": "early warm-up: the wait shortened by at least the lead (up to the cold start)",
-                "measured": f"shortened by {gained:.1f} s against a lead of {wanted:.1f} s",
-                "met": gained >= wanted,
-            }
-        )
-    else:
-        targets.append(
-            {"target": "early warm-up shortens the wait by the lead", "measured": "not measured", "met": None}
-        )
+    for early_key, today_key in warm_up_pairs():
+        early, today = done.get(early_key), done.get(today_key)
+        if early is not None and today is not None:
+            lead = early.get("warmth", {}).get("lead_seconds", args.lead_seconds)
+            wanted = min(lead, today["cold_start_seconds"])
+            gained = today["wait_seconds"] - early["wait_seconds"]
+            targets.append(
+                {
+                    "target": f"early warm-up ({early_key}) against ({today_key}): the wait shortened by "
+                    "at least the lead (up to the cold start)",
+                    "measured": f"shortened by {gained:.1f} s against a lead of {wanted:.1f} s",
+                    "met": gained >= wanted,
+                }
+            )
+        else:
+            targets.append(
+                {
+                    "target": f"early warm-up ({early_key}) against ({today_key}): the wait shortened by "
+                    "the lead",
+                    "measured": "not measured",
+                    "met": None,
+                }
+            )
     for variant in variants:
         if "wait_seconds" in variant:
             targets.append(
@@ -590,14 +660,12 @@ async def main(args: argparse.Namespace) -> int:
         except BenchError as error:
             say(f"{key}: could not run: {error}")
             variants.append({"variant": key, "title": VARIANTS[key].title, "error": str(error)})
-    peer = next(
-        (variant for variant in variants if variant["variant"] == "a" and "wait_seconds" in variant), None
-    )
+    waits = {variant["variant"]: variant["wait_seconds"] for variant in variants if "wait_seconds" in variant}
     for variant in variants:
         if "wait_seconds" in variant:
-            variant["wait_ratio_to_a"] = ratio(
-                variant["wait_seconds"], peer["wait_seconds"] if peer else None
-            )
+            peer = VARIANTS[variant["variant"]].peer
+            variant["peer"] = peer
+            variant["wait_ratio_to_peer"] = ratio(variant["wait_seconds"], waits.get(peer))
     report = report_head("time_to_train", started_at) | {
         "settings": {
             "cold_start_seconds_runpod": args.cold_start_seconds,
@@ -629,7 +697,7 @@ def variant_keys(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--variants", type=variant_keys, default=list(VARIANTS), help="e.g. a,d,e (default all)"
+        "--variants", type=variant_keys, default=list(VARIANTS), help="e.g. a,d,e or f,g (default all)"
     )
     parser.add_argument(
         "--cold-start-seconds",
