@@ -35,9 +35,9 @@ class Stage(enum.StrEnum):
 
 STAGES = tuple(Stage)
 _DOING = {
-    Stage.WARMING_AWAY: "warming the away side of",
-    Stage.SHIFTING_TRAFFIC: "shifting traffic off",
-    Stage.PODS_LEAVING: "waiting for the home pods to leave of",
+    Stage.WARMING_AWAY: "warming the away side of {}",
+    Stage.SHIFTING_TRAFFIC: "shifting traffic off {}",
+    Stage.PODS_LEAVING: "the home pods of {} are leaving",
 }
 
 
@@ -54,7 +54,7 @@ class Wait:
         """One line for people: the Kueue check's message while the Workload waits."""
         if self.stage in _DOING:
             detail = f" ({self.detail})" if self.detail else ""
-            return f"waiting for GPUs: {_DOING[self.stage]} {', '.join(self.offloads)}{detail}"
+            return f"waiting for GPUs: {_DOING[self.stage].format(', '.join(self.offloads))}{detail}"
         if self.stage is Stage.SCHEDULING:
             return "waiting for GPUs: they are free, the scheduler has not placed the pods yet"
         if self.stage is Stage.CONFIRMING:

@@ -186,3 +186,8 @@ def test_a_cluster_queue_lists_its_checks_either_way() -> None:
     assert cluster_queue_checks({"spec": {"admissionChecks": ["a"]}}) == {"a"}
     strategy = {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "b"}, {"onFlavors": []}]}}}
     assert cluster_queue_checks(strategy) == {"b"}
+
+
+def test_the_message_while_home_pods_leave_names_the_offload_in_plain_words() -> None:
+    wait = Wait(Stage.PODS_LEAVING, 3.0, ("default/tokens",))
+    assert wait.message() == "waiting for GPUs: the home pods of default/tokens are leaving"
