@@ -22,7 +22,6 @@ import pytest
 from tests.integration.conftest import POLICY_GROUP
 from tests.integration.test_policy import (
     FAST_TIMING,
-    STRATEGY,
     host_of,
     job_pods,
     policy_rig,
@@ -30,6 +29,7 @@ from tests.integration.test_policy import (
 )
 from tests.integration.training_wait import (
     COLD_START_SECONDS,
+    SHIFT_SECONDS,
     cold_runpod,  # noqa: F401 - a fixture
     preparing_seconds,
     watch_gang,
@@ -47,7 +47,6 @@ pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 FLIP_OUT_AFTER_SECONDS = 40
 """Longer than the cold start (30 s), with room for a loaded machine: the warm-up has that long."""
 HOLD_SECONDS = 120
-SHIFT_SECONDS = STRATEGY["stepIntervalSeconds"] * len(STRATEGY["toAwaySteps"])
 SLACK_SECONDS = 10
 
 

@@ -29,7 +29,6 @@ import pytest
 from tests.integration.conftest import POLICY_GROUP
 from tests.integration.test_policy import (
     FAST_TIMING,
-    STRATEGY,
     PolicyRig,
     host_of,
     policy_rig,
@@ -37,6 +36,7 @@ from tests.integration.test_policy import (
 )
 from tests.integration.training_wait import (
     COLD_START_SECONDS,
+    SHIFT_SECONDS,
     cold_runpod,  # noqa: F401 - a fixture
     preparing_seconds,
     watch_gang,
@@ -51,8 +51,6 @@ from vk_provider.policy.names import FLIPPED_BY_ANNOTATION
 
 pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 
-SHIFT_SECONDS = STRATEGY["stepIntervalSeconds"] * len(STRATEGY["toAwaySteps"])
-"""How long the flip's traffic shift lasts by itself: each step's interval."""
 WARM_UP_SECONDS = 20
 """The unused warm-up's length: less than the cold start, so it ends while the pilot light warms."""
 SLACK_SECONDS = 10

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.integration.runpod_away import token_pod_app
-from tests.integration.test_policy import PolicyRig, job_pods
+from tests.integration.test_policy import STRATEGY, PolicyRig, job_pods
 from tests.integration.waiting import wait_for
 from vk_devtools.standins.runpod.profile import REALISTIC
 from vk_devtools.standins.runpod.standin import FakeRunPod
@@ -30,6 +30,8 @@ COLD_START = dataclasses.replace(
 )
 """RunPod's cold start, shortened. Without its rate limits: the node polls each pod every second or so,
 and these tests study the cold start, not the quota (the stand-in's own tests do)."""
+SHIFT_SECONDS = STRATEGY["stepIntervalSeconds"] * len(STRATEGY["toAwaySteps"])
+"""How long a flip's traffic shift lasts by itself under the policy rig's strategy: each step's interval."""
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ class ManualClock:
 
 
 def isolate_from_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The machine's own AWS settings never reach a test (as in the provider's tests)."""
+    """The machine's own AWS settings never reach a test (the stand-in's and the provider's tests)."""
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)

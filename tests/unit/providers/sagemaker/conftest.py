@@ -6,12 +6,12 @@ point at nothing, and the instance metadata service is off.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.unit.standins.sagemaker_support import isolate_from_ambient_aws
 from vk_devtools.standins.sagemaker import MotoSageMaker, SageMakerLayer
 from vk_provider.provider import ProviderContext
 from vk_providers.sagemaker import SageMakerProvider
@@ -28,12 +28,7 @@ from .support import (
 
 @pytest.fixture(autouse=True)
 def _no_ambient_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("AWS_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    isolate_from_ambient_aws(monkeypatch, tmp_path)
 
 
 @pytest.fixture(scope="module")
