@@ -9,6 +9,9 @@ dcgm-exporter 4.x serves on `:9400/metrics` (names and labels of its default cou
 - `GET /gpus`: every GPU's values, as JSON;
 - `POST /gpus/{index}` (or `/gpus/all`) with a JSON object of `temperature`, `xid`, `rowRemapFailure`,
   `tensorActive`, `gpuUtil`: sets them (400 with the reason for an unknown field or a wrong value);
+  and the NVLink error totals `nvlinkCrcFlitErrors`, `nvlinkCrcDataErrors`, `nvlinkReplayErrors`,
+  `nvlinkRecoveryErrors` (running totals, served as `DCGM_FI_DEV_NVLINK_*_COUNT_TOTAL`, as by a
+  dcgm-exporter whose counters file enables them: its default file leaves them out);
 - `POST /serve` with `{"malformed": true}`: `/metrics` answers text that is not Prometheus exposition
   (as a wrong port or a proxy's error page would), `false` to serve metrics again;
 - `GET /health`: 200, for probes.
@@ -51,6 +54,13 @@ HOST_LABELS = ("Hostname", "hostname")
 """dcgm-exporter's host label: `Hostname` in older builds, `hostname` from 4.x on."""
 
 SETTABLE = ("temperature", "xid", "rowRemapFailure", "tensorActive", "gpuUtil")
+NVLINK_SETTABLE = {
+    "nvlinkCrcFlitErrors": "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "nvlinkCrcDataErrors": "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "nvlinkReplayErrors": "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "nvlinkRecoveryErrors": "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+}
+"""NVLink error totals a test can raise: control API name -> the field served (0 until set)."""
 # (name, type, help) in the exporter's order and wording; values come from `Gpu.values`.
 FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
@@ -69,6 +79,14 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink flow-control CRC errors.",
+    ),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink data CRC errors."),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink retries."),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink recovery errors."),
 )
 
 
@@ -84,6 +102,8 @@ class Gpu:
     row_remap_failure: bool = False
     tensor_active: float = 0.0
     gpu_util: float = 0.0
+    nvlink_errors: dict[str, int] = dataclasses.field(default_factory=dict)
+    """NVLink error totals set so far, by field (`NVLINK_SETTABLE`'s values)."""
 
     def values(self) -> dict[str, float]:
         """Every served field's value, the unsettable ones derived from the settable."""
@@ -101,6 +121,7 @@ class Gpu:
             "DCGM_FI_DEV_ROW_REMAP_FAILURE": 1 if self.row_remap_failure else 0,
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": max(busy, self.tensor_active),
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": self.tensor_active,
+            **{field: self.nvlink_errors.get(field, 0) for field in NVLINK_SETTABLE.values()},
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -112,6 +133,7 @@ class Gpu:
             "rowRemapFailure": self.row_remap_failure,
             "tensorActive": self.tensor_active,
             "gpuUtil": self.gpu_util,
+            **{name: self.nvlink_errors.get(field, 0) for name, field in NVLINK_SETTABLE.items()},
         }
 
 
@@ -125,12 +147,22 @@ def _number(name: str, value: Any, low: float, high: float) -> float:
     return float(value)
 
 
+def _set_nvlink_errors(gpu: Gpu, change: Mapping[str, Any]) -> dict[str, Any]:
+    """Set the NVLink totals of `change` on `gpu`; the rest of `change`."""
+    for key in NVLINK_SETTABLE.keys() & change.keys():
+        value = change[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ChangeError(f"{key} must be a running total (a whole number, 0 or more), not {value!r}")
+        gpu.nvlink_errors[NVLINK_SETTABLE[key]] = value
+    return {key: value for key, value in change.items() if key not in NVLINK_SETTABLE}
+
+
 def apply_change(gpu: Gpu, change: Mapping[str, Any]) -> None:
     """Set the fields of `change` (the control API's names) on `gpu`, all or none."""
     if not isinstance(change, Mapping):
         raise ChangeError(f"the body must be a JSON object, not {change!r}")
-    updated = dataclasses.replace(gpu)
-    for key, value in change.items():
+    updated = dataclasses.replace(gpu, nvlink_errors=dict(gpu.nvlink_errors))
+    for key, value in _set_nvlink_errors(updated, change).items():
         if key == "temperature":
             updated.temperature = _number(key, value, -40, 200)
         elif key == "xid":
@@ -146,7 +178,9 @@ def apply_change(gpu: Gpu, change: Mapping[str, Any]) -> None:
         elif key == "gpuUtil":
             updated.gpu_util = _number(key, value, 0, 100)
         else:
-            raise ChangeError(f"unknown field {key!r}: settable are {', '.join(SETTABLE)}")
+            raise ChangeError(
+                f"unknown field {key!r}: settable are {', '.join((*SETTABLE, *NVLINK_SETTABLE))}"
+            )
     for field in dataclasses.fields(Gpu):
         setattr(gpu, field.name, getattr(updated, field.name))
 
@@ -263,8 +297,14 @@ async def set_gpu(url: str, which: int | str, timeout_seconds: float = 10.0, **c
     """POST a change to the stand-in at `url` (http://host:port) for GPU `which` (or "all"), e.g.
     `await set_gpu(url, 0, temperature=85)`; raises ChangeError with the stand-in's reason on a 400."""
     names = {"row_remap_failure": "rowRemapFailure", "tensor_active": "tensorActive", "gpu_util": "gpuUtil"}
+    names |= {_snake(name): name for name in NVLINK_SETTABLE}
     body = {names.get(key, key): value for key, value in change.items()}
     return await _post(f"{url}/gpus/{which}", body, timeout_seconds)
+
+
+def _snake(name: str) -> str:
+    """nvlinkReplayErrors -> nvlink_replay_errors, for `set_gpu`'s keyword arguments."""
+    return "".join(f"_{letter.lower()}" if letter.isupper() else letter for letter in name)
 
 
 async def serve_malformed(url: str, malformed: bool = True, timeout_seconds: float = 10.0) -> dict[str, Any]:

@@ -146,3 +146,23 @@ async def test_malformed_mode_serves_what_the_parser_rejects(served: tuple[str, 
         parse_exporter_metrics(await metrics_of(url))
     await standin.serve_malformed(url, False)
     assert len(parse_exporter_metrics(await metrics_of(url))) == 4
+
+
+def test_nvlink_error_totals_are_served_per_gpu_and_refuse_what_is_no_total() -> None:
+    exporter = standin.Exporter.for_node("gpu-a", 2)
+    exporter.change("1", {"nvlinkReplayErrors": 12, "nvlinkCrcFlitErrors": 3})
+    lines = [line for line in exporter.render().splitlines() if line.startswith("DCGM_FI_DEV_NVLINK_")]
+    assert len(lines) == 4 * 2  # every NVLink field for every GPU, 0 until raised
+    assert [line.rsplit(" ", 1)[1] for line in lines if "REPLAY" in line] == ["0", "12"]
+    assert exporter.gpus[1].to_json()["nvlinkCrcFlitErrors"] == 3
+    for bad in (-1, 1.5, True, "7"):
+        with pytest.raises(standin.ChangeError, match="nvlinkReplayErrors must be a running total"):
+            exporter.change("all", {"nvlinkReplayErrors": bad})
+    assert exporter.gpus[1].nvlink_errors["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"] == 12
+
+
+async def test_set_gpu_takes_nvlink_totals_as_keywords(served: tuple[str, standin.Exporter]) -> None:
+    url, exporter = served
+    await standin.set_gpu(url, 0, nvlink_crc_data_errors=5, nvlink_recovery_errors=1)
+    assert exporter.gpus[0].to_json()["nvlinkCrcDataErrors"] == 5
+    assert exporter.gpus[0].to_json()["nvlinkRecoveryErrors"] == 1
