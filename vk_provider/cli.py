@@ -297,7 +297,7 @@ def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
         return parser
     _add_node_command(subparsers)
     _add_installed_commands(subparsers)
-    for name in ("migrate", "plugin", "conformance", "router", "xds", "controller"):
+    for name in ("migrate", "plugin", "conformance", "router", "xds", "controller", "interconnect-exporter"):
         _COMMANDS[name](subparsers)
     return parser
 
@@ -346,6 +346,24 @@ def _add_controller_command(subparsers: argparse._SubParsersAction[argparse.Argu
                 "Reconcile every Offload: scale the receiving side, shift the weight step by step "
                 "behind the health gates, and scale the drained side to 0. Replicas elect a leader "
                 "through a Lease."
+            ),
+        )
+    )
+
+
+def _add_interconnect_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from vk_provider.interconnect.command import add_interconnect_arguments  # noqa: PLC0415 (see build_parser)
+
+    add_interconnect_arguments(
+        subparsers.add_parser(
+            "interconnect-exporter",
+            formatter_class=DefaultsShown,
+            epilog=ENVIRONMENT_NOTE,
+            help="publish a GPU node's InfiniBand and NVLink error counters and their rates (a DaemonSet)",
+            description=(
+                "Read the InfiniBand port counters under --sysfs-root and, with --dcgm-exporter-url, the "
+                "NVLink error counters of a dcgm-exporter, every --interval-seconds; serve each as a "
+                "Prometheus counter (_total) and its rate over the last interval (_per_second) on /metrics."
             ),
         )
     )
@@ -540,6 +558,7 @@ _COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParse
     "router": _add_router_command,
     "xds": _add_xds_command,
     "controller": _add_controller_command,
+    "interconnect-exporter": _add_interconnect_command,
 }
 """The product's own commands, each added by itself when it is the one run (`build_parser`)."""
 
@@ -548,7 +567,14 @@ DAEMONS = ("node", "router", "xds", "controller")
 (`vk_provider.kit.kubeconfigs`), and a KubeconfigError ends it with one line."""
 
 
-ENVIRONMENT_COMMANDS = (("router",), ("xds",), ("controller",), ("plugin", "serve"), ("conformance",))
+ENVIRONMENT_COMMANDS = (
+    ("router",),
+    ("xds",),
+    ("controller",),
+    ("interconnect-exporter",),
+    ("plugin", "serve"),
+    ("conformance",),
+)
 """The commands whose every option is also read from `VK_PROVIDER_<FLAG>` (`runtime.flagenvironment`).
 The node reads its own, with its YAML file between the environment and its defaults
 (`node.settings`)."""
