@@ -29,6 +29,7 @@ import yaml
 
 from vk_devtools.devcluster import podnetwork
 from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
+from vk_devtools.standins.interconnect import INTERCONNECT_EXPORTER_ENTRYPOINT, INTERCONNECT_EXPORTER_IMAGE
 from vk_provider import __version__
 from vk_providers.local.config import DEFAULT_INHERITED_ENV
 
@@ -42,12 +43,13 @@ VK_PROVIDER_IMAGE = f"{VK_PROVIDER_REPOSITORY}:{__version__}"
 IMAGE_ENTRYPOINTS = {
     TOKENS_IMAGE: [sys.executable, "-m", "vk_devtools.demo.tokens"],
     DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
+    INTERCONNECT_EXPORTER_IMAGE: list(INTERCONNECT_EXPORTER_ENTRYPOINT),
     # By repository, so every tag and digest of it: a release's chart names the image by digest.
     VK_PROVIDER_REPOSITORY: [sys.executable, "-m", "vk_provider"],
 }
 """What those images' ENTRYPOINTs would run, for `local` nodes, which run no images: this Python, so
 vk-provider is importable, as in the image. The dcgm-exporter stand-in's lets the GPU policy scrape a
-home node's (pretend) GPUs from a pod on it."""
+home node's (pretend) GPUs from a pod on it, the interconnect exporter's its (pretend) links."""
 
 
 FIRST_DEV_SUBNET = 2
