@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -698,3 +699,59 @@ def test_the_router_s_trust_settings_are_values(
     assert not [
         arg for arg in router_args(default) if arg.startswith(("--sign-for-host", "--endpoint-slice"))
     ]
+
+
+def test_the_interconnect_exporter_renders_what_its_component_builds(
+    helm: Callable[..., subprocess.CompletedProcess[str]], kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """Off by default; on, the chart's DaemonSet is the kustomize component's (under an overlay that
+    adds the part-of label, as manifests/base and traffic do), and its values reach the pods."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    component = os.path.relpath(MANIFESTS / "components" / "interconnect-exporter", overlay)
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "labels": [
+                    {"pairs": {"app.kubernetes.io/part-of": "vk-provider"}, "includeSelectors": False}
+                ],
+                "components": [component],
+            }
+        )
+    )
+    built = [item for item in yaml.safe_load_all(kubectl("kustomize", str(overlay)).stdout) if item]
+    assert not [item for item in render(helm, "--no-hooks") if item["kind"] == "DaemonSet"]
+    rendered = render(helm, "--no-hooks", "--set", "interconnectExporter.enabled=true")
+    daemonsets = [without_helm_additions(item) for item in rendered if item["kind"] == "DaemonSet"]
+    assert daemonsets == [without_helm_additions(item) for item in built]
+
+    values = {
+        "interconnectExporter": {
+            "enabled": True,
+            "port": 9500,
+            "intervalSeconds": 5,
+            "dcgmExporterUrl": "http://$(NODE_IP):9400/metrics",
+            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+        "monitoring": {"podMonitors": {"enabled": True}},
+    }
+    rendered_items = {key(item): item for item in render(helm, "--values", values_file(tmp_path, values))}
+    pod = rendered_items["DaemonSet", NAMESPACE, "vk-provider-interconnect-exporter"]["spec"]["template"][
+        "spec"
+    ]
+    [container] = pod["containers"]
+    assert container["args"] == [
+        "interconnect-exporter",
+        "--sysfs-root=/host/sys",
+        "--port=9500",
+        "--interval-seconds=5",
+        "--dcgm-exporter-url=http://$(NODE_IP):9400/metrics",
+    ]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9500}]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["tolerations"] == values["interconnectExporter"]["tolerations"]
+    monitor = rendered_items["PodMonitor", NAMESPACE, "vk-provider-interconnect-exporter"]["spec"]
+    assert monitor["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "honorLabels": True}]
