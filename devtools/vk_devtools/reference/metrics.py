@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vk_devtools.reference import pages, rendering
 from vk_provider.controller.metrics import ControllerMetrics
+from vk_provider.interconnect.collector import InterconnectState, build_registry
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kubelet.stats import ContainerSample, PodSample, render_resource_metrics
 from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
@@ -120,6 +121,10 @@ def _policy() -> list[Family]:
     return registry_families(registry)
 
 
+def _interconnect() -> list[Family]:
+    return registry_families(build_registry(InterconnectState()))
+
+
 SOURCES = (
     Source(
         "Virtual node (`vk-provider node`)",
@@ -149,6 +154,12 @@ SOURCES = (
         "OffloadPolicy (in the controller)",
         "the controller's `/metrics`, in the same registry",
         _policy,
+    ),
+    Source(
+        "Interconnect exporter (`vk-provider interconnect-exporter`)",
+        "`/metrics` on its `--port` (9402), one exporter a GPU node "
+        "([the interconnect exporter](../operations/interconnect-exporter.md))",
+        _interconnect,
     ),
 )
 
