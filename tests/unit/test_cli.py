@@ -95,6 +95,10 @@ def test_dev_up_takes_the_usual_ports_unless_told_any_free_ones(
         ("node", ("botocore", "grpc", "vk_provider.router.running", "vk_provider.controller.running")),
         ("router", ("grpc", "vk_provider.node.running", "vk_provider.controller.running", "vk_devtools")),
         ("controller", ("grpc", "botocore", "vk_provider.node.running", "vk_provider.router.running")),
+        (
+            "interconnect-exporter",
+            ("grpc", "botocore", "vk_provider.node.running", "vk_provider.controller.running", "vk_devtools"),
+        ),
     ],
 )
 def test_a_daemon_s_command_line_imports_none_of_the_other_daemons(
