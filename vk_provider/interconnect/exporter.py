@@ -144,7 +144,7 @@ class Exporter:
         for problem in errors:
             if problem not in self._reported:
                 self._reported.add(problem)
-                logger.warning("cannot read %s", problem)
+                logger.warning("read error (counted in read_errors_total; logged once): %s", problem)
 
 
 async def serve(settings: ExporterSettings, stop: asyncio.Event) -> None:
