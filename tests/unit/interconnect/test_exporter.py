@@ -122,3 +122,21 @@ async def test_a_port_in_use_is_refused_at_start_naming_it(tmp_path: Path) -> No
         with pytest.raises(ListenError, match=f"cannot listen on {LOOPBACK}:{port}"):
             await exporter.start()
         await exporter.aclose()
+
+
+async def test_a_lasting_problem_is_counted_every_read_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree = SysfsTree(tmp_path)
+    tree.add_port("mlx5_0", 1)
+    tree.remove("mlx5_0", 1, "link_downed")
+    exporter = Exporter(ExporterSettings(sysfs_root=tmp_path, listen_address=LOOPBACK, port=0))
+    with caplog.at_level("WARNING", logger="vk_provider.interconnect.exporter"):
+        for _ in range(3):
+            await exporter.read_once()
+    found = values(exporter.exposition().decode())
+    assert found["vk_provider_interconnect_read_errors_total", (("source", "sysfs"),)] == 3
+    missing = tree.counter_path("mlx5_0", 1, "link_downed")
+    assert [record.getMessage() for record in caplog.records] == [
+        f"read error (counted in read_errors_total; logged once): {missing}: missing"
+    ]
