@@ -10,12 +10,12 @@ from urllib.parse import urlsplit
 
 from vk_provider.interconnect.exporter import (
     DEFAULT_INTERVAL_SECONDS,
-    DEFAULT_PORT,
     DEFAULT_SYSFS_ROOT,
     ExporterSettings,
     ListenError,
     serve,
 )
+from vk_provider.interconnect.names import DEFAULT_PORT
 from vk_provider.interconnect.sysfs import SysfsRootError, check_root
 from vk_provider.runtime.flagtypes import positive_seconds
 from vk_provider.runtime.logsetup import add_log_arguments, configure_logging

@@ -21,16 +21,15 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from vk_provider.interconnect.collector import InterconnectState, build_registry
+from vk_provider.interconnect.names import DEFAULT_PORT, METRICS_PATH
 from vk_provider.interconnect.nvlink import NvlinkReadError, fetch_nvlink_counters
 from vk_provider.interconnect.sysfs import infiniband_class, read_tree
 from vk_provider.kit.probes import Readiness, add_probe_routes
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PORT = 9402
 DEFAULT_INTERVAL_SECONDS = 10.0
 DEFAULT_SYSFS_ROOT = Path("/sys")
-METRICS_PATH = "/metrics"
 MAX_REPORTED = 1000
 
 

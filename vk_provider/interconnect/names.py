@@ -39,6 +39,10 @@ from __future__ import annotations
 import dataclasses
 
 PREFIX = "vk_provider_interconnect"
+DEFAULT_PORT = 9402
+METRICS_PATH = "/metrics"
+POD_LABELS = {"app.kubernetes.io/name": "vk-provider-interconnect-exporter"}
+"""The exporter pods' labels in the manifests' and the chart's DaemonSet: what a policy selects them by."""
 IB_LABELS = ("device", "port")
 NVLINK_LABELS = ("gpu", "uuid")
 

@@ -16,12 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vk_provider.interconnect.names import DEFAULT_PORT, POD_LABELS
+
 INTERCONNECT_EXPORTER_IMAGE = "vk-provider/interconnect-exporter:0.1.0"
 """The image name an exporter pod uses; `local` nodes map it to `INTERCONNECT_EXPORTER_ENTRYPOINT`."""
 INTERCONNECT_EXPORTER_ENTRYPOINT = (sys.executable, "-m", "vk_provider", "interconnect-exporter")
 """What that image's ENTRYPOINT would run: this Python's vk-provider, the command chosen."""
-EXPORTER_PORT = 9402
-EXPORTER_LABELS = {"app.kubernetes.io/name": "vk-provider-interconnect-exporter"}
+EXPORTER_PORT = DEFAULT_PORT
+EXPORTER_LABELS = POD_LABELS
 """The DaemonSet's pod labels (manifests/components/interconnect-exporter, the chart)."""
 HOST_SYS_MOUNT = "/host/sys"
 """Where the DaemonSet mounts the host's /sys."""
