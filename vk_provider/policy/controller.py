@@ -35,6 +35,7 @@ from vk_provider.policy.observe import Observation, Problem, observe
 from vk_provider.policy.signals import HealthSource, PodGroupSource, health_source, podgroup_source
 from vk_provider.policy.spec import InvalidPolicy, PolicySpec, Taint, parse_policy
 from vk_provider.policy.status import (
+    HEALTH_CAP_REACHED,
     MAX_DECISIONS,
     POD_GROUPS_UNAVAILABLE,
     conditions_for,
@@ -214,6 +215,16 @@ class PolicyController:
             _, reason, message = gpu_metrics_condition(policy, observation.health.errors)
             self._report_lasting(
                 memory, lasting, policy_object, kind="Warning", reason=reason, message=message
+            )
+        cap = observation.health.cap
+        if cap is not None and cap.reached:  # said once per set of nodes held back; the condition stays
+            self._report_lasting(
+                memory,
+                lasting,
+                policy_object,
+                kind="Warning",
+                reason=HEALTH_CAP_REACHED,
+                message=cap_message(observation),
             )
         if observation.pod_groups_unavailable:  # expected on older clusters, so Normal; the condition stays
             self._report_lasting(
@@ -451,6 +462,7 @@ class PolicyController:
             policy=policy,
             exporter_errors=observation.health.errors if observation is not None else None,
             pod_groups_unavailable=observation.pod_groups_unavailable if observation is not None else None,
+            health_cap=observation.health.cap if observation is not None else None,
         )
         body["decisions"] = memory.decisions
         if self._metrics is not None:
@@ -466,6 +478,22 @@ class PolicyController:
             content_type=MERGE_PATCH,
         )
         memory.written = body
+
+
+def cap_message(observation: Observation) -> str:
+    """The nodes the cap on non-fatal taints keeps in service, each with the signal that would pull it
+    (no readings: the message, so the Event, stays the same while the same nodes are held back)."""
+    cap = observation.health.cap
+    if cap is None:
+        return ""
+    rules = []
+    for name in cap.held_back:
+        rule = observation.health.nodes[name].rule if name in observation.health.nodes else None
+        rules.append(f"{name} ({rule.signal})" if rule is not None else name)
+    return (
+        f"would have pulled {', '.join(rules)}: maxNonFatalShare {cap.share:g} of {cap.pool_nodes} nodes "
+        f"allows {cap.slots} tainted for non-fatal reasons, held by {', '.join(cap.held) or 'none'}"
+    )
 
 
 def _involved_policy(raw: RawObject) -> InvolvedObject:

@@ -1,23 +1,36 @@
-"""Whether a home GPU node is healthy enough to take work: a pure judgement, and the memory it needs.
+"""Whether a home GPU node is healthy enough to take work: the findings of each signal with their
+severity, the persistence of degrading ones, and the memory that needs.
 
-A node is unhealthy, with the first of these reasons that applies (`detail` lists every one):
-- `Xid`: a GPU raised an Xid outside the ignored (application) ones within the lookback window;
+Signals (`severity` has each one's default severity and where it comes from):
+- `Xid`: a GPU raised an Xid within the lookback window; its severity is per Xid (`fatalXids`,
+  `ignoredXids` the informational ones, any other `severity.Xid`);
 - `RowRemapFailure`: a GPU could not remap a failing memory row;
+- `RowRemapPending`: a GPU has a row remap waiting for the next GPU reset;
 - `DevicePluginUnhealthy`: allocatable of the pool's resource below capacity (the NVIDIA device plugin
   takes a GPU it finds broken out of allocatable, leaving capacity as is);
 - `Temperature`: a GPU hotter than the maximum (strictly above it);
 - `ExternalTaint`: a taint whose key starts with one of the configured prefixes (NVSentinel's
   `nvidia.com/gpu-xid-error`, ...), not one the policy itself put on;
-- `ExternalCondition`: a configured node condition type (`GpuThermalWatch`, `GPUXIDErrors`, ...) True.
+- `ExternalCondition`: a configured node condition type (`GpuThermalWatch`, `GPUXIDErrors`, ...) True;
+- `Interconnect`: an InfiniBand or NVLink error rate above its threshold (`interconnect`).
+
+A node with a fatal finding is unhealthy at once. A degrading finding makes it unhealthy once it has
+lasted `degradingForSeconds` without a break, within the pool's cap on non-fatal taints (`healthcap`,
+applied by `signals.GpuHealth`); a node the policy already tainted stays so while any fatal or
+degrading finding lasts. Informational findings are reported, never acted on. The rule that judged a
+node (its `rule`) is the first signal, in `severity.SIGNALS` order, of its gravest finding.
 
 `HealthMemory` adds the time: when an Xid appeared (the exporter's Xid field keeps the last value for
-good, so "within the lookback" counts from its appearance), and since when a node has been healthy, so
-that a node counts again only after `healthyForSeconds`.
+good, so "within the lookback" counts from its appearance), since when each signal has lasted, and since
+when a node has been healthy, so that a node counts again only after `healthyForSeconds`. It lives in
+memory: a new leader starts the persistence clocks afresh (a node it finds tainted stays tainted while a
+finding lasts, so nothing flaps over a change of leader).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -25,21 +38,52 @@ from typing import Any
 
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
 from vk_provider.policy.dcgm import ExporterSettings, GpuSample
+from vk_provider.policy.interconnect import InterconnectSettings, LinkRate, faulty_links
 from vk_provider.policy.names import DEFAULT_GPU_RESOURCE, POLICY_TAINTS_ANNOTATION, UNHEALTHY_TAINT_KEY
+from vk_provider.policy.severity import (
+    DEFAULT_SEVERITIES,
+    DEVICE_PLUGIN_UNHEALTHY,
+    EXTERNAL_CONDITION,
+    EXTERNAL_TAINT,
+    FATAL_XIDS,
+    INFORMATIONAL_XIDS,
+    INTERCONNECT,
+    ROW_REMAP_FAILURE,
+    ROW_REMAP_PENDING,
+    SIGNALS,
+    TEMPERATURE,
+    XID,
+    Finding,
+    Severity,
+    describe_xid,
+    strongest,
+)
 
-XID = "Xid"
-ROW_REMAP_FAILURE = "RowRemapFailure"
-DEVICE_PLUGIN_UNHEALTHY = "DevicePluginUnhealthy"
-TEMPERATURE = "Temperature"
-EXTERNAL_TAINT = "ExternalTaint"
-EXTERNAL_CONDITION = "ExternalCondition"
-REASONS = (XID, ROW_REMAP_FAILURE, DEVICE_PLUGIN_UNHEALTHY, TEMPERATURE, EXTERNAL_TAINT, EXTERNAL_CONDITION)
-"""Every reason, in the order `judge_node` picks the one it reports."""
+__all__ = [
+    "DEVICE_PLUGIN_UNHEALTHY",
+    "EXTERNAL_CONDITION",
+    "EXTERNAL_TAINT",
+    "INTERCONNECT",
+    "ROW_REMAP_FAILURE",
+    "ROW_REMAP_PENDING",
+    "TEMPERATURE",
+    "XID",
+    "HealthMemory",
+    "HealthSettings",
+    "HealthSettingsError",
+    "NodeHealth",
+    "NodeHealthState",
+    "Verdict",
+    "find",
+    "judge",
+]
 
-DEFAULT_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})
-"""Application errors (the NVIDIA device plugin's list): the program's fault, not the GPU's."""
+DEFAULT_IGNORED_XIDS = INFORMATIONAL_XIDS
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 WHERE = "spec.health"
+SEVERITY_NAMES = {severity.value: severity for severity in Severity}
+DEPRECATED_FLAGS = {"rowRemapFailure": ROW_REMAP_FAILURE, "allocatableBelowCapacity": DEVICE_PLUGIN_UNHEALTHY}
+"""Boolean fields of before severities: `false` now reads as severity Informational for their signal."""
 
 
 class HealthSettingsError(ValueError):
@@ -53,16 +97,41 @@ class HealthSettings:
     resource: str = DEFAULT_GPU_RESOURCE
     """The pool's GPU resource (spec.homePool.resource), whose allocatable is compared to capacity."""
     exporter: ExporterSettings | None = None
+    interconnect: InterconnectSettings | None = None
     max_temperature_celsius: float = 78.0
     xid_lookback_seconds: float = 3600.0
     ignored_xids: frozenset[int] = DEFAULT_IGNORED_XIDS
+    """Informational Xids: reported, never tainted."""
+    fatal_xids: frozenset[int] = FATAL_XIDS
+    severities: Mapping[str, Severity] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SEVERITIES))
+    """Per signal (for Xid: an Xid in neither list)."""
+    degrading_for_seconds: float = 600.0
+    """How long a degrading finding must last before it taints (EKS's node repair waits 10 minutes)."""
+    max_non_fatal_share: float = 0.2
+    """At most floor(this x pool nodes) nodes tainted for non-fatal reasons at once (EKS: 20%)."""
     row_remap_failure: bool = True
+    """Deprecated: false reads as severity RowRemapFailure Informational."""
     allocatable_below_capacity: bool = True
+    """Deprecated: false reads as severity DevicePluginUnhealthy Informational."""
     external_taint_prefixes: tuple[str, ...] = ()
     external_conditions: tuple[str, ...] = ()
     healthy_for_seconds: float = 120.0
     taint_key: str = UNHEALTHY_TAINT_KEY
     taint_effect: str = "NoSchedule"
+
+    def severity_of(self, signal: str) -> Severity:
+        if (signal == ROW_REMAP_FAILURE and not self.row_remap_failure) or (
+            signal == DEVICE_PLUGIN_UNHEALTHY and not self.allocatable_below_capacity
+        ):
+            return Severity.INFORMATIONAL
+        return self.severities.get(signal, DEFAULT_SEVERITIES[signal])
+
+    def xid_severity(self, xid: int) -> Severity:
+        if xid in self.fatal_xids:
+            return Severity.FATAL
+        if xid in self.ignored_xids:
+            return Severity.INFORMATIONAL
+        return self.severity_of(XID)
 
     @classmethod
     def from_spec(
@@ -73,7 +142,8 @@ class HealthSettings:
         if not isinstance(spec, Mapping):
             raise HealthSettingsError(f"{WHERE} must be a mapping, not {spec!r}")
         known = {
-            "dcgmExporter", "maxTemperatureCelsius", "xidLookbackSeconds", "ignoredXids", "rowRemapFailure",
+            "dcgmExporter", "interconnect", "maxTemperatureCelsius", "xidLookbackSeconds", "ignoredXids",
+            "fatalXids", "severity", "degradingForSeconds", "maxNonFatalShare", "rowRemapFailure",
             "allocatableBelowCapacity", "externalTaintPrefixes", "externalConditions", "healthyForSeconds",
             "taint",
         }  # fmt: skip
@@ -86,24 +156,73 @@ class HealthSettings:
                 exporter = ExporterSettings.from_spec(spec["dcgmExporter"], where=f"{WHERE}.dcgmExporter")
             except ValueError as error:
                 raise HealthSettingsError(str(error)) from None
+        interconnect = None
+        if spec.get("interconnect") is not None:
+            try:
+                interconnect = InterconnectSettings.from_spec(spec["interconnect"])
+            except ValueError as error:
+                raise HealthSettingsError(str(error)) from None
         defaults = cls()
         taint_key, taint_effect = _taint(spec.get("taint"))
+        severities = _severities(spec.get("severity"))
+        flags = {field: _flag(spec, field, True) for field in DEPRECATED_FLAGS}
+        for field, signal in DEPRECATED_FLAGS.items():
+            if not flags[field] and signal in (spec.get("severity") or {}):
+                raise HealthSettingsError(
+                    f"{WHERE}.{field}: false says what {WHERE}.severity.{signal} says: drop {field} "
+                    f"(it is replaced by severity.{signal}: Informational)"
+                )
+        ignored = _xids(spec, "ignoredXids", defaults.ignored_xids)
+        fatal = _xids(spec, "fatalXids", defaults.fatal_xids)
+        if both := sorted(ignored & fatal):
+            raise HealthSettingsError(
+                f"{WHERE}.fatalXids and {WHERE}.ignoredXids both name Xids {both}: each Xid has one severity"
+            )
+        share = _number(spec, "maxNonFatalShare", defaults.max_non_fatal_share)
+        if share > 1:
+            raise HealthSettingsError(
+                f"{WHERE}.maxNonFatalShare must be a share of the pool, 0..1, not {share!r}"
+            )
         return cls(
             resource=resource,
             exporter=exporter,
+            interconnect=interconnect,
             max_temperature_celsius=_number(spec, "maxTemperatureCelsius", defaults.max_temperature_celsius),
             xid_lookback_seconds=_number(spec, "xidLookbackSeconds", defaults.xid_lookback_seconds),
-            ignored_xids=_xids(spec.get("ignoredXids", sorted(defaults.ignored_xids))),
-            row_remap_failure=_flag(spec, "rowRemapFailure", defaults.row_remap_failure),
-            allocatable_below_capacity=_flag(
-                spec, "allocatableBelowCapacity", defaults.allocatable_below_capacity
-            ),
+            ignored_xids=ignored,
+            fatal_xids=fatal,
+            severities=severities,
+            degrading_for_seconds=_number(spec, "degradingForSeconds", defaults.degrading_for_seconds),
+            max_non_fatal_share=share,
+            row_remap_failure=flags["rowRemapFailure"],
+            allocatable_below_capacity=flags["allocatableBelowCapacity"],
             external_taint_prefixes=_strings(spec, "externalTaintPrefixes"),
             external_conditions=_strings(spec, "externalConditions"),
             healthy_for_seconds=_number(spec, "healthyForSeconds", defaults.healthy_for_seconds),
             taint_key=taint_key,
             taint_effect=taint_effect,
         )
+
+
+def _severities(value: Any) -> dict[str, Severity]:
+    severities = dict(DEFAULT_SEVERITIES)
+    if value is None:
+        return severities
+    if not isinstance(value, Mapping):
+        raise HealthSettingsError(
+            f"{WHERE}.severity must map signals to Fatal, Degrading or Informational, not {value!r}"
+        )
+    for signal, name in value.items():
+        if signal not in DEFAULT_SEVERITIES:
+            raise HealthSettingsError(
+                f"{WHERE}.severity.{signal} is no signal (known: {', '.join(sorted(DEFAULT_SEVERITIES))})"
+            )
+        if name not in SEVERITY_NAMES:
+            raise HealthSettingsError(
+                f"{WHERE}.severity.{signal} must be Fatal, Degrading or Informational, not {name!r}"
+            )
+        severities[signal] = SEVERITY_NAMES[name]
+    return severities
 
 
 def _number(spec: Mapping[str, Any], key: str, default: float) -> float:
@@ -131,11 +250,12 @@ def _strings(spec: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _xids(value: Any) -> frozenset[int]:
+def _xids(spec: Mapping[str, Any], key: str, default: frozenset[int]) -> frozenset[int]:
+    value = spec.get(key, sorted(default))
     if not isinstance(value, list) or not all(
         isinstance(item, int) and not isinstance(item, bool) and item > 0 for item in value
     ):
-        raise HealthSettingsError(f"{WHERE}.ignoredXids must be a list of Xid numbers (> 0), not {value!r}")
+        raise HealthSettingsError(f"{WHERE}.{key} must be a list of Xid numbers (> 0), not {value!r}")
     return frozenset(value)
 
 
@@ -157,85 +277,163 @@ def _taint(value: Any) -> tuple[str, str]:
     return key, effect
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeHealth:
-    healthy: bool
-    reason: str | None = None
-    """One of REASONS when unhealthy (the first that applies), None when healthy."""
-    detail: str = ""
-    """Every problem found, for a person ("GPU 2 at 85 °C > 78 °C; ..."), or what was looked at."""
-
-
-def judge_node(
+def find(
     now: datetime,
     node: Mapping[str, Any],
     samples: Sequence[GpuSample] | None,
     xid_seen: Mapping[int, datetime],
     settings: HealthSettings,
-) -> NodeHealth:
-    """The node's health from its Node object, its exporter's samples (None: no exporter data, then only
-    the node's own signals count) and when each Xid appeared (`HealthMemory.xid_seen`). Pure."""
-    problems = _sample_problems(now, samples or (), xid_seen, settings) + _node_problems(node, settings)
-    if not problems:
-        return NodeHealth(
-            True, None, "no exporter data; node signals healthy" if samples is None else "healthy"
-        )
-    problems.sort(key=lambda problem: REASONS.index(problem[0]))
-    return NodeHealth(False, problems[0][0], "; ".join(detail for _, detail in problems))
+    *,
+    links: Sequence[LinkRate] | None = None,
+) -> list[Finding]:
+    """Every finding of the node, from its Node object, its dcgm-exporter samples (None: no exporter
+    data, then only the node's own signals count), when each Xid appeared (`HealthMemory.xid_seen`)
+    and its interconnect rates (None: none read). Pure; `since` is left to `HealthMemory`."""
+    findings = _sample_findings(now, samples or (), xid_seen, settings) + _node_findings(node, settings)
+    if links and settings.interconnect is not None:
+        faulty = faulty_links(links, settings.interconnect)
+        if faulty:
+            findings.append(_finding(settings, INTERCONNECT, "; ".join(faulty)))
+    return findings
 
 
-def _sample_problems(
+def _finding(settings: HealthSettings, signal: str, text: str) -> Finding:
+    severity = settings.severity_of(signal)
+    return Finding(signal, severity, f"{text} ({severity.value.lower()})")
+
+
+def _sample_findings(
     now: datetime, samples: Sequence[GpuSample], xid_seen: Mapping[int, datetime], settings: HealthSettings
-) -> list[tuple[str, str]]:
-    """The GPUs' problems, and the Xids of the lookback that no GPU reports any more."""
-    problems = []
+) -> list[Finding]:
+    """The GPUs' findings, and the Xids of the lookback that no GPU reports any more."""
+    findings = []
     lookback = timedelta(seconds=settings.xid_lookback_seconds)
-    recent = {
-        xid for xid, seen in xid_seen.items() if xid not in settings.ignored_xids and now - seen <= lookback
-    }
+    recent = {xid for xid, seen in xid_seen.items() if now - seen <= lookback}
     for sample in samples:
         xid = sample.xid
         # An Xid the memory has not seen yet is new, so within the lookback.
-        if xid and xid not in settings.ignored_xids and (xid in recent or xid not in xid_seen):
-            problems.append((XID, f"GPU {sample.gpu} raised Xid {xid}"))
-        if settings.row_remap_failure and sample.row_remap_failure:
-            problems.append((ROW_REMAP_FAILURE, f"GPU {sample.gpu} has a row-remap failure"))
+        if xid and (xid in recent or xid not in xid_seen):
+            severity = settings.xid_severity(xid)
+            findings.append(Finding(XID, severity, f"GPU {sample.gpu} raised {describe_xid(xid, severity)}"))
+        if sample.row_remap_failure:
+            findings.append(
+                _finding(settings, ROW_REMAP_FAILURE, f"GPU {sample.gpu} has a row-remap failure")
+            )
+        if sample.row_remap_pending:
+            findings.append(
+                _finding(
+                    settings,
+                    ROW_REMAP_PENDING,
+                    f"GPU {sample.gpu} has a row remap pending until its next reset",
+                )
+            )
         temperature = sample.temperature_celsius
         if temperature is not None and temperature > settings.max_temperature_celsius:
-            problems.append(
-                (
+            findings.append(
+                _finding(
+                    settings,
                     TEMPERATURE,
                     f"GPU {sample.gpu} at {temperature:g} °C > {settings.max_temperature_celsius:g} °C",
                 )
             )
     reported = {sample.xid for sample in samples}
-    problems += [
-        (XID, f"Xid {xid} seen {int((now - xid_seen[xid]).total_seconds())} s ago")
-        for xid in sorted(recent - reported)
-    ]
-    return problems
+    for xid in sorted(recent - reported):
+        severity = settings.xid_severity(xid)
+        ago = int((now - xid_seen[xid]).total_seconds())
+        findings.append(Finding(XID, severity, f"{describe_xid(xid, severity)} seen {ago} s ago"))
+    return findings
 
 
-def _node_problems(node: Mapping[str, Any], settings: HealthSettings) -> list[tuple[str, str]]:
-    problems = []
+def _node_findings(node: Mapping[str, Any], settings: HealthSettings) -> list[Finding]:
+    findings = []
     status = node.get("status") or {}
-    if settings.allocatable_below_capacity:
-        below = _allocatable_below_capacity(status, settings.resource)
-        if below is not None:
-            problems.append((DEVICE_PLUGIN_UNHEALTHY, below))
+    below = _allocatable_below_capacity(status, settings.resource)
+    if below is not None:
+        findings.append(_finding(settings, DEVICE_PLUGIN_UNHEALTHY, below))
     if settings.external_taint_prefixes:
         ours = _policy_taints(node) | {settings.taint_key}
         for taint in (node.get("spec") or {}).get("taints") or ():
             key = str(taint.get("key", ""))
             if key not in ours and key.startswith(settings.external_taint_prefixes):
                 value = f"={taint['value']}" if taint.get("value") else ""
-                problems.append((EXTERNAL_TAINT, f"taint {key}{value}:{taint.get('effect', '')}"))
+                findings.append(
+                    _finding(settings, EXTERNAL_TAINT, f"taint {key}{value}:{taint.get('effect', '')}")
+                )
     for condition in status.get("conditions") or ():
         kind = condition.get("type")
         if kind in settings.external_conditions and condition.get("status") == "True":
             because = condition.get("reason") or condition.get("message") or "True"
-            problems.append((EXTERNAL_CONDITION, f"condition {kind} is True ({because})"))
-    return problems
+            findings.append(_finding(settings, EXTERNAL_CONDITION, f"condition {kind} is True ({because})"))
+    return findings
+
+
+class Verdict(enum.StrEnum):
+    """What the findings call for, before the pool's cap."""
+
+    FATAL = "Fatal"
+    """A fatal finding: unhealthy now, whatever the cap."""
+    KEPT = "Kept"
+    """Already tainted (or judged unhealthy) and a degrading finding lasts: stays unhealthy."""
+    DUE = "Due"
+    """A degrading finding has lasted degradingForSeconds: unhealthy, if the cap has a slot."""
+    PENDING = "Pending"
+    """A degrading finding, not yet for degradingForSeconds."""
+    CLEAR = "Clear"
+    """Nothing to act on (informational findings at most)."""
+
+
+UNHEALTHY_VERDICTS = frozenset({Verdict.FATAL, Verdict.KEPT, Verdict.DUE})
+
+
+def judge(
+    now: datetime, findings: Sequence[Finding], settings: HealthSettings, *, tainted: bool = False
+) -> tuple[Verdict, Finding | None]:
+    """The verdict on a node's findings (their `since` set; None counts as now) and the rule that
+    judged it: the gravest finding, the one that has lasted longest among degrading ones. Pure."""
+    found = list(findings)
+    fatal = strongest(found, Severity.FATAL)
+    if fatal is not None:
+        return Verdict.FATAL, fatal
+    degrading = [finding for finding in found if finding.severity is Severity.DEGRADING]
+    if not degrading:
+        return Verdict.CLEAR, strongest(found, Severity.INFORMATIONAL)
+    oldest = min(degrading, key=lambda finding: (finding.since or now, SIGNALS.index(finding.signal)))
+    if tainted:
+        return Verdict.KEPT, oldest
+    lasted = (now - (oldest.since or now)).total_seconds()
+    return (Verdict.DUE if lasted >= settings.degrading_for_seconds else Verdict.PENDING), oldest
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeHealth:
+    healthy: bool
+    reason: str | None = None
+    """The signal of the rule that judged it unhealthy, None when healthy."""
+    detail: str = ""
+    """Every finding, the rule's first, for a person; or `healthy`."""
+    findings: tuple[Finding, ...] = ()
+    rule: Finding | None = None
+    """The finding that judged the node (also when it is held back, pending or only informational)."""
+    verdict: Verdict = Verdict.CLEAR
+    held_back: bool = False
+    """Due, but the pool's cap on non-fatal taints had no slot for it: left in service."""
+
+
+def node_health(
+    verdict: Verdict, rule: Finding | None, findings: Sequence[Finding], *, held_back: bool = False
+) -> NodeHealth:
+    unhealthy = verdict in UNHEALTHY_VERDICTS and not held_back
+    ordered = sorted(findings, key=lambda finding: finding != rule)
+    detail = "; ".join(finding.detail for finding in ordered) or "healthy"
+    return NodeHealth(
+        healthy=not unhealthy,
+        reason=rule.signal if unhealthy and rule is not None else None,
+        detail=detail,
+        findings=tuple(findings),
+        rule=rule,
+        verdict=verdict,
+        held_back=held_back,
+    )
 
 
 def _allocatable_below_capacity(status: Mapping[str, Any], resource: str) -> str | None:
@@ -272,6 +470,10 @@ class NodeHealthState:
     detail: str
     changed: bool
     """True when this observation turned it healthy or unhealthy (the moment for an Event)."""
+    findings: tuple[Finding, ...] = ()
+    rule: Finding | None = None
+    verdict: Verdict = Verdict.CLEAR
+    held_back: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -282,7 +484,8 @@ class _Remembered:
 
 
 class HealthMemory:
-    """Per node: when each Xid appeared and since when the node has been healthy or unhealthy.
+    """Per node: when each Xid appeared, since when each signal has lasted, and since when the node
+    has been healthy or unhealthy.
 
     In memory only: a new leader starts afresh, so `observe` takes whether the node still carries the
     policy's unhealthy taint, and then makes a healthy node wait out healthyForSeconds again rather
@@ -294,11 +497,12 @@ class HealthMemory:
         """Replaceable when the policy's spec changes; the memory stays."""
         self._xid_values: dict[tuple[str, str], int] = {}
         self._xid_seen: dict[str, dict[int, datetime]] = {}
+        self._signals: dict[str, dict[tuple[str, Severity], datetime]] = {}
         self._states: dict[str, _Remembered] = {}
 
     def note_samples(self, now: datetime, node_name: str, samples: Iterable[GpuSample]) -> None:
         """Record the Xids that appeared since the last samples of the node (a GPU's Xid field
-        changing to a non-ignored value, or holding one the first time it is seen)."""
+        changing to another value than 0, or holding one the first time it is seen)."""
         seen = self._xid_seen.setdefault(node_name, {})
         for sample in samples:
             key = (node_name, sample.uuid or sample.gpu)
@@ -306,11 +510,35 @@ class HealthMemory:
                 continue
             before = self._xid_values.get(key)
             self._xid_values[key] = sample.xid
-            if sample.xid and sample.xid != before and sample.xid not in self.settings.ignored_xids:
+            if sample.xid and sample.xid != before:
                 seen[sample.xid] = now
 
     def xid_seen(self, node_name: str) -> Mapping[int, datetime]:
         return dict(self._xid_seen.get(node_name, {}))
+
+    def findings(
+        self,
+        now: datetime,
+        node: Mapping[str, Any],
+        samples: Sequence[GpuSample] | None,
+        *,
+        links: Sequence[LinkRate] | None = None,
+    ) -> list[Finding]:
+        """`note_samples` and `find`, each finding dated: since when its signal (at its severity) has
+        shown without a break; a signal that is gone for one observation starts again."""
+        name = _name(node)
+        if samples is not None:
+            self.note_samples(now, name, samples)
+        found = find(now, node, samples, self.xid_seen(name), self.settings, links=links)
+        before = self._signals.get(name, {})
+        lasting = {(f.signal, f.severity): before.get((f.signal, f.severity), now) for f in found}
+        self._signals[name] = lasting
+        return [dataclasses.replace(f, since=lasting[(f.signal, f.severity)]) for f in found]
+
+    def unhealthy(self, node_name: str) -> bool:
+        """Whether the last observation of the node judged it unhealthy."""
+        remembered = self._states.get(node_name)
+        return remembered is not None and not remembered.healthy
 
     def judge(
         self,
@@ -319,12 +547,14 @@ class HealthMemory:
         samples: Sequence[GpuSample] | None,
         *,
         previously_unhealthy: bool = False,
+        links: Sequence[LinkRate] | None = None,
     ) -> NodeHealthState:
-        """`note_samples`, `judge_node` and `observe` in one, for a node object with a name."""
-        name = str((node.get("metadata") or {}).get("name", ""))
-        if samples is not None:
-            self.note_samples(now, name, samples)
-        health = judge_node(now, node, samples, self.xid_seen(name), self.settings)
+        """One node on its own, without the pool's cap: `findings`, `judge` and `observe` in one.
+        `previously_unhealthy`: it carries the policy's unhealthy taint."""
+        name = _name(node)
+        found = self.findings(now, node, samples, links=links)
+        verdict, rule = judge(now, found, self.settings, tainted=previously_unhealthy or self.unhealthy(name))
+        health = node_health(verdict, rule, found)
         return self.observe(now, name, health, previously_unhealthy=previously_unhealthy)
 
     def observe(
@@ -351,14 +581,21 @@ class HealthMemory:
             reason=health.reason,
             detail=health.detail,
             changed=changed,
+            findings=health.findings,
+            rule=health.rule,
+            verdict=health.verdict,
+            held_back=health.held_back,
         )
 
     def retain(self, node_names: Iterable[str]) -> None:
         """Forget every node not named (left the pool, deleted)."""
         keep = set(node_names)
-        for name in [name for name in self._states if name not in keep]:
-            del self._states[name]
-        for name in [name for name in self._xid_seen if name not in keep]:
-            del self._xid_seen[name]
+        for table in (self._states, self._xid_seen, self._signals):
+            for name in [name for name in table if name not in keep]:
+                del table[name]
         for key in [key for key in self._xid_values if key[0] not in keep]:
             del self._xid_values[key]
+
+
+def _name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name", ""))

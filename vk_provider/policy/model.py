@@ -12,6 +12,9 @@ import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from vk_provider.policy.health import Verdict
+from vk_provider.policy.severity import Finding
+
 HOUR = timedelta(hours=1)
 
 
@@ -49,6 +52,13 @@ class NodeHealth:
     reason: str | None = None
     detail: str = ""
     since: datetime | None = None
+    findings: tuple[Finding, ...] = ()
+    """Every signal found on the node, informational ones too."""
+    rule: Finding | None = None
+    """The finding that judged it (unhealthy, held back, pending, or only reported)."""
+    verdict: Verdict = Verdict.CLEAR
+    held_back: bool = False
+    """A degrading signal would pull it, but the pool's cap on non-fatal taints has no slot left."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,9 +18,12 @@ import aiohttp
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 from vk_provider.kit.kubeversions import NATIVE_POD_GROUPS, InvalidKubernetesVersionError, cluster_version
 from vk_provider.policy.dcgm import ExporterScrape, scrape_exporters
-from vk_provider.policy.health import HealthMemory
+from vk_provider.policy.health import HealthMemory, Verdict, judge, node_health
+from vk_provider.policy.healthcap import CapOutcome, apply_cap
+from vk_provider.policy.interconnect import InterconnectScrape, scrape_interconnect
 from vk_provider.policy.model import Gang, NodeHealth
 from vk_provider.policy.podgroups import NOT_SERVED, unschedulable_pod_groups
+from vk_provider.policy.severity import Finding
 from vk_provider.policy.spec import PolicySpec
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ class HealthReport:
     """Per node: the GPUs the exporter reported."""
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Exporter pod or node -> why it could not be read (unreachable, malformed)."""
+    cap: CapOutcome | None = None
+    """The pool's cap on non-fatal taints this pass (None: not judged, as without a health signal)."""
 
 
 class HealthSource(Protocol):
@@ -89,41 +94,90 @@ class GpuHealth:
         settings = policy.health
         if self._memory is None:
             self._memory = HealthMemory(settings)
-        self._memory.settings = settings  # the policy's spec may have changed; the memory stays
-        scrape = ExporterScrape()
-        if settings.exporter is not None:
-            if self._session is None:
-                self._session = aiohttp.ClientSession()
-            scrape = await scrape_exporters(self._api, settings.exporter, self._session)
-        judged: dict[str, NodeHealth] = {}
-        readings: dict[str, list[GpuReading]] = {}
+        memory = self._memory
+        memory.settings = settings  # the policy's spec may have changed; the memory stays
+        scrape, links = await self._scrape(policy)
+        judged: dict[str, _Judged] = {}
         for node in nodes:
             name = str(node["metadata"]["name"])
-            samples = scrape.samples.get(name)
             # A new leader knows nothing of the past: a node still carrying our unhealthy taint must
-            # stay healthy for healthyForSeconds again before it counts.
+            # stay healthy for healthyForSeconds again before it counts, and stays tainted while a
+            # degrading signal lasts.
             tainted = any(
                 taint.get("key") == settings.taint_key
                 for taint in (node.get("spec") or {}).get("taints") or ()
             )
-            state = self._memory.judge(now, node, samples, previously_unhealthy=tainted)
-            judged[name] = NodeHealth(
+            found = memory.findings(now, node, scrape.samples.get(name), links=links.samples.get(name))
+            kept = tainted or memory.unhealthy(name)
+            verdict, rule = judge(now, found, settings, tainted=kept)
+            judged[name] = _Judged(verdict, rule, found, tainted=tainted, kept=kept)
+        cap = apply_cap(
+            {
+                name: (item.rule.since if item.rule is not None else None) or now
+                for name, item in judged.items()
+                if item.verdict is Verdict.DUE
+            },
+            # Tainted (or judged unhealthy) for anything but a fatal finding: each holds a slot.
+            [name for name, item in judged.items() if item.kept and item.verdict is not Verdict.FATAL],
+            share=settings.max_non_fatal_share,
+            pool_nodes=len(nodes),
+        )
+        states: dict[str, NodeHealth] = {}
+        readings: dict[str, list[GpuReading]] = {}
+        for name, item in judged.items():
+            health = node_health(item.verdict, item.rule, item.found, held_back=name in cap.held_back)
+            state = memory.observe(now, name, health, previously_unhealthy=item.tainted)
+            states[name] = NodeHealth(
                 healthy=state.healthy,
                 counts=state.counts,
                 reason=state.reason,
                 detail=state.detail,
                 since=state.since,
+                findings=state.findings,
+                rule=state.rule,
+                verdict=state.verdict,
+                held_back=state.held_back,
             )
             readings[name] = [
                 GpuReading(sample.gpu, sample.temperature_celsius, sample.tensor_active)
-                for sample in samples or ()
+                for sample in scrape.samples.get(name) or ()
             ]
-        self._memory.retain(judged)
-        return HealthReport(judged, readings, dict(scrape.errors))
+        memory.retain(states)
+        errors = dict(scrape.errors)
+        for where, message in links.errors.items():
+            errors[where] = f"{errors[where]}; {message}" if where in errors else message
+        return HealthReport(states, readings, errors, cap)
+
+    async def _scrape(self, policy: PolicySpec) -> tuple[ExporterScrape, InterconnectScrape]:
+        """dcgm-exporter's GPUs and the interconnect exporter's rates, each when the policy names it."""
+        settings = policy.health
+        scrape, links = ExporterScrape(), InterconnectScrape()
+        if settings.exporter is None and settings.interconnect is None:
+            return scrape, links
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        if settings.exporter is not None:
+            scrape = await scrape_exporters(self._api, settings.exporter, self._session)
+        if settings.interconnect is not None:
+            links = await scrape_interconnect(self._api, settings.interconnect, self._session)
+        return scrape, links
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Judged:
+    """One node's verdict before the cap."""
+
+    verdict: Verdict
+    rule: Finding | None
+    found: list[Finding]
+    tainted: bool
+    """It carries the policy's unhealthy taint."""
+    kept: bool
+    """Tainted, or judged unhealthy on the last pass (the taint may not have landed yet)."""
 
 
 class NativePodGroups:

@@ -4,11 +4,15 @@ and the next leader.
 Shape (every key optional; `kubectl get ofp` shows demand.gpus and the pool's counts):
 
     observedGeneration
-    conditions: [Ready, TrainingDemand, HomeCapacityHealthy, GpuMetricsAvailable, PodGroupsReadable]
+    conditions: [Ready, TrainingDemand, HomeCapacityHealthy, HealthCapReached, GpuMetricsAvailable,
+                 PodGroupsReadable]
     demand: {gpus, goneSince, gangs: [{kind, namespace, name, gpus, unplacedGpus, since, shortfallSince,
                                        waitingSeconds, waitingFor, waitingOn}]}
     pool: {resource, total, free, reserved, busy, unhealthy, tensorActive,
-           nodes: [{name, gpus, free, healthy, reason, since, temperatureCelsius, tensorActive, reserved}]}
+           nodes: [{name, gpus, free, healthy, reason, since, temperatureCelsius, tensorActive, reserved,
+                    rule: {signal, severity, detail, since, action, due}, heldBack,
+                    findings: [{signal, severity, detail, since}]}],
+           healthCap: {maxNonFatalShare, poolNodes, slots, held, heldBack}}
     offloads: [{namespace, name, placement, phase, homeGpus, auto, holdUntil, lastFlip, lastTrigger,
                 nextEligible}]
     decisions: [{time, action, offloads, nodes, reason, message}]   # newest first, at most 20
@@ -18,6 +22,10 @@ Shape (every key optional; `kubectl get ofp` shows demand.gpus and the pool's co
 a new leader reads them back, so its clocks continue instead of starting again. `waitingSeconds` and
 `waitingFor` (a `waiting.Stage`) say how long a gang with unplaced members has waited and for what;
 `waitingOn` lists the Offloads whose migrations it waits on.
+
+A node's `rule` is the health finding that judged it, with what came of it (`action`: `tainted`,
+`held back` by the cap, `pending` until `due`, `reported` for an informational one); `findings` lists
+every signal found on it, informational ones too.
 """
 
 from __future__ import annotations
@@ -29,9 +37,12 @@ from typing import Any
 from vk_provider.kit.timestamps import format_timestamp, parse_timestamp
 from vk_provider.offload.status import set_condition
 from vk_provider.policy.decide import Decision, free_gpus, usable
-from vk_provider.policy.model import HOUR, History, Observed, OffloadView
+from vk_provider.policy.health import Verdict
+from vk_provider.policy.healthcap import CapOutcome
+from vk_provider.policy.model import HOUR, History, NodeHealth, Observed, OffloadView
 from vk_provider.policy.names import HOLD_UNTIL_ANNOTATION
 from vk_provider.policy.observe import Observation, Problem
+from vk_provider.policy.severity import Finding
 from vk_provider.policy.spec import PolicySpec
 from vk_provider.policy.waiting import Wait
 
@@ -84,6 +95,7 @@ def conditions_for(
     policy: PolicySpec | None,
     exporter_errors: Mapping[str, str] | None = None,
     pod_groups_unavailable: str | None = None,
+    health_cap: CapOutcome | None = None,
 ) -> list[dict[str, Any]]:
     conditions = [dict(item) for item in previous]
     if problem is not None:
@@ -132,12 +144,31 @@ def conditions_for(
             now=now,
             generation=generation,
         )
+    if health_cap is not None:
+        conditions = set_condition(
+            conditions, HEALTH_CAP_REACHED, *health_cap_condition(health_cap), now=now, generation=generation
+        )
     metrics = gpu_metrics_condition(policy, exporter_errors or {})
     conditions = set_condition(conditions, "GpuMetricsAvailable", *metrics, now=now, generation=generation)
     if not policy.demand.pod_groups:  # nothing to read, nothing to say
         return [condition for condition in conditions if condition.get("type") != POD_GROUPS_READABLE]
     readable = pod_groups_condition(pod_groups_unavailable)
     return set_condition(conditions, POD_GROUPS_READABLE, *readable, now=now, generation=generation)
+
+
+HEALTH_CAP_REACHED = "HealthCapReached"
+
+
+def health_cap_condition(cap: CapOutcome) -> tuple[str, str, str]:
+    """Status, reason and message of `HealthCapReached`: whether the cap on non-fatal taints keeps
+    nodes that a degrading signal would pull in service."""
+    room = (
+        f"maxNonFatalShare {cap.share:g} of {cap.pool_nodes} nodes allows {cap.slots} tainted for non-fatal "
+        f"reasons; held: {', '.join(cap.held) or 'none'}"
+    )
+    if cap.reached:
+        return "True", "CapReached", f"{room}; not pulled: {', '.join(cap.held_back)}"
+    return "False", "WithinCap", room
 
 
 POD_GROUPS_READABLE = "PodGroupsReadable"
@@ -217,6 +248,7 @@ def pool_entry(observation: Observation, policy: PolicySpec) -> dict[str, Any]:
             entry["reason"] = node.health.reason
         if node.health.since is not None:
             entry["since"] = format_timestamp(node.health.since)
+        entry.update(health_entry(node.health, policy))
         temperatures = [r.temperature_celsius for r in readings if r.temperature_celsius is not None]
         if temperatures:
             entry["temperatureCelsius"] = max(temperatures)
@@ -241,7 +273,51 @@ def pool_entry(observation: Observation, policy: PolicySpec) -> dict[str, Any]:
     }
     if tensors:
         pool["tensorActive"] = round(sum(tensors) / len(tensors), 3)
+    cap = observation.health.cap
+    if cap is not None:
+        pool["healthCap"] = {
+            "maxNonFatalShare": cap.share,
+            "poolNodes": cap.pool_nodes,
+            "slots": cap.slots,
+            "held": list(cap.held),
+            "heldBack": list(cap.held_back),
+        }
     return pool
+
+
+ACTIONS = {
+    Verdict.FATAL: "tainted",
+    Verdict.KEPT: "tainted",
+    Verdict.DUE: "tainted",
+    Verdict.PENDING: "pending",
+    Verdict.CLEAR: "reported",
+}
+
+
+def health_entry(health: NodeHealth, policy: PolicySpec) -> dict[str, Any]:
+    """A node's `rule` (the finding that judged it and what came of it) and `findings`, when any."""
+    if health.rule is None:
+        return {}
+    rule = finding_entry(health.rule)
+    rule["action"] = "held back" if health.held_back else ACTIONS[health.verdict]
+    if health.verdict is Verdict.PENDING and health.rule.since is not None:
+        due = health.rule.since + timedelta(seconds=policy.health.degrading_for_seconds)
+        rule["due"] = format_timestamp(due)
+    entry: dict[str, Any] = {"rule": rule, "findings": [finding_entry(f) for f in health.findings]}
+    if health.held_back:
+        entry["heldBack"] = True
+    return entry
+
+
+def finding_entry(finding: Finding) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "signal": finding.signal,
+        "severity": finding.severity.value,
+        "detail": finding.detail,
+    }
+    if finding.since is not None:
+        entry["since"] = format_timestamp(finding.since)
+    return entry
 
 
 def demand_entry(

@@ -29,7 +29,7 @@ def test_defaults_are_the_crd_s() -> None:
     assert policy.reservation.key == "gpu.vk-provider.dev/reserved"
     assert policy.reservation.value == "training"
     assert policy.health.taint_key == "gpu.vk-provider.dev/unhealthy"
-    assert policy.health.ignored_xids == frozenset({13, 31, 43, 45, 68, 109})
+    assert policy.health.ignored_xids == frozenset({13, 31, 43, 45, 63, 68, 109})
     assert policy.demand.group_by == "job"
     assert policy.demand.min_priority == 100000
     assert policy.generation == 3
