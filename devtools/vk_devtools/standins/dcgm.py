@@ -3,15 +3,17 @@
 The development cluster has no GPUs, so nothing could otherwise make one hot or failed. This serves what
 dcgm-exporter 4.x serves on `:9400/metrics` (names and labels of its default counters:
 `DCGM_FI_DEV_GPU_TEMP`, `DCGM_FI_DEV_XID_ERRORS`, `DCGM_FI_DEV_ROW_REMAP_FAILURE`,
-`DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`, `DCGM_FI_DEV_GPU_UTIL`, ..., each labelled `gpu`, `UUID`,
-`pci_bus_id`, `device`, `modelName` and the host label), and a small control API on the same port:
+`DCGM_FI_DEV_ROW_REMAP_PENDING`, `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`, `DCGM_FI_DEV_GPU_UTIL`, ..., each
+labelled `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName` and the host label), and a small control
+API on the same port:
 
 - `GET /gpus`: every GPU's values, as JSON;
 - `POST /gpus/{index}` (or `/gpus/all`) with a JSON object of `temperature`, `xid`, `rowRemapFailure`,
-  `tensorActive`, `gpuUtil`: sets them (400 with the reason for an unknown field or a wrong value);
-  and the NVLink error totals `nvlinkCrcFlitErrors`, `nvlinkCrcDataErrors`, `nvlinkReplayErrors`,
-  `nvlinkRecoveryErrors` (running totals, served as `DCGM_FI_DEV_NVLINK_*_COUNT_TOTAL`, as by a
-  dcgm-exporter whose counters file enables them: its default file leaves them out);
+  `rowRemapPending`, `tensorActive`, `gpuUtil`: sets them (400 with the reason for an unknown field or
+  a wrong value); and the NVLink error totals `nvlinkCrcFlitErrors`, `nvlinkCrcDataErrors`,
+  `nvlinkReplayErrors`, `nvlinkRecoveryErrors` (running totals, served as
+  `DCGM_FI_DEV_NVLINK_*_COUNT_TOTAL`, as by a dcgm-exporter whose counters file enables them: its
+  default file leaves them out);
 - `POST /serve` with `{"malformed": true}`: `/metrics` answers text that is not Prometheus exposition
   (as a wrong port or a proxy's error page would), `false` to serve metrics again;
 - `GET /health`: 200, for probes.
@@ -53,7 +55,9 @@ DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
 HOST_LABELS = ("Hostname", "hostname")
 """dcgm-exporter's host label: `Hostname` in older builds, `hostname` from 4.x on."""
 
-SETTABLE = ("temperature", "xid", "rowRemapFailure", "tensorActive", "gpuUtil")
+SETTABLE = ("temperature", "xid", "rowRemapFailure", "rowRemapPending", "tensorActive", "gpuUtil")
+FLAGS = {"rowRemapFailure": "row_remap_failure", "rowRemapPending": "row_remap_pending"}
+"""The settable true/false fields and the `Gpu` attribute of each."""
 NVLINK_SETTABLE = {
     "nvlinkCrcFlitErrors": "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
     "nvlinkCrcDataErrors": "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
@@ -77,6 +81,7 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "If any rows pending remapping. 1=yes 0=no"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
     (
@@ -100,6 +105,8 @@ class Gpu:
     xid: int = 0
     """The last Xid raised, 0 for none: dcgm-exporter's DCGM_FI_DEV_XID_ERRORS."""
     row_remap_failure: bool = False
+    row_remap_pending: bool = False
+    """A remap waiting for the next GPU reset: DCGM_FI_DEV_ROW_REMAP_PENDING."""
     tensor_active: float = 0.0
     gpu_util: float = 0.0
     nvlink_errors: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -119,6 +126,7 @@ class Gpu:
             "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 1 if self.row_remap_failure else 0,
             "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 0,
             "DCGM_FI_DEV_ROW_REMAP_FAILURE": 1 if self.row_remap_failure else 0,
+            "DCGM_FI_DEV_ROW_REMAP_PENDING": 1 if self.row_remap_pending else 0,
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": max(busy, self.tensor_active),
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": self.tensor_active,
             **{field: self.nvlink_errors.get(field, 0) for field in NVLINK_SETTABLE.values()},
@@ -131,6 +139,7 @@ class Gpu:
             "temperature": self.temperature,
             "xid": self.xid,
             "rowRemapFailure": self.row_remap_failure,
+            "rowRemapPending": self.row_remap_pending,
             "tensorActive": self.tensor_active,
             "gpuUtil": self.gpu_util,
             **{name: self.nvlink_errors.get(field, 0) for name, field in NVLINK_SETTABLE.items()},
@@ -169,10 +178,10 @@ def apply_change(gpu: Gpu, change: Mapping[str, Any]) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ChangeError(f"xid must be an Xid number (0 for none), not {value!r}")
             updated.xid = value
-        elif key == "rowRemapFailure":
+        elif key in FLAGS:
             if not isinstance(value, bool):
-                raise ChangeError(f"rowRemapFailure must be true or false, not {value!r}")
-            updated.row_remap_failure = value
+                raise ChangeError(f"{key} must be true or false, not {value!r}")
+            setattr(updated, FLAGS[key], value)
         elif key == "tensorActive":
             updated.tensor_active = _number(key, value, 0, 1)
         elif key == "gpuUtil":
@@ -296,7 +305,12 @@ def make_app(exporter: Exporter) -> web.Application:
 async def set_gpu(url: str, which: int | str, timeout_seconds: float = 10.0, **change: Any) -> dict[str, Any]:
     """POST a change to the stand-in at `url` (http://host:port) for GPU `which` (or "all"), e.g.
     `await set_gpu(url, 0, temperature=85)`; raises ChangeError with the stand-in's reason on a 400."""
-    names = {"row_remap_failure": "rowRemapFailure", "tensor_active": "tensorActive", "gpu_util": "gpuUtil"}
+    names = {
+        "row_remap_failure": "rowRemapFailure",
+        "row_remap_pending": "rowRemapPending",
+        "tensor_active": "tensorActive",
+        "gpu_util": "gpuUtil",
+    }
     names |= {_snake(name): name for name in NVLINK_SETTABLE}
     body = {names.get(key, key): value for key, value in change.items()}
     return await _post(f"{url}/gpus/{which}", body, timeout_seconds)
@@ -394,7 +408,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m vk_devtools.standins.dcgm",
         description="A dcgm-exporter stand-in: a node's GPUs as the exporter serves them, with a control "
-        "API (GET /gpus, POST /gpus/{index|all} {temperature, xid, rowRemapFailure, tensorActive, gpuUtil}, "
+        "API (GET /gpus, POST /gpus/{index|all} {temperature, xid, rowRemapFailure, rowRemapPending, "
+        "tensorActive, gpuUtil}, "
         'POST /serve {"malformed": bool}).',
     )
     parser.add_argument(

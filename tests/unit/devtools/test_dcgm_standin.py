@@ -33,7 +33,10 @@ def test_values_set_round_trip_through_the_text() -> None:
     exporter = standin.Exporter.for_node("gpu-a", 4)
     exporter.change("2", {"temperature": 85, "tensorActive": 0.73, "gpuUtil": 100})
     exporter.change("1", {"xid": 79, "rowRemapFailure": True})
+    exporter.change("3", {"rowRemapPending": True})
     samples = {sample.gpu: sample for sample in parse_exporter_metrics(exporter.render())}
+    assert (samples["3"].row_remap_pending, samples["3"].row_remap_failure) == (True, False)
+    assert not samples["1"].row_remap_pending
     assert samples["2"].temperature_celsius == 85.0
     assert samples["2"].tensor_active == pytest.approx(0.73)
     assert (samples["1"].xid, samples["1"].row_remap_failure) == (79, True)
@@ -70,6 +73,7 @@ def test_the_exporters_names_and_labels() -> None:
         {"tensorActive": 1.5},
         {"fan": 3},
         {"rowRemapFailure": 1},
+        {"rowRemapPending": "yes"},
     ],
 )
 def test_a_bad_change_is_refused_and_changes_nothing(change: dict[str, object]) -> None:

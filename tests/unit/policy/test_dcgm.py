@@ -44,6 +44,10 @@ DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-1b2c",device="nvidia1",modelName="NVIDI
 # TYPE DCGM_FI_DEV_ROW_REMAP_FAILURE gauge
 DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="nvidia-dcgm-exporter-xpn6b"} 0
 DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="1",UUID="GPU-1b2c",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="nvidia-dcgm-exporter-xpn6b"} 1
+# HELP DCGM_FI_DEV_ROW_REMAP_PENDING If any rows pending remapping. 1=yes 0=no
+# TYPE DCGM_FI_DEV_ROW_REMAP_PENDING gauge
+DCGM_FI_DEV_ROW_REMAP_PENDING{gpu="0",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="nvidia-dcgm-exporter-xpn6b"} 1
+DCGM_FI_DEV_ROW_REMAP_PENDING{gpu="1",UUID="GPU-1b2c",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="nvidia-dcgm-exporter-xpn6b"} 0
 # HELP DCGM_FI_PROF_PIPE_TENSOR_ACTIVE Ratio of cycles the tensor (HMMA) pipe is active.
 # TYPE DCGM_FI_PROF_PIPE_TENSOR_ACTIVE gauge
 DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu="0",UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="nvidia-dcgm-exporter-xpn6b"} 0.412000
@@ -60,6 +64,7 @@ def test_exporter_text_becomes_one_sample_per_gpu() -> None:
             temperature_celsius=41.0,
             xid=0,
             row_remap_failure=False,
+            row_remap_pending=True,
             tensor_active=pytest.approx(0.412),  # type: ignore[arg-type]
         ),
         GpuSample(
