@@ -89,7 +89,8 @@ class InterconnectSettings:
             )
         except ValueError as error:
             raise InterconnectSettingsError(str(error)) from None
-        raw = spec.get("thresholds") or {}
+        raw = spec.get("thresholds")
+        raw = {} if raw is None else raw
         if not isinstance(raw, Mapping):
             raise InterconnectSettingsError(f"{WHERE}.thresholds must be a mapping, not {raw!r}")
         unknown = sorted(set(raw) - set(THRESHOLD_FIELDS))

@@ -21,8 +21,8 @@ from vk_provider.policy.health import (
     judge,
     node_health,
 )
-from vk_provider.policy.severity import FATAL_XIDS, INFORMATIONAL_XIDS, Finding, Severity
 from vk_provider.policy.names import POLICY_TAINTS_ANNOTATION, RESERVED_TAINT_KEY, UNHEALTHY_TAINT_KEY
+from vk_provider.policy.severity import FATAL_XIDS, INFORMATIONAL_XIDS, Finding, Severity
 
 pytestmark = pytest.mark.unit
 
@@ -266,7 +266,8 @@ def test_a_degrading_signal_taints_only_once_it_has_lasted_without_a_break() -> 
     hot = gpus({"temperature_celsius": 85.0})
     first = memory.judge(NOW, node(), hot)
     assert (first.healthy, first.verdict) == (True, Verdict.PENDING)
-    assert first.rule is not None and first.rule.since == NOW
+    assert first.rule is not None
+    assert first.rule.since == NOW
     assert memory.judge(NOW + timedelta(seconds=59), node(), hot).healthy
     # One cool observation restarts the clock.
     memory.judge(NOW + timedelta(seconds=62), node(), gpus())
@@ -286,8 +287,10 @@ def test_a_fatal_signal_taints_at_once_and_an_informational_one_never() -> None:
     other = HealthMemory(DEFAULTS)
     for minutes in (0, 30, 600):
         state = other.judge(NOW + timedelta(minutes=minutes), node(), gpus({"row_remap_pending": True}))
-        assert state.healthy and state.counts
-        assert state.rule is not None and state.rule.signal == health.ROW_REMAP_PENDING
+        assert state.healthy
+        assert state.counts
+        assert state.rule is not None
+        assert state.rule.signal == health.ROW_REMAP_PENDING
 
 
 def test_memory_dates_an_xid_from_its_appearance() -> None:
@@ -311,10 +314,8 @@ def test_memory_reports_application_xids_without_tainting() -> None:
     assert set(memory.xid_seen("gpu-a")) == {13, 45}
     state = memory.judge(NOW, node(), gpus({"xid": 13}))
     assert state.healthy
-    assert (
-        state.rule is not None
-        and state.rule.detail == "GPU 0 raised Xid 13 (informational: graphics engine exception)"
-    )
+    assert state.rule is not None
+    assert state.rule.detail == "GPU 0 raised Xid 13 (informational: graphics engine exception)"
 
 
 def test_a_node_counts_again_only_after_healthy_for_seconds() -> None:

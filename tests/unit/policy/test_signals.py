@@ -10,10 +10,13 @@ import pytest
 from tests.unit.policy.fixtures import NOW, policy
 from vk_provider.kit.kube import KubeApi
 from vk_provider.policy import signals
+from vk_provider.policy.interconnect import IB_SYMBOL_ERRORS, InterconnectScrape, LinkRate
 from vk_provider.policy.model import Gang, History, Observed
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
 from vk_provider.policy.podgroups import NOT_SERVED, PodGroupDemand, PodGroupDemands
+from vk_provider.policy.severity import Severity
 from vk_provider.policy.signals import GpuHealth, NativePodGroups, NoHealthSignal
+from vk_provider.policy.spec import parse_policy
 from vk_provider.policy.status import demand_entry, history_from_status
 
 pytestmark = pytest.mark.unit
@@ -128,3 +131,49 @@ async def test_pod_groups_that_are_read_leave_nothing_to_say(monkeypatch: pytest
     source = NativePodGroups(cast(KubeApi, None))
     await source.demand(policy())
     assert source.unavailable() is None
+
+
+async def test_an_interconnect_rate_above_its_threshold_taints_after_it_lasts_and_lifts_after_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rates: dict[str, list[LinkRate]] = {}
+
+    async def scrape_interconnect(api: Any, settings: Any, session: Any) -> InterconnectScrape:
+        return InterconnectScrape(samples={"a": list(rates.get("a", []))})
+
+    monkeypatch.setattr(signals, "scrape_interconnect", scrape_interconnect)
+    spec = parse_policy(
+        {
+            "metadata": {"name": "p", "uid": "u", "generation": 1},
+            "spec": {
+                "offloads": {"selector": {"matchLabels": {"tier": "inference"}}},
+                "homePool": {"nodeSelector": {"matchLabels": {"pool": "gpu"}}},
+                "health": {
+                    "interconnect": {
+                        "exporter": {"namespace": "vk", "selector": {"matchLabels": {"app": "ic"}}},
+                        "thresholds": {"ibSymbolErrorsPerSecond": 1},
+                    },
+                    "degradingForSeconds": 30,
+                    "healthyForSeconds": 20,
+                    "maxNonFatalShare": 1,
+                },
+            },
+        }
+    )
+    health = GpuHealth(cast(KubeApi, None))
+    pool = [node("a"), node("b")]
+    rates["a"] = [LinkRate(IB_SYMBOL_ERRORS, "mlx5_0 port 1", 1.0)]  # at the threshold: fine
+    assert (await health.judge(NOW, pool, spec)).nodes["a"].rule is None
+    rates["a"] = [LinkRate(IB_SYMBOL_ERRORS, "mlx5_0 port 1", 50.0)]
+    climbing = (await health.judge(NOW, pool, spec)).nodes["a"]
+    assert climbing.healthy
+    assert climbing.rule is not None
+    assert (climbing.rule.signal, climbing.rule.severity) == ("Interconnect", Severity.DEGRADING)
+    assert climbing.rule.detail == "mlx5_0 port 1: 50 symbol errors/s > 1/s (degrading)"
+    due = (await health.judge(NOW + timedelta(seconds=30), pool, spec)).nodes["a"]
+    assert (due.healthy, due.reason) == (False, "Interconnect")
+    rates["a"] = []
+    quiet = NOW + timedelta(seconds=40)
+    assert not (await health.judge(quiet, pool, spec)).nodes["a"].counts
+    assert (await health.judge(quiet + timedelta(seconds=20), pool, spec)).nodes["a"].counts
+    await health.close()
