@@ -347,6 +347,57 @@ def pool_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
     return [*lines, TENSOR_NOTE, *exporter_error_lines(status)]
 
 
+HEALTH_COLUMNS = ("NODE", "SIGNAL", "SEVERITY", "SINCE", "ACTION", "DETAIL")
+
+
+def health_lines(status: Mapping[str, Any], now: datetime) -> list[str]:
+    """Which rule judged each node (the signal, its severity, since when, what came of it: tainted,
+    held back by the cap, pending until due, reported), every other finding below it, and the cap on
+    non-fatal taints. Nothing when no node shows any signal and no cap was reported."""
+    pool = mapping(status.get("pool"))
+    rows = []
+    for node in mappings(pool.get("nodes")):
+        rule = mapping(node.get("rule"))
+        if not rule:
+            continue
+        findings = [rule] + [
+            f for f in mappings(node.get("findings")) if f.get("detail") != rule.get("detail")
+        ]
+        for index, finding in enumerate(findings):
+            rows.append(
+                [
+                    text(node.get("name")) if index == 0 else "",
+                    text(finding.get("signal")),
+                    text(finding.get("severity")),
+                    ago(finding.get("since"), now),
+                    _action(rule, now) if index == 0 else "also",
+                    shorten(text(finding.get("detail")), 60),
+                ]
+            )
+    cap = mapping(pool.get("healthCap"))
+    lines = [f"Health rules: {_cap_text(cap)}" if cap else "Health rules:"]
+    if not rows:
+        return [f"{lines[0]}; no node shows a signal"] if cap else []
+    return lines + _indented(HEALTH_COLUMNS, rows)
+
+
+def _action(rule: Mapping[str, Any], now: datetime) -> str:
+    action = text(rule.get("action"))
+    if action == "pending" and rule.get("due"):
+        return f"taints {ago(rule.get('due'), now)}"
+    return action
+
+
+def _cap_text(cap: Mapping[str, Any]) -> str:
+    """`at most 1 of 4 nodes tainted for non-fatal reasons (maxNonFatalShare 0.25); held back: a, b`."""
+    held_back = [str(name) for name in cap.get("heldBack") or ()]
+    text_ = (
+        f"at most {text(cap.get('slots'))} of {text(cap.get('poolNodes'))} nodes tainted for non-fatal "
+        f"reasons (maxNonFatalShare {text(cap.get('maxNonFatalShare'))})"
+    )
+    return text_ + (f"; cap reached, held back: {', '.join(held_back)}" if held_back else "")
+
+
 def exporter_error_lines(status: Mapping[str, Any]) -> list[str]:
     """The dcgm-exporters that could not be read (unreachable, malformed): their GPUs show no readings."""
     errors = mapping(status.get("exporterErrors"))
@@ -471,6 +522,7 @@ def render_policy_status(
             observed_line(policy),
             *demand_lines(status, now),
             *pool_lines(status, now),
+            *health_lines(status, now),
             *offload_lines(status, now),
             *decision_lines(status, now),
             "Conditions:",

@@ -370,3 +370,77 @@ def test_status_shows_the_warm_up_asked_for() -> None:
         in page
     )
     assert "Warm-up:      off" in render_policy_status(policy(warmUp={"enabled": False}), now=NOW)
+
+
+def test_status_says_which_rule_judged_each_node_and_what_the_cap_held_back() -> None:
+    status = copy.deepcopy(FULL_STATUS)
+    xid = {
+        "signal": "Xid",
+        "severity": "Fatal",
+        "detail": "GPU 1 raised Xid 79 (fatal: GPU fallen off the bus)",
+    }
+    pending = {
+        "signal": "RowRemapPending",
+        "severity": "Informational",
+        "detail": "GPU 0 has a row remap pending until its next reset (informational)",
+        "since": "2026-12-03T15:50:00Z",
+    }
+    hot = {
+        "signal": "Temperature",
+        "severity": "Degrading",
+        "detail": "GPU 2 at 85 °C > 78 °C (degrading)",
+        "since": "2026-12-03T15:58:00Z",
+    }
+    status["pool"]["nodes"][0] |= {
+        "rule": {**xid, "since": "2026-12-03T15:59:00Z", "action": "tainted"},
+        "findings": [{**xid, "since": "2026-12-03T15:59:00Z"}, pending],
+    }
+    status["pool"]["nodes"][1] |= {
+        "rule": {**hot, "action": "held back"},
+        "findings": [hot],
+        "heldBack": True,
+    }
+    status["pool"]["nodes"].append(
+        {
+            "name": "gpu-c",
+            "healthy": True,
+            "rule": {**hot, "action": "pending", "due": "2026-12-03T16:08:00Z"},
+        }
+    )
+    status["pool"]["healthCap"] = {
+        "maxNonFatalShare": 0.25,
+        "poolNodes": 4,
+        "slots": 1,
+        "held": ["gpu-d"],
+        "heldBack": ["gpu-b"],
+    }
+    page = render_policy_status(policy(status=status), now=NOW)
+    assert (
+        "Health rules: at most 1 of 4 nodes tainted for non-fatal reasons (maxNonFatalShare 0.25); "
+        "cap reached, held back: gpu-b"
+    ) in page
+    lines = page.splitlines()
+    row = next(line for line in lines if line.strip().startswith("gpu-a") and "Xid" in line)
+    assert re.search(
+        r"gpu-a\s+Xid\s+Fatal\s+60s ago\s+tainted\s+GPU 1 raised Xid 79 \(fatal: GPU fallen", row
+    )
+    also = lines[lines.index(row) + 1]
+    assert re.search(r"^\s+RowRemapPending\s+Informational\s+10m ago\s+also\s+GPU 0 has a row remap", also)
+    assert re.search(r"gpu-b\s+Temperature\s+Degrading\s+2m ago\s+held back\s+GPU 2 at 85 °C", page)
+    assert re.search(r"gpu-c\s+Temperature\s+Degrading\s+2m ago\s+taints in 8m", page)
+
+
+def test_a_pool_with_no_signal_says_so_or_nothing() -> None:
+    status = copy.deepcopy(FULL_STATUS)
+    assert "Health rules" not in render_policy_status(policy(status=status), now=NOW)
+    status["pool"]["healthCap"] = {
+        "maxNonFatalShare": 0.2,
+        "poolNodes": 2,
+        "slots": 0,
+        "held": [],
+        "heldBack": [],
+    }
+    assert (
+        "Health rules: at most 0 of 2 nodes tainted for non-fatal reasons (maxNonFatalShare 0.2); "
+        "no node shows a signal"
+    ) in render_policy_status(policy(status=status), now=NOW)
