@@ -599,6 +599,14 @@ EVENTS: tuple[EventReason, ...] = (
     EventReason(
         "NodeHealthy", "Normal", "Node, OffloadPolicy", POLICY, "A home node's unhealthy taint was removed."
     ),
+    EventReason(
+        "HealthCapReached",
+        "Warning",
+        "OffloadPolicy",
+        POLICY,
+        "A degrading signal would pull more nodes than `maxNonFatalShare` allows: the message names those "
+        "left in service (posted again when that set changes).",
+    ),
     # The Kueue AdmissionCheck
     EventReason(
         "AdmissionCheckReady",
@@ -976,6 +984,15 @@ CONDITIONS: tuple[Condition, ...] = (
             "False",
             ("ExporterUnavailable", "an exporter cannot be read: its nodes are judged on their own state"),
         ),
+    ),
+    Condition(
+        "HealthCapReached",
+        "OffloadPolicy",
+        POLICY,
+        "Whether the cap on nodes tainted for non-fatal reasons (`spec.health.maxNonFatalShare`) holds back "
+        "nodes a degrading signal would pull.",
+        _reasons("True", ("CapReached", "it does: the message names them"))
+        + _reasons("False", ("WithinCap", "every node due for a taint got one")),
     ),
     Condition(
         "PodGroupsReadable",

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from vk_provider.policy import health
 from vk_provider.policy.dcgm import GpuSample
@@ -21,8 +23,9 @@ from vk_provider.policy.health import (
     judge,
     node_health,
 )
+from vk_provider.policy.interconnect import THRESHOLD_FIELDS
 from vk_provider.policy.names import POLICY_TAINTS_ANNOTATION, RESERVED_TAINT_KEY, UNHEALTHY_TAINT_KEY
-from vk_provider.policy.severity import FATAL_XIDS, INFORMATIONAL_XIDS, Finding, Severity
+from vk_provider.policy.severity import DEFAULT_SEVERITIES, FATAL_XIDS, INFORMATIONAL_XIDS, Finding, Severity
 
 pytestmark = pytest.mark.unit
 
@@ -486,3 +489,23 @@ def test_the_deprecated_flags_still_work() -> None:
 def test_from_spec_names_the_wrong_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(HealthSettingsError, match=field):
         HealthSettings.from_spec(spec)
+
+
+@pytest.mark.parametrize(
+    "crd", ["manifests/crds/offloadpolicy.yaml", "charts/vk-provider/crds/offloadpolicy.yaml"]
+)
+def test_the_crd_s_health_defaults_are_the_code_s(crd: str) -> None:
+    schema = yaml.safe_load((Path(__file__).parents[3] / crd).read_text())["spec"]["versions"][0]["schema"]
+    fields = schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["health"]["properties"]
+    assert frozenset(fields["ignoredXids"]["default"]) == DEFAULTS.ignored_xids
+    assert frozenset(fields["fatalXids"]["default"]) == DEFAULTS.fatal_xids
+    assert fields["degradingForSeconds"]["default"] == DEFAULTS.degrading_for_seconds
+    assert fields["maxNonFatalShare"]["default"] == DEFAULTS.max_non_fatal_share
+    assert set(fields["severity"]["properties"]) == set(DEFAULT_SEVERITIES)
+    thresholds = fields["interconnect"]["properties"]["thresholds"]["properties"]
+    assert set(thresholds) == set(THRESHOLD_FIELDS)
+    assert fields["interconnect"]["properties"]["exporter"]["properties"]["port"]["default"] == 9402
+    # No defaults inside severity: a deprecated flag given false must not clash with a default.
+    assert all("default" not in field for field in fields["severity"]["properties"].values())
+    assert "default" not in fields["rowRemapFailure"]
+    assert "default" not in fields["allocatableBelowCapacity"]
