@@ -65,7 +65,10 @@ async def test_the_stand_in_pod_makes_its_node_hot_failed_and_short_of_gpus(
     url = f"http://{pod_ip}:{standin.EXPORTER_PORT}"
     settings = ExporterSettings(namespace=namespace, selector=selector, timeout_seconds=3)
     node_path = resource_path("v1", "nodes", name=node_name)
-    health_settings = HealthSettings.from_spec({"xidLookbackSeconds": 600}, resource=GPU)
+    # Temperature is degrading: with no persistence asked for, one hot reading is enough here.
+    health_settings = HealthSettings.from_spec(
+        {"xidLookbackSeconds": 600, "degradingForSeconds": 0}, resource=GPU
+    )
 
     async with aiohttp.ClientSession() as session:
 

@@ -118,7 +118,12 @@ async def test_a_hot_then_failed_then_short_gpu_taints_its_node_and_the_service_
     ):
         healthy, sick = rig.pool[0].node_name, rig.pool[1].node_name
         urls = await start_exporters(rig, [healthy, sick])
-        await rig.create_policy(health=exporter_health(rig, healthyForSeconds=5, xidLookbackSeconds=15))
+        # Temperature is degrading: tainted at once (no persistence) and within the cap (1 of 2 nodes).
+        await rig.create_policy(
+            health=exporter_health(
+                rig, healthyForSeconds=5, xidLookbackSeconds=15, degradingForSeconds=0, maxNonFatalShare=0.5
+            )
+        )
         await rig.api.create(
             # Longer than the health story below takes even on a slow machine: the Job is deleted
             # once the node is short (the service comes home as demand ends, however it ends).

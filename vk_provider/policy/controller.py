@@ -490,9 +490,10 @@ def cap_message(observation: Observation) -> str:
     for name in cap.held_back:
         rule = observation.health.nodes[name].rule if name in observation.health.nodes else None
         rules.append(f"{name} ({rule.signal})" if rule is not None else name)
+    # Not who holds the slots: that changes a pass after a slot is granted, and the Event would repeat.
     return (
         f"would have pulled {', '.join(rules)}: maxNonFatalShare {cap.share:g} of {cap.pool_nodes} nodes "
-        f"allows {cap.slots} tainted for non-fatal reasons, held by {', '.join(cap.held) or 'none'}"
+        f"allows {cap.slots} tainted for non-fatal reasons at once"
     )
 
 

@@ -83,7 +83,7 @@ def test_the_cap_is_in_the_pool_a_condition_and_an_event_naming_the_held_back() 
     assert message.endswith("not pulled: gpu-a, gpu-b")
     assert cap_message(seen) == (
         "would have pulled gpu-a (Temperature), gpu-b (Temperature): maxNonFatalShare 0.25 of 4 nodes "
-        "allows 1 tainted for non-fatal reasons, held by none"
+        "allows 1 tainted for non-fatal reasons at once"
     )
     conditions = conditions_for(
         [], NOW, 1, problem=None, observed=seen.observed, policy=policy(), health_cap=cap
