@@ -185,9 +185,10 @@ def pod_groups_condition(unavailable: str | None) -> tuple[str, str, str]:
 
 
 def gpu_metrics_condition(policy: PolicySpec, errors: Mapping[str, str]) -> tuple[str, str, str]:
-    """Status, reason and message of `GpuMetricsAvailable`: whether dcgm-exporter could be read. A node
-    whose exporter cannot be read is judged on its own signals alone; nothing moves because of it."""
-    if policy.health.exporter is None:
+    """Status, reason and message of `GpuMetricsAvailable`: whether dcgm-exporter (and the interconnect
+    exporter, when named) could be read. A node whose exporter cannot be read is judged on its own
+    signals alone; nothing moves because of it."""
+    if policy.health.exporter is None and policy.health.interconnect is None:
         return "True", "NotConfigured", "no dcgm-exporter named: health from the nodes' own state only"
     if errors:
         listed = "; ".join(f"{where}: {message}" for where, message in sorted(errors.items()))
