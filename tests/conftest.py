@@ -28,6 +28,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_offload_cli_policy.py": "policy",
     "tests/integration/test_kueue.py": "policy",
     "tests/integration/test_unhealthy_home.py": "policy",
+    "tests/integration/test_gpu_health_severity.py": "policy",
     "tests/integration/test_policy_warm_up.py": "policy",
     "tests/integration/test_warm_away.py": "policy",
     "tests/integration/test_dev_cluster.py": "dev-cluster",

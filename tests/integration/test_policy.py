@@ -54,6 +54,7 @@ from vk_provider.policy.names import (
     RESERVED_TAINT_KEY,
     policies_path,
 )
+from vk_providers.local.config import DEFAULT_INHERITED_ENV
 
 pytestmark = [POLICY_GROUP, pytest.mark.usefixtures("policy_crd")]
 
@@ -151,6 +152,9 @@ def local_config(gpus: int, address_range: str) -> dict[str, Any]:
             DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
         },
         "capacity": {GPU: str(gpus)},
+        # The stand-ins and servers are this tree's code, also when another checkout is installed in the
+        # environment (a worktree): the tree under test comes first on the test's PYTHONPATH.
+        "inherited_env": [*DEFAULT_INHERITED_ENV, "PYTHONPATH"],
     }
 
 
