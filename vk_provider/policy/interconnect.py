@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from vk_provider.interconnect import names
 from vk_provider.kit.kube import KubeApi
 from vk_provider.policy.scrape import (
     ExporterSettings,
@@ -26,12 +27,11 @@ from vk_provider.policy.scrape import (
     scrape_pods,
 )
 
-PREFIX = "vk_provider_interconnect_"
-IB_LINK_DOWNED = f"{PREFIX}ib_link_downed_per_second"
-IB_SYMBOL_ERRORS = f"{PREFIX}ib_symbol_errors_per_second"
-IB_RECEIVE_ERRORS = f"{PREFIX}ib_receive_errors_per_second"
-NVLINK_CRC_ERRORS = f"{PREFIX}nvlink_crc_errors_per_second"
-NVLINK_REPLAY_ERRORS = f"{PREFIX}nvlink_replay_errors_per_second"
+IB_LINK_DOWNED = names.IB_LINK_DOWNED.rate_name
+IB_SYMBOL_ERRORS = names.IB_SYMBOL_ERRORS.rate_name
+IB_RECEIVE_ERRORS = names.IB_RECEIVE_ERRORS.rate_name
+NVLINK_CRC_ERRORS = names.NVLINK_CRC_ERRORS.rate_name
+NVLINK_REPLAY_ERRORS = names.NVLINK_REPLAY_ERRORS.rate_name
 THRESHOLD_FIELDS: Mapping[str, str] = {
     "ibLinkDownedPerSecond": IB_LINK_DOWNED,
     "ibSymbolErrorsPerSecond": IB_SYMBOL_ERRORS,
@@ -39,7 +39,8 @@ THRESHOLD_FIELDS: Mapping[str, str] = {
     "nvlinkCrcErrorsPerSecond": NVLINK_CRC_ERRORS,
     "nvlinkReplayErrorsPerSecond": NVLINK_REPLAY_ERRORS,
 }
-"""spec.health.interconnect.thresholds' fields and the gauge each one is compared with."""
+"""spec.health.interconnect.thresholds' fields and the gauge each one is compared with (the exporter's
+names, `vk_provider.interconnect.names`)."""
 DESCRIPTIONS: Mapping[str, str] = {
     IB_LINK_DOWNED: "link-down events",
     IB_SYMBOL_ERRORS: "symbol errors",
@@ -47,7 +48,7 @@ DESCRIPTIONS: Mapping[str, str] = {
     NVLINK_CRC_ERRORS: "NVLink CRC errors",
     NVLINK_REPLAY_ERRORS: "NVLink replays",
 }
-DEFAULT_PORT = 9402
+DEFAULT_PORT = names.DEFAULT_PORT
 DEFAULT_THRESHOLD = 0.0
 """Every threshold's default: any error on a link, for the whole of degradingForSeconds (a link that
 errs now and then has quiet intervals, and a quiet interval restarts the clock)."""
@@ -85,7 +86,7 @@ class InterconnectSettings:
                 where=f"{WHERE}.exporter",
                 default_port=DEFAULT_PORT,
                 name="interconnect exporter",
-                example="vk-provider-interconnect-exporter",
+                example=next(iter(names.POD_LABELS.values())),
             )
         except ValueError as error:
             raise InterconnectSettingsError(str(error)) from None
@@ -120,6 +121,7 @@ class LinkRate:
 
 
 READ_GAUGES = frozenset(THRESHOLD_FIELDS.values())
+IB_GAUGES = frozenset({IB_LINK_DOWNED, IB_SYMBOL_ERRORS, IB_RECEIVE_ERRORS})
 
 
 def parse_interconnect_metrics(text: str) -> list[LinkRate]:
@@ -128,7 +130,7 @@ def parse_interconnect_metrics(text: str) -> list[LinkRate]:
     labels that say which link it is."""
     rates = []
     for number, name, labels, value in exposition_samples(text, READ_GAUGES):
-        if name.startswith(f"{PREFIX}ib_"):
+        if name in IB_GAUGES:
             device, port = labels.get("device"), labels.get("port")
             if not device or not port:
                 raise MalformedExporterText(f"line {number}: {name} needs device and port labels")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from tests.unit.local import LOOPBACK
+from vk_devtools.standins.sysfs import SysfsTree
+from vk_provider.interconnect.exporter import Exporter, ExporterSettings
 from vk_provider.policy.interconnect import (
     IB_LINK_DOWNED,
     IB_SYMBOL_ERRORS,
@@ -115,3 +120,32 @@ def test_defaults() -> None:
 def test_bad_settings_name_the_field(spec: Any, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         InterconnectSettings.from_spec(spec)
+
+
+async def test_what_the_real_exporter_serves_is_what_the_policy_reads(tmp_path: Path) -> None:
+    """The contract both ways: the exporter of `vk_provider.interconnect` on a stand-in tree, its
+    text read by the policy (a symbol-error rate of 3/s on one port, the others quiet)."""
+    tree = SysfsTree(tmp_path)
+    tree.add_port("mlx5_0", 1)
+    tree.add_port("mlx5_1", 1)
+    clock = [1000.0]
+    exporter = Exporter(
+        ExporterSettings(sysfs_root=tmp_path, listen_address=LOOPBACK, port=0), clock=lambda: clock[0]
+    )
+    await exporter.start()
+    try:
+        await exporter.read_once()
+        tree.bump("mlx5_0", 1, "symbol_error", 30)
+        clock[0] += 10
+        await exporter.read_once()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://{LOOPBACK}:{exporter.port}/metrics") as response,
+        ):
+            text = await response.text()
+    finally:
+        await exporter.aclose()
+    rates = parse_interconnect_metrics(text)
+    assert {rate.link for rate in rates} == {"mlx5_0 port 1", "mlx5_1 port 1"}
+    assert faulty_links(rates, settings()) == ["mlx5_0 port 1: 3 symbol errors/s > 0/s"]
+    assert faulty_links(rates, settings(ibSymbolErrorsPerSecond=3)) == []
