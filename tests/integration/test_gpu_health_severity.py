@@ -4,10 +4,13 @@ dcgm-exporter stand-in as a pod on each of four pool nodes), under inference loa
 One policy, one setup, the scenarios in turn: a pending row remap is reported and taints nothing, a remap
 failure taints at once, an informational Xid taints nothing, a fatal Xid taints; then three of the four
 nodes turn hot at once with the cap at 25%: one is tainted (the one whose signal has lasted longest),
-and a condition and an Event name the other two. Persistence is short (degradingForSeconds 3) so the
-whole runs in well under two minutes. A pass carries out its taints before it writes the status, so
-once the status reports a finding, a taint it called for is already there: "no taint" is checked then,
-never after a fixed wait.
+and a condition and an Event name the other two; last, an InfiniBand port of the fourth node, read by
+the real interconnect exporter from a stand-in sysfs tree, counts symbol errors: the node is tainted
+once they have climbed for degradingForSeconds, and the taint lifts after it has been quiet.
+
+Persistence is short (degradingForSeconds 3) so the whole runs in well under two minutes. A pass
+carries out its taints before it writes the status, so once the status reports a finding, a taint it
+called for is already there: "no taint" is checked then, never after a fixed wait.
 """
 
 from __future__ import annotations
@@ -20,10 +23,18 @@ import pytest
 
 from tests.integration.conftest import POLICY_GROUP
 from tests.integration.test_policy import PolicyRig, host_of, policy_rig
-from tests.integration.test_policy_signals import exporter_health, start_exporters, unhealthy_taint
+from tests.integration.test_policy_signals import (
+    exporter_health,
+    pod_ip_when_ready,
+    start_exporters,
+    unhealthy_taint,
+)
 from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import failures
 from vk_devtools.standins import dcgm as standin
+from vk_devtools.standins import interconnect
+from vk_devtools.standins.sysfs import SysfsTree
+from vk_provider.kit.kube import resource_path
 
 pytestmark = [POLICY_GROUP, pytest.mark.integration, pytest.mark.usefixtures("policy_crd")]
 
@@ -61,6 +72,25 @@ async def _untainted(rig: PolicyRig, node: str) -> bool:
     return await unhealthy_taint(rig, node) is None
 
 
+async def start_interconnect_exporter(rig: PolicyRig, node: str, tree: SysfsTree) -> dict[str, Any]:
+    """The real exporter as a pod on `node`, reading `tree` every second; the policy's settings for it."""
+    labels = {"vk-provider.dev/test-interconnect": rig.tag}
+    pod = interconnect.exporter_pod(f"interconnect-{node}", node, sysfs_root=tree.root, labels=labels)
+    await rig.api.create(resource_path("v1", "pods", namespace=rig.namespace), pod)
+    await pod_ip_when_ready(rig, pod["metadata"]["name"])
+    return {"exporter": {"namespace": rig.namespace, "selector": {"matchLabels": labels}}}
+
+
+async def climb(tree: SysfsTree, stop: asyncio.Event) -> None:
+    """Symbol errors on mlx5_0 port 1, a few every 0.2 s, until told to stop: a link getting worse."""
+    while not stop.is_set():
+        tree.bump("mlx5_0", 1, "symbol_error", 5)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=0.2)
+        except TimeoutError:
+            continue
+
+
 async def test_severity_decides_what_taints_and_the_cap_holds_back_the_rest(rig_args: dict[str, Any]) -> None:
     started = time.monotonic()
     async with (
@@ -69,7 +99,10 @@ async def test_severity_decides_what_taints_and_the_cap_holds_back_the_rest(rig_
     ):
         nodes = [daemon.node_name for daemon in rig.pool]
         urls = await start_exporters(rig, nodes)
-        await rig.create_policy(health=exporter_health(rig, **HEALTH))
+        tree = SysfsTree(rig_args["folder"] / "sys")
+        tree.add_port("mlx5_0", 1)
+        links = await start_interconnect_exporter(rig, nodes[3], tree)
+        await rig.create_policy(health=exporter_health(rig, interconnect=links, **HEALTH))
         pending, failed, app_error, fell_off = nodes
 
         async def report(what: str, node: str, signal: str, severity: str) -> dict[str, Any]:
@@ -180,12 +213,42 @@ async def test_severity_decides_what_taints_and_the_cap_holds_back_the_rest(rig_
             what=lambda: f"the Temperature taint lifted:\n{rig.log()}",
         )
 
+        # 6. Symbol errors climbing on an InfiniBand port: Interconnect (degrading) taints the node once
+        #    they have climbed for degradingForSeconds, and the taint lifts once the port is quiet.
+        flaky = nodes[3]
+        stop = asyncio.Event()
+        climbing = asyncio.create_task(climb(tree, stop))
+        began = time.monotonic()
+        try:
+            await wait_for(
+                lambda: tainted_with(rig, flaky, "Interconnect"),
+                timeout_seconds=30,
+                what=lambda: f"the Interconnect taint:\n{rig.log()}",
+            )
+            link_tainted = time.monotonic() - began
+            rule = await report("the symbol errors", flaky, "Interconnect", "Degrading")
+            assert rule["detail"].startswith("mlx5_0 port 1: "), rule
+            assert "symbol errors/s > 0/s" in rule["detail"]
+        finally:
+            stop.set()
+            await climbing
+        assert link_tainted >= DEGRADING_FOR_SECONDS, f"tainted {link_tainted:.1f} s after the errors began"
+        quiet = time.monotonic()
+        await wait_for(
+            lambda: none_tainted(rig, [flaky]),
+            timeout_seconds=30,
+            what=lambda: f"the Interconnect taint lifted:\n{rig.log()}",
+        )
+        link_lifted = time.monotonic() - quiet
+
         await generator.stop()
         lost = failures(generator.outcomes)
         assert not lost, [(o.kind, o.status, o.failure) for o in lost[:10]]
         assert "Traceback" not in rig.controller.log_tail(400)
         print(
             f"remap failure -> taint {failure_tainted:.1f} s; cap: pulled {pulled[0]}, held back "
-            f"{', '.join(held_back)}; {len(generator.outcomes)} requests, 0 failed; "
+            f"{', '.join(held_back)}; symbol errors -> Interconnect taint {link_tainted:.1f} s "
+            f"(degradingForSeconds {DEGRADING_FOR_SECONDS}), quiet -> lifted {link_lifted:.1f} s; "
+            f"{len(generator.outcomes)} requests, 0 failed; "
             f"{time.monotonic() - started:.0f} s in all"
         )

@@ -44,6 +44,7 @@ from tests.integration.waiting import wait_for
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, failures
 from vk_devtools.devcluster import cluster, podnetwork
 from vk_devtools.standins.dcgm import DCGM_STANDIN_ENTRYPOINT, DCGM_STANDIN_IMAGE
+from vk_devtools.standins.interconnect import INTERCONNECT_EXPORTER_ENTRYPOINT, INTERCONNECT_EXPORTER_IMAGE
 from vk_devtools.standins.runpod.standin import FakeRunPod
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.policy.actuate import POLICY_FLIPS_ANNOTATION
@@ -150,6 +151,8 @@ def local_config(gpus: int, address_range: str) -> dict[str, Any]:
         "image_entrypoints": {
             TOKENS_IMAGE: TOKENS_ENTRYPOINT,
             DCGM_STANDIN_IMAGE: list(DCGM_STANDIN_ENTRYPOINT),
+            # And the interconnect exporter, reading a stand-in sysfs tree (test_gpu_health_severity).
+            INTERCONNECT_EXPORTER_IMAGE: list(INTERCONNECT_EXPORTER_ENTRYPOINT),
         },
         "capacity": {GPU: str(gpus)},
         # The stand-ins and servers are this tree's code, also when another checkout is installed in the
