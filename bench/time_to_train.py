@@ -524,6 +524,8 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
         shutil.rmtree(directory)
     say(f"{variant.key}: {variant.title}; cold start {cold_start:.0f} s; plane in {directory}")
     kueue_option = ("--with-kueue",) if variant.kueue else ()
+    backoff = args.scheduler_pod_max_backoff
+    backoff_option = () if backoff is None else ("--scheduler-pod-max-backoff", str(backoff))
     up = vk_provider(
         "dev",
         "up",
@@ -531,6 +533,7 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
         "--burst-provider",
         "runpod-standin",
         *kueue_option,
+        *backoff_option,
         "--dir",
         str(directory),
     )
@@ -671,6 +674,7 @@ async def main(args: argparse.Namespace) -> int:
             "cold_start_seconds_runpod": args.cold_start_seconds,
             "scale_of_realistic_profiles": scale_factor(args.cold_start_seconds),
             "lead_seconds": args.lead_seconds,
+            "scheduler_pod_max_backoff_seconds": args.scheduler_pod_max_backoff,
             "rate": args.rate,
             "stream_share": 0.3,
             "tail_seconds": args.tail_seconds,
@@ -706,6 +710,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="RunPod's realistic cold start scaled to this (420 = unscaled); SageMaker's by the same factor",
     )
     parser.add_argument("--lead-seconds", type=float, default=60.0, help="variant b's warm-up lead")
+    parser.add_argument(
+        "--scheduler-pod-max-backoff",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="kube-scheduler's podMaxBackoffSeconds on each plane (default: upstream's 10, so a gang of 8 "
+        "is retried up to 28 s apart whenever GPUs free up; 1 brings that to 2.8 s)",
+    )
     parser.add_argument("--rate", type=float, default=20.0, help="inference requests per second")
     parser.add_argument("--tail-seconds", type=float, default=10.0, help="load kept on after the move away")
     parser.add_argument(

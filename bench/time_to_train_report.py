@@ -229,7 +229,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"limits left out. Load: {settings['rate']:g} requests/s through the router, "
         f"{settings['stream_share']:.0%} streaming, from before the Job (before the warm-up in b, c and g) "
         f"to {settings['tail_seconds']:g} s after the service is served away. Early warm-up's lead: "
-        f"{settings['lead_seconds']:g} s. Variants a-e: the Job's pods a native gang (PodGroup); f and g: "
+        f"{settings['lead_seconds']:g} s. kube-scheduler's podMaxBackoffSeconds: "
+        f"{scheduler_backoff(settings)}. Variants a-e: the Job's pods a native gang (PodGroup); f and g: "
         "the Job queued through Kueue behind our AdmissionCheck (manifests/examples/kueue.yaml and "
         "kueue-job.yaml, no PodGroup: its pods are created when Kueue admits the Workload). Each wait is "
         "set against its peer's: (a) for a-e, (f) for f and g.",
@@ -301,3 +302,13 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             "",
         ]
     path.write_text("\n".join(lines))
+
+
+def scheduler_backoff(settings: dict[str, Any]) -> str:
+    """The planes' podMaxBackoffSeconds, and what it makes of a gang of 8's longest backoff (x sqrt 8)."""
+    seconds = settings.get("scheduler_pod_max_backoff_seconds")
+    stock = seconds is None
+    value = 10 if seconds is None else int(seconds)
+    gang = value * 8**0.5
+    where = "upstream default" if stock else "set"
+    return f"{value} s ({where}: a gang of 8 retried at most {gang:.1f} s apart)"

@@ -137,6 +137,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "it acts only in namespaces labelled kueue.vk-provider.dev/managed=true",
     )
     up.add_argument(
+        "--scheduler-pod-max-backoff",
+        type=_positive_int,
+        default=None,
+        metavar="SECONDS",
+        help="kube-scheduler's podMaxBackoffSeconds (default: upstream's 10); a waiting gang is retried "
+        "at most this times the square root of its size apart, however soon GPUs free up",
+    )
+    up.add_argument(
         "--start-timeout",
         type=_positive_int,
         default=180,
@@ -284,6 +292,7 @@ def _up(arguments: argparse.Namespace, directory: Path) -> int:
         release=arguments.release.resolve() if arguments.release else None,
         use_preferred_ports=not arguments.any_free_ports,
         kubernetes_version=arguments.kubernetes_version,
+        scheduler_pod_max_backoff_seconds=arguments.scheduler_pod_max_backoff,
     )
     return commands.up(settings, with_kueue=arguments.with_kueue)
 

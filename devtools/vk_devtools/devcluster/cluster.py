@@ -173,6 +173,10 @@ class ClusterSettings:
     metrics_server_verifies_kubelets: bool = True
     """With metrics-server: it verifies the nodes' serving certificates against the cluster CA, as
     upstream's manifest does; False: `--kubelet-insecure-tls`, as many distributions run it."""
+    scheduler_pod_max_backoff_seconds: int | None = None
+    """kube-scheduler's podMaxBackoffSeconds (its configuration file; None: upstream's 10). A gang's
+    backoff is capped at this times the square root of its size (28 s for 8 pods at 10): freed GPUs do
+    not cut it short, so it bounds how soon a waiting gang is bound once the policy has made room."""
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     """The minor whose pinned control plane runs (`building.CONTROL_PLANES`): `dev up` and the tests pick
     the binaries by it; `up` itself is given them, and sets each component's flags by their version."""
@@ -516,11 +520,17 @@ def _controller_manager_argv(
 
 
 def _scheduler_argv(
-    bin_dir: Path, directory: Path, ports: Mapping[str, int], kubernetes_version: str
+    bin_dir: Path,
+    directory: Path,
+    ports: Mapping[str, int],
+    kubernetes_version: str,
+    *,
+    pod_max_backoff_seconds: int | None = None,
 ) -> list[str]:
     kubeconfig = directory / "kubeconfigs" / "scheduler.kubeconfig"
     return [
         str(bin_dir / "kube-scheduler"),
+        *_scheduler_config_flags(directory, kubeconfig, pod_max_backoff_seconds),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
@@ -531,6 +541,23 @@ def _scheduler_argv(
         *gang_api_flags(kubernetes_version),
         "--v=1",
     ]
+
+
+def _scheduler_config_flags(
+    directory: Path, kubeconfig: Path, pod_max_backoff_seconds: int | None
+) -> tuple[str, ...]:
+    """`--config` with a KubeSchedulerConfiguration when a backoff is set (there is no flag for it). With
+    a file the scheduler ignores `--kubeconfig`, so the file names it too; leader election stays a flag."""
+    if pod_max_backoff_seconds is None:
+        return ()
+    path = directory / "scheduler-config.yaml"
+    path.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        f"clientConnection:\n  kubeconfig: {json.dumps(str(kubeconfig))}\n"
+        f"podMaxBackoffSeconds: {pod_max_backoff_seconds}\n"
+    )
+    return (f"--config={path}",)
 
 
 def health_check(
@@ -704,7 +731,13 @@ def _start_plane(
         "kube-controller-manager": _controller_manager_argv(
             bin_dir, directory, pki, ports, settings, kubernetes_version=kubernetes_version
         ),
-        "kube-scheduler": _scheduler_argv(bin_dir, directory, ports, kubernetes_version),
+        "kube-scheduler": _scheduler_argv(
+            bin_dir,
+            directory,
+            ports,
+            kubernetes_version,
+            pod_max_backoff_seconds=settings.scheduler_pod_max_backoff_seconds,
+        ),
     }
     try:
         for name in START_ORDER:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.unit.devtools import write_state
 from vk_devtools.devcluster import building, cluster, commands, demorun
@@ -102,3 +103,18 @@ def test_the_policy_demo_on_a_plane_without_native_gangs_says_why_and_what_to_ru
     assert "native PodGroups (scheduling.k8s.io/v1beta1) unavailable (needs 1.37+)" in message
     assert "`dev demo --kueue`" in message
     assert demorun._lacks_native_gangs(state) is None  # v1.37.2
+
+
+def test_the_scheduler_gets_a_configuration_file_only_when_a_backoff_is_set(tmp_path: Path) -> None:
+    ports = {"kube-scheduler": 10259}
+    stock = cluster._scheduler_argv(tmp_path, tmp_path, ports, "1.37.2")
+    assert not [flag for flag in stock if flag.startswith("--config")]
+    assert not (tmp_path / "scheduler-config.yaml").exists()
+
+    tuned = cluster._scheduler_argv(tmp_path, tmp_path, ports, "1.37.2", pod_max_backoff_seconds=1)
+    assert f"--config={tmp_path / 'scheduler-config.yaml'}" in tuned
+    config = yaml.safe_load((tmp_path / "scheduler-config.yaml").read_text())
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["podMaxBackoffSeconds"] == 1
+    # With a file the scheduler ignores --kubeconfig: the file must name it.
+    assert config["clientConnection"]["kubeconfig"] == str(tmp_path / "kubeconfigs" / "scheduler.kubeconfig")
