@@ -19,7 +19,8 @@ Defaults and their sources:
 - `Temperature` above `maxTemperatureCelsius` (78 °C, Krea's line): degrading, as heat comes and goes.
 - `ExternalTaint` and `ExternalCondition`: fatal. Another tool (NVSentinel, an operator) has judged the
   node already, and the policy was told by name to follow it.
-- `Interconnect` (an InfiniBand or NVLink error rate above its threshold): degrading (issue 34).
+- `Interconnect` (an InfiniBand or NVLink error rate above its threshold): degrading (a link errs
+  before it fails; Krea: most failures at scale were cross-node communication).
 """
 
 from __future__ import annotations
