@@ -34,7 +34,7 @@ from vk_provider.offload.homeslices import MANAGED_BY_LABEL
 from vk_provider.offload.names import (
     UNTRUSTED_ENDPOINT_SLICE_REASON,
 )
-from vk_provider.router.building import SERVICE_NAME_LABEL
+from vk_provider.routetable.building import SERVICE_NAME_LABEL
 
 pytestmark = pytest.mark.usefixtures("traffic_rbac")
 

@@ -57,7 +57,7 @@ OUTAGE_TOLERATIONS: tuple[Mapping[str, str], ...] = tuple(
 """Away pods tolerate their virtual node going Unknown or NotReady, forever (no tolerationSeconds).
 
 That happens when the node daemon is down (both replicas), while the workloads run on at the
-provider. The router keeps serving them on its own active checks (`vk_provider.router.health`); an
+provider. The router keeps serving them on its own active checks (`vk_provider.routetable.health`); an
 eviction after the default 300 s (30 s on the test plane) would delete a healthy away side, and with
 the daemon down nothing could even stop the workloads."""
 _OUTAGE_TAINT_KEYS = frozenset(toleration["key"] for toleration in OUTAGE_TOLERATIONS)

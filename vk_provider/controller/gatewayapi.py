@@ -2,7 +2,7 @@
 implementation the cluster already runs (Envoy Gateway, Istio, Cilium, kgateway, ...).
 
 The rule sends to two Services: the home Service, straight from the gateway, and an away Service,
-which is our router in an away-only role (`vk_provider.router.building`: for a `gatewayapi`
+which is our router in an away-only role (`vk_provider.routetable.building`: for a `gatewayapi`
 Offload it sends everything it gets away, rewriting Host and signing for SageMaker as a provider
 needs, and counting it). Only the away share crosses Python.
 

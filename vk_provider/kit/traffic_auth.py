@@ -14,7 +14,7 @@ says it (`runtime.sagemaker.<region>.amazonaws.com`, `.amazonaws.com.cn` in Chin
 stand-in's address says neither. The router uses its own AWS credentials (see
 `vk_provider.router.signing`) and signs with `vk_provider.kit.signing`. Parsing says what a marker asks
 for; whether the router does it (for SageMaker's runtime only) is the router's decision
-(`vk_provider.router.signingscope`).
+(`vk_provider.routetable.signingscope`).
 
 The marker and the signing are two modules because they have different readers: the router's route
 table parses markers for every endpoint and needs no AWS SDK; only the requests that are signed do.

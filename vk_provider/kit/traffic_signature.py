@@ -22,7 +22,7 @@ address only when its seal verifies.
   says which key made it without revealing it; the signature is base64url without padding.
 
 Pure: no I/O. Reading and creating the Secret is the node's (`vk_provider.node.traffickey`) and the
-router's (`vk_provider.router.feed`) business.
+router's (`vk_provider.routetable.feed`) business.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable
 
-from vk_provider.router.table import SIDES, Endpoint, Route, Side
+from vk_provider.routetable.table import SIDES, Endpoint, Route, Side
 
 
 def other(side: Side) -> Side:

@@ -58,8 +58,8 @@ from vk_provider.router.eventstream import (
     wants_stream,
 )
 from vk_provider.router.signing import SigningUnavailableError
-from vk_provider.router.table import Endpoint, Route, Side
 from vk_provider.router.upstream import Origin, UpstreamConnection, UpstreamPool
+from vk_provider.routetable.table import Endpoint, Route, Side
 
 if TYPE_CHECKING:
     from vk_provider.router.proxy import Router

@@ -26,7 +26,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import Collector
 
 from vk_provider.kit.buildinfo import register_build_info
-from vk_provider.router.table import Side
+from vk_provider.routetable.table import Side
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 NAMESPACE = "vk_provider_router"

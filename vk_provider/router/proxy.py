@@ -17,9 +17,9 @@ from vk_provider.router.balancing import Balancer
 from vk_provider.router.bodies import SIGNED_BODY_LIMIT
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.signing import RequestSigning
-from vk_provider.router.table import SIDES, RouteTable
 from vk_provider.router.upstream import Origin, parse_origin
 from vk_provider.router.wire import HOP_BY_HOP
+from vk_provider.routetable.table import SIDES, RouteTable
 
 
 @dataclasses.dataclass(frozen=True)

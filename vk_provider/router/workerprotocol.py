@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vk_provider.router.proxy import ProxySettings
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 
 logger = logging.getLogger(__name__)
 

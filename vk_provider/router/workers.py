@@ -52,7 +52,6 @@ from vk_provider.router.merging import (
 )
 from vk_provider.router.metrics import CONTENT_TYPE, NAMESPACE, RouterMetrics
 from vk_provider.router.proxy import Router
-from vk_provider.router.table import RouteTable
 from vk_provider.router.workerprotocol import (
     Channel,
     ChannelClosedError,
@@ -67,6 +66,7 @@ from vk_provider.router.workerprotocol import (
     WorkerConfig,
     WorkerStatus,
 )
+from vk_provider.routetable.table import RouteTable
 
 logger = logging.getLogger(__name__)
 

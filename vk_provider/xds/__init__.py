@@ -7,6 +7,6 @@ resources, `resources` assembles and parses them. Serving them: `snapshots` numb
 version (the "applied" check), `server` serves it all over gRPC and `running` feeds it route tables.
 `bootstrap` writes the configuration an Envoy replica starts from.
 
-The route table is the router's (`vk_provider.router.table`): both data planes route the same Offloads
-the same way; only the proxy differs.
+The route table is the router's too (`vk_provider.routetable`, which neither data plane owns): both
+route the same Offloads the same way; only the proxy differs.
 """

@@ -1,6 +1,6 @@
 """Where an endpoint's requests go, in the terms Envoy needs: socket address, TLS, Host, path.
 
-An `Endpoint` is a URL (see `vk_provider.router.table`). Envoy wants its parts apart: the socket
+An `Endpoint` is a URL (see `vk_provider.routetable.table`). Envoy wants its parts apart: the socket
 address a cluster connects to, whether to speak TLS (and the server name to ask for), the Host
 header a provider's front routes by, and what happens to the request's path, which is appended to a
 plain endpoint's base path, and replaced by a signed endpoint's whole path (SageMaker's invocation URL
@@ -13,7 +13,7 @@ import dataclasses
 import ipaddress
 from urllib.parse import urlsplit
 
-from vk_provider.router.table import Endpoint
+from vk_provider.routetable.table import Endpoint
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

@@ -1,7 +1,7 @@
 """`vk-provider xds`: the cluster's route tables, served over xDS to any number of Envoy replicas.
 
 The tables are the router's: the same watches (Offloads, EndpointSlices, away pods, virtual Nodes) and
-the same active checks of away endpoints (`vk_provider.router.running.watching_cluster`), so Envoy
+the same active checks of away endpoints (`vk_provider.routetable.running.watching_cluster`), so Envoy
 routes exactly what the built-in router would. Each table becomes one version of every resource type
 (`XdsServer.update`); the server keeps, per connected Envoy, the newest version it has ACKed, and
 says at `--admin-listen` which weight that gives each route (`vk_provider.xds.status`). Envoys
@@ -18,13 +18,8 @@ from collections.abc import Callable
 
 from vk_provider.kit.grpctls import ServerTls
 from vk_provider.kit.kubeconfigs import daemon_kubeconfig
-from vk_provider.router.metrics import RouterMetrics
-from vk_provider.router.running import (
-    add_check_arguments,
-    add_trust_arguments,
-    watching_cluster,
-)
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.running import add_check_arguments, add_trust_arguments, watching_cluster
+from vk_provider.routetable.table import RouteTable
 from vk_provider.runtime import eventloop
 from vk_provider.runtime.flagaliases import add_deprecated_alias
 from vk_provider.runtime.flagtypes import host_port, port
@@ -92,10 +87,11 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerT
     settings = EnvoySettings(
         listener_port=arguments.envoy_port, trust=UpstreamTrust(arguments.upstream_ca_file)
     )
-    metrics = RouterMetrics()  # the feed counts its active checks here
 
     async def tables(apply: Callable[[RouteTable], None]) -> None:
-        async with watching_cluster(arguments, apply, metrics, stop) as feed:
+        # No feed metrics: the xDS server's /-/metrics are its own series (`vk_provider.xds.status`);
+        # ignored objects and active checks are counted in the router's.
+        async with watching_cluster(arguments, apply, None, stop) as feed:
             if feed is not None:
                 logger.info(
                     "serving xDS on %s:%d; Envoy listeners on port %d", host, port, arguments.envoy_port

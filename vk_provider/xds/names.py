@@ -7,7 +7,7 @@ swapped (`vk_provider.offload.names`: the controller's gates read them by the sa
 from __future__ import annotations
 
 from vk_provider.offload.names import envoy_cluster
-from vk_provider.router.table import Route, Side
+from vk_provider.routetable.table import Route, Side
 
 LISTENER_NAME = "vk-provider"
 ROUTE_CONFIGURATION_NAME = "vk-provider"

@@ -17,7 +17,7 @@ from typing import Any
 
 from google.protobuf import any_pb2, json_format
 
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.xds import protos
 from vk_provider.xds.clusters import UpstreamTrust, away_cluster, home_cluster, home_load_assignment
 from vk_provider.xds.listener import listener

@@ -21,7 +21,7 @@ import collections
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vk_provider.router.table import SIDES, Side
+from vk_provider.routetable.table import SIDES, Side
 from vk_provider.xds.names import ROUTE_CONFIGURATION_NAME, ROUTE_CONFIGURATION_TYPE, cluster_name, type_url
 from vk_provider.xds.sides import RoutePlan
 

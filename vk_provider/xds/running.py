@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from vk_provider.kit.grpctls import ServerTls
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.xds.resources import EnvoySettings
 from vk_provider.xds.server import XdsServer
 from vk_provider.xds.status import serving_status

@@ -17,7 +17,7 @@ import grpc
 from envoy.service.discovery.v3 import discovery_pb2
 
 from vk_provider.kit.grpctls import ServerTls, add_port
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.xds.resources import EnvoySettings, Resources, build_resources
 from vk_provider.xds.session import DiscoverySession, Nack
 from vk_provider.xds.snapshots import Snapshot, SnapshotStore

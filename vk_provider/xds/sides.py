@@ -16,7 +16,7 @@ import collections
 import dataclasses
 
 from vk_provider.kit.traffic_auth import TrafficAuth
-from vk_provider.router.table import Endpoint, Route, Side
+from vk_provider.routetable.table import Endpoint, Route, Side
 from vk_provider.xds.addresses import UpstreamAddress, upstream_address
 
 

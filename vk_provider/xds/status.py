@@ -26,7 +26,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from vk_provider.kit.buildinfo import register_build_info
-from vk_provider.router.table import SIDES, Route
+from vk_provider.routetable.table import SIDES, Route
 from vk_provider.xds.server import XdsServer
 from vk_provider.xds.session import Nack
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.xds.session import DiscoverySession, Nack
 from vk_provider.xds.snapshots import SnapshotStore
 

@@ -7,7 +7,7 @@ import pytest
 from vk_provider.controller.dataplanes import BuiltinRouters, DataPlaneNotConfigured, DataPlanes, EnvoyFleet
 from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
 from vk_provider.offload.spec import parse_offload
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.xds.server import XdsServer
 from vk_provider.xds.status import serving_status
 

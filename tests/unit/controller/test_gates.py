@@ -17,7 +17,7 @@ from vk_provider.controller.gates import (
 from vk_provider.offload.plan import Verdict
 from vk_provider.offload.spec import Gates, SevereGate
 from vk_provider.router.metrics import RouterMetrics
-from vk_provider.router.table import Side
+from vk_provider.routetable.table import Side
 
 
 def exposition(record: list[tuple[Side, int, float]], errors: Sequence[str] = ()) -> str:

@@ -71,7 +71,7 @@ DYNAMIC_SITES = {
     "vk_provider/environment/references.py::warn": "InvalidEnvironmentVariableNames (its callers)",
     "vk_provider/environment/references.py::missing": "Optional|Mandatory + ConfigMap|Secret + "
     "NotFound|KeyNotFound",
-    "vk_provider/router/feed.py::_warn_once": "the five reasons of offload.names its callers pass",
+    "vk_provider/routetable/feed.py::_warn_once": "the five reasons of offload.names its callers pass",
     "vk_provider/controller/reconciler.py::condition": "Pass.condition: its callers' types and reasons",
     "vk_provider/controller/reconciler.py::_report_problem": "its callers' reasons (checked there)",
     "vk_provider/controller/reconciler.py::_event": "its callers' reasons (checked there)",

@@ -19,8 +19,9 @@ from vk_provider.offload.names import (
     TRAFFIC_SIGNATURE_CONDITION,
 )
 from vk_provider.offload.retained import RetainedRoute
-from vk_provider.router import Endpoint, RouteMatch, building
-from vk_provider.router.building import (
+from vk_provider.router import Endpoint, RouteMatch
+from vk_provider.routetable import building
+from vk_provider.routetable.building import (
     SERVICE_NAME_LABEL,
     BuildResult,
     CheckTarget,
@@ -30,8 +31,8 @@ from vk_provider.router.building import (
     UntrustedSlice,
     UnverifiedPod,
 )
-from vk_provider.router.signingscope import SigningScope
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.signingscope import SigningScope
+from vk_provider.routetable.table import RouteTable
 
 from .sealing import OTHER_KEY, TEST_KEY, seal_condition
 
@@ -683,7 +684,7 @@ def test_an_offload_with_an_invalid_route_is_skipped_and_reported(
     assert skipped.key == "ml/bad"
     assert reason in skipped.reason
 
-    with caplog.at_level(logging.WARNING, logger="vk_provider.router.building"):
+    with caplog.at_level(logging.WARNING, logger="vk_provider.routetable.building"):
         table = build_table([offload, _offload("good")], [], [])
     assert table == result.table
     assert "ml/bad" in caplog.text

@@ -21,10 +21,10 @@ from vk_provider.offload.names import (
     TRAFFIC_ADDRESS_CONDITION,
     TRAFFIC_AUTH_CONDITION,
 )
-from vk_provider.router.feed import TableFeed
 from vk_provider.router.metrics import RouterMetrics
-from vk_provider.router.signingscope import SigningScope
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.feed import TableFeed
+from vk_provider.routetable.signingscope import SigningScope
+from vk_provider.routetable.table import RouteTable
 
 from .sealing import TEST_KEY_SECRET, seal_condition
 
@@ -236,7 +236,7 @@ def test_without_the_key_secret_no_away_pod_is_taken_and_the_cause_is_logged_onc
     feed.virtual_nodes.objects["n"] = copy.deepcopy(NODE)
     feed.away_pods.objects["a"] = away_pod("a", forged=False)
 
-    with caplog.at_level(logging.INFO, logger="vk_provider.router.feed"):
+    with caplog.at_level(logging.INFO, logger="vk_provider.routetable.feed"):
         feed.rebuild()
         feed.rebuild()
         assert tables[-1].routes[0].away == ()

@@ -6,9 +6,9 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from vk_provider.router.building import CheckTarget
-from vk_provider.router.health import ActiveChecks, CheckSettings
 from vk_provider.router.metrics import RouterMetrics
+from vk_provider.routetable.building import CheckTarget
+from vk_provider.routetable.health import ActiveChecks, CheckSettings
 
 
 class Backend:

@@ -10,8 +10,9 @@ import pytest
 
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.offload.homeslices import ENDPOINTSLICE_CONTROLLER
-from vk_provider.router.running import add_router_arguments, signing_scope_of, slice_managers_of
-from vk_provider.router.signingscope import SigningScope, sign_for_host
+from vk_provider.router.running import add_router_arguments
+from vk_provider.routetable.running import signing_scope_of, slice_managers_of
+from vk_provider.routetable.signingscope import SigningScope, sign_for_host
 from vk_provider.xds.command import add_xds_arguments
 
 SAGEMAKER = AwsSigV4(region="eu-west-1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vk_provider.router import Endpoint, Route, RouteMatch, RouteTable
-from vk_provider.router.table import normalize_host, path_has_prefix
+from vk_provider.routetable.table import normalize_host, path_has_prefix
 
 
 def _route(name: str, *, hosts: tuple[str, ...] = (), prefix: str = "") -> Route:

@@ -409,7 +409,7 @@ async def test_a_worker_stops_when_the_supervisor_closes_its_end() -> None:
 PARENT = """
 import pickle, socket, struct, subprocess, sys
 from vk_provider.router.proxy import ProxySettings
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.router.workerprotocol import NumberedTable, Request, Start, WorkerConfig
 
 ours, theirs = socket.socketpair()

@@ -6,7 +6,7 @@ from typing import Any
 
 from google.protobuf import any_pb2, json_format
 
-from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
+from vk_provider.routetable.table import Endpoint, Route, RouteMatch, RouteTable
 from vk_provider.xds.names import CLUSTER_TYPE, LOAD_ASSIGNMENT_TYPE, ROUTE_CONFIGURATION_TYPE
 from vk_provider.xds.resources import Resources
 

@@ -31,7 +31,7 @@ from vk_provider.controller.routers import RouterDirectory, RouteView
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.offload.plan import Verdict
 from vk_provider.offload.spec import Gates, OffloadSpec, parse_offload
-from vk_provider.router.table import Endpoint, RouteTable
+from vk_provider.routetable.table import Endpoint, RouteTable
 from vk_provider.xds.clusters import UpstreamTrust
 from vk_provider.xds.names import CLUSTER_TYPE, LISTENER_NAME, type_url
 from vk_provider.xds.resources import EnvoySettings, Resources, build_resources, pack

@@ -18,7 +18,7 @@ from tests.unit.xds.running_envoy import requires_envoy, running_envoy
 from vk_devtools.devcluster.pki import CertificateAuthority
 from vk_devtools.devcluster.xdscerts import ENVOY_IDENTITY, XdsCertificates, issue_xds_certificates
 from vk_provider.kit.grpctls import ServerTls
-from vk_provider.router.table import RouteTable
+from vk_provider.routetable.table import RouteTable
 from vk_provider.xds.names import CLUSTER_TYPE
 from vk_provider.xds.resources import EnvoySettings
 from vk_provider.xds.server import XdsServer

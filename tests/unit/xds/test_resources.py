@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vk_provider.kit.traffic_auth import AwsSigV4
-from vk_provider.router.table import Endpoint, RouteTable
+from vk_provider.routetable.table import Endpoint, RouteTable
 from vk_provider.xds.clusters import UpstreamTrust
 from vk_provider.xds.names import LISTENER_TYPE, ROUTE_CONFIGURATION_NAME
 from vk_provider.xds.resources import EnvoySettings, build_resources

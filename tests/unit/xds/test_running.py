@@ -12,7 +12,7 @@ import pytest
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from tests.unit.local import until
-from vk_provider.router.table import Endpoint, RouteTable
+from vk_provider.routetable.table import Endpoint, RouteTable
 from vk_provider.xds.names import CLUSTER_TYPE
 from vk_provider.xds.running import serve_xds
 from vk_provider.xds.server import XdsServer

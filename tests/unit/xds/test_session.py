@@ -6,7 +6,7 @@ import asyncio
 
 from envoy.service.discovery.v3 import discovery_pb2
 
-from vk_provider.router.table import Endpoint
+from vk_provider.routetable.table import Endpoint
 from vk_provider.xds.names import (
     CLUSTER_TYPE,
     LISTENER_TYPE,

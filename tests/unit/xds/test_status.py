@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.local import LOOPBACK, until
 from vk_provider import __version__
-from vk_provider.router.table import Endpoint, RouteTable
+from vk_provider.routetable.table import Endpoint, RouteTable
 from vk_provider.xds.names import (
     CLUSTER_TYPE,
     LISTENER_TYPE,

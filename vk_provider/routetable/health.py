@@ -4,7 +4,7 @@ Why the router checks at all: an away pod's `Ready` condition comes from its vir
 the node daemon is down (both replicas), the node goes Unknown and the node lifecycle controller
 marks every pod there `Ready=False`, though the workloads run on at the provider. The router must not
 turn that into an outage, so it checks every away address itself, all the time, and
-`vk_provider.router.building` keeps the pods of a not-Ready node serving while these checks pass.
+`vk_provider.routetable.building` keeps the pods of a not-Ready node serving while these checks pass.
 
 A check is an HTTP GET of the target's `check_url` (the traffic address plus the pod's readiness probe
 path, else `/`); 200..399 passes, as for a kubelet's probe. A target turns healthy after
@@ -25,8 +25,8 @@ from typing import Any
 
 import aiohttp
 
-from vk_provider.router.building import CheckTarget
-from vk_provider.router.metrics import RouterMetrics
+from vk_provider.routetable.building import CheckTarget
+from vk_provider.routetable.metrics import FeedMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ActiveChecks:
         settings: CheckSettings | None = None,
         *,
         on_change: Callable[[], None] = lambda: None,
-        metrics: RouterMetrics | None = None,
+        metrics: FeedMetrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings if settings is not None else CheckSettings()

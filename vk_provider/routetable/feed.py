@@ -47,7 +47,7 @@ from vk_provider.offload.names import (
     offloads_path,
 )
 from vk_provider.offload.retained import kept_routes_reflector
-from vk_provider.router.building import (
+from vk_provider.routetable.building import (
     SERVICE_NAME_LABEL,
     ForeignNodePod,
     RefusedSigning,
@@ -57,10 +57,10 @@ from vk_provider.router.building import (
     UnverifiedPod,
     build_routes,
 )
-from vk_provider.router.health import ActiveChecks, CheckSettings
-from vk_provider.router.metrics import RouterMetrics
-from vk_provider.router.signingscope import SigningScope
-from vk_provider.router.table import Endpoint, RouteTable
+from vk_provider.routetable.health import ActiveChecks, CheckSettings
+from vk_provider.routetable.metrics import FeedMetrics
+from vk_provider.routetable.signingscope import SigningScope
+from vk_provider.routetable.table import Endpoint, RouteTable
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class TableFeed:
         *,
         namespace: str | None = None,
         check_settings: CheckSettings | None = None,
-        metrics: RouterMetrics | None = None,
+        metrics: FeedMetrics | None = None,
         events: EventRecorder | None = None,
         signing_scope: SigningScope | None = None,
         slice_managers: SliceManagers | None = None,

@@ -9,7 +9,7 @@ only when the marker names the `sagemaker` service and its address is at one of 
 own hosts (`runtime.sagemaker.<region>.amazonaws.com`, `.amazonaws.com.cn`, FIPS's `runtime-fips.`) or
 at a host the operator listed (`vk-provider router --sign-for-host HOST`: a VPC endpoint's host name, a
 stand-in's address). Anything else stays out of the route table, reported with a Warning Event on the
-pod (`vk_provider.router.feed`), as unsigned requests there would only be refused.
+pod (`vk_provider.routetable.feed`), as unsigned requests there would only be refused.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class Endpoint:
     """How requests to it must be authenticated (signed); None for plain requests."""
     kept_on_active_checks: bool = False
     """An away endpoint served only because the router's own checks pass: its node is not Ready, so
-    the node lifecycle controller marked the pod not Ready (see `vk_provider.router.building`)."""
+    the node lifecycle controller marked the pod not Ready (see `vk_provider.routetable.building`)."""
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):

@@ -37,7 +37,7 @@ annotations of those names are never read, since any pod editor may set them: a 
 reported in `BuildResult.untrusted`, for a Warning Event. A pod whose address is not an http(s) URL is
 left out. A pod with an auth marker (e.g. `aws-sigv4; service=sagemaker; region=eu-west-1`, see
 `vk_provider.kit.traffic_auth`) becomes a signed endpoint when the router signs for that service at that
-host (`vk_provider.router.signingscope`: SageMaker's runtime, and the hosts the operator names); one
+host (`vk_provider.routetable.signingscope`: SageMaker's runtime, and the hosts the operator names); one
 whose marker the router cannot or will not act on is left out, since unsigned requests would only be
 refused there, and reported in `BuildResult.refused_signing`, for a Warning Event.
 
@@ -46,7 +46,7 @@ An away pod serves when its `Ready` condition is `True`; one being deleted
 node goes Unknown, and the node lifecycle controller marks its pods `Ready=False` though they run on
 at the provider), a pod whose `ContainersReady` is still `True` (the node's last word: it was ready)
 keeps serving as long as the router's own active checks of its address pass (`active_checks`, URL →
-verdict, from `vk_provider.router.health`); such endpoints are marked `kept_on_active_checks`. The
+verdict, from `vk_provider.routetable.health`); such endpoints are marked `kept_on_active_checks`. The
 same holds once the node is Ready again until it has rewritten the pod's status (the pod's `Ready`
 turned False no later than the node's `Ready` turned True): otherwise the seconds between the node's
 return and its first status patch of each pod would drop them all. Every
@@ -96,8 +96,8 @@ from vk_provider.offload.names import (
 )
 from vk_provider.offload.retained import RetainedRoute, retained_routes
 from vk_provider.offload.status import OffloadStatus
-from vk_provider.router.signingscope import SigningScope
-from vk_provider.router.table import Endpoint, Route, RouteMatch, RouteTable
+from vk_provider.routetable.signingscope import SigningScope
+from vk_provider.routetable.table import Endpoint, Route, RouteMatch, RouteTable
 
 logger = logging.getLogger(__name__)
 
