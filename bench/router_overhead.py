@@ -1554,7 +1554,7 @@ def sanity_checks(throughput: dict[str, Any], latency: dict[str, Any]) -> list[s
 
 
 def profiled_function(filename: str, line: int, function: str) -> str:
-    """A profile entry's name, its path shortened: `vk_provider/router/core.py:169(data_received)`."""
+    """A profile entry's name, its path shortened: `vk_provider/router/client.py:169(data_received)`."""
     if filename == "~":  # a built-in: `<method 'write' of ...>`
         return function
     for marker in ("site-packages/", f"{REPO_DIR}/"):

@@ -1,8 +1,9 @@
 """The router's state: the route table, the balancer, the metrics and the signing of requests.
 
-The data path that applies it lives in `core` (client connections) and `upstream` (connections to
-endpoints); this module holds what every request reads and what `/-/status` reports, so tests and the
-`--worker-processes` supervisor can use it without serving anything.
+The data path that applies it lives in `server`, `client` (client connections), `relay` and
+`upstream` (connections to endpoints); this module holds what every request reads and what
+`/-/status` reports, so tests and the `--worker-processes` supervisor can use it without serving
+anything.
 """
 
 from __future__ import annotations

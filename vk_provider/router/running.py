@@ -31,9 +31,9 @@ from pathlib import Path
 
 from vk_provider.kit.kubeconfigs import daemon_kubeconfig
 from vk_provider.router.admin import DEFAULT_ADMIN_LISTEN, Answer, local_answer, start_admin
-from vk_provider.router.core import ProxyServer, start
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.proxy import ProxySettings, Router
+from vk_provider.router.server import ProxyServer, start
 from vk_provider.router.signing import RequestSigning, standard_chain
 from vk_provider.router.workerprotocol import WorkerConfig
 from vk_provider.router.workers import Supervisor

@@ -1,6 +1,6 @@
 """HTTP/1.1 as bytes: the header rules of a proxy and the few messages the router writes itself.
 
-The data path (`core`, `upstream`) keeps headers as the parser gave them, a list of (name, value)
+The data path (`client`, `relay`, `upstream`) keeps headers as the parser gave them, a list of (name, value)
 byte pairs in arrival order, and writes heads by joining bytes: no header objects, no str round
 trip. Names are compared lower-cased; values are passed on untouched.
 """
@@ -113,3 +113,8 @@ def header_value(headers: Headers, lowered_name: bytes) -> bytes | None:
         if name.lower() == lowered_name:
             return value
     return None
+
+
+def text(value: bytes | None) -> str | None:
+    """A header value as str (latin-1, as HTTP/1.1 has it), or None."""
+    return value.decode("latin-1") if value is not None else None

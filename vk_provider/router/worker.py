@@ -26,10 +26,10 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from vk_provider.router.core import start
 from vk_provider.router.metrics import NAMESPACE
 from vk_provider.router.proxy import Router
 from vk_provider.router.running import drain
+from vk_provider.router.server import start
 from vk_provider.router.signing import RequestSigning, standard_chain
 from vk_provider.router.workerprotocol import (
     Channel,

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from vk_devtools.devcluster.pki import CertificateAuthority
 from vk_provider.router import Endpoint, Route, RouteMatch, Router, RouteTable
 from vk_provider.router.admin import bound_port, local_answer, start_admin
-from vk_provider.router.core import ProxyServer, start
+from vk_provider.router.server import ProxyServer, start
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -16,9 +16,9 @@ import pytest
 from tests.unit.router import backends, route, served_router, table
 from tests.unit.router.rawhttp import connect, read_response
 from vk_provider.router import Router
-from vk_provider.router.core import ProxyServer
 from vk_provider.router.metrics import CLIENT_REFUSAL_REASONS
 from vk_provider.router.proxy import ProxySettings
+from vk_provider.router.server import ProxyServer
 
 LIMITS = ProxySettings(
     header_timeout=1.0,

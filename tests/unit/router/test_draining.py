@@ -11,8 +11,8 @@ from aiohttp import web
 from tests.unit.local import until
 from tests.unit.router import backends, route, table
 from vk_provider.router import Router
-from vk_provider.router.core import start
 from vk_provider.router.running import drain
+from vk_provider.router.server import start
 
 
 async def test_draining_finishes_a_stream_in_flight_and_refuses_new_connections() -> None:
