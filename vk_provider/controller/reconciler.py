@@ -28,19 +28,14 @@ A flip (`spec.placement` changed) starts a migration from wherever traffic stand
 changing `spec.placement` back aborts it (that is what `kubectl offload abort` does), and a new value
 of the promote annotation skips the remaining steps.
 
-After a migration, the controller keeps watching the side that serves all the traffic (see
-`serving`): lost for longer than `strategy.emergency.graceSeconds`, it starts an **emergency
-migration** to the other side (condition `Degraded`, reason `EmergencyMigration`, a Warning Event, a
-metric): the other side is brought up and gets all the traffic as soon as it is ready, without
-steps or gates (the lost side serves nothing worth protecting). The lost side is left as it is, so
-it can come back; once every router sees it ready again for the grace period, a normal, gated
-migration returns traffic to `spec.placement`.
+After a migration, the controller keeps watching the side that serves all the traffic and, when it is
+lost for the grace period, starts an emergency migration to the other side
+(`vk_provider.controller.emergency`). A deleted Offload is migrated home, then let go
+(`vk_provider.controller.deletion`).
 
-Deletion: the controller puts a finalizer on every Offload. A deleted Offload is migrated home by its
-strategy (at once when it already serves at home); only then is its route written onto the home
-Service (`vk_provider.controller.routekeeping`: the routers keep sending its hosts home after it is
-gone), the away Deployment scaled to 0, its pods left, the Deployment deleted and the finalizer
-removed, which lets the Offload go. The condition `Deleting` says where that stands.
+The reconciler is built of parts, each a module mixed into `Reconciler`: those two, a step's interval
+and the severe gate's windows within it (`intervals`), and what they all share (`reconcilerbase`, with
+one pass's reading and its status patch in `passes`).
 """
 
 from __future__ import annotations
@@ -48,194 +43,42 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import time
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
+from vk_provider._kube.events import EventType
 from vk_provider.controller import deriving, spilling, warming
-from vk_provider.controller.claims import RouteClaims
-from vk_provider.controller.dataplanes import DataPlane, DataPlaneNotConfigured, DataPlanes
-from vk_provider.controller.deployments import (
-    Deployments,
-    deployment_path,
-    ready_replicas_of,
-    replicas_of,
-    service_path,
-)
-from vk_provider.controller.gates import Judgement, judge, judge_severe
+from vk_provider.controller.dataplanes import DataPlaneNotConfigured
+from vk_provider.controller.deletion import Deletion, leaving
+from vk_provider.controller.deployments import deployment_path, ready_replicas_of, replicas_of, service_path
+from vk_provider.controller.emergency import EMERGENCY_REASON, EmergencyWatch, watch_seconds
 from vk_provider.controller.httproutes import RouteProblem
-from vk_provider.controller.metrics import ControllerMetrics
-from vk_provider.controller.routekeeping import RouteKeeper
-from vk_provider.controller.routers import RouterUnreachable, RouteView
-from vk_provider.controller.scrapes import Scrape, counted_since, serves_both_sides
-from vk_provider.controller.serving import (
-    NOT_SERVING_YET_REASON,
-    LossClock,
-    best_usable,
-    has_served,
-    needed_endpoints,
-    other_side,
-    routed,
-    serving_side,
-    worst_usable,
+from vk_provider.controller.intervals import StepIntervals, severe_poll_seconds
+from vk_provider.controller.passes import (
+    IDLE_RESYNC_SECONDS,
+    POLL_SECONDS,
+    Pass,
+    first_status,
+    receiving_side,
 )
+from vk_provider.controller.routers import RouterUnreachable
+from vk_provider.controller.scrapes import Scrape, serves_both_sides
+from vk_provider.controller.serving import other_side, routed, worst_usable
 from vk_provider.controller.spilling import SPILLING_CONDITION
-from vk_provider.kit.kube import MERGE_PATCH, KubeApi, RawObject
-from vk_provider.kit.timestamps import format_timestamp
+from vk_provider.kit.kube import RawObject
 from vk_provider.offload import homehealth, plan, spillover
-from vk_provider.offload.names import (
-    API_VERSION,
-    FINALIZER,
-    KIND,
-    PROMOTE_ANNOTATION,
-    SERVES_LABEL,
-    offload_path,
-)
-from vk_provider.offload.plan import Action, Decision, Direction, MigrationState
+from vk_provider.offload.names import FINALIZER, SERVES_LABEL, offload_path
+from vk_provider.offload.plan import Action, Decision, Direction
 from vk_provider.offload.spec import MAX_AWAY_REPLICAS, InvalidSpec, OffloadSpec, parse_offload
-from vk_provider.offload.status import (
-    RUNNING_PHASES,
-    InvalidStatus,
-    OffloadStatus,
-    Phase,
-    set_condition,
-    status_patch,
-    with_patch,
-)
-from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
+from vk_provider.offload.status import RUNNING_PHASES, InvalidStatus, OffloadStatus, Phase
 from vk_provider.runtime.queueing import Requeue
 
-POLL_SECONDS = 1.0
-"""How soon to look again while waiting on replicas or routers (their changes do not wake us)."""
-MIN_WATCH_SECONDS = 1.0
-MAX_WATCH_SECONDS = 10.0
-"""How often the serving side is looked at after a migration (a lost side wakes nothing): a sixth of
-the emergency grace period, within these bounds. Each look costs three or four API reads per Offload
-(the pass's own) and one /-/status per router, so it is not done more often than the grace needs."""
-EMERGENCY_REASON = "EmergencyMigration"
-GATES_PASSING = {
-    plan.Verdict.HEALTHY: "True",
-    plan.Verdict.UNHEALTHY: "False",
-    plan.Verdict.SEVERE: "False",
-}
-"""The GatesPassing condition's status for each verdict (not enough data: Unknown)."""
-EMERGENCY_STEPS = (plan.MAX_WEIGHT,)
-"""An emergency migration moves all the traffic at once: the side it leaves serves nothing."""
-IDLE_RESYNC_SECONDS = 60.0
 MISSING_RESYNC_SECONDS = 10.0
 
 
-def receiving_side(direction: Direction) -> str:
-    """The side a migration moves traffic to: the one its gates judge."""
-    return direction.value
-
-
-@dataclasses.dataclass
-class IntervalStart:
-    """The sample taken when a step's interval began (in memory only)."""
-
-    step_key: tuple[int, int, int]
-    """(step index, weight, consecutive failures): a new key means a new interval."""
-    started: float
-    samples: Scrape
-    """The counters when the interval began."""
-    window_started: float
-    window_samples: Scrape
-    """The start of the current short window in which the severe gate is checked."""
-
-
-@dataclasses.dataclass
-class Pass:
-    """What one reconcile pass read, and the status patch it builds up."""
-
-    spec: OffloadSpec
-    offload: RawObject
-    status: Mapping[str, Any]
-    """`.status` as read, in the API's spelling."""
-    home: RawObject
-    service: RawObject
-    now: datetime
-    patch: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The merge patch of `.status` this pass writes, in the API's spelling."""
-    gone: bool = False
-    """The finalizer was removed: the Offload is about to disappear, nothing more is written."""
-
-    @property
-    def current(self) -> OffloadStatus:
-        """The status as it will be after this pass's patch."""
-        return with_patch(self.status, self.patch)
-
-    def set(self, **fields: Any) -> None:
-        """Set status fields by their Python names (see OffloadStatus); None removes one."""
-        self.patch.update(status_patch(**fields))
-
-    def condition(self, kind: str, status: str, reason: str, message: str) -> None:
-        conditions = self.current.conditions
-        updated = set_condition(
-            conditions, kind, status, reason, message, now=self.now, generation=self.spec.generation
-        )
-        if updated != list(conditions):
-            self.patch["conditions"] = updated
-
-    @property
-    def weight(self) -> int:
-        return self.current.away_weight or 0
-
-    @property
-    def direction(self) -> Direction:
-        return Direction(self.current.target_placement or self.spec.placement.value)
-
-    @property
-    def step_interval_seconds(self) -> int:
-        """The running migration's, recorded when it started (a flip's own, perhaps), else the spec's."""
-        return self.current.step_interval_seconds or self.spec.strategy.step_interval_seconds
-
-    def state(self) -> MigrationState:
-        current = self.current
-        return MigrationState(
-            direction=self.direction,
-            steps=current.steps or self.spec.strategy.steps_toward(self.direction),
-            step_index=current.step_index or 0,
-            weight=self.weight,
-            last_good_weight=self.weight if current.last_good_weight is None else current.last_good_weight,
-            consecutive_failures=current.consecutive_failures,
-            failures_before_rollback=self.spec.strategy.failures_before_rollback,
-            paused=self.spec.paused,
-        )
-
-
-class Reconciler:
-    def __init__(
-        self,
-        api: KubeApi,
-        data_planes: DataPlanes,
-        events: EventRecorder,
-        *,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
-        claims: RouteClaims | None = None,
-        metrics: ControllerMetrics | None = None,
-        unhealthy_taint_key: str = UNHEALTHY_TAINT_KEY,
-    ) -> None:
-        self._claims = claims
-        self._unhealthy_taint_key = unhealthy_taint_key
-        """The taint the OffloadPolicy puts on a home node it judges unhealthy (see `homehealth`)."""
-        self._api = api
-        self._deployments = Deployments(api)
-        self._warmer = warming.Warmer(self._deployments, self._event)
-        self._routes = RouteKeeper(api, self._deployments.get, claims)
-        self._data_planes = data_planes
-        self._events = events
-        self._wall_clock = wall_clock
-        self._monotonic = monotonic
-        self._intervals: dict[str, IntervalStart] = {}
-        self._metrics = metrics if metrics is not None else ControllerMetrics()
-        self._lost = LossClock(monotonic)
-        """Since when the serving side has been lost, per Offload."""
-        self._back = LossClock(monotonic)
-        """Since when the side left in an emergency has been ready again, per Offload."""
+class Reconciler(EmergencyWatch, Deletion, StepIntervals):
+    """The phase machine of every Offload, with its parts mixed in (see the module's docstring)."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -322,52 +165,6 @@ class Reconciler:
             return None
         return spec
 
-    async def _report_problem(
-        self, offload: RawObject, status: Mapping[str, Any], now: datetime, reason: str, message: str
-    ) -> None:
-        generation = int((offload.get("metadata") or {}).get("generation") or 0)
-        current = OffloadStatus.from_raw(status)
-        conditions = list(current.conditions)
-        updated = set_condition(conditions, "Ready", "False", reason, message, now=now, generation=generation)
-        if updated == conditions and current.observed_generation == generation:
-            return
-        patch = status_patch(conditions=tuple(updated), observed_generation=generation, message=message)
-        if current.phase is None:
-            # The whole first status, not just a phase: an Offload that starts out blocked (its route
-            # claimed, its Deployment not there yet) must later read as serving home, or the pass
-            # after the problem clears would take it for a move home and rescale the home side.
-            annotations = (offload.get("metadata") or {}).get("annotations") or {}
-            promotion = str(annotations.get(PROMOTE_ANNOTATION) or "")
-            patch.update(status_patch(**first_status(generation, promotion)))
-            patch.update(status_patch(message=message))
-        metadata = offload.get("metadata") or {}
-        self._event(offload, "Warning", reason, message)
-        await self._api.patch(
-            offload_path(metadata["namespace"], metadata["name"], status=True),
-            {"status": patch},
-            content_type=MERGE_PATCH,
-        )
-
-    async def _write(self, work: Pass) -> None:
-        if not work.patch or work.gone:
-            return
-        await self._api.patch(
-            offload_path(work.spec.namespace, work.spec.name, status=True),
-            {"status": work.patch},
-            content_type=MERGE_PATCH,
-        )
-
-    def _event(self, offload: RawObject, kind: EventType, reason: str, message: str) -> None:
-        metadata = offload.get("metadata") or {}
-        involved = InvolvedObject(
-            kind=KIND,
-            name=str(metadata.get("name")),
-            namespace=str(metadata.get("namespace")),
-            uid=str(metadata.get("uid")),
-            api_version=API_VERSION,
-        )
-        self._events.record(involved, kind, reason, message)
-
     # -- the state machine ---------------------------------------------------------------------
 
     async def _step(self, work: Pass) -> Requeue:
@@ -412,16 +209,6 @@ class Reconciler:
             work, in_emergency=self._in_emergency(work), announce=self._announcer(work)
         )
         return warming.earliest(serving, warm)
-
-    async def _let_go(self, work: Pass, phase: Phase) -> Requeue:
-        """A deleted Offload with no migration running: released once all traffic is home."""
-        if work.weight == plan.MIN_WEIGHT:
-            return await self._release(work)
-        if work.current.spill_over is not None and phase in (Phase.IDLE, Phase.SUCCEEDED):
-            # Deleted while spilling over: traffic comes home by the strategy, then it lets go.
-            work.set(spill_over=None, replicas=None, selector=None)
-            return self._start(work)
-        return IDLE_RESYNC_SECONDS  # blocked: `_note_deleting` says why and what to do
 
     def _start(
         self, work: Pass, direction: Direction | None = None, steps: tuple[int, ...] | None = None
@@ -519,9 +306,6 @@ class Reconciler:
             work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, wanted)
         return work.home, wanted
 
-    def _announcer(self, work: Pass) -> Callable[[str, str], None]:
-        return lambda reason, message: self._event(work.offload, "Normal", reason, message)
-
     async def _prepare(self, work: Pass) -> Requeue:
         side = receiving_side(work.direction)
         deployment, wanted = await self._receiving_deployment(work)
@@ -607,40 +391,6 @@ class Reconciler:
             return min(float(work.step_interval_seconds), severe_poll_seconds(spec))
         return self._within_interval(work, started, samples)
 
-    def _within_interval(self, work: Pass, started: IntervalStart, samples: Scrape) -> Requeue:
-        """Judge the interval once it is over; until then, check each short window for a severe failure."""
-        spec = work.spec
-        remaining = work.step_interval_seconds - (self._monotonic() - started.started)
-        if remaining <= 0:
-            return self._judge(work, started, samples)
-        severe = self._severe_window(work, started, samples)
-        if severe is not None:
-            return self._act_on_severe(work, severe)
-        # Looked at every POLL_SECONDS, not once per window: a window that already holds enough
-        # requests at a severe error rate need not run out before it counts.
-        return min(remaining, severe_poll_seconds(spec))
-
-    def _severe_window(self, work: Pass, started: IntervalStart, samples: Scrape) -> Judgement | None:
-        """Judge the short window so far by the severe gate alone; a new window starts when it is over."""
-        side = receiving_side(work.direction)
-        gates = work.spec.strategy.gates
-        severe_gate = gates.severe
-        judgement = None
-        counted, baseline = counted_since(samples, started.window_samples)
-        if counted is not None:
-            judgement = judge_severe(counted, gates, side, baseline)
-        if judgement is None and self._monotonic() - started.window_started >= severe_gate.window_seconds:
-            started.window_started, started.window_samples = self._monotonic(), samples
-        return judgement
-
-    def _act_on_severe(self, work: Pass, judgement: Judgement) -> Requeue:
-        side = receiving_side(work.direction)
-        work.set(last_check={**judgement.as_status(), "side": side, "at": format_timestamp(work.now)})
-        work.condition("GatesPassing", "False", judgement.verdict.value, judgement.message)
-        self._metrics.severe_rollback(work.spec.namespace, work.spec.name)
-        decision = plan.next_step(work.state(), judgement.verdict)
-        return self._decide(work, decision, judged=judgement.message, outcome_reason="SevereFailure")
-
     async def _lagging_routers(self, spec: OffloadSpec, weight: int) -> str:
         """'' when every router applies `weight`, else which ones do not."""
         views = await self._views(spec, weight)
@@ -656,46 +406,6 @@ class Reconciler:
         self._intervals.pop(work.spec.key, None)
         return None
 
-    def _begin_interval(self, work: Pass, step_key: tuple[int, int, int], samples: Scrape) -> None:
-        now = self._monotonic()
-        self._intervals[work.spec.key] = IntervalStart(step_key, now, samples, now, samples)
-        work.set(step_started_at=work.now)
-
-    def _judge(self, work: Pass, started: IntervalStart, samples: Scrape) -> Requeue:
-        """The interval is over: judge it and act on the plan's decision."""
-        spec = work.spec
-        side = receiving_side(work.direction)
-        interval, baseline = counted_since(samples, started.samples)  # None unless the same routers
-        judgement = judge(interval, spec.strategy.gates, side, baseline)
-        work.set(last_check={**judgement.as_status(), "side": side, "at": format_timestamp(work.now)})
-        work.condition(
-            "GatesPassing",
-            GATES_PASSING.get(judgement.verdict, "Unknown"),
-            judgement.verdict.value,
-            judgement.message,
-        )
-        if judgement.verdict is plan.Verdict.SEVERE:
-            return self._act_on_severe(work, judgement)
-        decision = plan.next_step(work.state(), judgement.verdict)
-        if decision.action is not Action.HOLD:
-            return self._decide(work, decision, judged=judgement.message)
-        # Held: a new interval starts now, from the sample just taken.
-        step_key = (started.step_key[0], started.step_key[1], decision.state.consecutive_failures)
-        self._begin_interval(work, step_key, samples)
-        interval_seconds = float(work.step_interval_seconds)
-        if judgement.verdict is plan.Verdict.UNHEALTHY:
-            self._event(work.offload, "Warning", "GateFailed", f"{decision.reason}: {judgement.message}")
-            work.set(
-                consecutive_failures=decision.state.consecutive_failures,
-                progress_at=work.now,
-                message=decision.reason,
-            )
-            return interval_seconds
-        if self._deadline_passed(work):
-            return self._waiting(work, "NotEnoughData", judgement.message)
-        work.set(message=f"holding away weight {started.step_key[1]}: {judgement.message}")
-        return interval_seconds
-
     async def _sample(self, spec: OffloadSpec, side: str, weight: int) -> Scrape:
         """The judged side's counters, and the other side's while the weight sends it traffic too."""
         plane = self._plane(spec)
@@ -708,15 +418,6 @@ class Reconciler:
         ):
             return Scrape(judged)
         return Scrape(judged, await plane.samples(spec, baseline_side))
-
-    def _plane(self, spec: OffloadSpec) -> DataPlane:
-        return self._data_planes.of(spec)  # `reconcile` reported an unknown one before any step
-
-    async def _views(self, spec: OffloadSpec, weight: int) -> list[RouteView]:
-        """Every replica's view of the route, once the data plane was asked to carry `weight`."""
-        plane = self._plane(spec)
-        await plane.apply(spec, weight)
-        return await plane.views(spec)
 
     def _decide(
         self,
@@ -1023,243 +724,3 @@ class Reconciler:
         work.condition("Progressing", "True", "UnhealthyHome", message)
         self._event(work.offload, "Warning", "UnhealthyHome", message)
         return 0.0
-
-    # -- after a migration: the serving side lost, an emergency, the way back -------------------
-
-    def _in_emergency(self, work: Pass) -> bool:
-        """An emergency migration moved traffic off `spec.placement`; it stays off until that side is back."""
-        degraded = condition_of(work.current, "Degraded")
-        return degraded is not None and (degraded.get("status"), degraded.get("reason")) == (
-            "True",
-            EMERGENCY_REASON,
-        )
-
-    async def _desired_replicas(self, work: Pass, side: str) -> int:
-        """The side's Deployment's replicas; the away one is also freed of an Offload owner on the way."""
-        if side == "home":
-            return replicas_of(work.home)
-        away = await self._deployments.away(work.spec)
-        if away is not None:
-            await self._deployments.release_owner(work.spec, away)
-        return replicas_of(away)
-
-    async def _watch_serving(self, work: Pass) -> Requeue:
-        """Look at the side serving all the traffic; lost for the grace period, start an emergency."""
-        spec = work.spec
-        emergency = spec.strategy.emergency
-        side = serving_side(work.weight)
-        if side is None or not emergency.enabled:
-            if work.weight != plan.MIN_WEIGHT:
-                await self._desired_replicas(work, "away")  # still drops an old ownerReference
-            self._lost.forget(spec.key)
-            return IDLE_RESYNC_SECONDS
-        desired = await self._desired_replicas(work, side)
-        if desired == 0:  # someone turned that side off on purpose: nothing is lost
-            self._lost.forget(spec.key)
-            return IDLE_RESYNC_SECONDS
-        needed = needed_endpoints(desired, emergency.min_serving_percent)
-        try:
-            views = routed(await self._views(spec, work.weight))
-        except RouterUnreachable:
-            views = []
-        if not views:
-            # No view, no verdict: a router outage, or a route no router serves (e.g. it lost a
-            # conflict over its host), is not the side's loss, and another side would not help.
-            self._lost.forget(spec.key)
-            return watch_seconds(spec)
-        usable = best_usable(views, side)
-        what = (
-            f"the {side} side has {usable} usable endpoints on the best router, fewer than {needed} "
-            f"(of {desired} replicas)"
-        )
-        migrated = work.current.migration_started_at is not None
-        if usable >= needed or not has_served(condition_of(work.current, "Degraded"), migrated=migrated):
-            self._lost.forget(spec.key)
-            self._not_lost(work, side, serving=usable >= needed, why=what)
-            return watch_seconds(spec)
-        lost_for = self._lost.held_for(spec.key)
-        if lost_for < emergency.grace_seconds:
-            work.condition(
-                "Degraded",
-                "True",
-                "ServingSideLost",
-                f"{what}; an emergency migration {other_side(side)} starts "
-                f"if it lasts {emergency.grace_seconds}s",
-            )
-            return min(watch_seconds(spec), emergency.grace_seconds - lost_for)
-        self._lost.forget(spec.key)
-        return self._start_emergency(work, side, f"{what} for {lost_for:.0f}s")
-
-    def _not_lost(self, work: Pass, side: str, *, serving: bool, why: str) -> None:
-        """Say why the serving side is not lost (Degraded=False): it serves (again), or it never has."""
-        degraded = condition_of(work.current, "Degraded")
-        if not serving:
-            # Still coming up (a new Offload's first pods): nothing was lost, and an emergency would
-            # only pay a provider for a service that has not started.
-            work.condition("Degraded", "False", NOT_SERVING_YET_REASON, f"{why}; it has not served yet")
-        elif degraded is not None and degraded.get("status") == "True":
-            work.condition("Degraded", "False", "Recovered", f"the {side} side serves again")
-        elif degraded is None or degraded.get("reason") == NOT_SERVING_YET_REASON:
-            work.condition("Degraded", "False", "Serving", f"the {side} side serves")
-
-    def _start_emergency(self, work: Pass, lost: str, why: str) -> Requeue:
-        direction = Direction(other_side(lost))
-        requeue = self._start(work, direction, EMERGENCY_STEPS)
-        message = f"emergency migration {direction.value}: {why}"
-        work.set(message=message)
-        work.condition("Degraded", "True", EMERGENCY_REASON, message)
-        self._event(work.offload, "Warning", EMERGENCY_REASON, message)
-        self._metrics.emergency_migration(work.spec.namespace, work.spec.name, lost)
-        return requeue
-
-    async def _await_return(self, work: Pass) -> Requeue:
-        """After an emergency: once the lost side is ready again for the grace period, go back, gated."""
-        spec = work.spec
-        lost = spec.placement.value
-        desired = await self._desired_replicas(work, lost)
-        if desired == 0:
-            # Nothing can come back by itself: the migration's Preparing brings it up (or gives up
-            # at the progress deadline, leaving traffic where it is).
-            return self._return(work, f"the {lost} side has no replicas; bringing it up")
-        needed = math.ceil(desired * spec.strategy.ready_threshold_percent / 100)
-        try:
-            views = routed(await self._views(spec, work.weight))
-        except RouterUnreachable:
-            views = []
-        usable = worst_usable(views, lost) if views else 0
-        if usable < needed:
-            self._back.forget(spec.key)
-            return watch_seconds(spec)
-        back_for = self._back.held_for(spec.key)
-        grace = spec.strategy.emergency.grace_seconds
-        if back_for < grace:
-            return min(watch_seconds(spec), grace - back_for)
-        return self._return(
-            work, f"every router has seen {needed} usable {lost} endpoints for {back_for:.0f}s"
-        )
-
-    def _return(self, work: Pass, why: str) -> Requeue:
-        self._back.forget(work.spec.key)
-        message = f"the emergency is over ({why}); moving back {work.spec.placement.value} by the strategy"
-        work.condition("Degraded", "False", "Recovered", message)
-        self._event(work.offload, "Normal", "EmergencyOver", message)
-        return self._start(work)
-
-    # -- deletion: home first, then let go ------------------------------------------------------
-
-    async def _add_finalizer(self, spec: OffloadSpec) -> RawObject:
-        """Put our finalizer on the Offload (the resourceVersion makes a concurrent change a conflict)."""
-        return await self._api.patch(
-            offload_path(spec.namespace, spec.name),
-            {
-                "metadata": {
-                    "finalizers": [*spec.finalizers, FINALIZER],
-                    "resourceVersion": spec.resource_version,
-                }
-            },
-            content_type=MERGE_PATCH,
-        )
-
-    def _note_deleting(self, work: Pass) -> None:
-        current = work.current
-        if current.running:
-            reason, message = "MigratingHome", f"deleted: moving traffic home first ({current.message})"
-        elif work.weight != plan.MIN_WEIGHT and current.target_placement == "home":
-            reason = "Blocked"
-            message = (
-                f"deleted, but the migration home ended {current.phase} at away weight {work.weight}; "
-                "the away side keeps serving (fix the home side, or remove the finalizer "
-                f"{FINALIZER} to let go of it anyway)"
-            )
-        else:
-            return
-        work.condition("Deleting", "True", reason, message)
-
-    async def _release(self, work: Pass) -> Requeue:
-        """Traffic is home: keep the route on the home Service, scale the away side to 0, wait for its
-        pods, delete it, drop the finalizer."""
-        spec = work.spec
-        keeping = await self._routes.keep(spec, work.offload)
-        if keeping is not None:  # a pass before letting go: the routers see the route before it is needed
-            return self._releasing(work, keeping)
-        away = await self._deployments.away(spec)
-        if away is not None and replicas_of(away) != 0:
-            await self._deployments.scale(spec.namespace, deriving.away_name(spec), 0)
-            return self._releasing(work, "traffic is home; scaling the away Deployment to 0")
-        remaining = await self._deployments.away_pod_count(spec)
-        if remaining:
-            return self._releasing(work, f"waiting for {remaining} away pods to be deleted at the provider")
-        if away is not None and not await self._deployments.delete_away(spec):
-            return self._releasing(work, f"deleting Deployment {deriving.away_name(spec)}")
-        kept = [finalizer for finalizer in spec.finalizers if finalizer != FINALIZER]
-        if len(kept) != len(spec.finalizers):
-            await self._api.patch(
-                offload_path(spec.namespace, spec.name),
-                {"metadata": {"finalizers": kept or None, "resourceVersion": spec.resource_version}},
-                content_type=MERGE_PATCH,
-            )
-            self._event(work.offload, "Normal", "Released", "traffic is home and nothing is left away")
-        work.gone = True
-        for memory in (self._lost, self._back):
-            memory.forget(spec.key)
-        self._intervals.pop(spec.key, None)
-        return None
-
-    async def _conflicted(
-        self, spec: OffloadSpec, offload: RawObject, status: Mapping[str, Any], now: datetime, message: str
-    ) -> Requeue:
-        if spec.deleting:  # it serves nothing (the routers leave it out), so nothing moves before it goes
-            return await self._release_now(spec, offload, status, now)
-        await self._report_problem(offload, status, now, "RouteConflict", message)
-        return IDLE_RESYNC_SECONDS
-
-    async def _release_now(
-        self, spec: OffloadSpec, offload: RawObject, status: Mapping[str, Any], now: datetime
-    ) -> Requeue:
-        """Let go of a deleted Offload that serves nothing (no home to move to, or no route)."""
-        work = Pass(spec, offload, status, {}, {}, now)
-        requeue = await self._release(work)
-        await self._write(work)
-        return requeue
-
-    def _releasing(self, work: Pass, message: str) -> Requeue:
-        work.condition("Deleting", "True", "ReleasingAway", message)
-        work.set(message=f"deleted: {message}")
-        return POLL_SECONDS
-
-
-def first_status(generation: int, promotion: str | None) -> dict[str, Any]:
-    """The status fields of an Offload the controller sees for the first time: serving at home."""
-    return {
-        "phase": Phase.IDLE,
-        "target_placement": "home",
-        "away_weight": 0,
-        "last_good_weight": 0,
-        "step_index": 0,
-        "consecutive_failures": 0,
-        "observed_generation": generation,
-        "handled_promotion": promotion,
-        "message": "serving at home",
-    }
-
-
-def severe_poll_seconds(spec: OffloadSpec) -> float:
-    """How soon to look again within a step's interval: every second while the severe gate is on."""
-    return POLL_SECONDS if spec.strategy.gates.severe.enabled else math.inf
-
-
-def watch_seconds(spec: OffloadSpec) -> float:
-    grace = spec.strategy.emergency.grace_seconds
-    return min(MAX_WATCH_SECONDS, max(MIN_WATCH_SECONDS, grace / 6))
-
-
-def leaving(spec: OffloadSpec) -> OffloadSpec:
-    """The spec a deleted Offload is reconciled by: home, never paused (a pause would hold it forever),
-    no longer spilling over (everything comes home before the away side goes)."""
-    return dataclasses.replace(
-        spec, placement=Direction.TO_HOME, paused=False, spill_over=None, replicas=None
-    )
-
-
-def condition_of(status: OffloadStatus, kind: str) -> Mapping[str, Any] | None:
-    return next((item for item in status.conditions if item.get("type") == kind), None)

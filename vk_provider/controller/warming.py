@@ -69,7 +69,7 @@ class WarmTarget:
 
 
 class WarmingPass(Protocol):
-    """What the warmer needs of a reconcile pass (`reconciler.Pass`)."""
+    """What the warmer needs of a reconcile pass (`passes.Pass`)."""
 
     spec: OffloadSpec
     offload: RawObject

@@ -6,7 +6,7 @@ In order, within one `--timeout`:
    same patch as `kubectl offload flip NAME --to home` (see `homing`), and the controller migrates;
 2. the Offloads are deleted, and the command waits until the controller has let each go: it keeps
    the route on the home Service, scales the away Deployment to 0, waits for its pods, deletes it and
-   removes its finalizer (`vk_provider.controller.reconciler`); the away Deployments have no
+   removes its finalizer (`vk_provider.controller.deletion`); the away Deployments have no
    ownerReference, on purpose, so nothing else would ever delete them;
 3. it waits until no pod is bound to a virtual node any more: each is a workload at a provider,
    deleted there by the node daemon once its pod goes.
