@@ -34,8 +34,9 @@ lost for the grace period, starts an emergency migration to the other side
 (`vk_provider.controller.deletion`).
 
 The reconciler is built of parts, each a module mixed into `Reconciler`: those two, a step's interval
-and the severe gate's windows within it (`intervals`), and what they all share (`reconcilerbase`, with
-one pass's reading and its status patch in `passes`).
+and the severe gate's windows within it (`intervals`), home pods on unhealthy nodes (`unhealthyhome`),
+spilling over (`spillingover`), and what they all share (`reconcilerbase`, with one pass's reading and
+its status patch in `passes`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from datetime import datetime
 from typing import Any
 
 from vk_provider._kube.events import EventType
-from vk_provider.controller import deriving, spilling, warming
+from vk_provider.controller import deriving, warming
 from vk_provider.controller.dataplanes import DataPlaneNotConfigured
 from vk_provider.controller.deletion import Deletion, leaving
 from vk_provider.controller.deployments import deployment_path, ready_replicas_of, replicas_of, service_path
@@ -64,20 +65,22 @@ from vk_provider.controller.passes import (
 )
 from vk_provider.controller.routers import RouterUnreachable
 from vk_provider.controller.scrapes import Scrape, serves_both_sides
-from vk_provider.controller.serving import other_side, routed, worst_usable
+from vk_provider.controller.serving import other_side
 from vk_provider.controller.spilling import SPILLING_CONDITION
+from vk_provider.controller.spillingover import SpillingOver
+from vk_provider.controller.unhealthyhome import UnhealthyHome
 from vk_provider.kit.kube import RawObject
 from vk_provider.offload import homehealth, plan, spillover
-from vk_provider.offload.names import FINALIZER, SERVES_LABEL, offload_path
+from vk_provider.offload.names import FINALIZER, offload_path
 from vk_provider.offload.plan import Action, Decision, Direction
-from vk_provider.offload.spec import MAX_AWAY_REPLICAS, InvalidSpec, OffloadSpec, parse_offload
+from vk_provider.offload.spec import InvalidSpec, OffloadSpec, parse_offload
 from vk_provider.offload.status import RUNNING_PHASES, InvalidStatus, OffloadStatus, Phase
 from vk_provider.runtime.queueing import Requeue
 
 MISSING_RESYNC_SECONDS = 10.0
 
 
-class Reconciler(EmergencyWatch, Deletion, StepIntervals):
+class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, SpillingOver):
     """The phase machine of every Offload, with its parts mixed in (see the module's docstring)."""
 
     # -- reading -------------------------------------------------------------------------------
@@ -522,38 +525,7 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals):
         work.condition("Progressing", "True", "Finalizing", message)
         return POLL_SECONDS
 
-    # -- home pods on unhealthy nodes -------------------------------------------------------------
-
-    async def _stranded_home(self, work: Pass) -> homehealth.HomePods:
-        """The home pods, sorted into ready ones on healthy nodes and ones stranded on unhealthy nodes."""
-        pods = await self._deployments.pods_of(work.home)
-        bound = {str(node) for pod in pods if (node := (pod.get("spec") or {}).get("nodeName"))}
-        nodes = await self._deployments.nodes(bound)
-        return homehealth.classify(pods, homehealth.unhealthy_nodes(nodes, self._unhealthy_taint_key))
-
-    async def _replace_stranded(self, work: Pass, base: int) -> str:
-        """Replace home pods on unhealthy nodes, make before break (see `homehealth`): the reason the
-        home side is not ready to serve yet, '' once no pod is stranded."""
-        spec = work.spec
-        recorded = homehealth.recorded_base(work.home)
-        move = homehealth.plan_replacement(
-            await self._stranded_home(work), base if recorded is None else recorded
-        )
-        for pod in move.drain:
-            await self._deployments.mark_first_to_go(spec.namespace, pod)
-        if replicas_of(work.home) != move.replicas or recorded != move.base:
-            work.home = await self._deployments.scale_replacing(
-                spec.namespace, spec.home_deployment, move.replicas, move.base
-            )
-        if move.waiting:
-            if recorded is None:
-                self._event(work.offload, "Warning", "ReplacingUnhealthyHome", move.waiting)
-            work.condition("HomeHealthy", "False", "PodsOnUnhealthyNodes", move.waiting)
-        elif recorded is not None:
-            message = f"no home pod is left on an unhealthy node; the home Deployment runs {move.replicas}"
-            self._event(work.offload, "Normal", "UnhealthyHomeReplaced", message)
-            work.condition("HomeHealthy", "True", "Replaced", message)
-        return move.waiting
+    # -- no migration runs: home pods replaced, spilling over, the serving side watched ---------
 
     async def _keep_serving(self, work: Pass) -> Requeue:
         """No migration runs: home pods stranded on unhealthy nodes are replaced first (while home serves
@@ -577,150 +549,3 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals):
         # unhealthy wakes nothing here.
         requeue = await self._watch_serving(work)
         return watch_seconds(work.spec) if requeue is None else min(requeue, watch_seconds(work.spec))
-
-    # -- spilling over: home as far as the home GPUs hold it, the overflow away -----------------
-
-    async def _spill_over(self, work: Pass) -> Requeue:
-        """Place the total replicas (home first), split the traffic by ready capacity, report it."""
-        spec = work.spec
-        spill = spec.spill_over
-        assert spill is not None  # noqa: S101 (the caller checked)
-        total = spec.total_replicas
-        away = await self._deployments.away(spec)
-        base = spillover.split_replicas(total, spill)
-        if replicas_of(work.home) != base.home and homehealth.recorded_base(work.home) is None:
-            work.home = await self._deployments.scale(spec.namespace, spec.home_deployment, base.home)
-        replacing = await self._replace_stranded(work, base.home) if base.home else ""
-        home_pods = await self._deployments.pods_of(work.home)
-        for pod in spilling.unlabelled(home_pods, spec):
-            await self._deployments.label_pod(spec.namespace, pod, SERVES_LABEL, spec.name)
-        short = spillover.home_shortfall(
-            unschedulable=spilling.unschedulable(home_pods),
-            home_wanted=base.home,
-            home_ready=ready_replicas_of(work.home),
-            away_extra=replicas_of(away) - base.away,
-        )
-        split = spillover.split_replicas(total, spill, home_short=short)
-        try:
-            views = routed(await self._views(spec, work.weight))
-        except RouterUnreachable:
-            views = []
-        agree = bool(views) and not spec.paused and all(view.away_weight == work.weight for view in views)
-        step = spillover.spill_step(
-            split=split,
-            spill=spill,
-            away_replicas=replicas_of(away),
-            weight=work.weight,
-            home_usable=worst_usable(views, "home") if views else 0,
-            away_usable=worst_usable(views, "away") if views else 0,
-            routers_agree=agree and not replacing,
-        )
-        if step.away_replicas != replicas_of(away) or (away is not None and step.away_replicas):
-            # Created, scaled, or rolled to a changed home template (keep_away tells them apart).
-            announce = self._announcer(work)
-            away = await self._deployments.keep_away(
-                spec, work.home, work.service, step.away_replicas, current=away, announce=announce
-            )
-        if step.weight != work.weight:
-            message = (
-                f"away weight {work.weight} -> {step.weight}: the ready replicas' share is "
-                f"{step.capacity_weight}"
-            )
-            work.set(away_weight=step.weight, message=message)
-            self._event(work.offload, "Normal", "SplitChanged", message)
-        await self._report_spill(work, split, away, step)
-        if replacing:
-            work.set(message=replacing)
-        return watch_seconds(spec) if step.settled and not replacing else POLL_SECONDS
-
-    async def _keep_all_away(self, work: Pass) -> None:
-        """A spill-over Offload moved away whole (the training policy's flip): every replica of the total
-        runs away, as the autoscaler changes it; the side serving all of it is watched as ever."""
-        spec = work.spec
-        wanted = min(spec.total_replicas, MAX_AWAY_REPLICAS)
-        away = await self._deployments.away(spec)
-        if away is not None and replicas_of(away) != wanted:
-            announce = self._announcer(work)
-            away = await self._deployments.keep_away(
-                spec, work.home, work.service, wanted, current=away, announce=announce
-            )
-        await self._report_spill(work, spillover.Split(0, wanted), away, None)
-
-    async def _report_spill(
-        self, work: Pass, split: spillover.Split, away: RawObject | None, step: spillover.SpillStep | None
-    ) -> None:
-        """The replicas (`_report_replicas`) and the SpillingOver condition, after a pass that spilled
-        over (`step`) or kept every replica away (None)."""
-        capacity = work.weight if step is None else step.capacity_weight
-        home_ready, away_ready = await self._report_replicas(work, away, capacity)
-        if step is None:
-            message = f"every replica runs away ({replicas_of(away)}); spilling over resumes once it is home"
-            work.condition(SPILLING_CONDITION, "False", "MovedAway", message)
-            return
-        work.condition(
-            SPILLING_CONDITION, "True", "SpillingOver", spilling.describe(split, step, home_ready, away_ready)
-        )
-
-    async def _report_replicas(
-        self, work: Pass, away: RawObject | None, capacity_weight: int
-    ) -> tuple[int, int]:
-        """status.replicas (the scale subresource's), status.selector and status.spillOver, as the two
-        Deployments stand; returns the ready replicas of each side."""
-        spec = work.spec
-        home_ready, away_ready = ready_replicas_of(work.home), ready_replicas_of(away)
-        cost = spilling.away_cost_per_hour(await self._deployments.away_pods(spec)) if away else None
-        work.set(
-            replicas=replicas_of(work.home) + replicas_of(away),
-            selector=spilling.selector(spec),
-            spill_over=spilling.spill_status(
-                home_replicas=replicas_of(work.home),
-                home_ready=home_ready,
-                away_replicas=replicas_of(away),
-                away_ready=away_ready,
-                capacity_weight=capacity_weight,
-                cost=cost,
-            ),
-        )
-        return home_ready, away_ready
-
-    async def _hold_for_stranded(self, work: Pass, wanted: int) -> Requeue | None:
-        """Preparing a move home: None once no home pod is stranded on an unhealthy node; until then
-        the replacement goes on, and traffic that still reaches home goes all away again."""
-        replacing = await self._replace_stranded(work, wanted)
-        if not replacing:
-            return None
-        if plan.MIN_WEIGHT < work.weight < plan.MAX_WEIGHT and not self._in_emergency(work):
-            return self._retreat(work, replacing)
-        # The weight (all away after a retreat) reaches a data plane that does not read the status too.
-        with contextlib.suppress(RouterUnreachable):
-            await self._plane(work.spec).apply(work.spec, work.weight)
-        return self._waiting(work, "ReplacingUnhealthyHome", replacing)
-
-    def _retreat(self, work: Pass, why: str) -> Requeue:
-        """A migration home found home pods on unhealthy nodes: all traffic back away (the away side
-        still runs every replica until the migration finalizes), and prepare again from there."""
-        spec = work.spec
-        state = plan.begin_from(
-            work.direction,
-            work.current.steps or spec.strategy.steps_toward(work.direction),
-            plan.MAX_WEIGHT,
-            failures_before_rollback=spec.strategy.failures_before_rollback,
-        )
-        moved = f"back from {work.weight} to" if work.weight != plan.MAX_WEIGHT else "stays at"
-        message = (
-            f"{why}: away weight {moved} {plan.MAX_WEIGHT} until the home side runs on healthy nodes only"
-        )
-        work.set(
-            phase=Phase.PREPARING,
-            away_weight=state.weight,
-            step_index=state.step_index,
-            last_good_weight=state.last_good_weight,
-            consecutive_failures=0,
-            progress_at=work.now,
-            step_started_at=None,
-            message=message,
-        )
-        self._intervals.pop(spec.key, None)
-        work.condition("Progressing", "True", "UnhealthyHome", message)
-        self._event(work.offload, "Warning", "UnhealthyHome", message)
-        return 0.0

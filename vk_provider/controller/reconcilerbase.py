@@ -3,7 +3,9 @@ the acts each part makes (an Event, a status write, a problem reported, the data
 the phase machine's moves a part may call for (`reconciler.Reconciler` makes them).
 
 The parts are mixed into `Reconciler`, each a module of its own: a step's interval (`intervals`), the
-serving side's watch and the emergency migration (`emergency`), the deletion path (`deletion`).
+serving side's watch and the emergency migration (`emergency`), the deletion path (`deletion`), home
+pods on unhealthy nodes (`unhealthyhome`), spilling over (`spillingover`). What one part asks of
+another is declared here too, so each is checked on its own.
 """
 
 from __future__ import annotations
@@ -156,3 +158,13 @@ class ReconcilerBase(abc.ABC):
         outcome_reason: str | None = None,
     ) -> Requeue:
         """Record a decision that moves the weight (advance, roll back, abort, finish)."""
+
+    # -- what one part asks of another ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def _in_emergency(self, work: Pass) -> bool:
+        """Whether an emergency migration moved traffic off `spec.placement` (`emergency`)."""
+
+    @abc.abstractmethod
+    async def _replace_stranded(self, work: Pass, base: int) -> str:
+        """Replace home pods on unhealthy nodes (`unhealthyhome`): why home is not ready yet, or ''."""

@@ -1,8 +1,8 @@
 """What the controller reads and writes for a spilling-over Offload, beyond a migration's own: the
 label that lets an autoscaler count both sides' pods, the away side's cost, the status that reports it.
 
-The decisions are `vk_provider.offload.spillover`'s; the reconciler (`Reconciler._spill_over`) carries
-them out with these.
+The decisions are `vk_provider.offload.spillover`'s; the reconciler (`SpillingOver._spill_over`, in
+`spillingover`) carries them out with these.
 """
 
 from __future__ import annotations
