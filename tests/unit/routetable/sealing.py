@@ -1,4 +1,4 @@
-"""Away pods' seals for the router's unit tests: what a node holding `TEST_KEY` writes."""
+"""Away pods' seals for the route table's unit tests: what a node holding `TEST_KEY` writes."""
 
 from __future__ import annotations
 
