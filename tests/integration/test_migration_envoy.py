@@ -87,7 +87,10 @@ async def test_an_envoy_that_does_not_ack_holds_the_step_and_is_named(rig_for: R
                     (c for c in status.get("conditions") or () if c["type"] == "Progressing"), None
                 )
                 waiting = progressing is not None and progressing["reason"] == "WaitingForRouters"
-                return status if waiting and "Envoy envoy-1" in progressing["message"] else None
+                # Until envoy-0 has ACKed the step too, the message names both: wait for it to name
+                # only the silent one, or the assertion below races envoy-0's ACK.
+                message = progressing["message"] if waiting and progressing is not None else ""
+                return status if "Envoy envoy-1" in message and "envoy-0" not in message else None
 
             status = await wait_for(
                 held, timeout_seconds=120, what=f"the hold; {rig.controller.log_tail(20)}"
