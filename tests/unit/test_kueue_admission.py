@@ -27,6 +27,7 @@ from vk_provider.policy.decide import Action, decide
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import Gang, History, Observed
 from vk_provider.policy.spec import InvalidPolicy, parse_policy
+from vk_provider.policy.waiting import Stage, Wait
 
 pytestmark = pytest.mark.unit
 
@@ -195,6 +196,23 @@ def test_pending_while_the_gpus_are_still_held_then_retry_after_the_configured_t
     assert verdict.state == "Retry"
     assert verdict.requeue_after_seconds == 120
     assert "waited 120 s for 2 nvidia.com/gpu; 1 free on healthy home nodes (short 1)" in verdict.message
+
+
+def test_a_workload_whose_away_side_is_still_starting_waits_past_the_retry_time() -> None:
+    # A provider's cold start runs to minutes: a Retry then would drop the quota, the demand would
+    # vanish, and the policy would bring the service home with the away side nearly warm.
+    busy = observed(node("gpu-a", 4, used=3), node("gpu-b", 4, used=4))
+    spec = policy(admission_retry_after_seconds=120)
+    late = view(since=NOW - timedelta(seconds=400))
+    key = f"Workload:{late.key}"
+    for stage in (Stage.WARMING_AWAY, Stage.SHIFTING_TRAFFIC, Stage.PODS_LEAVING):
+        [verdict] = judge(NOW, spec, [CHECK], [late], busy, waits={key: Wait(stage, 400, ("serving/llm",))})
+        assert verdict.state == "Pending", stage
+        assert verdict.message.startswith("waiting for GPUs: "), verdict.message
+    # Nothing moving any more (none may move, or the move rolled back): the retry time counts again.
+    [verdict] = judge(NOW, spec, [CHECK], [late], busy, waits={key: Wait(Stage.NO_CANDIDATE, 400)})
+    assert verdict.state == "Retry"
+    assert "not enough inference could move away in time" in verdict.message
 
 
 def test_more_than_the_usable_pool_is_retried_at_once_naming_the_shortfall_never_rejected() -> None:

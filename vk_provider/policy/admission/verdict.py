@@ -13,7 +13,11 @@ For a policy and the checks it serves:
   reservation taint's toleration, and the pool's node selector when the pool is named by labels
   alone. A Workload that needs no GPU is `Ready` at once, with no update. `Retry` (Kueue releases the
   quota and requeues after `requeueAfterSeconds`) when even the whole usable pool is too small, or when
-  the GPUs were not freed within `admissionRetryAfterSeconds`; the message names the shortfall. A
+  the GPUs were not freed within `admissionRetryAfterSeconds` and nothing is moving to free them (no
+  migration under way: none may move, or the one that was rolled back); the message names the
+  shortfall. While a migration is under way the Workload waits however long its away side takes to
+  start (a provider's cold start runs to minutes; the migration's own progress deadline bounds it),
+  since a Retry then would drop the quota and make the policy bring the service home again. A
   shortage is never a reason for `Rejected`, which deactivates the Workload for good: only a Workload
   whose pod sets cannot be read is rejected, since waiting cannot mend it.
 - While a Workload waits at the check, its message says what for (`waiting.Wait.message`: warming the
@@ -33,7 +37,7 @@ from vk_provider.policy.admission.workload import WorkloadView
 from vk_provider.policy.decide import free_gpus, usable
 from vk_provider.policy.model import Gang, Observed
 from vk_provider.policy.spec import PolicySpec
-from vk_provider.policy.waiting import Wait
+from vk_provider.policy.waiting import Stage, Wait
 
 WORKLOAD_KIND = "Workload"
 
@@ -132,6 +136,7 @@ def judge(
             waiting.append((since or now, workload.created or now, workload.key, workload, check))
     verdicts = []
     for since, _, _, workload, check in sorted(waiting, key=lambda item: item[:3]):
+        wait = (waits or {}).get(f"{WORKLOAD_KIND}:{workload.key}")
         if workload.problem is not None:
             message = f"cannot count the GPUs this Workload needs: {workload.problem}"
             verdicts.append(Verdict(workload, check, REJECTED, message))
@@ -147,14 +152,19 @@ def judge(
                 f"(short {workload.gpus - capacity}): no flip can free that many"
             )
             verdicts.append(Verdict(workload, check, RETRY, message, requeue_after_seconds=retry_after))
-        elif (waited := _waited(now, since)) >= retry_after:
+        elif (waited := _waited(now, since)) >= retry_after and not _moving(wait):
             message = (
                 f"waited {waited:.0f} s for {workload.gpus} {resource}; {available} free on healthy home "
                 f"nodes (short {workload.gpus - available}): not enough inference could move away in time"
             )
             verdicts.append(Verdict(workload, check, RETRY, message, requeue_after_seconds=retry_after))
-        elif (wait := (waits or {}).get(f"{WORKLOAD_KIND}:{workload.key}")) is not None:
+        elif wait is not None:
             message = wait.message()
             if workload.checks[check].message != message:
                 verdicts.append(Verdict(workload, check, PENDING, message))
     return verdicts
+
+
+def _moving(wait: Wait | None) -> bool:
+    """Whether GPUs are on their way to the Workload: a migration or a scheduling under way."""
+    return wait is not None and wait.stage is not Stage.NO_CANDIDATE
