@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from vk_provider.kit.quantity import InvalidQuantityError, parse_quantity
+from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.policy.dcgm import ExporterSettings, GpuSample
 from vk_provider.policy.interconnect import InterconnectSettings, LinkRate, faulty_links
 from vk_provider.policy.names import DEFAULT_GPU_RESOURCE, POLICY_TAINTS_ANNOTATION, UNHEALTHY_TAINT_KEY
@@ -339,8 +340,9 @@ def _sample_findings(
     reported = {sample.xid for sample in samples}
     for xid in sorted(recent - reported):
         severity = settings.xid_severity(xid)
-        ago = int((now - xid_seen[xid]).total_seconds())
-        findings.append(Finding(XID, severity, f"{describe_xid(xid, severity)} seen {ago} s ago"))
+        # When, not how long ago: a detail that changed every pass would rewrite the status every pass.
+        seen = format_timestamp(xid_seen[xid])
+        findings.append(Finding(XID, severity, f"{describe_xid(xid, severity)} seen at {seen}"))
     return findings
 
 

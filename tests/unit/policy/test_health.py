@@ -509,3 +509,15 @@ def test_the_crd_s_health_defaults_are_the_code_s(crd: str) -> None:
     assert all("default" not in field for field in fields["severity"]["properties"].values())
     assert "default" not in fields["rowRemapFailure"]
     assert "default" not in fields["allocatableBelowCapacity"]
+
+
+def test_an_xid_no_gpu_reports_any_more_reads_the_same_on_every_pass() -> None:
+    # Its finding names when it was seen, not how long ago: the policy's status is written only when
+    # it changes, and a detail that ticked every pass would rewrite it every 2 s.
+    seen = {79: NOW - timedelta(seconds=30)}
+    first = find(NOW, node(), gpus(), seen, DEFAULTS)
+    later = find(NOW + timedelta(seconds=20), node(), gpus(), seen, DEFAULTS)
+    assert [f.detail for f in first] == [f.detail for f in later]
+    assert first[0].detail == "Xid 79 (fatal: GPU fallen off the bus) seen at " + (
+        (NOW - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
