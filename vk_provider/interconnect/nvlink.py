@@ -10,12 +10,11 @@ all is not a dcgm-exporter's (an HTML error page, the wrong port) and is refused
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
 from vk_provider.interconnect.names import NVLINK_COUNTERS, NVLINK_FIELDS, NvlinkCounter
+from vk_provider.kit.exposition import parse_series_line
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """A dcgm-exporter with 8 GPUs and every field serves well under 1 MiB; more is not an exporter."""
@@ -83,19 +82,10 @@ async def fetch_nvlink_counters(
 def _parse_line(line: str, number: int) -> tuple[dict[str, str], int | None]:
     """(labels, value) of one series line; a NaN, negative or missing value reads as None."""
     try:
-        samples = [
-            sample for family in text_string_to_metric_families(line + "\n") for sample in family.samples
-        ]
+        _, labels, value = parse_series_line(line)
     except ValueError as error:
-        if not line.rsplit("}", maxsplit=1)[-1].split():  # a series without a value: absent, not malformed
-            return _parse_line(line + " NaN", number)
         raise NvlinkReadError(f"line {number} is not Prometheus text ({error}): {line[:160]!r}") from None
-    if len(samples) != 1:
-        raise NvlinkReadError(f"line {number} is not one series: {line[:160]!r}")
-    value = float(samples[0].value)
-    if math.isnan(value) or value < 0:
-        return dict(samples[0].labels), None
-    return dict(samples[0].labels), int(value)
+    return labels, None if value is None or value < 0 else int(value)
 
 
 def _gpu(gpu: str, uuid: str, values: dict[str, int]) -> GpuNvlink:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
 
+from vk_provider.kit.exposition import parse_series_line
 from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject, resource_path
 
 T = TypeVar("T")
@@ -117,27 +116,13 @@ def exposition_samples(
 
 
 def _sample(line: str, number: int) -> tuple[str, dict[str, str], float | None]:
-    """One exposition line through prometheus_client's parser; a blank value is None."""
+    """One exposition line; MalformedExporterText naming the line when it is not one series."""
     try:
-        return _parsed(line)
+        return parse_series_line(line)
     except ValueError as error:
-        # A series with no value at all: tolerated as absent if the line is otherwise well formed.
-        try:
-            name, labels, _ = _parsed(f"{line} NaN")
-        except ValueError:
-            raise MalformedExporterText(
-                f"line {number} is not Prometheus text ({error}): {line[:200]!r}"
-            ) from None
-        return name, labels, None
-
-
-def _parsed(line: str) -> tuple[str, dict[str, str], float | None]:
-    samples = [sample for family in text_string_to_metric_families(line + "\n") for sample in family.samples]
-    if len(samples) != 1:
-        raise ValueError(f"{len(samples)} samples in one line")
-    sample = samples[0]
-    value = float(sample.value)
-    return sample.name, dict(sample.labels), None if math.isnan(value) else value
+        raise MalformedExporterText(
+            f"line {number} is not Prometheus text ({error}): {line[:200]!r}"
+        ) from None
 
 
 def label_selector(selector: Mapping[str, Any]) -> str:
