@@ -70,11 +70,14 @@ class Reflector:
         self._description = description
         self.objects: dict[str, RawObject] = {}
         self.synced = asyncio.Event()
+        self.served = True
+        """False while the cluster does not serve the type (with `missing_type`: a 404 on the list)."""
         self.relists = 0
 
     async def _list(self) -> str:
         listing = await self._api.get(self._path, query=self._query, compact=True)
         fresh = {uid_of(item): trimmed(item) for item in listing.get("items", [])}
+        self.served = True
         gone = set(self.objects) - set(fresh)
         changed = [
             uid
@@ -145,6 +148,7 @@ class Reflector:
             self._missing_logged = True
         gone = list(self.objects)
         self.objects = {}
+        self.served = False
         self.synced.set()
         for uid in gone:
             await self._on_change(uid)

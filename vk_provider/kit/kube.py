@@ -112,6 +112,11 @@ class KubeApi:
         )
         return cls(api_client, budget=budget)
 
+    @property
+    def api_client(self) -> client.ApiClient:
+        """The connection, for another `KubeApi` on it (`vk_provider._kube.informers.CachedApi`)."""
+        return self._client
+
     async def close(self) -> None:
         await self._client.close()
 
