@@ -23,8 +23,8 @@ from aiohttp import web
 
 from vk_provider import __version__
 from vk_provider._kube.events import EventRecorder
+from vk_provider._kube.informers import CachedApi
 from vk_provider._kube.leaderelection import LeaderElector
-from vk_provider._kube.watching import Reflector
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.controller.dataplanes import (
     ENVOY_STATS_PATH,
@@ -36,6 +36,7 @@ from vk_provider.controller.dataplanes import (
 from vk_provider.controller.gatewayapi import GatewayRoutes
 from vk_provider.controller.homemetrics import HomeMetrics
 from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
+from vk_provider.controller.reads import cached_reads
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.apibudget import ApiBudget
@@ -311,7 +312,7 @@ async def serve_metrics(
 class Controller:
     def __init__(
         self,
-        api: KubeApi,
+        reads: CachedApi,
         reconciler: Reconciler,
         *,
         namespace: str | None,
@@ -330,8 +331,8 @@ class Controller:
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
-        path = offloads_path(namespace)
-        self.offloads = Reflector(api, path, query={}, on_change=self._changed, description="offloads")
+        # The reconciler reads Offloads from this very mirror: a pass queued by a change reads that change.
+        self.offloads = reads.informers.watch(offloads_path(namespace), self._changed).reflector
 
     async def _changed(self, uid: str) -> None:
         offload = self.offloads.objects.get(uid)
@@ -347,7 +348,6 @@ class Controller:
     async def run(self) -> None:
         try:
             async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self.offloads.run())
                 if self._claims is not None:
                     tasks.create_task(self._claims.run(self._queue.add))
                 for number in range(self._workers):
@@ -393,12 +393,62 @@ async def leading(
     await elector.run(lead)
 
 
+async def lead_term(
+    api: KubeApi,
+    arguments: argparse.Namespace,
+    *,
+    reads: CachedApi,
+    data_planes: DataPlanes,
+    events: EventRecorder,
+    metrics: ControllerMetrics,
+    policy_metrics: PolicyMetrics,
+) -> None:
+    """Reconcile Offloads (and run the policy) for one leader term, until cancelled."""
+    # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
+    claims = RouteClaims(api, namespace=arguments.namespace)
+    reconciler = Reconciler(
+        reads,
+        data_planes,
+        events,
+        claims=claims,
+        metrics=metrics,
+        unhealthy_taint_key=arguments.unhealthy_taint_key,
+    )
+    controller = Controller(
+        reads,
+        reconciler,
+        namespace=arguments.namespace,
+        workers=arguments.concurrent_reconciles,
+        claims=claims,
+    )
+    try:
+        if not arguments.policy:
+            await controller.run()
+            return
+        # The policy acts only while this replica leads: it is cancelled with the migrations.
+        policy = PolicyController(
+            reads, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval_seconds
+        )
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(controller.run(), name="offloads")
+            tasks.create_task(policy.run(), name="policy")
+    finally:
+        # The mirrors end with the term (a standby neither watches nor holds them); the next term's
+        # first reads start them again.
+        await reads.close()
+        # What a standby exported would stay frozen at its last leading moment: gone instead.
+        metrics.forget_offloads()
+        policy_metrics.forget_policies()
+
+
 async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
     api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     identity = arguments.leader_election_identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     events = EventRecorder(api, host=identity, component=COMPONENT)
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow
-    data_planes = configured_data_planes(api, arguments, metrics)
+    # Reads of what is watched come from mirrors, the data planes' lists of router pods included.
+    reads = cached_reads(api, namespace=arguments.namespace)
+    data_planes = configured_data_planes(reads, arguments, metrics)
     elector = leader_elector(api, arguments, identity)
 
     metrics.set_leader_source(elector.leading.is_set if arguments.leader_elect else lambda: True)
@@ -417,38 +467,15 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
         readiness.set_ready()
 
     async def lead() -> None:
-        # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
-        claims = RouteClaims(api, namespace=arguments.namespace)
-        reconciler = Reconciler(
+        await lead_term(
             api,
-            data_planes,
-            events,
-            claims=claims,
+            arguments,
+            reads=reads,
+            data_planes=data_planes,
+            events=events,
             metrics=metrics,
-            unhealthy_taint_key=arguments.unhealthy_taint_key,
+            policy_metrics=policy_metrics,
         )
-        controller = Controller(
-            api,
-            reconciler,
-            namespace=arguments.namespace,
-            workers=arguments.concurrent_reconciles,
-            claims=claims,
-        )
-        try:
-            if not arguments.policy:
-                await controller.run()
-                return
-            # The policy acts only while this replica leads: it is cancelled with the migrations.
-            policy = PolicyController(
-                api, events, metrics=policy_metrics, interval_seconds=arguments.policy_interval_seconds
-            )
-            async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(controller.run(), name="offloads")
-                tasks.create_task(policy.run(), name="policy")
-        finally:
-            # What a standby exported would stay frozen at its last leading moment: gone instead.
-            metrics.forget_offloads()
-            policy_metrics.forget_policies()
 
     tasks = [
         asyncio.create_task(events.run(), name="events"),

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from vk_provider._kube.informers import uncached
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject, resource_path
 from vk_provider.kit.timestamps import format_timestamp, parse_timestamp
 from vk_provider.offload.names import GROUP, WARM_UNTIL_ANNOTATION, WARMED_BY_ANNOTATION, offload_path
@@ -54,7 +55,7 @@ async def _checked(
     """Read, build a patch from what was read (None: nothing to write), write it with that read's
     resourceVersion; again on a conflict."""
     for _ in range(CONFLICT_RETRIES):
-        current = await api.get(path)
+        current = await uncached(api).get(path)
         patch = build(current)
         if patch is None:
             return None
