@@ -43,6 +43,7 @@ from vk_provider.policy.status import (
     demand_entry,
     gpu_metrics_condition,
     history_from_status,
+    needs_write,
     offload_entry,
     pool_entry,
 )
@@ -86,6 +87,7 @@ class Memory:
     reported: set[str] = dataclasses.field(default_factory=set)
     """Keys of the lasting situations reported already (re-reported once they end and come back)."""
     written: dict[str, Any] | None = None
+    written_at: datetime | None = None
 
 
 @dataclasses.dataclass
@@ -468,7 +470,8 @@ class PolicyController:
         if self._metrics is not None:
             ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in body["conditions"])
             self._metrics.ready(raw["metadata"]["name"], ready)
-        if body == memory.written:
+        since = (now - memory.written_at).total_seconds() if memory.written_at else float("inf")
+        if not needs_write(memory.written, body, seconds_since_written=since):
             return
         await self._api.request(
             "PATCH",
@@ -478,6 +481,7 @@ class PolicyController:
             content_type=MERGE_PATCH,
         )
         memory.written = body
+        memory.written_at = now
 
 
 def cap_message(observation: Observation) -> str:

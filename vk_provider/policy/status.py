@@ -346,3 +346,33 @@ def demand_entry(
     demand: dict[str, Any] = {"gpus": sum(gang.gpus for gang in observed.gangs), "gangs": gangs}
     demand["goneSince"] = format_timestamp(history.demand_gone_since) if history.demand_gone_since else None
     return demand
+
+
+CLOCK_REFRESH_SECONDS = 30.0
+"""How stale `waitingSeconds` may grow in the written status: the rest of the status is written when it
+changes; a gang's wait clock alone, which changes every pass, at most this often (every 2 s it was a
+write per pass for as long as training waited, all of it apiserver and etcd load)."""
+
+
+def _without_wait_clocks(body: Mapping[str, Any]) -> dict[str, Any]:
+    demand = body.get("demand")
+    if not isinstance(demand, Mapping):
+        return dict(body)
+    gangs = [
+        {key: value for key, value in gang.items() if key != "waitingSeconds"}
+        for gang in demand.get("gangs") or ()
+    ]
+    return {**body, "demand": {**demand, "gangs": gangs}}
+
+
+def needs_write(
+    written: Mapping[str, Any] | None, body: Mapping[str, Any], *, seconds_since_written: float
+) -> bool:
+    """Whether the status `body` must be written, `written` being what this leader wrote last."""
+    if written is None:
+        return True
+    if body == written:
+        return False
+    if _without_wait_clocks(body) != _without_wait_clocks(written):
+        return True
+    return seconds_since_written >= CLOCK_REFRESH_SECONDS

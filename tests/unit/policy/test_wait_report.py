@@ -18,7 +18,7 @@ from vk_provider.policy.admission.workload import read_workload
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.model import Gang, History, Observed
 from vk_provider.policy.spec import parse_policy
-from vk_provider.policy.status import demand_entry
+from vk_provider.policy.status import CLOCK_REFRESH_SECONDS, demand_entry, needs_write
 from vk_provider.policy.waiting import Stage, Wait, by_stage, waits
 
 pytestmark = pytest.mark.unit
@@ -191,3 +191,16 @@ def test_a_cluster_queue_lists_its_checks_either_way() -> None:
 def test_the_message_while_home_pods_leave_names_the_offload_in_plain_words() -> None:
     wait = Wait(Stage.PODS_LEAVING, 3.0, ("default/tokens",))
     assert wait.message() == "waiting for GPUs: the home pods of default/tokens are leaving"
+
+
+def test_a_wait_clock_alone_rewrites_the_status_at_most_every_half_minute() -> None:
+    def body(waited: int, *, gpus: int = 4) -> dict[str, Any]:
+        gangs = [{"name": "job", "gpus": gpus, "waitingSeconds": waited, "waitingFor": "ShiftingTraffic"}]
+        return {"demand": {"gpus": gpus, "gangs": gangs}, "conditions": []}
+
+    assert needs_write(None, body(0), seconds_since_written=0)
+    assert not needs_write(body(2), body(2), seconds_since_written=300)
+    assert not needs_write(body(2), body(4), seconds_since_written=2)  # only the clock moved
+    assert not needs_write(body(2), body(30), seconds_since_written=CLOCK_REFRESH_SECONDS - 1)
+    assert needs_write(body(2), body(32), seconds_since_written=CLOCK_REFRESH_SECONDS)
+    assert needs_write(body(2, gpus=4), body(4, gpus=8), seconds_since_written=2)  # something else changed
