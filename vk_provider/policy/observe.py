@@ -74,8 +74,17 @@ async def observe(
     jobs = await _items(api, resource_path("batch/v1", "jobs"), None)
     gangs = with_declared_jobs(_gangs(policy, pods, pool), jobs, policy)
     gangs = _merged(gangs, await podgroups.demand(policy))
+    # Each node and each Offload reads only its own pods: grouped once, not scanned per node and per
+    # Offload (200 nodes and 1,000 Offloads over 10,000 pods made a pass seconds of CPU).
+    index = PodIndex(pods)
     pool_nodes = tuple(
-        _pool_node(policy, node, pods, report.nodes.get(node["metadata"]["name"])) for node in nodes
+        _pool_node(
+            policy,
+            node,
+            index.on_node(node["metadata"]["name"]),
+            report.nodes.get(node["metadata"]["name"]),
+        )
+        for node in nodes
     )
     unhealthy = {
         node.name for node in pool_nodes if not node.health.healthy or policy.health.taint_key in node.taints
@@ -83,13 +92,49 @@ async def observe(
     views = []
     for _, offload in sorted(offloads.items()):
         deployment = await _home_deployment(api, offload)
-        views.append(_offload_view(policy, offload, deployment, pods, pool, unhealthy=unhealthy))
+        selector = ((deployment or {}).get("spec") or {}).get("selector") or {}
+        selected = index.selected(offload["metadata"]["namespace"], selector)
+        views.append(_offload_view(policy, offload, deployment, selected, pool, unhealthy=unhealthy))
     observed = Observed(
         gangs=tuple(sorted(gangs, key=lambda gang: gang.key)), nodes=pool_nodes, offloads=tuple(views)
     )
     return Observation(
         observed, nodes, offloads, report, tuple(problems), pod_groups_unavailable=podgroups.unavailable()
     )
+
+
+class PodIndex:
+    """One pass's pods, grouped so that each node and each Offload reads only its own: by node at once,
+    by a label key the first time an Offload's selector asks for it."""
+
+    def __init__(self, pods: Sequence[RawObject]) -> None:
+        self._pods = pods
+        self._by_node: dict[str, list[RawObject]] = defaultdict(list)
+        for pod in pods:
+            if node := (pod.get("spec") or {}).get("nodeName"):
+                self._by_node[str(node)].append(pod)
+        self._by_label: dict[str, dict[tuple[str, str], list[RawObject]]] = {}
+
+    def on_node(self, name: str) -> Sequence[RawObject]:
+        return self._by_node.get(name, ())
+
+    def selected(self, namespace: str, selector: Mapping[str, Any]) -> Sequence[RawObject]:
+        """The pods of `namespace` carrying one of the selector's `matchLabels` (a superset of those it
+        selects; none for a selector without them, which `_selects` refuses too)."""
+        wanted: Mapping[str, str] = selector.get("matchLabels") or {}
+        if not wanted:
+            return ()
+        key, value = min(wanted.items())
+        grouped = self._by_label.get(key)
+        if grouped is None:
+            grouped = defaultdict(list)
+            for pod in self._pods:
+                metadata = pod.get("metadata") or {}
+                labels = metadata.get("labels") or {}
+                if key in labels:
+                    grouped[(str(metadata.get("namespace", "")), str(labels[key]))].append(pod)
+            self._by_label[key] = grouped
+        return grouped.get((namespace, str(value)), ())
 
 
 async def _items(
@@ -167,6 +212,7 @@ def policy_taints(node: RawObject) -> frozenset[str]:
 def _pool_node(
     policy: PolicySpec, node: RawObject, pods: Sequence[RawObject], health: NodeHealth | None
 ) -> PoolNode:
+    """The node as the policy weighs it; `pods` are those bound to it (others are skipped anyway)."""
     name = node["metadata"]["name"]
     spec = node.get("spec") or {}
     taints = [t for t in spec.get("taints") or () if t.get("effect") in BLOCKING_EFFECTS]

@@ -7,10 +7,13 @@ from typing import Any
 
 import pytest
 
-from tests.unit.policy.fixtures import policy
+from tests.unit.policy.fixtures import NOW, policy
+from vk_provider.kit.quantity import parse_quantity
 from vk_provider.policy import observe
+from vk_provider.policy import pods as pods_module
 from vk_provider.policy.model import Gang
-from vk_provider.policy.pods import gang_name, template_gpus
+from vk_provider.policy.pods import gang_name, pod_gpus, template_gpus
+from vk_provider.policy.signals import NoHealthSignal, NoPodGroups
 
 pytestmark = pytest.mark.unit
 GPU = "nvidia.com/gpu"
@@ -156,3 +159,86 @@ def test_an_offload_view_reads_its_annotations_and_home_gpus() -> None:
     assert len(view.policy_flips) == 1
     assert view.last_change is not None
     assert view.last_change.second == 1
+
+
+class CountedPod(dict[str, Any]):
+    """A pod that counts how often a pass reads its fields."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        CountedPod.reads += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        CountedPod.reads += 1
+        return super().__getitem__(key)
+
+
+class ListingApi:
+    """Answers the policy's GETs from fixed lists, by path."""
+
+    def __init__(self, nodes: int, offloads: int, pods: int) -> None:
+        self.answers: dict[str, Any] = {
+            "/api/v1/nodes": [
+                {
+                    "metadata": {"name": f"gpu-{index}", "labels": {"pool": "home-gpu"}},
+                    "status": {"capacity": {GPU: "8"}, "allocatable": {GPU: "8"}},
+                }
+                for index in range(nodes)
+            ],
+            "/api/v1/pods": [
+                CountedPod(pod(f"p{index}", node=f"gpu-{index % max(nodes, 1)}")) for index in range(pods)
+            ],
+            "/apis/offload.vk-provider.dev/v1alpha1/offloads": [
+                {
+                    "metadata": {"name": f"llm-{index}", "namespace": "train", "uid": f"u{index}"},
+                    "spec": {"home": {"deployment": f"llm-{index}"}},
+                }
+                for index in range(offloads)
+            ],
+            "/apis/batch/v1/jobs": [],
+        }
+
+    async def get(self, path: str, *, query: Any = None) -> dict[str, Any]:
+        if path in self.answers:
+            return {"items": self.answers[path]}
+        name = path.rsplit("/", 1)[1]  # a home Deployment
+        selector = {"matchLabels": {"app": name}}
+        return {"metadata": {"name": name}, "spec": {"replicas": 1, "selector": selector, "template": {}}}
+
+
+async def test_a_pass_reads_each_pod_a_bounded_number_of_times_whatever_the_nodes_and_offloads() -> None:
+    async def reads_per_pod(nodes: int, offloads: int, pods: int) -> float:
+        CountedPod.reads = 0
+        await observe.observe(
+            ListingApi(nodes, offloads, pods),  # type: ignore[arg-type]
+            policy(),
+            NOW,
+            health=NoHealthSignal(),
+            podgroups=NoPodGroups(),
+        )
+        return CountedPod.reads / pods
+
+    small = await reads_per_pod(nodes=2, offloads=2, pods=200)
+    large = await reads_per_pod(nodes=50, offloads=50, pods=200)
+    # Scanned per node and per Offload, a pod was read some 2 x (nodes + offloads) times: 200 here.
+    assert large <= small * 1.2, (small, large)
+
+
+def test_a_pass_parses_each_spelling_of_a_quantity_once_and_none_for_pods_without_gpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str] = []
+    real = parse_quantity
+
+    def counting(text: str) -> Any:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(pods_module, "parse_quantity", counting)
+    pods_module._parsed.cache_clear()
+    cpu_only = {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}]}
+    assert [pod_gpus({"spec": cpu_only}, GPU) for _ in range(100)] == [0] * 100
+    assert [pod_gpus(pod(f"p{index}", gpus=2), GPU) for index in range(100)] == [2] * 100
+    assert parsed == ["2"]
