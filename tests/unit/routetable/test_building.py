@@ -794,3 +794,127 @@ def test_a_kept_route_sends_its_hosts_home_until_an_offload_takes_it_over() -> N
     assert [route.key for route in result.table.routes] == ["ml/chat"]
     assert [item.key for item in result.skipped] == ["team/chat"]
     assert result.skipped[0].reason.startswith("kept route: ")
+
+
+# --- rebuilding with a memo: only the changed objects are read, and the result is a fresh build's ---
+
+
+def _cluster() -> dict[str, list[dict[str, Any]]]:
+    """Two Offloads, their home slices and away pods, one virtual node: the mirrors' lists."""
+    return {
+        "offloads": [
+            _offload(hosts=["chat.example.com"]),
+            _offload("embed", service="embed-svc", hosts=["embed.example.com"]),
+        ],
+        "slices": [
+            _slice([_endpoint("10.0.0.1"), _endpoint("10.0.0.2")]),
+            _slice([_endpoint("10.0.1.1")], service="embed-svc", name="embed-svc-abcde"),
+        ],
+        "pods": [
+            _pod("chat-away-0", address="http://10.9.0.1:9000"),
+            _pod("chat-away-1", address="http://10.9.0.2:9000"),
+            _pod("embed-away-0", offload="embed", address="http://10.9.1.1:9000"),
+        ],
+        "nodes": [_node()],
+    }
+
+
+def _build(
+    cluster: dict[str, list[dict[str, Any]]], memo: building.BuildMemo | None = None, **settings: Any
+) -> BuildResult:
+    return build_routes(
+        cluster["offloads"],
+        cluster["slices"],
+        cluster["pods"],
+        virtual_nodes=cluster["nodes"],
+        memo=memo,
+        **settings,
+    )
+
+
+def test_a_build_with_a_memo_gives_what_a_fresh_build_gives_through_a_run_of_changes() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    steps: list[tuple[str, Any]] = [
+        ("start", lambda: None),
+        ("a pod turns not ready", lambda: cluster["pods"].__setitem__(0, _pod("chat-away-0", ready=False))),
+        ("a pod is deleted", lambda: cluster["pods"].pop(1)),
+        (
+            "a weight changes",
+            lambda: cluster["offloads"].__setitem__(0, _offload(hosts=["chat.example.com"], away_weight=75)),
+        ),
+        (
+            "a slice drains",
+            lambda: cluster["slices"].__setitem__(
+                0, _slice([_endpoint("10.0.0.1", ready=False, serving=True, terminating=True)])
+            ),
+        ),
+        (
+            "an untrusted slice appears",
+            lambda: cluster["slices"].append(_slice([_endpoint("6.6.6.6")], name="forged", manager="me")),
+        ),
+        (
+            "an Offload claims a held host",
+            lambda: cluster["offloads"].append(
+                _offload("thief", namespace="other", hosts=["chat.example.com"])
+            ),
+        ),
+        ("the node goes not ready", lambda: cluster.__setitem__("nodes", [_node(ready="Unknown")])),
+        (
+            "an Offload goes invalid",
+            lambda: cluster["offloads"].__setitem__(1, _offload("embed", service="embed-svc", prefix="v1")),
+        ),
+    ]
+    for what, change in steps:
+        change()
+        # The lists are new each time (the mirrors' values), the unchanged objects the same ones.
+        remembered = _build(
+            {key: list(value) for key, value in cluster.items()},
+            memo,
+            active_checks={"http://10.9.0.1:9000": True},
+        )
+        fresh = _build(cluster, active_checks={"http://10.9.0.1:9000": True})
+        assert remembered == fresh, what
+
+
+def test_a_rebuild_reads_only_the_objects_that_changed_and_keeps_the_unchanged_routes() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    first = _build(cluster, memo)
+    assert (memo.offloads.reads, memo.endpoint_slices.reads, memo.away_pods.reads) == (2, 2, 3)
+    cluster["pods"][2] = _pod("embed-away-0", offload="embed", address="http://10.9.1.9:9000")
+    second = _build(cluster, memo)
+    assert (memo.offloads.reads, memo.endpoint_slices.reads, memo.away_pods.reads) == (2, 2, 4)
+    chat_before, embed_before = first.table.routes
+    chat_after, embed_after = second.table.routes
+    assert chat_after is chat_before  # nothing of it changed: the same route, compared at a glance
+    assert embed_after is not embed_before
+    assert [endpoint.url for endpoint in embed_after.away] == ["http://10.9.1.9:9000"]
+
+
+def test_a_memo_forgets_the_objects_that_are_gone() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    _build(cluster, memo)
+    gone = cluster["pods"].pop()
+    _build(cluster, memo)
+    cluster["pods"].append(gone)
+    _build(cluster, memo)
+    assert memo.away_pods.reads == 4  # read again: the memo held it no longer
+
+
+def test_new_traffic_keys_or_slice_managers_read_every_object_again() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    _build(cluster, memo)
+    rotated = _build(cluster, memo, traffic_keys=(OTHER_KEY,))
+    assert rotated == _build(cluster, traffic_keys=(OTHER_KEY,))
+    assert len(rotated.unverified) == 3
+    assert memo.away_pods.reads == 6
+    trusting = _build(
+        cluster, memo, traffic_keys=(OTHER_KEY,), slice_managers=SliceManagers.with_extra(["me"])
+    )
+    assert trusting == _build(
+        cluster, traffic_keys=(OTHER_KEY,), slice_managers=SliceManagers.with_extra(["me"])
+    )
+    assert memo.endpoint_slices.reads == 4
