@@ -158,7 +158,8 @@ def test_a_pickled_table_matches_as_the_original_and_carries_no_index() -> None:
     assert copy == TABLE
     assert b"_index" not in payload
     found = copy.match("chat.example.com", "/admin/x")
-    assert found is not None and found.name == "chat-admin"
+    assert found is not None
+    assert found.name == "chat-admin"
 
 
 def test_a_thousand_routes_are_matched_by_host_without_testing_the_others(
@@ -180,5 +181,6 @@ def test_a_thousand_routes_are_matched_by_host_without_testing_the_others(
     monkeypatch.setattr(table_module, "path_has_prefix", recording_prefix)
     monkeypatch.setattr(RouteMatch, "matches", recording_match)
     found = table.match("m999.example", "/x")
-    assert found is not None and found.name == "m999"
+    assert found is not None
+    assert found.name == "m999"
     assert len(tests) <= 1  # the host's own route at most, not a scan of the thousand
