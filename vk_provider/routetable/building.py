@@ -74,7 +74,9 @@ endpoints, no away side. It claims like the Offload did, so its hosts stay with 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Generic, TypeVar
@@ -275,9 +277,14 @@ class BuildMemo:
         """By the Offload's id: the template and the route made of it. The Offload is held by the
         offloads' readings (`finish` keeps both for the same objects), so no other takes its id."""
         self._built: dict[int, tuple[Route, Route]] = {}
+        self._resolved: tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], Claims] | None = None
+        """The Offloads and KeptRoutes the claims were last resolved for (held, so their ids stay
+        theirs), and the outcome."""
         self._managers = SliceManagers()
         self._signing_scope = SigningScope()
         self._seals = _Seals((), accept_unsigned=False)
+        self._read_slice = functools.partial(_read_slice, managers=self._managers)
+        self._read_pod = functools.partial(_read_pod, signing_scope=self._signing_scope, seals=self._seals)
 
     def start(self, managers: SliceManagers, signing_scope: SigningScope, seals: _Seals) -> None:
         if managers != self._managers:
@@ -285,9 +292,30 @@ class BuildMemo:
         if signing_scope != self._signing_scope or seals != self._seals:
             self.away_pods.clear()
         self._managers, self._signing_scope, self._seals = managers, signing_scope, seals
+        self._read_slice = functools.partial(_read_slice, managers=managers)
+        self._read_pod = functools.partial(_read_pod, signing_scope=signing_scope, seals=seals)
+
+    def resolved_claims(
+        self, offloads: list[Mapping[str, Any]], kept_routes: list[Mapping[str, Any]]
+    ) -> Claims:
+        """The claims of these Offloads and KeptRoutes: the last build's when they are the same objects
+        (a change of a pod or a slice leaves every claim as it was)."""
+        last = self._resolved
+        if (
+            last is not None
+            and len(last[0]) == len(offloads)
+            and len(last[1]) == len(kept_routes)
+            and all(map(operator.is_, last[0], offloads))
+            and all(map(operator.is_, last[1], kept_routes))
+        ):
+            return last[2]
+        claims = resolve_claims(offloads, retained_routes(kept_routes), claim_of=self.claim)
+        self.claims.finish()  # keep the claims of these Offloads until the claims are resolved again
+        self._resolved = (offloads, kept_routes, claims)
+        return claims
 
     def finish(self) -> None:
-        for readings in (self.offloads, self.endpoint_slices, self.away_pods, self.claims):
+        for readings in (self.offloads, self.endpoint_slices, self.away_pods):
             readings.finish()
         self._routes, self._built = self._built, {}
 
@@ -298,12 +326,10 @@ class BuildMemo:
         return self.claims.get(offload, live_claim)
 
     def endpoint_slice(self, endpoint_slice: Mapping[str, Any]) -> _SliceReading | None:
-        managers = self._managers
-        return self.endpoint_slices.get(endpoint_slice, lambda found: _read_slice(found, managers))
+        return self.endpoint_slices.get(endpoint_slice, self._read_slice)
 
     def away_pod(self, pod: Mapping[str, Any]) -> _PodReading | None:
-        scope, seals = self._signing_scope, self._seals
-        return self.away_pods.get(pod, lambda found: _read_pod(found, scope, seals))
+        return self.away_pods.get(pod, self._read_pod)
 
     def route(
         self,
@@ -406,10 +432,8 @@ def build_routes(
             continue
         routes.append(memo.route(offload, reading.template, reading.home_service, home_index, away_index))
     routed = {route.key for route in routes}
-    claims = resolve_claims(
-        (offload for offload, reading in readings if reading.key in routed),
-        retained_routes(kept_routes),
-        claim_of=memo.claim,
+    claims = memo.resolved_claims(
+        [offload for offload, reading in readings if reading.key in routed], list(kept_routes)
     )
     routes = _drop_claim_losers(claims, routes, skipped)
     routes.extend(_kept_route(kept, home_index) for kept in claims.kept)
@@ -696,7 +720,8 @@ class _PodReading:
     """The address as an endpoint URL; None when it is not an http(s) URL."""
     auth: TrafficAuth | _Distrust | None
     """As `_trusted_auth` says (None also when there is no URL)."""
-    check_url: str
+    check_target: CheckTarget | None
+    """Its address and what to GET there, when its address is taken without signing."""
     ready: bool
     """Its `Ready` condition is `True`."""
     containers_ready: bool
@@ -735,7 +760,7 @@ def _read_pod(pod: Mapping[str, Any], signing_scope: SigningScope, seals: _Seals
         address=address,
         url=url,
         auth=auth,
-        check_url=(url or "") + _check_path(pod),
+        check_target=CheckTarget(url, url + _check_path(pod)) if url and auth is None else None,
         ready=is_ready,
         containers_ready=_condition(pod, "ContainersReady") == "True",
         ready_flipped=parse_timestamp(ready.get("lastTransitionTime")),
@@ -775,8 +800,9 @@ def _index_away_endpoints(
     refused: list[RefusedSigning] = []
     unverified: list[UnverifiedPod] = []
     targets: dict[str, CheckTarget] = {}
+    read = memo.away_pod
     for pod in away_pods:
-        reading = memo.away_pod(pod)
+        reading = read(pod)
         if reading is None:
             continue
         if reading.forged:
@@ -798,8 +824,8 @@ def _index_away_endpoints(
             else:
                 refused.append(RefusedSigning(*reading.identity, auth.reason))
             continue
-        if auth is None:  # a signed endpoint (a managed service's invocation URL) takes no GET
-            targets[url] = CheckTarget(url, reading.check_url)
+        if reading.check_target is not None:  # a signed endpoint (an invocation URL) takes no GET
+            targets[url] = reading.check_target
         endpoint = _serving_endpoint(reading, url, auth, node, active_checks)
         if endpoint is not None:
             _add(index, (reading.namespace, reading.offload), endpoint)

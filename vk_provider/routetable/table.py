@@ -193,6 +193,8 @@ class _MatchIndex:
 
 
 def _longest_first(routes: list[Route]) -> tuple[Route, ...]:
+    if len(routes) == 1:  # most hosts have one route: nothing to sort
+        return (routes[0],)
     return tuple(sorted(routes, key=lambda route: -len(route.match.path_prefix)))
 
 
