@@ -126,6 +126,7 @@ __all__ = [
     "UntrustedPod",
     "UntrustedSlice",
     "UnverifiedPod",
+    "away_pod_fields",
     "build_routes",
     "build_table",
 ]
@@ -732,6 +733,51 @@ class _PodReading:
     serving: Endpoint | None = None
     """Its endpoint when it is Ready, trusted and takes plain or signed requests: the same object
     from build to build, so routes built of it compare equal at a glance."""
+
+
+def away_pod_fields(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the route feed keeps of an away pod: the fields `build_routes` reads, and the identity a
+    mirror needs. A pod of a real cluster carries its whole spec (containers, environment, volumes,
+    tolerations) and container statuses, several times what the table needs, for every away pod.
+
+    Kept: metadata's name, namespace, uid, resourceVersion, deletionTimestamp, the Offload label
+    and the old traffic annotations (to warn about them); spec's nodeName and each container's
+    readiness probe path; every status condition's type, status, message and lastTransitionTime.
+    """
+    metadata = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    labels = _mapping(metadata.get("labels"))
+    annotations = _mapping(metadata.get("annotations"))
+    kept_metadata = {
+        key: metadata[key]
+        for key in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+        if key in metadata
+    }
+    if OFFLOAD_LABEL in labels:
+        kept_metadata["labels"] = {OFFLOAD_LABEL: labels[OFFLOAD_LABEL]}
+    forged = {name: annotations[name] for name in UNTRUSTED_ANNOTATIONS if name in annotations}
+    if forged:
+        kept_metadata["annotations"] = forged
+    kept_spec: dict[str, Any] = {
+        "containers": [_probe_path_only(item) for item in spec.get("containers") or ()]
+    }
+    if "nodeName" in spec:
+        kept_spec["nodeName"] = spec["nodeName"]
+    conditions = [
+        {
+            key: condition[key]
+            for key in ("type", "status", "message", "lastTransitionTime")
+            if key in condition
+        }
+        for condition in _conditions(pod)
+    ]
+    return {"metadata": kept_metadata, "spec": kept_spec, "status": {"conditions": conditions}}
+
+
+def _probe_path_only(container: Any) -> dict[str, Any]:
+    """A container as `_check_path` reads it: its readiness probe's `httpGet` path, if any."""
+    path = _mapping(_mapping(_mapping(container).get("readinessProbe")).get("httpGet")).get("path")
+    return {"readinessProbe": {"httpGet": {"path": path}}} if path is not None else {}
 
 
 def _read_pod(pod: Mapping[str, Any], signing_scope: SigningScope, seals: _Seals) -> _PodReading | None:

@@ -58,6 +58,7 @@ from vk_provider.routetable.building import (
     UntrustedPod,
     UntrustedSlice,
     UnverifiedPod,
+    away_pod_fields,
     build_routes,
 )
 from vk_provider.routetable.health import ActiveChecks, CheckSettings
@@ -155,6 +156,7 @@ class TableFeed:
             query={"labelSelector": OFFLOAD_LABEL},
             on_change=self._changed,
             description="away pods",
+            keep=away_pod_fields,  # a pod's fields the table reads: a fraction of a whole pod
         )
         self.virtual_nodes = Reflector(
             api,

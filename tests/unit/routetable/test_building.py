@@ -918,3 +918,73 @@ def test_new_traffic_keys_or_slice_managers_read_every_object_again() -> None:
         cluster, traffic_keys=(OTHER_KEY,), slice_managers=SliceManagers.with_extra(["me"])
     )
     assert memo.endpoint_slices.reads == 4
+
+
+def _every_kind_of_away_pod() -> list[dict[str, Any]]:
+    """Away pods in each state the table tells apart, and a few malformed ones."""
+    forged = _pod("forged", address="http://10.9.0.7:9000")
+    forged["metadata"]["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: "http://6.6.6.6", "team": "ml"}
+    odd_containers = _pod("odd", address="http://10.9.0.8:9000")
+    odd_containers["spec"]["containers"] = ["not a container", {"readinessProbe": {"httpGet": {"path": 7}}}]
+    no_label = _pod("no-label", address="http://10.9.0.9:9000")
+    del no_label["metadata"]["labels"]
+    return [
+        _pod("ready", address="http://10.9.0.1:9000", probe_path="health"),
+        _pod("not-ready", address="http://10.9.0.2:9000", ready=False),
+        _pod("kept", address="http://10.9.0.3:9000", ready=False, containers_ready=True),
+        _pod("draining", address="http://10.9.0.4:9000", deleting=True),
+        _pod("signed", address=SAGEMAKER_URL, auth="aws-sigv4; service=sagemaker; region=eu-west-1"),
+        _pod("refused", address=SAGEMAKER_URL, auth="aws-sigv4; service=iam; region=eu-west-1"),
+        _pod("foreign", address="http://10.9.0.5:9000", node="aks-virtual-node"),
+        _pod("unsealed", address="http://10.9.0.6:9000", seal_key=None),
+        _pod("bad-seal", address="http://10.9.0.10:9000", seal_key=OTHER_KEY),
+        _pod("no-address", address=None),
+        _pod("not-a-url", address="ftp://10.9.0.11"),
+        forged,
+        odd_containers,
+        no_label,
+    ]
+
+
+@pytest.mark.parametrize("accept_unsigned", [False, True])
+def test_the_fields_the_feed_keeps_of_an_away_pod_build_what_the_whole_pod_builds(
+    accept_unsigned: bool,
+) -> None:
+    pods = _every_kind_of_away_pod()
+    for pod in pods:  # what a real pod carries besides: none of it may matter
+        pod["spec"]["volumes"] = [{"name": "token", "projected": {"sources": []}}]
+        pod["spec"]["containers"].append({"name": "sidecar", "env": [{"name": "A", "value": "b"}]})
+        pod["status"]["containerStatuses"] = [{"name": "app", "ready": True}]
+        pod["metadata"]["resourceVersion"] = "42"
+    kept = [building.away_pod_fields(pod) for pod in pods]
+    settings: dict[str, Any] = {
+        "virtual_nodes": [_node(ready="Unknown")],  # so that the checks keep the pod "kept"
+        "active_checks": {"http://10.9.0.3:9000": True},
+        "accept_unsigned": accept_unsigned,
+    }
+    whole = build_routes([_offload()], [], pods, **settings)
+    assert build_routes([_offload()], [], kept, **settings) == whole
+    # Each case is live: served, kept on checks, draining, signed, or reported.
+    served = {endpoint.url for endpoint in whole.table.routes[0].away}
+    assert len(served) == (7 if accept_unsigned else 6)
+    assert any(endpoint.kept_on_active_checks for endpoint in whole.table.routes[0].away)
+    assert [len(found) for found in (whole.foreign, whole.refused_signing, whole.untrusted)] == [1, 1, 1]
+    assert len(whole.unverified) == (1 if accept_unsigned else 2)
+
+
+def test_the_feed_keeps_an_away_pods_identity_and_not_its_spec() -> None:
+    pod = _pod("chat-away-0", probe_path="/health")
+    pod["spec"]["volumes"] = [{"name": "token"}]
+    pod["metadata"]["resourceVersion"] = "42"
+    kept = building.away_pod_fields(pod)
+    assert kept["metadata"] == {
+        "name": "chat-away-0",
+        "namespace": "ml",
+        "uid": "uid-chat-away-0",
+        "resourceVersion": "42",
+        "labels": {OFFLOAD_LABEL: "chat"},
+    }
+    assert kept["spec"] == {
+        "containers": [{"readinessProbe": {"httpGet": {"path": "/health"}}}],
+        "nodeName": VIRTUAL_NODE,
+    }
