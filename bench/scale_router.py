@@ -67,8 +67,9 @@ from benchkit import (
     write_report,
 )
 from vk_devtools.routescale import SCALE_KEY, RouteInputs, route_inputs
+from vk_provider.kit.kube import decode_compact
 from vk_provider.router import Router
-from vk_provider.routetable.building import BuildMemo, build_routes
+from vk_provider.routetable.building import BuildMemo, away_pod_fields, build_routes
 
 BENCHMARK = "scale_router"
 RUNNER = Path(__file__).with_name("router_runner.py")
@@ -88,9 +89,13 @@ BACKEND_BODY = b"ok"
 
 
 def mirrors(routes: int) -> RouteInputs:
-    """The reflectors' objects for `routes` Offloads, each kind parsed from one JSON list, as listed."""
-    built = route_inputs(routes)
-    return RouteInputs(*(json.loads(json.dumps(objects)) for objects in _kinds(built)))
+    """The reflectors' objects for `routes` Offloads, as the feed's reflectors keep them: each kind
+    decoded from one JSON list (`decode_compact`: keys and short strings shared), the away pods cut
+    to the fields the table reads (`away_pod_fields`, the away pods reflector's `keep`)."""
+    offloads, slices, pods, nodes = (
+        decode_compact(json.dumps(objects)) for objects in _kinds(route_inputs(routes))
+    )
+    return RouteInputs(offloads, slices, [away_pod_fields(pod) for pod in pods], nodes)
 
 
 def _kinds(inputs: RouteInputs) -> tuple[list[dict[str, Any]], ...]:

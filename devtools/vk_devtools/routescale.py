@@ -230,6 +230,18 @@ def away_pod(index: int, replica: int) -> dict[str, Any]:
                         "successThreshold": 1,
                         "failureThreshold": 3,
                     },
+                    "env": [
+                        {"name": "HF_HOME", "value": "/models/cache"},
+                        {"name": "VLLM_PORT", "value": "8080"},
+                        {"name": "MODEL_NAME", "value": f"org/{service}"},
+                    ],
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access-x7k2p",
+                            "readOnly": True,
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        }
+                    ],
                     "terminationMessagePath": "/dev/termination-log",
                     "terminationMessagePolicy": "File",
                     "imagePullPolicy": "IfNotPresent",
@@ -241,8 +253,52 @@ def away_pod(index: int, replica: int) -> dict[str, Any]:
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
             "tolerations": [
-                {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}
+                {"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
             ],
+            "volumes": [
+                {
+                    "name": "kube-api-access-x7k2p",
+                    "projected": {
+                        "defaultMode": 420,
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                            {
+                                "downwardAPI": {
+                                    "items": [
+                                        {
+                                            "path": "namespace",
+                                            "fieldRef": {
+                                                "apiVersion": "v1",
+                                                "fieldPath": "metadata.namespace",
+                                            },
+                                        }
+                                    ]
+                                }
+                            },
+                        ],
+                    },
+                }
+            ],
+            "securityContext": {},
+            "preemptionPolicy": "PreemptLowerPriority",
             "priority": 0,
             "enableServiceLinks": True,
         },
@@ -250,6 +306,8 @@ def away_pod(index: int, replica: int) -> dict[str, Any]:
             "phase": "Running",
             "hostIP": "10.250.0.1",
             "podIP": "10.250.1.1",
+            "podIPs": [{"ip": "10.250.1.1"}],
+            "hostIPs": [{"ip": "10.250.0.1"}],
             "startTime": CREATED,
             "qosClass": "Burstable",
             "conditions": [
@@ -280,6 +338,8 @@ def away_pod(index: int, replica: int) -> dict[str, Any]:
                     "restartCount": 0,
                     "image": "vllm/vllm-openai:v0.6.3",
                     "imageID": "",
+                    "containerID": f"vk-provider://{uid}/server",
+                    "lastState": {},
                     "state": {"running": {"startedAt": CREATED}},
                 }
             ],
