@@ -1,6 +1,6 @@
 """The router at scale: what its route table costs with 10, 100 and 1,000 Offloads (issue 35).
 
-Three figures per table size R, from the route table's own code, without a control plane (the
+Three sets of figures per table size R, from the route table's own code, without a control plane (the
 router's feed is a set of mirrors of the cluster's objects, handed to `build_routes`; here the mirrors
 are built, not watched):
 
@@ -10,14 +10,16 @@ are built, not watched):
   list. Timed: a first build from nothing (`build_routes` without a memo: the router's start, or a
   traffic-key rotation), and the rebuild the feed does after one change (an away pod turning Ready or
   not Ready: `build_routes` with the feed's `BuildMemo`, then the comparison with the table applied),
-  median and p99 over the repeats; and the router's `update` with the new table.
+  median and p99 over the repeats; the router's `update` with the new table; and the xDS server's
+  (`XdsServer.update`: the same table as Envoy's resources, for the `envoy` data plane), first from
+  nothing, then after the change.
 - **memory per route**: tracemalloc's count of the bytes the mirrors hold, and of those the built
   table and the memo hold, divided by R.
 - **request latency through the real router**: `router_runner.py --routes R` (the shipped Router, in
   its own process, uvloop when importable) for R = 10 and R = 1,000, side by side, both in front of
   one backend process (a fixed `200 ok`); one client sends requests one at a time on a kept-alive
-  connection, each for the next of the table's hosts in turn, in rounds that alternate the two
-  routers so that whatever else the machine does lands on both. p50 and p99 per size, and the ratio.
+  connection to each, to the two routers in turn (so that whatever else the machine does lands on
+  both alike), each request for the next of its table's hosts. p50 and p99 per size, and the ratio.
 
 Targets (issue 35): memory per Offload in the router at most 50 KB; p99 with 1,000 routes within 10%
 of the p99 with 10; rebuild time growing at most linearly (from 100 to 1,000 routes: at most
@@ -70,6 +72,7 @@ from vk_devtools.routescale import SCALE_KEY, RouteInputs, route_inputs
 from vk_provider.kit.kube import decode_compact
 from vk_provider.router import Router
 from vk_provider.routetable.building import BuildMemo, away_pod_fields, build_routes
+from vk_provider.xds.server import XdsServer
 
 BENCHMARK = "scale_router"
 RUNNER = Path(__file__).with_name("router_runner.py")
@@ -150,15 +153,22 @@ class _Rebuilding:
         self.memo = BuildMemo()
         self.applied = _build(self.inputs, self.memo).table
         self.router = Router(self.applied)
+        self.xds = XdsServer()
+        self.xds.update(self.applied)
         self.changes = 0
         self.first_builds: list[float] = []
         self.rebuilds: list[float] = []
         self.updates: list[float] = []
+        self.xds_first: list[float] = []
+        self.xds_updates: list[float] = []
 
     def first_build(self) -> None:
         started = time.perf_counter()
         _build(self.inputs, None)
-        self.first_builds.append(time.perf_counter() - started)
+        built = time.perf_counter()
+        XdsServer().update(self.applied)
+        self.first_builds.append(built - started)
+        self.xds_first.append(time.perf_counter() - built)
 
     def one_change(self) -> None:
         """Flip one away pod's Ready (a different one each time, spread over the table), rebuild as the
@@ -174,8 +184,11 @@ class _Rebuilding:
         if not changed:
             raise BenchError(f"flipping away pod {index}'s Ready did not change the table")
         self.router.update(table)
+        updated = time.perf_counter()
+        self.xds.update(table)
         self.applied = table
-        self.updates.append(time.perf_counter() - rebuilt)
+        self.xds_updates.append(time.perf_counter() - updated)
+        self.updates.append(updated - rebuilt)
         self.rebuilds.append(rebuilt - started)
 
     def figures(self) -> dict[str, Any]:
@@ -184,6 +197,8 @@ class _Rebuilding:
             "first_build": _summary_ms(self.first_builds),
             "rebuild_after_one_change": _summary_ms(self.rebuilds),
             "router_update": _summary_ms(self.updates),
+            "xds_first_update": _summary_ms(self.xds_first),
+            "xds_update_after_one_change": _summary_ms(self.xds_updates),
         }
 
 
@@ -303,7 +318,7 @@ def _hosts(routes: int) -> list[str]:
 
 
 def measure_latency(sizes: Sequence[int], requests: int, rounds: int) -> dict[str, Any]:
-    """p50/p99 of requests through a router with each table size, in alternating rounds."""
+    """p50/p99 of requests through a router with each table size, sent to the routers in turn."""
     backend_port = free_port()
     backend_url = f"http://127.0.0.1:{backend_port}"
     with contextlib.ExitStack() as stack:
@@ -325,16 +340,18 @@ def measure_latency(sizes: Sequence[int], requests: int, rounds: int) -> dict[st
             hosts = _hosts(size)
             for index in range(min(requests, 500)):
                 client.get(hosts[index % size])
+        hosts_of = {size: _hosts(size) for size in sizes}
         for number in range(rounds):
-            order = list(sizes) if number % 2 == 0 else list(reversed(sizes))
-            for size in order:
-                hosts = _hosts(size)
-                offset = number * requests
-                taken = [
-                    clients[size].get(hosts[(offset + index) % size]) * 1000.0 for index in range(requests)
-                ]
-                samples[size].extend(taken)
-                round_p99[size].append(percentile(taken, 0.99))
+            taken: dict[int, list[float]] = {size: [] for size in sizes}
+            for index in range(number * requests, (number + 1) * requests):
+                # One request to each router in turn, the first one alternating: a moment the machine
+                # is busy elsewhere lands on both sizes alike.
+                for size in sizes if index % 2 == 0 else reversed(sizes):
+                    hosts = hosts_of[size]
+                    taken[size].append(clients[size].get(hosts[index % size]) * 1000.0)
+            for size in sizes:
+                samples[size].extend(taken[size])
+                round_p99[size].append(percentile(taken[size], 0.99))
     per_size: dict[str, dict[str, Any]] = {
         str(size): {
             "routes": size,
@@ -358,7 +375,8 @@ def measure_latency(sizes: Sequence[int], requests: int, rounds: int) -> dict[st
         "high": int(high),
         "requests_per_round": requests,
         "rounds": rounds,
-        "client": "one kept-alive connection, one request at a time, hosts in turn",
+        "client": "one kept-alive connection per router, one request at a time, to each router in turn, "
+        "each router's hosts in turn",
     }
 
 
@@ -431,6 +449,7 @@ def targets(
         },
         "rebuild_growth": _growth(rebuild, "rebuild_after_one_change"),
         "first_build_growth": _growth(rebuild, "first_build"),
+        "xds_update_growth": _growth(rebuild, "xds_update_after_one_change"),
     }
 
 
@@ -459,7 +478,11 @@ def target_rows(report: dict[str, Any]) -> list[list[str]]:
             _verdict(p99["met"]),
         ],
     ]
-    for key, what in (("rebuild_growth", "rebuild after one change"), ("first_build_growth", "first build")):
+    for key, what in (
+        ("rebuild_growth", "rebuild after one change"),
+        ("first_build_growth", "first build"),
+        ("xds_update_growth", "xDS update after one change"),
+    ):
         growth = found[key]
         if growth is not None:
             rows.append(
@@ -485,6 +508,8 @@ def figure_rows(report: dict[str, Any]) -> list[list[str]]:
                 cell(entry["rebuild_after_one_change"]["median_ms"], "{:.2f}"),
                 cell(entry["rebuild_after_one_change"]["p99_ms"], "{:.2f}"),
                 cell(entry["router_update"]["median_ms"], "{:.2f}"),
+                cell(entry["xds_first_update"]["median_ms"], "{:.1f}"),
+                cell(entry["xds_update_after_one_change"]["median_ms"], "{:.1f}"),
                 cell(memory[size]["mirror_bytes_per_route"] / 1024, "{:.1f}"),
                 cell(memory[size]["table_and_memo_bytes_per_route"] / 1024, "{:.1f}"),
                 cell(memory[size]["bytes_per_route"] / 1024, "{:.1f}"),
@@ -499,6 +524,8 @@ FIGURE_HEADER = [
     "rebuild after one change ms (median)",
     "rebuild p99 ms",
     "router update ms (median)",
+    "xDS first update ms (median)",
+    "xDS update after one change ms (median)",
     "mirrors KiB/route",
     "table + memo KiB/route",
     "total KiB/route",
@@ -540,7 +567,9 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "A rebuild after one change is what the router's feed does when a watched object changes "
         "(`build_routes` with the feed's `BuildMemo`, and the comparison with the applied table); the "
         "first build reads every object (the router's start, a traffic-key rotation). Memory: "
-        "tracemalloc's bytes held by the mirrored objects, and by the table with the memo.",
+        "tracemalloc's bytes held by the mirrored objects, and by the table with the memo. The xDS "
+        "server (the `envoy` data plane's, fed by the same table) turns each table into Envoy's "
+        "resources: its first update parses them all, a later one those that changed (`ResourceCache`).",
         "",
     ]
     latency = report["latency"]
@@ -556,7 +585,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             f"p99 ratio {cell(latency['p99_ratio'], '{:.3f}')}, "
             f"median-round-p99 ratio {cell(latency['median_round_p99_ratio'], '{:.3f}')} "
             f"({latency['high']} routes / {latency['low']}). {latency['rounds']} rounds of "
-            f"{latency['requests_per_round']} requests per router, alternating; {latency['client']}; "
+            f"{latency['requests_per_round']} requests per router; {latency['client']}; "
             "both routers (`router_runner.py --routes N`) in front of one backend process.",
             "",
         ]
