@@ -2,7 +2,8 @@
 
 The benchmark starts this in its own process group, as the real router runs. The route matches the
 host `bench.local`, sends `--away-weight` percent of requests away, and has the home and away
-endpoints given on the command line. Nothing here is tuned for the benchmark: the Router, its
+endpoints given on the command line; `--routes N` adds N-1 more like it for the hosts
+`route-00001.bench.local`... (bench/scale_router.py). Nothing here is tuned for the benchmark: the Router, its
 balancer, its metrics and its proxy settings are the shipped defaults.
 
 uvloop's event loop is installed when uvloop is importable, as `vk-provider router` does; the line
@@ -59,17 +60,29 @@ WORKER_STOP_SECONDS = 5.0
 whole group, so they have the signal already) before they are sent SIGTERM, then SIGKILL."""
 
 
-def build_table(home: Sequence[str], away: Sequence[str], away_weight: int) -> RouteTable:
-    route = Route(
-        namespace="bench",
-        name="router-overhead",
-        generation=1,
-        match=RouteMatch(hosts=(BENCH_HOST,)),
-        away_weight=away_weight,
-        home=tuple(Endpoint(url) for url in home),
-        away=tuple(Endpoint(url) for url in away),
+def other_host(index: int) -> str:
+    """The host of the `index`th route besides the bench route (`--routes`), counted from 1."""
+    return f"route-{index:05d}.{BENCH_HOST}"
+
+
+def build_table(home: Sequence[str], away: Sequence[str], away_weight: int, routes: int = 1) -> RouteTable:
+    """The bench route for `BENCH_HOST`, and `routes - 1` more like it for `other_host(1..)`, all with
+    the same endpoints: a table the size of a cluster's, whichever host a request names."""
+    home_endpoints = tuple(Endpoint(url) for url in home)
+    away_endpoints = tuple(Endpoint(url) for url in away)
+    hosts = [BENCH_HOST, *(other_host(index) for index in range(1, routes))]
+    return RouteTable.of(
+        Route(
+            namespace="bench",
+            name="router-overhead" if index == 0 else f"route-{index:05d}",
+            generation=1,
+            match=RouteMatch(hosts=(host,)),
+            away_weight=away_weight,
+            home=home_endpoints,
+            away=away_endpoints,
+        )
+        for index, host in enumerate(hosts)
     )
-    return RouteTable.of([route])
 
 
 def loop_name() -> str:
@@ -102,7 +115,7 @@ async def serve(
 
 
 def serve_one(args: argparse.Namespace) -> int:
-    table = build_table(args.home, args.away, args.away_weight)
+    table = build_table(args.home, args.away, args.away_weight, args.routes)
     label = loop_name()
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
@@ -215,7 +228,7 @@ async def supervise(
 
 
 def serve_supervised(args: argparse.Namespace) -> int:
-    table = build_table(args.home, args.away, args.away_weight)
+    table = build_table(args.home, args.away, args.away_weight, args.routes)
     label = loop_name()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(until_signalled(lambda stop: supervise(args, table, label, stop)))
@@ -233,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", type=urls, required=True, help="home endpoint URLs, comma-separated")
     parser.add_argument("--away", type=urls, required=True, help="away endpoint URLs, comma-separated")
     parser.add_argument("--away-weight", type=int, default=50, help="percent sent away (%(default)s)")
+    parser.add_argument(
+        "--routes",
+        type=int,
+        default=1,
+        help="routes in the table: the bench route and ROUTES-1 more for route-NNNNN.bench.local, with "
+        "the same endpoints (%(default)s); scale_router.py serves 10 and 1,000",
+    )
     parser.add_argument(
         "--workers", type=int, default=1, help="worker processes sharing the port (%(default)s)"
     )

@@ -49,6 +49,9 @@ class Reflector:
     CRD added by a newer version, not yet applied on an upgrade): a 404 on the list then counts as an
     empty list, synced, logged once with that text, and listed again every `RETRY_MAX_SECONDS`, so
     the rest of the component works meanwhile. Without it a 404 is retried like any other error.
+
+    `keep`, when given, makes what is kept of each object after `trimmed`: the fields its reader
+    reads, for a mirror of many large objects (it must keep `metadata.uid` and `resourceVersion`).
     """
 
     def __init__(
@@ -60,8 +63,10 @@ class Reflector:
         on_change: Callable[[str], Awaitable[None]],
         description: str,
         missing_type: str | None = None,
+        keep: Callable[[RawObject], RawObject] | None = None,
     ) -> None:
         self._api = api
+        self._keep = keep
         self._missing_type = missing_type
         self._missing_logged = False
         self._path = path
@@ -76,7 +81,7 @@ class Reflector:
 
     async def _list(self) -> str:
         listing = await self._api.get(self._path, query=self._query, compact=True)
-        fresh = {uid_of(item): trimmed(item) for item in listing.get("items", [])}
+        fresh = {uid_of(item): self._kept(item) for item in listing.get("items", [])}
         self.served = True
         gone = set(self.objects) - set(fresh)
         changed = [
@@ -93,6 +98,10 @@ class Reflector:
         version: str = listing["metadata"]["resourceVersion"]
         return version
 
+    def _kept(self, obj: RawObject) -> RawObject:
+        kept = trimmed(obj)
+        return kept if self._keep is None else self._keep(kept)
+
     async def _watch_from(self, version: str) -> str:
         """Apply events until the stream ends; return the last version seen."""
         async for event in self._api.watch(
@@ -107,7 +116,7 @@ class Reflector:
             if event.type == "DELETED":
                 self.objects.pop(uid, None)
             else:
-                self.objects[uid] = trimmed(event.object)
+                self.objects[uid] = self._kept(event.object)
             await self._on_change(uid)
         return version
 

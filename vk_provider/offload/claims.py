@@ -33,7 +33,7 @@ An Offload whose route cannot be read claims nothing (the router skips it anyway
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from vk_provider.offload.retained import RetainedRoute
@@ -113,12 +113,22 @@ def allowed_namespaces(offload: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(item for item in allowed if isinstance(item, str) and item)
 
 
-def resolve_claims(offloads: Iterable[Mapping[str, Any]], retained: Iterable[RetainedRoute] = ()) -> Claims:
-    """Winners and losers among these Offloads and kept routes (pure; any order in, the same answer out)."""
-    live = list(_live_claims(offloads))
+def resolve_claims(
+    offloads: Iterable[Mapping[str, Any]],
+    retained: Iterable[RetainedRoute] = (),
+    *,
+    claim_of: Callable[[Mapping[str, Any]], RouteClaim | None] | None = None,
+) -> Claims:
+    """Winners and losers among these Offloads and kept routes (pure; any order in, the same answer out).
+
+    `claim_of` reads an Offload's claim (default: `live_claim`); a caller that rebuilds often hands one
+    that remembers the claims of the Offloads it has read (`vk_provider.routetable.building.BuildMemo`).
+    """
+    read = claim_of or live_claim
+    live = [claim for claim in map(read, offloads) if claim is not None]
     claims = sorted([*live, *_kept_claims(retained, live)], key=lambda claim: claim.order)
-    owners: dict[str, tuple[str, frozenset[str], _Claim]] = {}
-    held: dict[ClaimKey, _Claim] = {}
+    owners: dict[str, tuple[str, frozenset[str], RouteClaim]] = {}
+    held: dict[ClaimKey, RouteClaim] = {}
     winners: set[str] = set()
     losers: dict[str, Conflict] = {}
     for claim in claims:
@@ -145,7 +155,9 @@ def resolve_claims(offloads: Iterable[Mapping[str, Any]], retained: Iterable[Ret
 
 
 @dataclasses.dataclass(frozen=True)
-class _Claim:
+class RouteClaim:
+    """One claim on route keys: a live Offload's (`live_claim`), or a kept route's."""
+
     since: str
     identity: str
     namespace: str
@@ -165,7 +177,9 @@ class _Claim:
 
 
 def _first_conflict(
-    claim: _Claim, owners: Mapping[str, tuple[str, frozenset[str], _Claim]], held: Mapping[ClaimKey, _Claim]
+    claim: RouteClaim,
+    owners: Mapping[str, tuple[str, frozenset[str], RouteClaim]],
+    held: Mapping[ClaimKey, RouteClaim],
 ) -> Conflict | None:
     for key in sorted(claim.keys):
         owner = owners.get(key[0])
@@ -181,33 +195,33 @@ def _first_conflict(
     return None
 
 
-def _conflict(claim: _Claim, holder: _Claim, key: ClaimKey, *, foreign_host: bool) -> Conflict:
+def _conflict(claim: RouteClaim, holder: RouteClaim, key: ClaimKey, *, foreign_host: bool) -> Conflict:
     kept_on = f"{holder.namespace}/{holder.service}" if holder.retained is not None else ""
     return Conflict(claim.identity, holder.identity, key, foreign_host=foreign_host, kept_on=kept_on)
 
 
-def _live_claims(offloads: Iterable[Mapping[str, Any]]) -> Iterable[_Claim]:
-    for offload in offloads:
-        metadata = _mapping(offload.get("metadata"))
-        namespace, name = metadata.get("namespace"), metadata.get("name")
-        if not isinstance(namespace, str) or not isinstance(name, str) or not name:
-            continue
-        keys = claim_keys(offload)
-        if not keys:
-            continue
-        created = metadata.get("creationTimestamp")
-        service = _mapping(_mapping(offload.get("spec")).get("home")).get("service")
-        yield _Claim(
-            since=created if isinstance(created, str) else "",
-            identity=f"{namespace}/{name}",
-            namespace=namespace,
-            keys=keys,
-            allowed=allowed_namespaces(offload),
-            service=service if isinstance(service, str) else "",
-        )
+def live_claim(offload: Mapping[str, Any]) -> RouteClaim | None:
+    """What an Offload claims; None when it claims nothing (no name, or a route that cannot be read)."""
+    metadata = _mapping(offload.get("metadata"))
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str) or not name:
+        return None
+    keys = claim_keys(offload)
+    if not keys:
+        return None
+    created = metadata.get("creationTimestamp")
+    service = _mapping(_mapping(offload.get("spec")).get("home")).get("service")
+    return RouteClaim(
+        since=created if isinstance(created, str) else "",
+        identity=f"{namespace}/{name}",
+        namespace=namespace,
+        keys=keys,
+        allowed=allowed_namespaces(offload),
+        service=service if isinstance(service, str) else "",
+    )
 
 
-def _kept_claims(retained: Iterable[RetainedRoute], live: list[_Claim]) -> Iterable[_Claim]:
+def _kept_claims(retained: Iterable[RetainedRoute], live: list[RouteClaim]) -> Iterable[RouteClaim]:
     """Kept routes as claims; each one a live Offload took over becomes an anchor with its allowances."""
     seen: set[str] = set()
     for route in sorted(retained, key=lambda route: (route.claimed_since, route.service)):
@@ -225,7 +239,7 @@ def _kept_claims(retained: Iterable[RetainedRoute], live: list[_Claim]) -> Itera
         allowed = frozenset(route.allowed_namespaces)
         if heirs:
             allowed = frozenset(namespace for heir in heirs for namespace in heir.allowed)
-        yield _Claim(
+        yield RouteClaim(
             since=route.claimed_since,
             identity=route.key,
             namespace=route.namespace,

@@ -74,15 +74,17 @@ endpoints, no away side. It claims like the Offload did, so its hosts stay with 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.kit.traffic_auth import TrafficAuth, parse_traffic_auth
 from vk_provider.kit.traffic_signature import TrafficKey, seal_refusal
-from vk_provider.offload.claims import Claims, resolve_claims
+from vk_provider.offload.claims import Claims, RouteClaim, live_claim, resolve_claims
 from vk_provider.offload.homeslices import SliceManagers, manager_of
 from vk_provider.offload.names import (
     OFFLOAD_LABEL,
@@ -115,6 +117,7 @@ DEFAULT_CHECK_PATH = "/"
 __all__ = [
     "HTTP_PORT_NAME",
     "SERVICE_NAME_LABEL",
+    "BuildMemo",
     "BuildResult",
     "CheckTarget",
     "ForeignNodePod",
@@ -123,6 +126,7 @@ __all__ = [
     "UntrustedPod",
     "UntrustedSlice",
     "UnverifiedPod",
+    "away_pod_fields",
     "build_routes",
     "build_table",
 ]
@@ -217,6 +221,138 @@ class BuildResult:
     unverified: tuple[UnverifiedPod, ...] = ()
 
 
+_ReadingT = TypeVar("_ReadingT")
+
+
+class _Readings(Generic[_ReadingT]):
+    """One kind of object's readings, by object identity, for the objects of the last build.
+
+    An entry holds its object, so no other object can take its `id` while the entry lives. The
+    mirrors replace an object on every change and never edit one in place, so the same object is
+    the same content; a changed object is a new one and is read afresh.
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[int, tuple[Mapping[str, Any], _ReadingT]] = {}
+        self._current: dict[int, tuple[Mapping[str, Any], _ReadingT]] = {}
+        self.reads = 0
+        """Objects read (not found in the memo) since this was made: what a test counts."""
+
+    def get(self, obj: Mapping[str, Any], read: Callable[[Mapping[str, Any]], _ReadingT]) -> _ReadingT:
+        key = id(obj)
+        entry = self._current.get(key)
+        if entry is None:
+            entry = self._previous.get(key)
+            if entry is None or entry[0] is not obj:
+                self.reads += 1
+                entry = (obj, read(obj))
+            self._current[key] = entry
+        return entry[1]
+
+    def clear(self) -> None:
+        self._previous = {}
+        self._current = {}
+
+    def finish(self) -> None:
+        """Keep what this build read; forget the objects it was not handed."""
+        self._previous, self._current = self._current, {}
+
+
+class BuildMemo:
+    """What `build_routes` read from each Offload, EndpointSlice and away pod, kept from one build to
+    the next by whoever rebuilds (the feed, on every change of its mirrors).
+
+    Reading the objects is nearly all a build costs (an away pod's seal is an HMAC); with the memo a
+    rebuild reads only the objects that are new since the last one, and reuses the routes whose
+    Offload and endpoints are unchanged, so the new table shares them with the old one and comparing
+    the two is cheap. What a reading depends on beyond its object (the trusted slice managers, the
+    signing scope, the traffic keys) is checked on every build: a change of those reads everything again.
+    """
+
+    def __init__(self) -> None:
+        self.offloads: _Readings[_OffloadReading] = _Readings()
+        self.endpoint_slices: _Readings[_SliceReading | None] = _Readings()
+        self.away_pods: _Readings[_PodReading | None] = _Readings()
+        self.claims: _Readings[RouteClaim | None] = _Readings()
+        self._routes: dict[int, tuple[Route, Route]] = {}
+        """By the Offload's id: the template and the route made of it. The Offload is held by the
+        offloads' readings (`finish` keeps both for the same objects), so no other takes its id."""
+        self._built: dict[int, tuple[Route, Route]] = {}
+        self._resolved: tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], Claims] | None = None
+        """The Offloads and KeptRoutes the claims were last resolved for (held, so their ids stay
+        theirs), and the outcome."""
+        self._managers = SliceManagers()
+        self._signing_scope = SigningScope()
+        self._seals = _Seals((), accept_unsigned=False)
+        self._read_slice = functools.partial(_read_slice, managers=self._managers)
+        self._read_pod = functools.partial(_read_pod, signing_scope=self._signing_scope, seals=self._seals)
+
+    def start(self, managers: SliceManagers, signing_scope: SigningScope, seals: _Seals) -> None:
+        if managers != self._managers:
+            self.endpoint_slices.clear()
+        if signing_scope != self._signing_scope or seals != self._seals:
+            self.away_pods.clear()
+        self._managers, self._signing_scope, self._seals = managers, signing_scope, seals
+        self._read_slice = functools.partial(_read_slice, managers=managers)
+        self._read_pod = functools.partial(_read_pod, signing_scope=signing_scope, seals=seals)
+
+    def resolved_claims(
+        self, offloads: list[Mapping[str, Any]], kept_routes: list[Mapping[str, Any]]
+    ) -> Claims:
+        """The claims of these Offloads and KeptRoutes: the last build's when they are the same objects
+        (a change of a pod or a slice leaves every claim as it was)."""
+        last = self._resolved
+        if (
+            last is not None
+            and len(last[0]) == len(offloads)
+            and len(last[1]) == len(kept_routes)
+            and all(map(operator.is_, last[0], offloads))
+            and all(map(operator.is_, last[1], kept_routes))
+        ):
+            return last[2]
+        claims = resolve_claims(offloads, retained_routes(kept_routes), claim_of=self.claim)
+        self.claims.finish()  # keep the claims of these Offloads until the claims are resolved again
+        self._resolved = (offloads, kept_routes, claims)
+        return claims
+
+    def finish(self) -> None:
+        for readings in (self.offloads, self.endpoint_slices, self.away_pods):
+            readings.finish()
+        self._routes, self._built = self._built, {}
+
+    def offload(self, offload: Mapping[str, Any]) -> _OffloadReading:
+        return self.offloads.get(offload, _read_offload)
+
+    def claim(self, offload: Mapping[str, Any]) -> RouteClaim | None:
+        return self.claims.get(offload, live_claim)
+
+    def endpoint_slice(self, endpoint_slice: Mapping[str, Any]) -> _SliceReading | None:
+        return self.endpoint_slices.get(endpoint_slice, self._read_slice)
+
+    def away_pod(self, pod: Mapping[str, Any]) -> _PodReading | None:
+        return self.away_pods.get(pod, self._read_pod)
+
+    def route(
+        self,
+        offload: Mapping[str, Any],
+        template: Route,
+        home_service: tuple[str, str],
+        home_index: _Index,
+        away_index: _Index,
+    ) -> Route:
+        """The Offload's route (`template`, from its reading) with its endpoints: the last build's
+        when nothing in it changed."""
+        home = _endpoints(home_index.get(home_service, {}))
+        away = _endpoints(away_index.get((template.namespace, template.name), {}))
+        last = self._routes.get(id(offload))
+        if last is not None and last[0] is template and last[1].home == home and last[1].away == away:
+            route = last[1]
+        else:
+            route = dataclasses.replace(template, home=home, away=away)
+        self._built[id(offload)] = (template, route)
+        return route
+
+
 def build_table(
     offloads: Iterable[Mapping[str, Any]],
     endpoint_slices: Iterable[Mapping[str, Any]],
@@ -260,6 +396,7 @@ def build_routes(
     slice_managers: SliceManagers | None = None,
     traffic_keys: Sequence[TrafficKey] = (),
     accept_unsigned: bool = False,
+    memo: BuildMemo | None = None,
 ) -> BuildResult:
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
     route's claim (no logging).
@@ -272,33 +409,32 @@ def build_routes(
     the router takes (default: SageMaker's runtime hosts only), `slice_managers` whose EndpointSlices
     are home endpoints (default: Kubernetes' EndpointSlice controller's only). `traffic_keys` verify
     the away pods' seals (none: no away pod is taken); `accept_unsigned` takes a pod with no seal.
+
+    `memo`, kept by the caller from one build to the next, holds what each object read to: an object
+    handed in again (the same object, not an equal copy) is not read again, so a rebuild after one
+    change re-reads that change only. The result is the same with or without it.
     """
-    offloads = list(offloads)
-    home = _index_home_endpoints(endpoint_slices, slice_managers or SliceManagers())
-    home_index = home.index
-    away = _index_away_endpoints(
-        away_pods,
-        _node_states(virtual_nodes),
-        active_checks or {},
+    memo = memo if memo is not None else BuildMemo()
+    memo.start(
+        slice_managers or SliceManagers(),
         signing_scope or SigningScope(),
         _Seals(tuple(traffic_keys), accept_unsigned),
     )
+    home = _index_home_endpoints(endpoint_slices, memo)
+    home_index = home.index
+    away = _index_away_endpoints(away_pods, _node_states(virtual_nodes), active_checks or {}, memo)
     away_index = away.index
     routes: list[Route] = []
     skipped: list[SkippedOffload] = []
-    for offload in offloads:
-        metadata = _mapping(offload.get("metadata"))
-        namespace = _text(metadata.get("namespace"))
-        name = _text(metadata.get("name"))
-        try:
-            route = _route(offload, namespace, name, home_index, away_index)
-        except ValueError as error:
-            skipped.append(SkippedOffload(namespace, name, str(error)))
+    readings = [(offload, memo.offload(offload)) for offload in offloads]
+    for offload, reading in readings:
+        if reading.template is None:
+            skipped.append(SkippedOffload(reading.namespace, reading.name, reading.error))
             continue
-        routes.append(route)
+        routes.append(memo.route(offload, reading.template, reading.home_service, home_index, away_index))
     routed = {route.key for route in routes}
-    claims = resolve_claims(
-        (offload for offload in offloads if _key_of(offload) in routed), retained_routes(kept_routes)
+    claims = memo.resolved_claims(
+        [offload for offload, reading in readings if reading.key in routed], list(kept_routes)
     )
     routes = _drop_claim_losers(claims, routes, skipped)
     routes.extend(_kept_route(kept, home_index) for kept in claims.kept)
@@ -307,7 +443,7 @@ def build_routes(
     owners = {host: namespace for host, namespace in claims.owners.items() if host}
     # Only the slices of Services that routes read: a selector-less Service nobody offloads is none of
     # the router's business, and warning about every one in the cluster would bury the real ones.
-    home_services = {_home_service_key(offload) for offload in offloads} | {
+    home_services = {reading.home_service for _, reading in readings} | {
         (kept.namespace, kept.service) for kept in claims.kept
     }
     untrusted_slices = tuple(
@@ -315,6 +451,7 @@ def build_routes(
         for key in sorted(home.untrusted.keys() & home_services)
         for found in sorted(home.untrusted[key], key=lambda found: (found.name, found.uid))
     )
+    memo.finish()
     return BuildResult(
         RouteTable.of(routes, owners),
         tuple(skipped),
@@ -367,18 +504,41 @@ def _kept_route(kept: RetainedRoute, home_index: _Index) -> Route:
     )
 
 
-def _key_of(offload: Mapping[str, Any]) -> str:
-    metadata = _mapping(offload.get("metadata"))
-    return f"{_text(metadata.get('namespace'))}/{_text(metadata.get('name'))}"
-
-
 # Endpoints by (namespace, service or offload name) → {url: endpoint}.
 _Index = dict[tuple[str, str], dict[str, Endpoint]]
 
 
-def _route(
-    offload: Mapping[str, Any], namespace: str, name: str, home_index: _Index, away_index: _Index
-) -> Route:
+@dataclasses.dataclass(frozen=True)
+class _OffloadReading:
+    """What an Offload says for the table: its route without endpoints, or why it has none."""
+
+    namespace: str
+    name: str
+    home_service: tuple[str, str]
+    """(namespace, home Service), as the home index keys it."""
+    template: Route | None
+    """The route with no endpoints yet (None when the Offload cannot make one)."""
+    error: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _read_offload(offload: Mapping[str, Any]) -> _OffloadReading:
+    metadata = _mapping(offload.get("metadata"))
+    namespace = _text(metadata.get("namespace"))
+    name = _text(metadata.get("name"))
+    home_service = _home_service_key(offload)
+    try:
+        template = _route_template(offload, namespace, name)
+    except ValueError as error:
+        return _OffloadReading(namespace, name, home_service, None, str(error))
+    return _OffloadReading(namespace, name, home_service, template)
+
+
+def _route_template(offload: Mapping[str, Any], namespace: str, name: str) -> Route:
+    """The Offload's route with no endpoints; ValueError when it cannot make one."""
     if not name:
         raise ValueError("the Offload has no name")
     metadata = _mapping(offload.get("metadata"))
@@ -399,15 +559,7 @@ def _route(
         # The router is the HTTPRoute's away backend: what reaches it is the away share already.
         away_weight = 100
     generation = _integer(metadata.get("generation"), "metadata.generation")
-    return Route(
-        namespace=namespace,
-        name=name,
-        generation=generation,
-        match=match,
-        away_weight=away_weight,
-        home=_endpoints(home_index.get((namespace, service), {})),
-        away=_endpoints(away_index.get((namespace, name), {})),
-    )
+    return Route(namespace=namespace, name=name, generation=generation, match=match, away_weight=away_weight)
 
 
 def _endpoints(found: Mapping[str, Endpoint]) -> tuple[Endpoint, ...]:
@@ -430,37 +582,58 @@ class _HomeReading:
     """By (namespace, service): the slices labelled with a Service but written by an untrusted manager."""
 
 
-def _index_home_endpoints(
-    endpoint_slices: Iterable[Mapping[str, Any]], managers: SliceManagers
-) -> _HomeReading:
+@dataclasses.dataclass(frozen=True)
+class _SliceReading:
+    """What a labelled EndpointSlice gives: its home endpoints, or the report of its manager."""
+
+    key: tuple[str, str]
+    """(namespace, Service)."""
+    endpoints: tuple[Endpoint, ...] = ()
+    untrusted: UntrustedSlice | None = None
+
+
+def _read_slice(endpoint_slice: Mapping[str, Any], managers: SliceManagers) -> _SliceReading | None:
+    """None for a slice with no Service label."""
+    metadata = _mapping(endpoint_slice.get("metadata"))
+    service = _text(_mapping(metadata.get("labels")).get(SERVICE_NAME_LABEL))
+    if not service:
+        return None
+    key = (_text(metadata.get("namespace")), service)
+    if not managers.trusts(endpoint_slice):
+        found = UntrustedSlice(
+            key[0], _text(metadata.get("name")), _text(metadata.get("uid")), manager_of(endpoint_slice)
+        )
+        return _SliceReading(key, untrusted=found)
+    port = _slice_port(endpoint_slice.get("ports"))
+    if port is None:
+        return _SliceReading(key)
+    ipv6_slice = endpoint_slice.get("addressType") == "IPv6"
+    endpoints: list[Endpoint] = []
+    for endpoint in endpoint_slice.get("endpoints") or ():
+        if not isinstance(endpoint, Mapping):
+            continue
+        terminating = _endpoint_state(_mapping(endpoint.get("conditions")))
+        if terminating is None:
+            continue
+        for address in endpoint.get("addresses") or ():
+            if isinstance(address, str) and address:
+                host = f"[{address}]" if ipv6_slice or ":" in address else address
+                endpoints.append(Endpoint(f"http://{host}:{port}", terminating=terminating))
+    return _SliceReading(key, tuple(endpoints))
+
+
+def _index_home_endpoints(endpoint_slices: Iterable[Mapping[str, Any]], memo: BuildMemo) -> _HomeReading:
     index: _Index = {}
     untrusted: dict[tuple[str, str], list[UntrustedSlice]] = {}
     for endpoint_slice in endpoint_slices:
-        metadata = _mapping(endpoint_slice.get("metadata"))
-        service = _text(_mapping(metadata.get("labels")).get(SERVICE_NAME_LABEL))
-        if not service:
+        reading = memo.endpoint_slice(endpoint_slice)
+        if reading is None:
             continue
-        key = (_text(metadata.get("namespace")), service)
-        if not managers.trusts(endpoint_slice):
-            found = UntrustedSlice(
-                key[0], _text(metadata.get("name")), _text(metadata.get("uid")), manager_of(endpoint_slice)
-            )
-            untrusted.setdefault(key, []).append(found)
+        if reading.untrusted is not None:
+            untrusted.setdefault(reading.key, []).append(reading.untrusted)
             continue
-        port = _slice_port(endpoint_slice.get("ports"))
-        if port is None:
-            continue
-        ipv6_slice = endpoint_slice.get("addressType") == "IPv6"
-        for endpoint in endpoint_slice.get("endpoints") or ():
-            if not isinstance(endpoint, Mapping):
-                continue
-            terminating = _endpoint_state(_mapping(endpoint.get("conditions")))
-            if terminating is None:
-                continue
-            for address in endpoint.get("addresses") or ():
-                if isinstance(address, str) and address:
-                    host = f"[{address}]" if ipv6_slice or ":" in address else address
-                    _add(index, key, Endpoint(f"http://{host}:{port}", terminating=terminating))
+        for endpoint in reading.endpoints:
+            _add(index, reading.key, endpoint)
     return _HomeReading(index, untrusted)
 
 
@@ -531,19 +704,133 @@ def _node_states(nodes: Iterable[Mapping[str, Any]]) -> dict[str, _NodeState]:
     return states
 
 
-def _marked_not_ready_by_node_outage(pod: Mapping[str, Any], node: _NodeState) -> bool:
+@dataclasses.dataclass(frozen=True)
+class _PodReading:
+    """What an away pod says, read once: everything but what depends on its node and the checks."""
+
+    namespace: str
+    offload: str
+    identity: tuple[str, str, str]
+    """Namespace, name and UID, as the reports of ignored pods start."""
+    forged: tuple[str, ...]
+    """The old traffic annotations it carries."""
+    node_name: str
+    address: str
+    """Its published traffic address ("" when there is none)."""
+    url: str | None
+    """The address as an endpoint URL; None when it is not an http(s) URL."""
+    auth: TrafficAuth | _Distrust | None
+    """As `_trusted_auth` says (None also when there is no URL)."""
+    check_target: CheckTarget | None
+    """Its address and what to GET there, when its address is taken without signing."""
+    ready: bool
+    """Its `Ready` condition is `True`."""
+    containers_ready: bool
+    """Its `ContainersReady` condition is `True`."""
+    ready_flipped: datetime | None
+    """When its `Ready` condition last changed."""
+    deleting: bool
+    serving: Endpoint | None = None
+    """Its endpoint when it is Ready, trusted and takes plain or signed requests: the same object
+    from build to build, so routes built of it compare equal at a glance."""
+
+
+def away_pod_fields(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the route feed keeps of an away pod: the fields `build_routes` reads, and the identity a
+    mirror needs. A pod of a real cluster carries its whole spec (containers, environment, volumes,
+    tolerations) and container statuses, several times what the table needs, for every away pod.
+
+    Kept: metadata's name, namespace, uid, resourceVersion, deletionTimestamp, the Offload label
+    and the old traffic annotations (to warn about them); spec's nodeName and each container's
+    readiness probe path; every status condition's type, status, message and lastTransitionTime.
+    """
+    metadata = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    labels = _mapping(metadata.get("labels"))
+    annotations = _mapping(metadata.get("annotations"))
+    kept_metadata = {
+        key: metadata[key]
+        for key in ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+        if key in metadata
+    }
+    if OFFLOAD_LABEL in labels:
+        kept_metadata["labels"] = {OFFLOAD_LABEL: labels[OFFLOAD_LABEL]}
+    forged = {name: annotations[name] for name in UNTRUSTED_ANNOTATIONS if name in annotations}
+    if forged:
+        kept_metadata["annotations"] = forged
+    kept_spec: dict[str, Any] = {
+        "containers": [_probe_path_only(item) for item in spec.get("containers") or ()]
+    }
+    if "nodeName" in spec:
+        kept_spec["nodeName"] = spec["nodeName"]
+    conditions = [
+        {
+            key: condition[key]
+            for key in ("type", "status", "message", "lastTransitionTime")
+            if key in condition
+        }
+        for condition in _conditions(pod)
+    ]
+    return {"metadata": kept_metadata, "spec": kept_spec, "status": {"conditions": conditions}}
+
+
+def _probe_path_only(container: Any) -> dict[str, Any]:
+    """A container as `_check_path` reads it: its readiness probe's `httpGet` path, if any."""
+    path = _mapping(_mapping(_mapping(container).get("readinessProbe")).get("httpGet")).get("path")
+    return {"readinessProbe": {"httpGet": {"path": path}}} if path is not None else {}
+
+
+def _read_pod(pod: Mapping[str, Any], signing_scope: SigningScope, seals: _Seals) -> _PodReading | None:
+    """None for a pod without the Offload label."""
+    metadata = _mapping(pod.get("metadata"))
+    offload = _text(_mapping(metadata.get("labels")).get(OFFLOAD_LABEL))
+    if not offload:
+        return None
+    annotations = _mapping(metadata.get("annotations"))
+    address = _condition_message(pod, TRAFFIC_ADDRESS_CONDITION).strip()
+    url: str | None = address.rstrip("/")
+    try:
+        Endpoint(url or "")  # validates the URL
+    except ValueError:
+        url = None
+    ready = _find_condition(pod, "Ready")
+    auth = _trusted_auth(pod, address, url, seals, signing_scope) if address and url else None
+    deleting = metadata.get("deletionTimestamp") is not None
+    is_ready = ready.get("status") == "True"
+    return _PodReading(
+        namespace=_text(metadata.get("namespace")),
+        offload=offload,
+        identity=_identity(metadata),
+        forged=tuple(name for name in UNTRUSTED_ANNOTATIONS if name in annotations),
+        node_name=_text(_mapping(pod.get("spec")).get("nodeName")),
+        address=address,
+        url=url,
+        auth=auth,
+        check_target=CheckTarget(url, url + _check_path(pod)) if url and auth is None else None,
+        ready=is_ready,
+        containers_ready=_condition(pod, "ContainersReady") == "True",
+        ready_flipped=parse_timestamp(ready.get("lastTransitionTime")),
+        deleting=deleting,
+        serving=(
+            Endpoint(url, terminating=deleting, auth=auth)
+            if is_ready and url and not isinstance(auth, _Distrust)
+            else None
+        ),
+    )
+
+
+def _marked_not_ready_by_node_outage(pod: _PodReading, node: _NodeState) -> bool:
     """Whether the pod's `Ready=False` says only that its node was away, not that the pod failed.
 
     The node lifecycle controller flips only `Ready` (its `ContainersReady` stays the node's last
     word, `True`); the node itself writes both together. So: containers ready, not Ready, and the node
     not Ready, or Ready again since before the pod's flip (it has not rewritten the pod yet).
     """
-    ready = _find_condition(pod, "Ready")
-    if ready.get("status") == "True" or _condition(pod, "ContainersReady") != "True":
+    if pod.ready or not pod.containers_ready:
         return False
     if not node.ready:
         return True
-    flipped = parse_timestamp(ready.get("lastTransitionTime"))
+    flipped = pod.ready_flipped
     return flipped is not None and node.ready_since is not None and flipped <= node.ready_since
 
 
@@ -551,8 +838,7 @@ def _index_away_endpoints(
     away_pods: Iterable[Mapping[str, Any]],
     nodes: Mapping[str, _NodeState],
     active_checks: Mapping[str, bool],
-    signing_scope: SigningScope,
-    seals: _Seals,
+    memo: BuildMemo,
 ) -> _AwayReading:
     index: _Index = {}
     untrusted: list[UntrustedPod] = []
@@ -560,41 +846,35 @@ def _index_away_endpoints(
     refused: list[RefusedSigning] = []
     unverified: list[UnverifiedPod] = []
     targets: dict[str, CheckTarget] = {}
+    read = memo.away_pod
     for pod in away_pods:
-        metadata = _mapping(pod.get("metadata"))
-        offload = _text(_mapping(metadata.get("labels")).get(OFFLOAD_LABEL))
-        if not offload:
+        reading = read(pod)
+        if reading is None:
             continue
-        annotations = _mapping(metadata.get("annotations"))
-        forged = tuple(name for name in UNTRUSTED_ANNOTATIONS if name in annotations)
-        if forged:
-            untrusted.append(UntrustedPod(*_identity(metadata), forged))
-        node_name = _text(_mapping(pod.get("spec")).get("nodeName"))
-        node = nodes.get(node_name)
-        address = _condition_message(pod, TRAFFIC_ADDRESS_CONDITION).strip()
-        if not address:
+        if reading.forged:
+            untrusted.append(UntrustedPod(*reading.identity, reading.forged))
+        node = nodes.get(reading.node_name)
+        if not reading.address:
             continue  # its node has published no address (or it is not bound yet)
         if node is None:
             # Another virtual-kubelet (an AKS virtual node) or a kubelet wrote it: not ours to trust.
-            foreign.append(ForeignNodePod(*_identity(metadata), node_name))
+            foreign.append(ForeignNodePod(*reading.identity, reading.node_name))
             continue
-        url = address.rstrip("/")
-        try:
-            Endpoint(url)  # validates the URL
-        except ValueError:
+        url = reading.url
+        if url is None:
             continue
-        auth = _trusted_auth(pod, address, url, seals, signing_scope)
+        auth = reading.auth
         if isinstance(auth, _Distrust):
             if auth.of_seal:
-                unverified.append(UnverifiedPod(*_identity(metadata), auth.reason))
+                unverified.append(UnverifiedPod(*reading.identity, auth.reason))
             else:
-                refused.append(RefusedSigning(*_identity(metadata), auth.reason))
+                refused.append(RefusedSigning(*reading.identity, auth.reason))
             continue
-        if auth is None:  # a signed endpoint (a managed service's invocation URL) takes no GET
-            targets[url] = CheckTarget(url, url + _check_path(pod))
-        endpoint = _serving_endpoint(pod, url, auth, node, active_checks)
+        if reading.check_target is not None:  # a signed endpoint (an invocation URL) takes no GET
+            targets[url] = reading.check_target
+        endpoint = _serving_endpoint(reading, url, auth, node, active_checks)
         if endpoint is not None:
-            _add(index, (_text(metadata.get("namespace")), offload), endpoint)
+            _add(index, (reading.namespace, reading.offload), endpoint)
     untrusted.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     foreign.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
     refused.sort(key=lambda pod: (pod.namespace, pod.name, pod.uid))
@@ -610,20 +890,19 @@ def _index_away_endpoints(
 
 
 def _serving_endpoint(
-    pod: Mapping[str, Any],
+    pod: _PodReading,
     url: str,
     auth: TrafficAuth | None,
     node: _NodeState,
     active_checks: Mapping[str, bool],
 ) -> Endpoint | None:
     """The trusted pod's endpoint if it serves (draining while it is deleted), else None."""
-    deleting = _mapping(pod.get("metadata")).get("deletionTimestamp") is not None
-    if _condition(pod, "Ready") == "True":
-        return Endpoint(url, terminating=deleting, auth=auth)
+    if pod.ready:
+        return pod.serving
     if active_checks.get(url) and _marked_not_ready_by_node_outage(pod, node):
         # The node went away, not the pod: the node lifecycle controller's Ready=False says
         # nothing about the workload, which our own checks find serving.
-        return Endpoint(url, terminating=deleting, auth=auth, kept_on_active_checks=True)
+        return Endpoint(url, terminating=pod.deleting, auth=auth, kept_on_active_checks=True)
     return None
 
 

@@ -98,11 +98,28 @@ class Route:
 
 @dataclasses.dataclass(frozen=True)
 class RouteTable:
-    """All routes the router applies at one moment."""
+    """All routes the router applies at one moment.
+
+    Matching reads an index built with the table (routes by the hosts they name, and the routes for
+    every host), so a request costs the same with a thousand routes as with ten: it looks at the
+    routes of its own host, and at the every-host routes only when none of those takes it.
+    """
 
     routes: tuple[Route, ...] = ()
     host_owners: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Named host → the namespace that owns it (see `vk_provider.offload.claims`)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", _MatchIndex.of(self.routes))
+
+    def __getstate__(self) -> dict[str, object]:
+        # The index is derived: a pickled table (sent to a router's workers) carries the routes only.
+        return {"routes": self.routes, "host_owners": self.host_owners}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     @classmethod
     def of(cls, routes: Iterable[Route], host_owners: Mapping[str, str] | None = None) -> RouteTable:
@@ -114,21 +131,21 @@ class RouteTable:
         A route that names the host beats one that does not (it is the more specific claim), then
         the longest path prefix wins, as in every ingress controller, so `/v1/chat` can be carved out
         of `/v1` without ordering the routes. A route for every host takes no path of a host another
-        namespace owns: the owner's paths are its own, even those its routes do not name.
+        namespace owns: the owner's paths are its own, even those its routes do not name. Among
+        equals, the first in the table wins.
         """
         normalized = normalize_host(host or "")
+        index: _MatchIndex = getattr(self, "_index")  # noqa: B009 - set in __post_init__, not a field
+        named = _longest_prefix(index.by_host.get(normalized, ()), path)
+        if named is not None:
+            return named
         owner = self.host_owners.get(normalized)
-        best: Route | None = None
-        best_rank = (-1, -1)
-        for route in self.routes:
-            if not route.match.matches(normalized, path):
+        for route in index.every_host:
+            if owner is not None and route.namespace != owner:
                 continue
-            if owner is not None and not route.match.hosts and route.namespace != owner:
-                continue
-            rank = (1 if route.match.hosts else 0, len(route.match.path_prefix))
-            if rank > best_rank:
-                best, best_rank = route, rank
-        return best
+            if not route.match.path_prefix or path_has_prefix(path, route.match.path_prefix):
+                return route
+        return None
 
     def endpoint_urls(self) -> set[str]:
         return {endpoint.url for route in self.routes for endpoint in (*route.home, *route.away)}
@@ -150,3 +167,40 @@ def path_has_prefix(path: str, prefix: str) -> bool:
     if prefix == "/" or prefix.endswith("/"):
         return path.startswith(prefix)
     return path == prefix or path.startswith(prefix + "/")
+
+
+@dataclasses.dataclass(frozen=True)
+class _MatchIndex:
+    """A table's routes arranged for matching: by each host they name, and those naming none; each
+    list longest path prefix first, in table order among equal prefixes (a stable sort), so the first
+    route whose prefix takes the path is the one `RouteTable.match` picks."""
+
+    by_host: Mapping[str, tuple[Route, ...]]
+    every_host: tuple[Route, ...]
+
+    @classmethod
+    def of(cls, routes: Iterable[Route]) -> _MatchIndex:
+        by_host: dict[str, list[Route]] = {}
+        every_host: list[Route] = []
+        for route in routes:
+            for host in dict.fromkeys(route.match.hosts):  # a host named twice lists the route once
+                by_host.setdefault(host, []).append(route)
+            if not route.match.hosts:
+                every_host.append(route)
+        return cls(
+            {host: _longest_first(found) for host, found in by_host.items()}, _longest_first(every_host)
+        )
+
+
+def _longest_first(routes: list[Route]) -> tuple[Route, ...]:
+    if len(routes) == 1:  # most hosts have one route: nothing to sort
+        return (routes[0],)
+    return tuple(sorted(routes, key=lambda route: -len(route.match.path_prefix)))
+
+
+def _longest_prefix(routes: tuple[Route, ...], path: str) -> Route | None:
+    """The first of `routes` (longest prefix first) whose prefix takes `path`."""
+    for route in routes:
+        if not route.match.path_prefix or path_has_prefix(path, route.match.path_prefix):
+            return route
+    return None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 
+from google.protobuf import descriptor_pool, message, message_factory
+
 _MODULES = (
     "envoy.config.listener.v3.listener_pb2",
     "envoy.config.route.v3.route_pb2",
@@ -29,3 +31,9 @@ _MODULES = (
 def register() -> None:
     for module in _MODULES:
         importlib.import_module(module)
+
+
+def message_class(full_name: str) -> type[message.Message]:
+    """The class of a registered message, e.g. `envoy.config.route.v3.RouteConfiguration`."""
+    register()
+    return message_factory.GetMessageClass(descriptor_pool.Default().FindMessageTypeByName(full_name))

@@ -18,7 +18,7 @@ from envoy.service.discovery.v3 import discovery_pb2
 
 from vk_provider.kit.grpctls import ServerTls, add_port
 from vk_provider.routetable.table import RouteTable
-from vk_provider.xds.resources import EnvoySettings, Resources, build_resources
+from vk_provider.xds.resources import EnvoySettings, ResourceCache, Resources, build_resources
 from vk_provider.xds.session import DiscoverySession, Nack
 from vk_provider.xds.snapshots import Snapshot, SnapshotStore
 from vk_provider.xds.tracking import ConnectedNodes, WeightHistory
@@ -53,10 +53,12 @@ class XdsServer:
         self.table = RouteTable()
         """The table last served (empty before any): the routes the status reports."""
         self._server: grpc.aio.Server | None = None
+        self._cache = ResourceCache()
+        """The resources of the last table: a new one parses only the routes that changed."""
 
     def update(self, table: RouteTable) -> int:
         """Serve `table`; returns the version that carries it."""
-        return self.publish(build_resources(table, self.settings), table=table)
+        return self.publish(build_resources(table, self.settings, self._cache), table=table)
 
     def publish(self, resources: Resources, *, table: RouteTable | None = None) -> int:
         """Serve `resources` as they are (the tests publish invalid ones on purpose); returns the version.

@@ -121,6 +121,30 @@ async def test_the_cache_keeps_no_managed_fields() -> None:
     assert all("managedFields" not in obj["metadata"] for obj in reflector.objects.values())
 
 
+async def test_the_cache_keeps_what_keep_makes_of_listed_and_watched_objects() -> None:
+    def with_spec(uid: str, version: str) -> dict[str, Any]:
+        return pod(uid, version) | {"spec": {"containers": [{"name": "big", "env": []}]}}
+
+    api = ScriptedApi(
+        listings=[{"metadata": {"resourceVersion": "10"}, "items": [with_spec("a", "9")]}],
+        streams=[[WatchEvent("MODIFIED", with_spec("a", "11")), WatchEvent("ADDED", with_spec("b", "12"))]],
+    )
+
+    def identity_only(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": obj["metadata"]}
+
+    reflector = Reflector(
+        api,  # type: ignore[arg-type]
+        "/api/v1/pods",
+        query={},
+        on_change=nothing_changed,
+        description="pods",
+        keep=identity_only,
+    )
+    await run_until_exhausted(api, reflector)
+    assert reflector.objects == {"a": pod("a", "11"), "b": pod("b", "12")}
+
+
 class TypeInstalledLater(ScriptedApi):
     """The first list answers 404 (the resource type is not served yet), later ones from `listings`;
     `synced_when_served` records whether the reflector counted itself synced by then."""

@@ -794,3 +794,197 @@ def test_a_kept_route_sends_its_hosts_home_until_an_offload_takes_it_over() -> N
     assert [route.key for route in result.table.routes] == ["ml/chat"]
     assert [item.key for item in result.skipped] == ["team/chat"]
     assert result.skipped[0].reason.startswith("kept route: ")
+
+
+# --- rebuilding with a memo: only the changed objects are read, and the result is a fresh build's ---
+
+
+def _cluster() -> dict[str, list[dict[str, Any]]]:
+    """Two Offloads, their home slices and away pods, one virtual node: the mirrors' lists."""
+    return {
+        "offloads": [
+            _offload(hosts=["chat.example.com"]),
+            _offload("embed", service="embed-svc", hosts=["embed.example.com"]),
+        ],
+        "slices": [
+            _slice([_endpoint("10.0.0.1"), _endpoint("10.0.0.2")]),
+            _slice([_endpoint("10.0.1.1")], service="embed-svc", name="embed-svc-abcde"),
+        ],
+        "pods": [
+            _pod("chat-away-0", address="http://10.9.0.1:9000"),
+            _pod("chat-away-1", address="http://10.9.0.2:9000"),
+            _pod("embed-away-0", offload="embed", address="http://10.9.1.1:9000"),
+        ],
+        "nodes": [_node()],
+    }
+
+
+def _build(
+    cluster: dict[str, list[dict[str, Any]]], memo: building.BuildMemo | None = None, **settings: Any
+) -> BuildResult:
+    return build_routes(
+        cluster["offloads"],
+        cluster["slices"],
+        cluster["pods"],
+        virtual_nodes=cluster["nodes"],
+        memo=memo,
+        **settings,
+    )
+
+
+def test_a_build_with_a_memo_gives_what_a_fresh_build_gives_through_a_run_of_changes() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    steps: list[tuple[str, Any]] = [
+        ("start", lambda: None),
+        ("a pod turns not ready", lambda: cluster["pods"].__setitem__(0, _pod("chat-away-0", ready=False))),
+        ("a pod is deleted", lambda: cluster["pods"].pop(1)),
+        (
+            "a weight changes",
+            lambda: cluster["offloads"].__setitem__(0, _offload(hosts=["chat.example.com"], away_weight=75)),
+        ),
+        (
+            "a slice drains",
+            lambda: cluster["slices"].__setitem__(
+                0, _slice([_endpoint("10.0.0.1", ready=False, serving=True, terminating=True)])
+            ),
+        ),
+        (
+            "an untrusted slice appears",
+            lambda: cluster["slices"].append(_slice([_endpoint("6.6.6.6")], name="forged", manager="me")),
+        ),
+        (
+            "an Offload claims a held host",
+            lambda: cluster["offloads"].append(
+                _offload("thief", namespace="other", hosts=["chat.example.com"])
+            ),
+        ),
+        ("the node goes not ready", lambda: cluster.__setitem__("nodes", [_node(ready="Unknown")])),
+        (
+            "an Offload goes invalid",
+            lambda: cluster["offloads"].__setitem__(1, _offload("embed", service="embed-svc", prefix="v1")),
+        ),
+    ]
+    for what, change in steps:
+        change()
+        # The lists are new each time (the mirrors' values), the unchanged objects the same ones.
+        remembered = _build(
+            {key: list(value) for key, value in cluster.items()},
+            memo,
+            active_checks={"http://10.9.0.1:9000": True},
+        )
+        fresh = _build(cluster, active_checks={"http://10.9.0.1:9000": True})
+        assert remembered == fresh, what
+
+
+def test_a_rebuild_reads_only_the_objects_that_changed_and_keeps_the_unchanged_routes() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    first = _build(cluster, memo)
+    assert (memo.offloads.reads, memo.endpoint_slices.reads, memo.away_pods.reads) == (2, 2, 3)
+    cluster["pods"][2] = _pod("embed-away-0", offload="embed", address="http://10.9.1.9:9000")
+    second = _build(cluster, memo)
+    assert (memo.offloads.reads, memo.endpoint_slices.reads, memo.away_pods.reads) == (2, 2, 4)
+    chat_before, embed_before = first.table.routes
+    chat_after, embed_after = second.table.routes
+    assert chat_after is chat_before  # nothing of it changed: the same route, compared at a glance
+    assert embed_after is not embed_before
+    assert [endpoint.url for endpoint in embed_after.away] == ["http://10.9.1.9:9000"]
+
+
+def test_a_memo_forgets_the_objects_that_are_gone() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    _build(cluster, memo)
+    gone = cluster["pods"].pop()
+    _build(cluster, memo)
+    cluster["pods"].append(gone)
+    _build(cluster, memo)
+    assert memo.away_pods.reads == 4  # read again: the memo held it no longer
+
+
+def test_new_traffic_keys_or_slice_managers_read_every_object_again() -> None:
+    cluster = _cluster()
+    memo = building.BuildMemo()
+    _build(cluster, memo)
+    rotated = _build(cluster, memo, traffic_keys=(OTHER_KEY,))
+    assert rotated == _build(cluster, traffic_keys=(OTHER_KEY,))
+    assert len(rotated.unverified) == 3
+    assert memo.away_pods.reads == 6
+    trusting = _build(
+        cluster, memo, traffic_keys=(OTHER_KEY,), slice_managers=SliceManagers.with_extra(["me"])
+    )
+    assert trusting == _build(
+        cluster, traffic_keys=(OTHER_KEY,), slice_managers=SliceManagers.with_extra(["me"])
+    )
+    assert memo.endpoint_slices.reads == 4
+
+
+def _every_kind_of_away_pod() -> list[dict[str, Any]]:
+    """Away pods in each state the table tells apart, and a few malformed ones."""
+    forged = _pod("forged", address="http://10.9.0.7:9000")
+    forged["metadata"]["annotations"] = {TRAFFIC_ADDRESS_ANNOTATION: "http://6.6.6.6", "team": "ml"}
+    odd_containers = _pod("odd", address="http://10.9.0.8:9000")
+    odd_containers["spec"]["containers"] = ["not a container", {"readinessProbe": {"httpGet": {"path": 7}}}]
+    no_label = _pod("no-label", address="http://10.9.0.9:9000")
+    del no_label["metadata"]["labels"]
+    return [
+        _pod("ready", address="http://10.9.0.1:9000", probe_path="health"),
+        _pod("not-ready", address="http://10.9.0.2:9000", ready=False),
+        _pod("kept", address="http://10.9.0.3:9000", ready=False, containers_ready=True),
+        _pod("draining", address="http://10.9.0.4:9000", deleting=True),
+        _pod("signed", address=SAGEMAKER_URL, auth="aws-sigv4; service=sagemaker; region=eu-west-1"),
+        _pod("refused", address=SAGEMAKER_URL, auth="aws-sigv4; service=iam; region=eu-west-1"),
+        _pod("foreign", address="http://10.9.0.5:9000", node="aks-virtual-node"),
+        _pod("unsealed", address="http://10.9.0.6:9000", seal_key=None),
+        _pod("bad-seal", address="http://10.9.0.10:9000", seal_key=OTHER_KEY),
+        _pod("no-address", address=None),
+        _pod("not-a-url", address="ftp://10.9.0.11"),
+        forged,
+        odd_containers,
+        no_label,
+    ]
+
+
+@pytest.mark.parametrize("accept_unsigned", [False, True])
+def test_the_fields_the_feed_keeps_of_an_away_pod_build_what_the_whole_pod_builds(
+    accept_unsigned: bool,
+) -> None:
+    pods = _every_kind_of_away_pod()
+    for pod in pods:  # what a real pod carries besides: none of it may matter
+        pod["spec"]["volumes"] = [{"name": "token", "projected": {"sources": []}}]
+        pod["spec"]["containers"].append({"name": "sidecar", "env": [{"name": "A", "value": "b"}]})
+        pod["status"]["containerStatuses"] = [{"name": "app", "ready": True}]
+        pod["metadata"]["resourceVersion"] = "42"
+    kept = [building.away_pod_fields(pod) for pod in pods]
+    settings: dict[str, Any] = {
+        "virtual_nodes": [_node(ready="Unknown")],  # so that the checks keep the pod "kept"
+        "active_checks": {"http://10.9.0.3:9000": True},
+        "accept_unsigned": accept_unsigned,
+    }
+    whole = build_routes([_offload()], [], pods, **settings)
+    assert build_routes([_offload()], [], kept, **settings) == whole
+    # Each case is live: served, kept on checks, draining, signed, or reported.
+    served = {endpoint.url for endpoint in whole.table.routes[0].away}
+    assert len(served) == (7 if accept_unsigned else 6)
+    assert any(endpoint.kept_on_active_checks for endpoint in whole.table.routes[0].away)
+    assert [len(found) for found in (whole.foreign, whole.refused_signing, whole.untrusted)] == [1, 1, 1]
+    assert len(whole.unverified) == (1 if accept_unsigned else 2)
+
+
+def test_the_feed_keeps_an_away_pods_identity_and_not_its_spec() -> None:
+    pod = _pod("chat-away-0", probe_path="/health")
+    pod["spec"]["volumes"] = [{"name": "token"}]
+    pod["metadata"]["resourceVersion"] = "42"
+    kept = building.away_pod_fields(pod)
+    assert kept["metadata"] == {
+        "name": "chat-away-0",
+        "namespace": "ml",
+        "uid": "uid-chat-away-0",
+        "resourceVersion": "42",
+        "labels": {OFFLOAD_LABEL: "chat"},
+    }
+    assert kept["spec"] == {
+        "containers": [{"readinessProbe": {"httpGet": {"path": "/health"}}}],
+        "nodeName": VIRTUAL_NODE,
+    }

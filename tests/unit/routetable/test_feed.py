@@ -22,9 +22,10 @@ from vk_provider.offload.names import (
     TRAFFIC_AUTH_CONDITION,
 )
 from vk_provider.router.metrics import RouterMetrics
+from vk_provider.routetable import feed as feed_module
 from vk_provider.routetable.feed import TableFeed
 from vk_provider.routetable.signingscope import SigningScope
-from vk_provider.routetable.table import RouteTable
+from vk_provider.routetable.table import Route, RouteMatch, RouteTable
 
 from .sealing import TEST_KEY_SECRET, seal_condition
 
@@ -253,3 +254,18 @@ def test_without_the_key_secret_no_away_pod_is_taken_and_the_cause_is_logged_onc
         feed.rebuild()
         assert tables[-1].routes[0].away == ()
         assert any("is unusable" in r.getMessage() for r in caplog.records)
+
+
+def _weighted(name: str, weight: int) -> Route:
+    return Route("ml", name, 1, RouteMatch(hosts=(f"{name}.example",)), weight)
+
+
+def test_a_new_table_is_logged_by_the_routes_it_changed_not_all_of_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    before = RouteTable.of([_weighted(f"m{number}", 0) for number in range(100)])
+    after = RouteTable.of([_weighted("m1", 50), *(_weighted(f"m{number}", 0) for number in range(2, 100))])
+    with caplog.at_level(logging.INFO, logger="vk_provider.routetable.feed"):
+        feed_module._log_changes(before, after)
+    (message,) = [record.getMessage() for record in caplog.records]
+    assert message == "route table updated (99 routes): ml/m1 away=50%; removed ml/m0"

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vk_provider.router import Endpoint, Route, RouteMatch, RouteTable
+from vk_provider.routetable import table as table_module
 from vk_provider.routetable.table import normalize_host, path_has_prefix
 
 
@@ -98,3 +103,84 @@ def test_route_key_and_sides() -> None:
     assert route.endpoints("home") == (home,)
     assert route.endpoints("away") == (away,)
     assert RouteTable.of([route]).endpoint_urls() == {"http://h:1", "http://a:1"}
+
+
+def _scanned_match(table: RouteTable, host: str | None, path: str) -> Route | None:
+    """The matching rule read straight off `RouteTable.match`'s contract, one route at a time: what
+    the index must agree with."""
+    normalized = normalize_host(host or "")
+    owner = table.host_owners.get(normalized)
+    best: Route | None = None
+    best_rank = (-1, -1)
+    for route in table.routes:
+        if not route.match.matches(normalized, path):
+            continue
+        if owner is not None and not route.match.hosts and route.namespace != owner:
+            continue
+        rank = (1 if route.match.hosts else 0, len(route.match.path_prefix))
+        if rank > best_rank:
+            best, best_rank = route, rank
+    return best
+
+
+_HOSTS = st.sampled_from(["a.example", "b.example", "c.example"])
+_PREFIXES = st.sampled_from(["", "/", "/v1", "/v1/chat", "/v2", "/v1/"])
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> RouteTable:
+    routes = []
+    for number in range(draw(st.integers(0, 8))):
+        hosts = tuple(draw(st.lists(_HOSTS, max_size=2)))
+        prefix = draw(_PREFIXES)
+        if not hosts and not prefix:
+            prefix = "/"
+        namespace = draw(st.sampled_from(["ml", "web"]))
+        routes.append(Route(namespace, f"r{number}", 1, RouteMatch(hosts=hosts, path_prefix=prefix), 0))
+    owners = draw(st.dictionaries(_HOSTS, st.sampled_from(["ml", "web"]), max_size=2))
+    return RouteTable.of(routes, owners)
+
+
+@given(
+    _tables(),
+    st.one_of(st.none(), _HOSTS, st.just("A.Example:8080")),
+    st.sampled_from(["/", "/v1", "/v1/chat/x", "/v2/y", "/v1x", "/other"]),
+)
+def test_the_indexed_match_picks_what_a_scan_of_every_route_picks(
+    table: RouteTable, host: str | None, path: str
+) -> None:
+    assert table.match(host, path) is _scanned_match(table, host, path)
+
+
+def test_a_pickled_table_matches_as_the_original_and_carries_no_index() -> None:
+    payload = pickle.dumps(TABLE)
+    copy = pickle.loads(payload)  # noqa: S301 - our own bytes
+    assert copy == TABLE
+    assert b"_index" not in payload
+    found = copy.match("chat.example.com", "/admin/x")
+    assert found is not None
+    assert found.name == "chat-admin"
+
+
+def test_a_thousand_routes_are_matched_by_host_without_testing_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    routes = [_route(f"m{number}", hosts=(f"m{number}.example",), prefix="/") for number in range(1000)]
+    table = RouteTable.of(routes)
+    tests: list[str] = []
+    whole_match = RouteMatch.matches
+
+    def recording_prefix(path: str, prefix: str) -> bool:
+        tests.append(f"prefix {prefix}")
+        return path_has_prefix(path, prefix)
+
+    def recording_match(self: RouteMatch, host: str, path: str) -> bool:
+        tests.append(f"match {self.hosts}")
+        return whole_match(self, host, path)
+
+    monkeypatch.setattr(table_module, "path_has_prefix", recording_prefix)
+    monkeypatch.setattr(RouteMatch, "matches", recording_match)
+    found = table.match("m999.example", "/x")
+    assert found is not None
+    assert found.name == "m999"
+    assert len(tests) <= 1  # the host's own route at most, not a scan of the thousand

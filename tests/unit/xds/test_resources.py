@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+
 from vk_provider.kit.traffic_auth import AwsSigV4
 from vk_provider.routetable.table import Endpoint, RouteTable
 from vk_provider.xds.clusters import UpstreamTrust
-from vk_provider.xds.names import LISTENER_TYPE, ROUTE_CONFIGURATION_NAME
-from vk_provider.xds.resources import EnvoySettings, build_resources
+from vk_provider.xds.names import LISTENER_TYPE, ROUTE_CONFIGURATION_NAME, ROUTE_CONFIGURATION_TYPE
+from vk_provider.xds.resources import EnvoySettings, ResourceCache, build_resources, pack
+from vk_provider.xds.routes import route_configuration
+from vk_provider.xds.sides import plan_route
 from vk_provider.xds.upstream_filters import METADATA_NAMESPACE
 
 from . import as_dict, cluster, load_assignment, route, route_entry, table, virtual_hosts, weights
@@ -289,3 +297,60 @@ def test_an_owned_host_falls_back_only_to_its_owners_hostless_routes_even_when_n
         ("kept.example.com", "kept.example.com."): ["b/other", "no route"],
         ("*",): ["b/other", "a/any", "no route"],
     }
+
+
+# --- building again with a cache: only what changed is parsed, and the resources are a fresh build's ---
+
+
+def _tables() -> list[RouteTable]:
+    """A run of tables as a cluster's changes make them, each from the one before."""
+    chat = route(away_weight=30, home=HOME, away=AWAY)
+    embed = route(name="embed", hosts=("embed.example.com",), home=HOME[:1], path_prefix="/v1")
+    catch_all = route(name="all", hosts=(), path_prefix="/", home=HOME[1:])
+    signed = route(
+        name="signed",
+        hosts=("signed.example.com",),
+        away=(Endpoint(SAGEMAKER.format(1), auth=AwsSigV4(region="eu-west-1", service="sagemaker")),),
+        away_weight=100,
+    )
+    return [
+        table(chat, embed),
+        table(chat, embed, catch_all),
+        table(dataclasses.replace(chat, away_weight=60), embed, catch_all),
+        table(dataclasses.replace(chat, away=()), embed, catch_all, signed),
+        table(embed, signed),
+        RouteTable.of([embed, signed], {"chat.example.com": "default"}),
+    ]
+
+
+def test_a_build_with_a_cache_gives_what_a_fresh_build_gives_through_a_run_of_tables() -> None:
+    cache = ResourceCache()
+    for number, current in enumerate(_tables()):
+        cached = build_resources(current, EnvoySettings(), cache)
+        fresh = build_resources(current, EnvoySettings())
+        assert cached.same_as(fresh), number
+        assert cached.left_out == fresh.left_out
+        plans = [plan_route(found) for found in current.routes]
+        # The configuration put together a virtual host at a time is the one its whole JSON parses to.
+        (configuration,) = cached.of_type(ROUTE_CONFIGURATION_TYPE).values()
+        assert configuration == pack(route_configuration(plans, current.host_owners))
+
+
+def test_a_new_weight_parses_the_route_configuration_again_and_no_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chat = route(away_weight=30, home=HOME, away=AWAY)
+    others = [route(name=f"m{number}", hosts=(f"m{number}.example.com",), home=HOME) for number in range(20)]
+    cache = ResourceCache()
+    build_resources(table(chat, *others), EnvoySettings(), cache)
+    parsed: list[str] = []
+    parse = json_format.ParseDict
+
+    def recording(js_dict: dict[str, Any], message: Any, **options: Any) -> Any:
+        parsed.append(str(js_dict.get("@type") or js_dict.get("name")))
+        return parse(js_dict, message, **options)
+
+    monkeypatch.setattr(json_format, "ParseDict", recording)
+    build_resources(table(dataclasses.replace(chat, away_weight=70), *others), EnvoySettings(), cache)
+    # The listener (built anew each time, it is one resource) and chat's virtual host: not the 20 others'.
+    assert sorted(parsed) == sorted([LISTENER_TYPE, "chat.example.com"])
