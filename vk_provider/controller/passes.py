@@ -40,6 +40,11 @@ class Pass:
     gone: bool = False
     """The finalizer was removed: the Offload is about to disappear, nothing more is written."""
 
+    def changes(self) -> dict[str, Any]:
+        """The patch less the fields it sets to what they already are: an idle pass of an Offload that
+        is watched every few seconds (its serving side) then writes nothing."""
+        return {key: value for key, value in self.patch.items() if self.status.get(key) != value}
+
     @property
     def current(self) -> OffloadStatus:
         """The status as it will be after this pass's patch."""

@@ -100,11 +100,12 @@ class ReconcilerBase(abc.ABC):
         )
 
     async def _write(self, work: Pass) -> None:
-        if not work.patch or work.gone:
+        patch = work.changes()
+        if not patch or work.gone:
             return
         await self._api.patch(
             offload_path(work.spec.namespace, work.spec.name, status=True),
-            {"status": work.patch},
+            {"status": patch},
             content_type=MERGE_PATCH,
         )
 

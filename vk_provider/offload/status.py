@@ -133,7 +133,9 @@ def set_condition(
     now: datetime,
     generation: int,
 ) -> list[dict[str, Any]]:
-    """The conditions with `kind` set; its transition time moves only when its status changes."""
+    """The conditions with `kind` set, in its place (a new one last); its transition time moves only
+    when its status changes. Kept in place, setting a condition to what it was changes nothing, so a
+    pass that sets every condition it owns writes nothing when none changed."""
     previous = next((item for item in conditions if item.get("type") == kind), None)
     changed = previous is None or previous.get("status") != status
     condition = {
@@ -144,7 +146,9 @@ def set_condition(
         "lastTransitionTime": format_timestamp(now) if changed else previous["lastTransitionTime"],  # type: ignore[index]
         "observedGeneration": generation,
     }
-    return [*(dict(item) for item in conditions if item.get("type") != kind), condition]
+    if previous is None:
+        return [*(dict(item) for item in conditions), condition]
+    return [condition if item.get("type") == kind else dict(item) for item in conditions]
 
 
 def _key(name: str) -> str:
