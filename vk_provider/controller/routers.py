@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -24,6 +25,9 @@ from vk_provider.offload.names import ROUTER_ADMIN_PORT
 logger = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=5)
+SHARED_FOR_SECONDS = 0.25
+"""How long a replica's status or metrics, once asked for, answer every caller: much less than a
+poll (1 s) or a step's interval, so a gate never judges a window that is stale by more than this."""
 
 
 class RouterUnreachable(Exception):
@@ -66,6 +70,8 @@ class RouterDirectory:
         self._selector = selector
         self._port = port
         self._session: aiohttp.ClientSession | None = None
+        self._fetches: dict[tuple[str, str], tuple[float, asyncio.Future[Any]]] = {}
+        """(url, path) -> when the last read of it started, and that read."""
 
     async def close(self) -> None:
         if self._session is not None:
@@ -121,12 +127,42 @@ class RouterDirectory:
             raise RouterUnreachable(f"{self._kind} {url}{path} answered {response.status}")
         return response
 
-    async def _view(self, url: str, namespace: str, name: str) -> RouteView:
-        response = await self._get(url, "/-/status")
+    async def _read(
+        self, url: str, path: str, parse: Callable[[aiohttp.ClientResponse], Awaitable[Any]]
+    ) -> Any:
+        response = await self._get(url, path)
         try:
-            document: dict[str, Any] = await response.json()
+            return await parse(response)
         except (aiohttp.ClientError, ValueError) as error:
-            raise RouterUnreachable(f"router {url}/-/status: {error}") from None
+            raise RouterUnreachable(f"{self._kind} {url}{path}: {error}") from None
+        finally:
+            response.release()
+
+    async def _shared(
+        self, url: str, path: str, parse: Callable[[aiohttp.ClientResponse], Awaitable[Any]]
+    ) -> Any:
+        """One replica's document, shared by every caller within `SHARED_FOR_SECONDS` of a read's start:
+        each Offload asks for its own route, and each router answers with all of them, so a thousand
+        Offloads watched every few seconds would otherwise fetch and parse the whole table hundreds of
+        times a second."""
+        now = time.monotonic()
+        held = self._fetches.get((url, path))
+        if held is not None and now - held[0] <= SHARED_FOR_SECONDS:
+            return await asyncio.shield(held[1])
+        task = asyncio.ensure_future(self._read(url, path, parse))
+        self._fetches[(url, path)] = (now, task)
+        task.add_done_callback(lambda done: self._forget_failed(url, path, done))
+        return await asyncio.shield(task)
+
+    def _forget_failed(self, url: str, path: str, task: asyncio.Future[Any]) -> None:
+        # A failure is every waiter's, but not the next caller's: it asks again.
+        if (task.cancelled() or task.exception() is not None) and self._fetches.get((url, path), (0, None))[
+            1
+        ] is task:
+            del self._fetches[(url, path)]
+
+    async def _view(self, url: str, namespace: str, name: str) -> RouteView:
+        document: dict[str, Any] = await self._shared(url, "/-/status", _json)
         for route in document.get("routes") or ():
             if route.get("namespace") == namespace and route.get("name") == name:
                 endpoints = route.get("endpoints") or {}
@@ -144,12 +180,13 @@ class RouterDirectory:
     async def metrics(self) -> list[str]:
         """Every replica's metrics text; RouterUnreachable if any replica cannot be asked."""
 
-        async def scrape(url: str) -> str:
-            response = await self._get(url, self._metrics_path)
-            try:
-                return await response.text()
-            except aiohttp.ClientError as error:
-                raise RouterUnreachable(f"{self._kind} {url}{self._metrics_path}: {error}") from None
-
         urls = await self.urls()
-        return list(await asyncio.gather(*(scrape(url) for url in urls)))
+        return list(await asyncio.gather(*(self._shared(url, self._metrics_path, _text) for url in urls)))
+
+
+async def _json(response: aiohttp.ClientResponse) -> Any:
+    return await response.json()
+
+
+async def _text(response: aiohttp.ClientResponse) -> str:
+    return await response.text()

@@ -1,0 +1,97 @@
+"""The routers' status and metrics, asked for by many Offloads at once, are read once per replica:
+each answer holds every route, so one read serves them all (a real aiohttp server counts the reads)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
+
+pytestmark = pytest.mark.unit
+
+ROUTES = [
+    {"namespace": "ml", "name": f"svc-{index}", "away_weight": index, "endpoints": {"home": {"usable": 2}}}
+    for index in range(50)
+]
+
+
+class CountingRouter:
+    def __init__(self) -> None:
+        self.reads = {"status": 0, "metrics": 0}
+        self.failing = False
+        self.release = asyncio.Event()
+        self.arrived = {"status": asyncio.Event(), "metrics": asyncio.Event()}
+
+    async def status(self, _: web.Request) -> web.Response:
+        self.reads["status"] += 1
+        self.arrived["status"].set()
+        await self.release.wait()  # every caller arrives while this read is in flight
+        if self.failing:
+            return web.Response(status=500)
+        return web.json_response({"routes": ROUTES})
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        self.reads["metrics"] += 1
+        self.arrived["metrics"].set()
+        await self.release.wait()
+        return web.Response(text="vk_provider_router_requests_total 1\n")
+
+
+@pytest.fixture
+async def router() -> AsyncIterator[tuple[CountingRouter, str]]:
+    counting = CountingRouter()
+    app = web.Application()
+    app.router.add_get("/-/status", counting.status)
+    app.router.add_get("/-/metrics", counting.metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield counting, f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_fifty_offloads_asking_at_once_cost_each_router_one_read(
+    router: tuple[CountingRouter, str],
+) -> None:
+    counting, url = router
+    directory = RouterDirectory(None, urls=[url])
+    try:
+        asking = [asyncio.create_task(directory.views("ml", f"svc-{index}")) for index in range(50)]
+        scraping = [asyncio.create_task(directory.metrics()) for _ in range(10)]
+        # Held until both reads have reached the router: every caller has joined one by then.
+        await asyncio.wait_for(
+            asyncio.gather(counting.arrived["status"].wait(), counting.arrived["metrics"].wait()), 10
+        )
+        counting.release.set()
+        views = await asyncio.gather(*asking)
+        await asyncio.gather(*scraping)
+        assert counting.reads == {"status": 1, "metrics": 1}
+        assert [view[0].away_weight for view in views] == list(range(50))  # each its own route
+    finally:
+        await directory.close()
+
+
+async def test_a_failed_read_fails_its_waiters_and_the_next_caller_asks_again(
+    router: tuple[CountingRouter, str],
+) -> None:
+    counting, url = router
+    counting.failing = True
+    counting.release.set()
+    directory = RouterDirectory(None, urls=[url])
+    try:
+        with pytest.raises(RouterUnreachable):
+            await directory.views("ml", "svc-1")
+        counting.failing = False
+        views = await directory.views("ml", "svc-1")
+        assert views[0].away_weight == 1
+        assert counting.reads["status"] == 2
+    finally:
+        await directory.close()
