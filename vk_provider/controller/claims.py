@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from vk_provider._kube.informers import Informers
 from vk_provider._kube.watching import Reflector, uid_of
 from vk_provider.kit.kube import KubeApi, RawObject
 from vk_provider.offload.claims import Claims, Conflict, resolve_claims
@@ -26,21 +27,30 @@ from vk_provider.offload.retained import RetainedRoute, kept_routes_reflector, r
 class RouteClaims:
     """A cluster-wide mirror of Offloads and kept routes, resolved into route claims on demand."""
 
-    def __init__(self, api: KubeApi, *, namespace: str | None = None) -> None:
+    def __init__(
+        self, api: KubeApi, *, namespace: str | None = None, informers: Informers | None = None
+    ) -> None:
         self._namespace = namespace
         """Only this namespace's Offloads are queued again (None: all), as only those are ours."""
         self._requeue: Callable[[str], None] = lambda _key: None
         self._losers: dict[str, Conflict] = {}
-        self.offloads = Reflector(
-            api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
-        )
+        self._shared = informers is not None and namespace is None
+        """Whether the Offloads are the controller's own cluster-wide mirror (one copy, not two); a
+        controller of one namespace mirrors only it, so the claims keep a cluster-wide one of their own."""
+        if informers is not None and namespace is None:
+            self.offloads = informers.watch(offloads_path(None), self._changed).reflector
+        else:
+            self.offloads = Reflector(
+                api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
+            )
         self.kept_routes = kept_routes_reflector(api, None, self._changed)
 
     async def run(self, requeue: Callable[[str], None]) -> None:
         """Mirror until cancelled, handing `requeue` the key of each Offload whose standing changed."""
         self._requeue = requeue
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.offloads.run())
+            if not self._shared:
+                tasks.create_task(self.offloads.run())
             tasks.create_task(self.kept_routes.run())
 
     async def conflict(self, offload: RawObject) -> Conflict | None:

@@ -405,7 +405,7 @@ async def lead_term(
 ) -> None:
     """Reconcile Offloads (and run the policy) for one leader term, until cancelled."""
     # Route claims conflict across namespaces: watched cluster-wide whatever --namespace says.
-    claims = RouteClaims(api, namespace=arguments.namespace)
+    claims = RouteClaims(api, namespace=arguments.namespace, informers=reads.informers)
     reconciler = Reconciler(
         reads,
         data_planes,
