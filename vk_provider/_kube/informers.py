@@ -83,6 +83,9 @@ class Watched:
 
     collection: str
     namespaced: bool = True
+    keep: Callable[[RawObject], RawObject] | None = None
+    """What of each object the mirror keeps (`Reflector`'s `keep`): its readers' fields, for a type
+    with many large objects. Reads, a write's answer included, return what is kept."""
 
 
 def _resource_version(obj: Mapping[str, Any]) -> int | None:
@@ -103,7 +106,10 @@ def _key(obj: Mapping[str, Any]) -> Key:
 class Informer:
     """One resource's mirror with its indexes by namespace and by name."""
 
-    def __init__(self, api: KubeApi, path: str, description: str) -> None:
+    def __init__(
+        self, api: KubeApi, path: str, description: str, keep: Callable[[RawObject], RawObject] | None = None
+    ) -> None:
+        self._keep = keep
         self.reflector = Reflector(
             api,
             path,
@@ -111,6 +117,7 @@ class Informer:
             on_change=self._changed,
             description=description,
             missing_type=f"reads of {description} find nothing until it is served",
+            keep=keep,
         )
         self._uid_by_key: dict[Key, str] = {}
         self._key_by_uid: dict[str, Key] = {}
@@ -157,6 +164,11 @@ class Informer:
         self._by_namespace[key[0]].add(uid)
         self._absent.discard(key)
 
+    def kept(self, obj: RawObject) -> RawObject:
+        """`obj` as the mirror keeps it."""
+        kept = trimmed(obj)
+        return kept if self._keep is None else self._keep(kept)
+
     def get(self, key: Key) -> RawObject | None:
         uid = self._uid_by_key.get(key)
         return None if uid is None else self.reflector.objects.get(uid)
@@ -188,7 +200,7 @@ class Informer:
             old = _resource_version(held)
             if new is None or (old is not None and new <= old):
                 return
-        self.reflector.objects[uid] = trimmed(obj)
+        self.reflector.objects[uid] = self.kept(obj)
         previous = self._key_by_uid.get(uid)
         if previous is not None and previous != _key(obj):
             self._uid_by_key.pop(previous, None)
@@ -234,6 +246,7 @@ class Informers:
             self._api,
             f"{path.prefix}{where}/{path.plural}",
             f"{path.plural} ({path.prefix}{', namespace ' + namespace if namespace else ''})",
+            watched.keep,
         )
         self._informers[path.collection] = informer
         task = asyncio.create_task(informer.reflector.run(), name=f"informer {path.plural}")
@@ -306,7 +319,9 @@ class CachedApi(KubeApi):
             compact=compact,
         )
         if parsed is not None and method in WRITES and self.informers.covers(parsed):
-            self.informers.informer(parsed).remember(answer)
+            informer = self.informers.informer(parsed)
+            informer.remember(answer)
+            return informer.kept(answer)  # what a read returns, so no caller depends on more
         return answer
 
     async def _cached_read(
@@ -349,7 +364,7 @@ class CachedApi(KubeApi):
                     informer.mark_absent(key)
                 raise
             informer.remember(fetched)
-            return fetched
+            return informer.kept(fetched)
         raise KubeApiError(404, "NotFound", f'{path.plural} "{path.name}" not found')
 
 

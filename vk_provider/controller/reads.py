@@ -12,18 +12,42 @@ on its first read. HTTPRoutes, EndpointSlices and Leases are read rarely or writ
 from __future__ import annotations
 
 from vk_provider._kube.informers import CachedApi, Informers, Watched
-from vk_provider.kit.kube import KubeApi, resource_path
+from vk_provider.kit.kube import KubeApi, RawObject, resource_path
 from vk_provider.offload.names import offloads_path
 from vk_provider.policy.admission.names import KUEUE_API_VERSION
 from vk_provider.policy.names import policies_path
 from vk_provider.policy.podgroups import API_VERSION as PODGROUP_API_VERSION
+
+CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
+"""What the policy reads of a container: its requests (GPUs), and whether an init container is a
+sidecar (`restartPolicy: Always`) that runs beside the others."""
+DROPPED_STATUS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+
+
+def pod_as_read(pod: RawObject) -> RawObject:
+    """A pod as the controller and the policy read it: its metadata, its placement and scheduling,
+    its containers' names and requests, its phase, conditions and addresses. Images, commands,
+    environment, probes, volumes and container statuses, most of a pod's size, are left out: a
+    cluster's every pod is mirrored, and a whole one takes some 12 KiB in memory, this under half."""
+    spec = dict(pod.get("spec") or {})
+    spec.pop("volumes", None)
+    spec.pop("ephemeralContainers", None)
+    for group in ("containers", "initContainers"):
+        if group in spec:
+            spec[group] = [
+                {key: container[key] for key in CONTAINER_FIELDS if key in container}
+                for container in spec[group] or ()
+            ]
+    status = {key: value for key, value in (pod.get("status") or {}).items() if key not in DROPPED_STATUS}
+    return {**pod, "spec": spec, "status": status}
+
 
 WATCHED = [
     Watched(offloads_path(None)),
     Watched(policies_path(), namespaced=False),
     Watched(resource_path("apps/v1", "deployments")),
     Watched(resource_path("v1", "services")),
-    Watched(resource_path("v1", "pods")),
+    Watched(resource_path("v1", "pods"), keep=pod_as_read),
     Watched(resource_path("v1", "nodes"), namespaced=False),
     Watched(resource_path("v1", "namespaces"), namespaced=False),
     Watched(resource_path("batch/v1", "jobs")),

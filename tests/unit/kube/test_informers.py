@@ -250,3 +250,20 @@ async def test_a_subscriber_woken_by_a_change_reads_that_change() -> None:
             api.informers.watch("/api/v1/services", woken)
     finally:
         await api.close()
+
+
+async def test_what_a_mirror_keeps_is_what_every_read_and_write_returns() -> None:
+    def labels_only(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": obj["metadata"]}
+
+    stand_in = StandIn({PODS: [{**pod("a", 1), "spec": {"big": "x" * 100}}]})
+    api = CachedApi(stand_in, Informers(stand_in, [Watched(PODS, keep=labels_only)]))  # type: ignore[arg-type]
+    try:
+        api.informers.informer(ResourcePath.parse(PODS))  # type: ignore[arg-type]
+        await synced(api, PODS)
+        assert "spec" not in (await api.get(PODS))["items"][0]
+        assert "spec" not in await api.get("/api/v1/namespaces/ns/pods/a")
+        written = await api.patch("/api/v1/namespaces/ns/pods/a", {**pod("a", 2), "spec": {"big": "y"}})
+        assert "spec" not in written
+    finally:
+        await api.close()
