@@ -98,6 +98,7 @@ class ScaleRig:
         self.server = server
         self.processes: list[fleet.Process] = []
         self.services = 0
+        self.fillers = 0
         self.router_url = self.router_admin_url = ""
         self.backend_port = 0
         self._keep_alive: asyncio.Task[None] | None = None
@@ -304,6 +305,7 @@ class ScaleRig:
             )
             for index in range(fillers)
         ]
+        self.fillers = fillers
         path = f"/api/v1/namespaces/{namespace}/pods"
         await services.bounded(
             [functools.partial(services.create_ignoring_conflict, self.api, path, body) for body in bodies],
@@ -335,28 +337,32 @@ class ScaleRig:
             for name in wanted
         )
 
-    async def pods_running(self, expected: int) -> bool:
+    async def fillers_running(self) -> bool:
+        """Every filler pod Running (one page of one pod asked for: the count is in the metadata)."""
+        if not self.fillers:
+            return True
         listing = await self.api.get(
             f"/api/v1/namespaces/{self.settings.namespace}/pods",
             query={
                 "fieldSelector": "status.phase=Running",
                 "limit": 1,
-                "labelSelector": "scale.vk-provider.dev/filler=true",
+                "labelSelector": f"{services.ROLE_LABEL}=filler",
             },
         )
         remaining = int((listing.get("metadata") or {}).get("remainingItemCount") or 0)
-        return len(listing.get("items") or ()) + remaining >= expected
+        return len(listing.get("items") or ()) + remaining >= self.fillers
 
     async def settle(
         self, *, timeout_seconds: float, sample_seconds: float = 5.0, max_steady_wait: float = 90.0
     ) -> dict[str, Any]:
-        """Wait until every service is served at home, then until the components' writes reach a steady
-        rate: two samples of `sample_seconds` in a row each writing no faster than the one before
-        (+ 0.2/s). Not "no writes": Lease renewals never stop. At most `max_steady_wait`; the result
-        says whether the rate settled."""
+        """Wait until every service is served at home and every filler pod runs, then until the
+        components' writes reach a steady rate: two samples of `sample_seconds` in a row each writing
+        no faster than the one before (+ 0.2/s). Not "no writes": Lease renewals never stop. At most
+        `max_steady_wait`; the result says whether the rate settled."""
         began = time.monotonic()
         await self._until(self.serving, f"{self.services} services served at home", timeout_seconds)
         served = time.monotonic() - began
+        await self._until(self.fillers_running, f"{self.fillers} filler pods Running", timeout_seconds)
         previous = await attribution.scrape(self.api, time.monotonic())
         last_rate: float | None = None
         steady_in_a_row = 0
@@ -535,7 +541,12 @@ class ScaleRig:
         try:
             offload = await self._until(flipped, "the policy's first flip", timeout_seconds)
             seen = time.monotonic() - created
-            event_seconds = await self._flip_event_seconds(offload, created_wall)
+            # The Event is posted a moment after the flip: a few seconds for it, then none is reported.
+            event_seconds: float | None = None
+            with contextlib.suppress(RigError):
+                event_seconds = await self._until(
+                    lambda: self._flip_event_seconds(offload, created_wall), "the FlipOutStarted Event", 10
+                )
         finally:
             with contextlib.suppress(KubeApiError):
                 await self.api.delete(f"{path}/{name}", {"propagationPolicy": "Background"})

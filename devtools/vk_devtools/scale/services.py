@@ -135,8 +135,13 @@ async def create_service(
     )
 
 
+ROLE_LABEL = "scale.vk-provider.dev/role"
+"""On the rig's bound pods: `filler` (run by a filler daemon) or `training` (on a registered node)."""
+
+
 def filler_pod(name: str, node: str, *, priority_class: str | None = None, gpus: int = 0) -> dict[str, Any]:
-    """A pod bound to `node` by name (no scheduling): the cluster's other workloads."""
+    """A pod bound to `node` by name (no scheduling): the cluster's other workloads; with a
+    `priority_class`, a training pod."""
     container: dict[str, Any] = {"name": "main", "image": IMAGE}
     if gpus:
         container["resources"] = {"limits": {GPU: str(gpus)}}
@@ -149,7 +154,8 @@ def filler_pod(name: str, node: str, *, priority_class: str | None = None, gpus:
     }
     if priority_class:
         spec["priorityClassName"] = priority_class
-    return {"metadata": {"name": name, "labels": {"scale.vk-provider.dev/filler": "true"}}, "spec": spec}
+    role = "training" if priority_class else "filler"
+    return {"metadata": {"name": name, "labels": {ROLE_LABEL: role}}, "spec": spec}
 
 
 async def ensure_namespace(api: KubeApi, name: str) -> None:
