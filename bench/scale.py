@@ -74,7 +74,7 @@ from benchkit import (
 from vk_devtools.devcluster import cluster, podnetwork, traffic
 from vk_devtools.scale import attribution
 from vk_devtools.scale.rig import RigError, RigSettings, ScaleRig
-from vk_provider.kit.kube import KubeApi
+from vk_provider.kit.kube import KubeApi, KubeApiError
 
 NAMESPACE = "scale"
 SYSTEM_NAMESPACE_MANIFEST = traffic.MANIFESTS / "base" / "namespace.yaml"
@@ -204,7 +204,7 @@ async def run_size(offloads: int, args: argparse.Namespace) -> dict[str, Any]:
         result["wave"] = await rig.wave(home, rate=args.wave_rate, timeout_seconds=args.wave_timeout)
         say(f"N={offloads}: wave {result['wave']['wave_seconds']} s, {result['wave']['failed']} failed")
         result["router"] = router_figures(offloads)
-    except (RigError, TimeoutError) as error:
+    except (RigError, TimeoutError, KubeApiError) as error:
         result["error"] = str(error)
         say(f"N={offloads}: {error}")
     finally:

@@ -338,19 +338,23 @@ class ScaleRig:
         )
 
     async def fillers_running(self) -> bool:
-        """Every filler pod Running (one page of one pod asked for: the count is in the metadata)."""
+        """Every filler pod Running, counted over pages of a LIST (with a selector the apiserver gives
+        no remainingItemCount)."""
         if not self.fillers:
             return True
-        listing = await self.api.get(
-            f"/api/v1/namespaces/{self.settings.namespace}/pods",
-            query={
-                "fieldSelector": "status.phase=Running",
-                "limit": 1,
-                "labelSelector": f"{services.ROLE_LABEL}=filler",
-            },
-        )
-        remaining = int((listing.get("metadata") or {}).get("remainingItemCount") or 0)
-        return len(listing.get("items") or ()) + remaining >= self.fillers
+        running = 0
+        query: dict[str, str | int | bool] = {
+            "fieldSelector": "status.phase=Running",
+            "labelSelector": f"{services.ROLE_LABEL}=filler",
+            "limit": 500,
+        }
+        while True:
+            listing = await self.api.get(f"/api/v1/namespaces/{self.settings.namespace}/pods", query=query)
+            running += len(listing.get("items") or ())
+            token = (listing.get("metadata") or {}).get("continue")
+            if not token:
+                return running >= self.fillers
+            query = {**query, "continue": str(token)}
 
     async def settle(
         self, *, timeout_seconds: float, sample_seconds: float = 5.0, max_steady_wait: float = 90.0

@@ -114,7 +114,13 @@ async def create_service(
         f"/api/v1/namespaces/{namespace}/services",
         {
             "metadata": {"name": name},
-            "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": backend_port}]},
+            # Headless: the dev plane's Service range is a /24, and nothing here routes cluster IPs
+            # (the router reads EndpointSlices), so 1,000 Services need no 1,000 addresses.
+            "spec": {
+                "clusterIP": "None",
+                "selector": labels,
+                "ports": [{"name": "http", "port": 80, "targetPort": backend_port}],
+            },
         },
     )
     await create_ignoring_conflict(
