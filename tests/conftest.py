@@ -31,6 +31,7 @@ SERIAL_GROUPS: dict[str, str] = {
     "tests/integration/test_gpu_health_severity.py": "policy",
     "tests/integration/test_policy_warm_up.py": "policy",
     "tests/integration/test_warm_away.py": "policy",
+    "tests/integration/test_scale.py": "policy",
     "tests/integration/test_dev_cluster.py": "dev-cluster",
     "tests/integration/test_serving_certificate_fallback.py": "dev-cluster",
     "tests/integration/test_autoscaled_spill_over.py": "dev-cluster",

@@ -1,0 +1,88 @@
+"""The scale rig's pure parts: who sent what, from the apiserver's counters, and a wave's step times."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from vk_devtools.scale import attribution
+from vk_devtools.scale.rig import WaveTracker
+
+
+def dispatched(schema: str, value: int, level: str = "workload-high") -> str:
+    name = "apiserver_flowcontrol_dispatched_requests_total"
+    return f'{name}{{flow_schema="{schema}",priority_level="{level}"}} {value}'
+
+
+def served(verb: str, group: str, resource: str, subresource: str, value: int, *, code: str = "200") -> str:
+    labels = f'code="{code}",group="{group}",resource="{resource}",subresource="{subresource}",verb="{verb}"'
+    return f'apiserver_request_total{{{labels},version="v1"}} {value}'
+
+
+METRICS = "\n".join(
+    [
+        "# TYPE apiserver_flowcontrol_dispatched_requests_total counter",
+        dispatched("vk-scale-controller-get", 40),
+        dispatched("vk-scale-controller-list", 10),
+        dispatched("vk-scale-controller-watch", 7),
+        dispatched("vk-scale-nodes-update", 3),
+        dispatched("global-default", 999, "global-default"),
+        dispatched("vk-scale-somebody-get", 5),
+        served("GET", "apps", "deployments", "", 30),
+        served("GET", "apps", "deployments", "", 2, code="404"),
+        served("PATCH", "", "pods", "status", 6),
+        served("GET", "", "", "/readyz", 50),
+    ]
+)
+
+
+def test_dispatched_requests_are_the_rigs_users_by_verb_and_the_rest_by_resource() -> None:
+    counters = attribution.parse(METRICS, at=10.0)
+
+    assert counters.dispatched == {
+        ("controller", "get"): 40,
+        ("controller", "list"): 10,
+        ("controller", "watch"): 7,
+        ("nodes", "update"): 3,
+    }
+    assert counters.requests == {("GET", "deployments.apps"): 32, ("PATCH", "pods/status"): 6}
+
+
+def test_rates_leave_watches_out_unless_asked() -> None:
+    before = attribution.parse("", at=0.0)
+    rates = attribution.parse(METRICS, at=10.0).rates_since(before)
+
+    assert rates.component("controller") == pytest.approx(5.0)
+    assert rates.component("controller", watches=True) == pytest.approx(5.7)
+    assert rates.by_verb("nodes") == {"update": pytest.approx(0.3)}
+    assert rates.by_resource() == {
+        "GET deployments.apps": pytest.approx(3.2),
+        "PATCH pods/status": pytest.approx(0.6),
+    }
+
+
+def test_a_later_step_counts_from_when_it_was_due_the_first_from_the_flip() -> None:
+    sent_wall = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+    tracker = WaveTracker({"svc-0000"}, sent=100.0, sent_wall=sent_wall)
+    started_at_50 = (sent_wall + timedelta(seconds=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {
+        "targetPlacement": "away",
+        "awayWeight": 50,
+        "stepStartedAt": started_at_50,
+        "phase": "Shifting",
+    }
+
+    tracker.saw_routes({"svc-0000": {"away_weight": 50}}, now=105.0)
+    tracker.saw_offloads([{"metadata": {"name": "svc-0000"}, "status": status}], now=106.0)
+    tracker.saw_routes({"svc-0000": {"away_weight": 100}}, now=111.0)
+    tracker.saw_offloads(
+        [{"metadata": {"name": "svc-0000"}, "status": {**status, "awayWeight": 100, "phase": "Succeeded"}}],
+        now=112.0,
+    )
+
+    first, later = tracker.step_latencies()
+    assert first == [5.0]
+    assert later == [pytest.approx(11.0 - (6.0 + 2.0))]
+    assert tracker.done()
+    assert tracker.report()["wave_seconds"] == 12.0
