@@ -33,7 +33,8 @@ Measured at each size:
   the difference in N.
 
 The router's own figures (table rebuild time, memory per route, latency with 10 and 1,000 routes) are
-bench/scale_router.py's (see `ROUTER_SECTION`).
+bench/scale_router.py's: measured once per run beside the planes (`--no-router` skips them) and judged
+in the same table.
 
 Targets (issue 35): at rest at most 1 request/s per component at the largest N, and independent of N
 (at most 0.5/s above the smallest N's); at most 50 KB per Offload in the controller (and the router);
@@ -61,6 +62,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import scale_router
+
 from benchkit import (
     BenchError,
     add_results_dir_option,
@@ -82,19 +85,9 @@ REST_TARGET = 1.0
 GROWTH_ALLOWANCE = 0.5
 MEMORY_TARGET_KB = 50.0
 STEP_RATIO_TARGET = 2.0
-ROUTER_SECTION = (
-    "the router's table rebuild time, memory per route and p99 with 10 and 1,000 routes: "
-    "bench/scale_router.py (`scale_router.measure`), not yet called from here"
-)
-
-
-def router_figures(offloads: int) -> dict[str, Any]:
-    """The router's own figures at this size.
-
-    ROUTER: bench/scale_router.py (another change) measures them; once it lands, call
-    `scale_router.measure(...)` here and return its result, and let `judge` compare its p99 at 1,000
-    routes with its p99 at 10 (within 10%) and its memory per route (at most 50 KB)."""
-    return {"offloads": offloads, "measured": False, "by": ROUTER_SECTION}
+ROUTER_SIZES = (10, 100, 1000)
+"""The router's own figures (`scale_router.measure`: table rebuild, memory per route, p99 with 10 and
+1,000 routes) need no plane: measured once per run, beside the planes, not once per size."""
 
 
 POD_CIDRS = [str(network) for network in ipaddress.IPv4Network("198.19.128.0/17").subnets(new_prefix=20)]
@@ -203,7 +196,6 @@ async def run_size(offloads: int, args: argparse.Namespace) -> dict[str, Any]:
         say(f"N={offloads}: a wave of {len(home)} Offloads")
         result["wave"] = await rig.wave(home, rate=args.wave_rate, timeout_seconds=args.wave_timeout)
         say(f"N={offloads}: wave {result['wave']['wave_seconds']} s, {result['wave']['failed']} failed")
-        result["router"] = router_figures(offloads)
     except (RigError, TimeoutError, KubeApiError) as error:
         result["error"] = str(error)
         say(f"N={offloads}: {error}")
@@ -254,7 +246,7 @@ def memory_per_offload(sizes: list[dict[str, Any]], component: str) -> list[dict
     return slopes
 
 
-def judge(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def judge(sizes: list[dict[str, Any]], router: dict[str, Any] | None) -> list[dict[str, Any]]:
     done = [size for size in sizes if "at_rest" in size]
     targets: list[dict[str, Any]] = []
     if not done:
@@ -330,14 +322,44 @@ def judge(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "met": wave["failed"] == 0,
                 }
             )
-    targets.append(
-        {
-            "target": "router: table rebuild, memory per route, p99 at 1,000 routes",
-            "measured": ROUTER_SECTION,
-            "met": None,
-        }
-    )
+    targets.extend(router_targets(router))
     return targets
+
+
+def router_targets(router: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The router's targets as `scale_router.measure` judged them, in this report's rows."""
+    if router is None:
+        return [{"target": "router: rebuild, memory per route, p99", "measured": "not run", "met": None}]
+    found = router["targets"]
+    p99 = found["p99_ratio"]
+    rows = [
+        {
+            "target": f"router: memory per Offload <= {found['memory_per_offload']['limit_kib']:.0f} KiB",
+            "measured": f"{found['memory_per_offload']['value_kib']:.1f} KiB at "
+            f"{found['memory_per_offload']['at_routes']} routes",
+            "met": found["memory_per_offload"]["met"],
+        },
+        {
+            "target": f"router: p99 with {p99['compared']} routes <= {p99['limit']}x",
+            "measured": "—" if p99["value"] is None else f"{p99['value']:.2f}x",
+            "met": p99["met"],
+        },
+    ]
+    for key, what in (
+        ("rebuild_growth", "table rebuild after one change"),
+        ("xds_update_growth", "xDS update"),
+    ):
+        growth = found.get(key)
+        if growth is not None:
+            rows.append(
+                {
+                    "target": f"router: {what} grows at most linearly",
+                    "measured": f"{growth['time_ratio']:.1f}x from {growth['from_routes']} to "
+                    f"{growth['to_routes']} routes",
+                    "met": growth.get("met"),
+                }
+            )
+    return rows
 
 
 # --- the report -----------------------------------------------------------------------------------
@@ -448,6 +470,7 @@ async def main(args: argparse.Namespace) -> int:
     started_at = datetime.now(UTC)
     uptime_at_start = run_text(["uptime"]).stdout.strip()
     sizes = [await run_size(offloads, args) for offloads in args.offloads]
+    router = None if args.no_router else scale_router.measure(ROUTER_SIZES)
     sizes = sorted(
         [*earlier_sizes(args.previous, args.offloads), *sizes], key=lambda size: int(size["offloads"])
     )
@@ -472,9 +495,9 @@ async def main(args: argparse.Namespace) -> int:
             component: memory_per_offload([s for s in sizes if "at_rest" in s], component)
             for component in ("controller", "router", "nodes")
         },
-        "router": ROUTER_SECTION,
+        "router": router,
     }
-    report["targets"] = judge(sizes)
+    report["targets"] = judge(sizes, router)
     json_path, markdown_path = write_report(args.results_dir, report, write_markdown)
     print(markdown_path.read_text())
     print(f"wrote {json_path} and {markdown_path}")
@@ -547,6 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--decision-timeout", type=float, default=600.0, help="seconds for the policy's flip")
     parser.add_argument("--wave-timeout", type=float, default=1800.0, help="seconds for the wave to end")
+    parser.add_argument(
+        "--no-router", action="store_true", help="skip the router's own figures (bench/scale_router.py)"
+    )
     parser.add_argument("--wave-rate", type=float, default=50.0, help="requests/s over the wave's hosts")
     parser.add_argument(
         "--plane-dir",
