@@ -59,8 +59,10 @@ WATCHED = [
 ]
 
 
-def cached_reads(api: KubeApi, *, namespace: str | None) -> CachedApi:
-    """A client whose reads of `WATCHED` come from mirrors: those of `namespace` only when the
-    controller reconciles one (its RBAC may stop there), the policy's cluster-wide reads of other
-    namespaces then going to the apiserver as before."""
-    return CachedApi(api, Informers(api, WATCHED, namespace=namespace))
+def cached_reads(api: KubeApi, *, namespace: str | None, policy: bool) -> CachedApi:
+    """A client whose reads of `WATCHED` come from mirrors. A controller that reconciles one
+    `namespace` mirrors only that namespace (its RBAC may stop there; its reads elsewhere, such as
+    the router pods, go to the apiserver), unless it runs the policy: the policy reads pods, Jobs,
+    PodGroups and Offloads in every namespace on every pass (training may run anywhere), so it needs
+    cluster-wide reads anyway, and they are mirrored cluster-wide rather than listed every pass."""
+    return CachedApi(api, Informers(api, WATCHED, namespace=None if policy else namespace))

@@ -331,13 +331,17 @@ class Controller:
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
+        self._namespace = namespace
         # The reconciler reads Offloads from this very mirror: a pass queued by a change reads that change.
+        # It may hold every namespace's (the policy reads them all): only ours are queued.
         self.offloads = reads.informers.watch(offloads_path(namespace), self._changed).reflector
 
     async def _changed(self, uid: str) -> None:
         offload = self.offloads.objects.get(uid)
         if offload is not None:
             metadata = offload["metadata"]
+            if self._namespace is not None and metadata.get("namespace") != self._namespace:
+                return
             self._keys[uid] = f"{metadata['namespace']}/{metadata['name']}"
         key = self._keys.get(uid)
         if key is not None:
@@ -447,7 +451,7 @@ async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -
     events = EventRecorder(api, host=identity, component=COMPONENT)
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow
     # Reads of what is watched come from mirrors, the data planes' lists of router pods included.
-    reads = cached_reads(api, namespace=arguments.namespace)
+    reads = cached_reads(api, namespace=arguments.namespace, policy=arguments.policy)
     data_planes = configured_data_planes(reads, arguments, metrics)
     elector = leader_elector(api, arguments, identity)
 
