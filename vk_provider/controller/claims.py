@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from vk_provider._kube.informers import Informers
 from vk_provider._kube.watching import Reflector, uid_of
@@ -34,6 +35,8 @@ class RouteClaims:
         """Only this namespace's Offloads are queued again (None: all), as only those are ours."""
         self._requeue: Callable[[str], None] = lambda _key: None
         self._losers: dict[str, Conflict] = {}
+        self._latest: tuple[Claims, dict[str, Any]] | None = None
+        """The claims as of the mirror's last change, with the resourceVersion of each Offload they read."""
         self._shared = informers is not None and namespace is None
         """Whether the Offloads are the controller's own cluster-wide mirror (one copy, not two); a
         controller of one namespace mirrors only it, so the claims keep a cluster-wide one of their own."""
@@ -79,6 +82,15 @@ class RouteClaims:
     async def _resolved(self, offload: RawObject) -> Claims:
         await self.offloads.synced.wait()
         await self.kept_routes.synced.wait()
+        version = (offload.get("metadata") or {}).get("resourceVersion")
+        if (
+            self._latest is not None
+            and version is not None
+            and self._latest[1].get(uid_of(offload)) == version
+        ):
+            # The mirror's last resolution already judged this very Offload: a pass of each of a
+            # thousand Offloads every few seconds must not resolve all thousand claims again.
+            return self._latest[0]
         objects = dict(self.offloads.objects)
         objects[uid_of(offload)] = offload
         return resolve_claims(objects.values(), self._kept())
@@ -88,6 +100,11 @@ class RouteClaims:
 
     async def _changed(self, _uid: str) -> None:
         resolved = resolve_claims(self.offloads.objects.values(), self._kept())
+        versions = {
+            uid: (obj.get("metadata") or {}).get("resourceVersion")
+            for uid, obj in self.offloads.objects.items()
+        }
+        self._latest = (resolved, versions)
         losers = dict(resolved.losers)
         changed = {
             key for key in losers.keys() | self._losers.keys() if losers.get(key) != self._losers.get(key)

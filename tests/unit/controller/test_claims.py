@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+
+from vk_provider.controller import claims as claims_module
 from vk_provider.controller.claims import RouteClaims
 from vk_provider.kit.kube import KubeApi
+from vk_provider.offload.claims import resolve_claims
 from vk_provider.offload.retained import RetainedRoute
 
 
@@ -94,3 +98,28 @@ async def test_an_offload_being_deleted_still_holds_its_route_or_not() -> None:
     claims, _ = _claims(None, first, second)
     assert await claims.holds(first)
     assert not await claims.holds(second)
+
+
+async def test_passes_over_offloads_the_mirror_already_judged_resolve_no_claims_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    offloads = [_offload(f"ns{index}", f"2026-01-01T10:00:{index:02d}Z") for index in range(20)]
+    for index, offload in enumerate(offloads):
+        offload["metadata"]["resourceVersion"] = str(100 + index)
+    claims, _ = _claims(None, *offloads)
+    resolutions = 0
+    real = resolve_claims
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal resolutions
+        resolutions += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(claims_module, "resolve_claims", counted)
+    await claims._changed("uid-ns0")
+    verdicts = [await claims.conflict(offload) for offload in offloads for _ in range(5)]
+    assert resolutions == 1  # the change's own; a hundred passes read it
+    assert [verdict.winner if verdict else None for verdict in verdicts[5::5]] == ["ns0/tokens"] * 19
+    newer = {**offloads[3], "metadata": {**offloads[3]["metadata"], "resourceVersion": "999"}}
+    await claims.conflict(newer)  # read fresher than the mirror: judged anew
+    assert resolutions == 2
