@@ -46,6 +46,11 @@ def run_text(argv: Sequence[str], timeout: float = 60.0) -> subprocess.Completed
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def run_vk_provider(*arguments: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    """`python -m vk_provider ARGUMENTS` (e.g. `dev up`) with this interpreter, as `run_text` runs it."""
+    return run_text([sys.executable, "-m", "vk_provider", *arguments], timeout=timeout)
+
+
 def tail(path: Path, lines: int) -> str:
     """The last `lines` lines of a log, for an error message; says so when it is missing or empty."""
     try:

@@ -54,7 +54,6 @@ import ipaddress
 import itertools
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +71,7 @@ from benchkit import (
     report_head,
     run_main,
     run_text,
+    run_vk_provider,
     write_report,
 )
 from vk_devtools.devcluster import cluster, podnetwork, traffic
@@ -94,25 +94,29 @@ POD_CIDRS = [str(network) for network in ipaddress.IPv4Network("198.19.128.0/17"
 """Eight /20s of the development pod network (4,094 pods each), one per mock daemon."""
 
 
+PLANE_TIMEOUT_SECONDS = 900.0
+"""`dev up` and `dev down` of a plane with a thousand services' objects in it."""
+
+
 def say(message: str) -> None:
     print(f"{datetime.now(UTC):%H:%M:%S} {message}", flush=True)
 
 
-def vk_provider(*arguments: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vk_provider", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 def start_plane(directory: Path) -> cluster.ClusterState:
-    vk_provider("dev", "down", "--dir", str(directory))  # an earlier run's plane there, if any
+    run_vk_provider(
+        "dev", "down", "--dir", str(directory), timeout=PLANE_TIMEOUT_SECONDS
+    )  # an earlier run's plane there, if any
     if directory.exists():
         shutil.rmtree(directory)
-    up = vk_provider("dev", "up", "--no-local-node", "--any-free-ports", "--dir", str(directory))
+    up = run_vk_provider(
+        "dev",
+        "up",
+        "--no-local-node",
+        "--any-free-ports",
+        "--dir",
+        str(directory),
+        timeout=PLANE_TIMEOUT_SECONDS,
+    )
     state = cluster.ClusterState.load(directory)
     if up.returncode != 0 or state is None:
         raise BenchError(f"dev up in {directory} failed: {up.stderr.strip()[-2000:]}")
@@ -202,7 +206,7 @@ async def run_size(offloads: int, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await rig.close()
         await api.close()
-        vk_provider("dev", "down", "--dir", str(directory))
+        run_vk_provider("dev", "down", "--dir", str(directory), timeout=PLANE_TIMEOUT_SECONDS)
     return result
 
 

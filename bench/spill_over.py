@@ -36,6 +36,7 @@ from benchkit import (
     ratio,
     report_head,
     run_main,
+    run_vk_provider,
     write_report,
 )
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures, window
@@ -46,16 +47,6 @@ PEAK = 200.0
 LOW = 20.0
 SPILL_OVER = {"replicas": 2, "spillOver": {"maxHomeReplicas": 2, "maxAwayReplicas": 3}}
 AUTOSCALER = traffic.MANIFESTS / "examples" / "autoscaler.yaml"
-
-
-def vk_provider(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vk_provider", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
 
 
 def kubectl(state: cluster.ClusterState, *arguments: str) -> None:
@@ -86,7 +77,7 @@ async def send(state: cluster.ClusterState, rate: float, seconds: float) -> list
 async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"bench-spill-{mode}-") as folder:
         directory = Path(folder) / "plane"
-        up = vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
+        up = run_vk_provider("dev", "up", "--any-free-ports", "--dir", str(directory))
         if up.returncode != 0:
             raise BenchError(f"dev up failed: {up.stderr.strip()[-2000:]}")
         try:
@@ -104,7 +95,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             peak = await send(state, PEAK, args.peak_seconds)
             outcomes += peak + await send(state, LOW, args.step_seconds)
         finally:
-            vk_provider("dev", "down", "--dir", str(directory))
+            run_vk_provider("dev", "down", "--dir", str(directory))
     measured = window(peak, peak_started + args.peak_seconds / 2, peak_started + args.peak_seconds)
     latencies = [outcome.end - outcome.start for outcome in measured if outcome.ok]
     away = sum(1 for outcome in measured if (outcome.served_by or "").startswith("burst-gpu/"))

@@ -87,6 +87,7 @@ from benchkit import (
     report_head,
     run_main,
     run_text,
+    run_vk_provider,
     write_report,
 )
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures
@@ -168,16 +169,6 @@ def cold_start_of(variant: Variant, factor: float) -> float:
 
 
 # --- the plane ----------------------------------------------------------------------------------
-
-
-def vk_provider(*arguments: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vk_provider", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def uptime() -> str:
@@ -317,7 +308,7 @@ async def make_burst_node_a_chain(
         ]
     }
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    restarted = vk_provider("dev", "restart", "node/burst-gpu", "--dir", str(directory))
+    restarted = run_vk_provider("dev", "restart", "node/burst-gpu", "--dir", str(directory))
     if restarted.returncode != 0:
         raise BenchError(f"restarting burst-gpu as a chain failed: {restarted.stderr.strip()[-2000:]}")
 
@@ -519,14 +510,14 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
     cold_start = cold_start_of(variant, factor)
     profile = standin_profile(variant, factor)
     directory = args.plane_dir / f"variant-{variant.key}"
-    vk_provider("dev", "down", "--dir", str(directory))  # an earlier run's plane there, if any
+    run_vk_provider("dev", "down", "--dir", str(directory))  # an earlier run's plane there, if any
     if directory.exists():
         shutil.rmtree(directory)
     say(f"{variant.key}: {variant.title}; cold start {cold_start:.0f} s; plane in {directory}")
     kueue_option = ("--with-kueue",) if variant.kueue else ()
     backoff = args.scheduler_pod_max_backoff
     backoff_option = () if backoff is None else ("--scheduler-pod-max-backoff", str(backoff))
-    up = vk_provider(
+    up = run_vk_provider(
         "dev",
         "up",
         "--any-free-ports",
@@ -578,7 +569,7 @@ async def run_variant(variant: Variant, args: argparse.Namespace) -> dict[str, A
     finally:
         if second is not None:
             second.stop()
-        vk_provider("dev", "down", "--dir", str(directory))
+        run_vk_provider("dev", "down", "--dir", str(directory))
     return {
         "variant": variant.key,
         "title": variant.title,
