@@ -103,9 +103,8 @@ def say(message: str) -> None:
 
 
 def start_plane(directory: Path) -> cluster.ClusterState:
-    run_vk_provider(
-        "dev", "down", "--dir", str(directory), timeout=PLANE_TIMEOUT_SECONDS
-    )  # an earlier run's plane there, if any
+    # An earlier run's plane there, if any.
+    run_vk_provider("dev", "down", "--dir", str(directory), timeout=PLANE_TIMEOUT_SECONDS)
     if directory.exists():
         shutil.rmtree(directory)
     up = run_vk_provider(
@@ -120,29 +119,8 @@ def start_plane(directory: Path) -> cluster.ClusterState:
     state = cluster.ClusterState.load(directory)
     if up.returncode != 0 or state is None:
         raise BenchError(f"dev up in {directory} failed: {up.stderr.strip()[-2000:]}")
-    traffic.kubectl_apply(
-        state.bin_dir,
-        state.kubeconfig,
-        "apply",
-        "-f",
-        str(traffic.CRD),
-        "-f",
-        str(traffic.KEPT_ROUTE_CRD),
-        "-f",
-        str(traffic.POLICY_CRD),
-        "-f",
-        str(SYSTEM_NAMESPACE_MANIFEST),
-    )
-    traffic.kubectl_apply(
-        state.bin_dir,
-        state.kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "crd/offloads.offload.vk-provider.dev",
-        "crd/keptroutes.offload.vk-provider.dev",
-        "crd/offloadpolicies.offload.vk-provider.dev",
-        "--timeout=60s",
-    )
+    traffic.install_crds(state.bin_dir, state.kubeconfig)
+    traffic.kubectl_apply(state.bin_dir, state.kubeconfig, "apply", "-f", str(SYSTEM_NAMESPACE_MANIFEST))
     return state
 
 

@@ -42,9 +42,8 @@ def kubectl_apply(bin_dir: Path, kubeconfig: Path, *arguments: str) -> str:
     return completed.stdout
 
 
-def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> None:
-    """The CRDs (established before anything uses them), then the example service and its Offload
-    (its traffic on `data_plane`), the training PriorityClass and the OffloadPolicy."""
+def install_crds(bin_dir: Path, kubeconfig: Path) -> None:
+    """The Offload, KeptRoute and OffloadPolicy CRDs, established before anything uses them."""
     kubectl_apply(
         bin_dir, kubeconfig, "apply", "-f", str(CRD), "-f", str(KEPT_ROUTE_CRD), "-f", str(POLICY_CRD)
     )
@@ -58,6 +57,12 @@ def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> 
         "crd/offloadpolicies.offload.vk-provider.dev",
         "--timeout=60s",
     )
+
+
+def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> None:
+    """The CRDs, then the example service and its Offload (its traffic on `data_plane`), the training
+    PriorityClass and the OffloadPolicy."""
+    install_crds(bin_dir, kubeconfig)
     kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(EXAMPLE), "-f", str(TRAINING))
     if data_plane != "builtin":
         traffic = json.dumps({"spec": {"traffic": {"dataPlane": data_plane}}})
