@@ -519,20 +519,6 @@ def read_status_kib(pid: int) -> dict[str, int]:
     return found
 
 
-def descendants(pid: int) -> list[int]:
-    """Children, grandchildren... of a process, from /proc/<pid>/task/*/children."""
-    found: list[int] = []
-    pending = [pid]
-    while pending:
-        parent = pending.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            with contextlib.suppress(OSError, ValueError):
-                children = [int(child) for child in (task / "children").read_text().split()]
-                found += children
-                pending += children
-    return found
-
-
 @dataclasses.dataclass(slots=True)
 class MemoryPeak:
     hwm_kib: int = 0
@@ -551,7 +537,7 @@ class MemoryPeak:
         self.hwm_kib = max(self.hwm_kib, main.get("VmHWM", 0))
         rss = main.get("VmRSS", 0)
         self.max_rss_kib = max(self.max_rss_kib, rss)
-        tree = rss + sum(read_status_kib(child).get("VmRSS", 0) for child in descendants(pid))
+        tree = rss + sum(read_status_kib(child).get("VmRSS", 0) for child in procfs.descendants_of(pid))
         self.max_tree_rss_kib = max(self.max_tree_rss_kib, tree)
 
     @property

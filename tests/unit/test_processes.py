@@ -82,3 +82,21 @@ def test_a_component_that_never_becomes_healthy_times_out_by_name(tmp_path: Path
             processes.wait_until("slow", lambda: False, process=process, log_path=log, timeout_seconds=1)
     finally:
         processes.stop(record)
+
+
+def test_descendants_are_found_down_the_whole_tree(tmp_path: Path) -> None:
+    # A shell whose child shell runs a sleep: the grandchild counts too.
+    process, record = processes.start(
+        "tree", ["sh", "-c", "sh -c 'sleep 300 & wait' & wait"], log_path=tmp_path / "tree.log"
+    )
+    try:
+        processes.wait_until(
+            "tree",
+            lambda: len(procfs.descendants_of(record.pid)) == 2,
+            process=process,
+            log_path=tmp_path / "tree.log",
+            timeout_seconds=10,
+        )
+        assert set(procfs.descendants_of(record.pid)) == pids_in_group(record.pid) - {record.pid}
+    finally:
+        processes.stop(record, grace_seconds=5)

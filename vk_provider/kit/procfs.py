@@ -68,6 +68,21 @@ def children_of(pid: int) -> list[int]:
     return children
 
 
+def descendants_of(pid: int) -> list[int]:
+    """Children, grandchildren... of a process, from /proc/<pid>/task/*/children (a router's workers,
+    a daemon's helpers): what a process tree's memory and CPU add up over."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError, ValueError):
+                children = [int(child) for child in (task / "children").read_text().split()]
+                found += children
+                pending += children
+    return found
+
+
 def live_members_of_group(pgid: int) -> list[int]:
     """Pids of the group's processes that have not exited yet (zombies excluded)."""
     members = []

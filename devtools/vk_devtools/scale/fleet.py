@@ -248,20 +248,6 @@ async def keep_alive(api: KubeApi, names: Sequence[str]) -> None:
 # --- memory and CPU -------------------------------------------------------------------------------
 
 
-def tree_of(pid: int) -> list[int]:
-    """The process and its descendants (a router's workers)."""
-    found = [pid]
-    pending = [pid]
-    while pending:
-        parent = pending.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            with contextlib.suppress(OSError, ValueError):
-                children = [int(child) for child in (task / "children").read_text().split()]
-                found += children
-                pending += children
-    return found
-
-
 def rss_kib(pid: int) -> int:
     with contextlib.suppress(OSError, ValueError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -287,5 +273,5 @@ class Usage:
 
     @classmethod
     def of(cls, pid: int) -> Usage:
-        tree = tree_of(pid)
+        tree = [pid, *procfs.descendants_of(pid)]
         return cls(sum(rss_kib(one) for one in tree), sum(cpu_seconds(one) for one in tree))
