@@ -423,7 +423,7 @@ class ClientConnection(asyncio.Protocol):
             message = f"no route for host {host or ''!r} and path {path.decode('latin-1')!r}"
             return self._own_answer(request, 404, message)
         self.router.request_started()
-        draw = self.router.balancer.draw()  # one draw per request: its retries stay on the drawn side
+        draw = self.router.balancer.draw(route)  # one draw per request: its retries stay on the drawn side
         if not self._exchange_at_once(request, route, draw):
             self._answer_later(self._proxy_counted(request, route, draw))
         return None

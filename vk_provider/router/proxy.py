@@ -94,7 +94,7 @@ class Router:
     def update(self, table: RouteTable) -> None:
         """Apply a new table to new requests; requests in flight keep their endpoints."""
         self._table = table
-        self.balancer.forget_except(table.endpoint_urls())
+        self.balancer.forget_except(table.endpoint_urls(), {route.key for route in table.routes})
         self.metrics.kept_on_active_checks(
             {
                 (route.namespace, route.name): sum(1 for e in route.away if e.kept_on_active_checks)
