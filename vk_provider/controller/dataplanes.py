@@ -27,9 +27,10 @@ from typing import Any, Protocol
 import aiohttp
 
 from vk_provider.controller import expectedenvoys
-from vk_provider.controller.envoystats import parse_envoy_side_sample
-from vk_provider.controller.gates import SideSample, parse_side_sample
+from vk_provider.controller.envoystats import envoy_side_key, envoy_side_samples
+from vk_provider.controller.gates import SideSample
 from vk_provider.controller.routers import REQUEST_TIMEOUT, RouterDirectory, RouterUnreachable, RouteView
+from vk_provider.controller.sideindex import RouteSide, SideIndexes, router_side_samples
 from vk_provider.offload.spec import OffloadSpec
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class BuiltinRouters:
 
     def __init__(self, routers: RouterDirectory) -> None:
         self._routers = routers
+        self._indexes: SideIndexes[RouteSide] = SideIndexes(router_side_samples)
 
     async def check(self, spec: OffloadSpec) -> None:
         return None
@@ -88,8 +90,10 @@ class BuiltinRouters:
     async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         urls = await self._routers.urls()
         texts = await self._routers.metrics()
+        self._indexes.keep_only(set(urls))
+        key = (spec.namespace, spec.name, side)
         return {
-            url: parse_side_sample(text, spec.namespace, spec.name, side)
+            url: self._indexes.of(url, text).get(key, SideSample())
             for url, text in zip(urls, texts, strict=True)
         }
 
@@ -126,6 +130,7 @@ class EnvoyFleet:
         clients the last step check left out (a metric)."""
         self._xds_url = xds_url.rstrip("/")
         self._admins = admins
+        self._indexes: SideIndexes[str] = SideIndexes(envoy_side_samples)
         self._expected_count = expected_count
         self._strays_seen = strays_seen
         self._strays: list[str] = []
@@ -207,8 +212,10 @@ class EnvoyFleet:
     async def samples(self, spec: OffloadSpec, side: str) -> dict[str, SideSample]:
         urls = await self._admins.urls()
         texts = await self._admins.metrics()
+        self._indexes.keep_only(set(urls))
+        key = envoy_side_key(spec.namespace, spec.name, side)
         return {
-            url: parse_envoy_side_sample(text, spec.namespace, spec.name, side)
+            url: self._indexes.of(url, text).get(key, SideSample())
             for url, text in zip(urls, texts, strict=True)
         }
 

@@ -32,26 +32,46 @@ CLUSTER_LABEL = "envoy_cluster_name"
 
 
 def parse_envoy_side_sample(text: str, namespace: str, name: str, side: str) -> SideSample:
-    """The counters of one route side in one Envoy's `/stats/prometheus` text."""
-    cluster = envoy_stat_name(envoy_cluster(namespace, name, side))
-    responses = proxy_errors = 0.0
-    by_class: dict[str, float] = {}
-    buckets: dict[float, float] = {}
+    """The counters of one route side in one Envoy's `/stats/prometheus` text (all zero if absent)."""
+    return envoy_side_samples(text).get(envoy_side_key(namespace, name, side), SideSample())
+
+
+def envoy_side_key(namespace: str, name: str, side: str) -> str:
+    """The cluster's name as Envoy's statistics spell it: the key of `envoy_side_samples`."""
+    return envoy_stat_name(envoy_cluster(namespace, name, side))
+
+
+def envoy_side_samples(text: str) -> dict[str, SideSample]:
+    """Every cluster's counters in one Envoy's `/stats/prometheus` text, by `envoy_side_key`."""
+    responses: dict[str, float] = {}
+    proxy_errors: dict[str, float] = {}
+    by_class: dict[str, dict[str, float]] = {}
+    buckets: dict[str, dict[float, float]] = {}
     for family in text_string_to_metric_families(text):
         if family.name not in (RESPONSE_CLASSES, NONE_HEALTHY, RESPONSE_TIME):
             continue
         for sample in family.samples:
-            if sample.labels.get(CLUSTER_LABEL) != cluster:
+            cluster = sample.labels.get(CLUSTER_LABEL)
+            if cluster is None:
                 continue
             if family.name == RESPONSE_CLASSES:
-                responses += sample.value
+                responses[cluster] = responses.get(cluster, 0.0) + sample.value
+                classes = by_class.setdefault(cluster, {})
                 status_class = f"{sample.labels.get('envoy_response_code_class', '')}xx"
-                by_class[status_class] = by_class.get(status_class, 0.0) + sample.value
+                classes[status_class] = classes.get(status_class, 0.0) + sample.value
             elif family.name == NONE_HEALTHY:
-                proxy_errors += sample.value
+                proxy_errors[cluster] = proxy_errors.get(cluster, 0.0) + sample.value
             elif sample.name.endswith("_bucket"):
                 bound = float(sample.labels["le"]) / 1000.0  # +Inf stays +Inf
-                buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return SideSample(
-        responses, tuple(sorted(by_class.items())), proxy_errors, tuple(sorted(buckets.items()))
-    )
+                bounds = buckets.setdefault(cluster, {})
+                bounds[bound] = bounds.get(bound, 0.0) + sample.value
+    clusters = {*responses, *proxy_errors, *buckets}
+    return {
+        cluster: SideSample(
+            responses.get(cluster, 0.0),
+            tuple(sorted(by_class.get(cluster, {}).items())),
+            proxy_errors.get(cluster, 0.0),
+            tuple(sorted(buckets.get(cluster, {}).items())),
+        )
+        for cluster in clusters
+    }

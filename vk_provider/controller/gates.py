@@ -31,8 +31,6 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from vk_provider.controller.baseline import exceeds_baseline
 from vk_provider.controller.serving import other_side
 from vk_provider.offload.plan import Verdict
@@ -106,34 +104,6 @@ def _merge_buckets(
     for bound, count in second:
         merged[bound] = merged.get(bound, 0.0) + sign * count
     return tuple(sorted(merged.items()))
-
-
-def parse_side_sample(text: str, namespace: str, name: str, side: str) -> SideSample:
-    """The counters of one route side in one router's /-/metrics exposition."""
-    wanted = {"namespace": namespace, "name": name, "side": side}
-    responses = proxy_errors = 0.0
-    by_class: dict[str, float] = {}
-    buckets: dict[float, float] = {}
-    for family in text_string_to_metric_families(text):
-        if not family.name.startswith(METRIC_PREFIX):
-            continue
-        for sample in family.samples:
-            labels = sample.labels
-            if any(labels.get(key) != value for key, value in wanted.items()):
-                continue
-            if sample.name == f"{METRIC_PREFIX}requests_total":
-                responses += sample.value
-                status_class = labels.get("code", "")
-                by_class[status_class] = by_class.get(status_class, 0.0) + sample.value
-            elif sample.name == f"{METRIC_PREFIX}errors_total":
-                if labels.get("reason") not in RETRIED_REASONS:
-                    proxy_errors += sample.value
-            elif sample.name == f"{METRIC_PREFIX}response_header_seconds_bucket":
-                bound = float(labels["le"])
-                buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return SideSample(
-        responses, tuple(sorted(by_class.items())), proxy_errors, tuple(sorted(buckets.items()))
-    )
 
 
 def total(samples: Iterable[SideSample]) -> SideSample:

@@ -10,10 +10,10 @@ from vk_provider.controller.gates import (
     SideSample,
     judge,
     judge_severe,
-    parse_side_sample,
     quantile_seconds,
     total,
 )
+from vk_provider.controller.sideindex import parse_side_sample
 from vk_provider.offload.plan import Verdict
 from vk_provider.offload.spec import Gates, SevereGate
 from vk_provider.router.metrics import RouterMetrics

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.router import Backend, backends, route, table
 from vk_provider import __version__
-from vk_provider.controller.gates import parse_side_sample
+from vk_provider.controller.sideindex import parse_side_sample
 from vk_provider.router import Endpoint, RouterMetrics, RouteTable
 from vk_provider.router.merging import exposition_of, merged_status, parsed_families, summed
 from vk_provider.router.proxy import ProxySettings
