@@ -26,10 +26,10 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from vk_provider._kube.selectorquery import field_matcher, label_matcher
+from vk_provider._kube.selectorquery import field_matcher, label_matcher, required_label
 from vk_provider._kube.watching import Reflector, trimmed, uid_of
 from vk_provider.kit.kube import JSON, KubeApi, KubeApiError, RawObject
 
@@ -98,13 +98,19 @@ def _resource_version(obj: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
 def _key(obj: Mapping[str, Any]) -> Key:
     metadata = obj.get("metadata") or {}
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
 class Informer:
-    """One resource's mirror with its indexes by namespace and by name."""
+    """One resource's mirror with its indexes by namespace and by name, and by the value of each
+    label key a selector has asked for (built on the first such read, kept up to date after: a
+    Deployment's pods are found among 10,000 without looking at each)."""
 
     def __init__(
         self, api: KubeApi, path: str, description: str, keep: Callable[[RawObject], RawObject] | None = None
@@ -122,6 +128,10 @@ class Informer:
         self._uid_by_key: dict[Key, str] = {}
         self._key_by_uid: dict[str, Key] = {}
         self._by_namespace: dict[str, set[str]] = collections.defaultdict(set)
+        self._by_label: dict[str, dict[str, set[str]]] = {}
+        """Label key -> value -> uids, for the keys asked for."""
+        self._indexed_labels: dict[str, dict[str, str]] = {}
+        """uid -> the values it is indexed under, by label key (to take it out again)."""
         self._absent: set[Key] = set()
         """Names the apiserver or the watch said do not exist (now or since): a miss to trust."""
         self._tombstones: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -142,10 +152,7 @@ class Informer:
 
     async def _changed(self, uid: str) -> None:
         obj = self.reflector.objects.get(uid)
-        old = self._key_by_uid.pop(uid, None)
-        if old is not None:
-            self._uid_by_key.pop(old, None)
-            self._by_namespace[old[0]].discard(uid)
+        old = self._unindex(uid)
         if obj is None:
             self._tombstones[uid] = None
             while len(self._tombstones) > TOMBSTONES_KEPT:
@@ -163,6 +170,39 @@ class Informer:
         self._uid_by_key[key] = uid
         self._by_namespace[key[0]].add(uid)
         self._absent.discard(key)
+        if self._by_label:
+            labels = _labels(obj)
+            values = {label: labels[label] for label in self._by_label if label in labels}
+            for label, value in values.items():
+                self._by_label[label].setdefault(value, set()).add(uid)
+            if values:
+                self._indexed_labels[uid] = values
+
+    def _unindex(self, uid: str) -> Key | None:
+        """Take `uid` out of every index; its key, if it was in them."""
+        old = self._key_by_uid.pop(uid, None)
+        if old is not None:
+            if self._uid_by_key.get(old) == uid:
+                del self._uid_by_key[old]
+            self._by_namespace[old[0]].discard(uid)
+        for label, value in self._indexed_labels.pop(uid, {}).items():
+            holders = self._by_label[label].get(value)
+            if holders is not None:
+                holders.discard(uid)
+                if not holders:
+                    del self._by_label[label][value]
+        return old
+
+    def _label_index(self, label: str) -> dict[str, set[str]]:
+        index = self._by_label.get(label)
+        if index is None:
+            index = self._by_label[label] = {}
+            for uid, obj in self.reflector.objects.items():
+                value = _labels(obj).get(label)
+                if value is not None:
+                    index.setdefault(value, set()).add(uid)
+                    self._indexed_labels.setdefault(uid, {})[label] = value
+        return index
 
     def kept(self, obj: RawObject) -> RawObject:
         """`obj` as the mirror keeps it."""
@@ -180,11 +220,21 @@ class Informer:
         if key not in self._uid_by_key:
             self._absent.add(key)
 
-    def items(self, namespace: str | None) -> list[RawObject]:
+    def items(self, namespace: str | None, label: tuple[str, str] | None = None) -> list[RawObject]:
+        """The objects in `namespace` (None: all), narrowed to those with the label `label` (key,
+        value) when given: the caller still applies its whole selector."""
         objects = self.reflector.objects
-        if namespace is None:
+        uids: Iterable[str]
+        if label is not None:
+            uids = self._label_index(label[0]).get(label[1], ())
+            if namespace is not None:
+                in_namespace = self._by_namespace.get(namespace, set())
+                uids = [uid for uid in uids if uid in in_namespace]
+        elif namespace is None:
             return list(objects.values())
-        return [objects[uid] for uid in self._by_namespace.get(namespace, ()) if uid in objects]
+        else:
+            uids = self._by_namespace.get(namespace, ())
+        return [objects[uid] for uid in uids if uid in objects]
 
     def remember(self, obj: RawObject) -> None:
         """A write's answer: kept when newer than the mirror's copy (the watch brings it soon anyway)."""
@@ -201,10 +251,7 @@ class Informer:
             if new is None or (old is not None and new <= old):
                 return
         self.reflector.objects[uid] = self.kept(obj)
-        previous = self._key_by_uid.get(uid)
-        if previous is not None and previous != _key(obj):
-            self._uid_by_key.pop(previous, None)
-            self._by_namespace[previous[0]].discard(uid)
+        self._unindex(uid)
         self._index(uid, obj)
 
 
@@ -342,10 +389,11 @@ class CachedApi(KubeApi):
         matches_fields = field_matcher(str(query.get("fieldSelector") or ""))
         if matches_fields is None:
             return None
-        matches_labels = label_matcher(str(query.get("labelSelector") or ""))
+        label_selector = str(query.get("labelSelector") or "")
+        matches_labels = label_matcher(label_selector)
         items = [
             obj
-            for obj in informer.items(path.namespace)
+            for obj in informer.items(path.namespace, required_label(label_selector))
             if matches_labels((obj.get("metadata") or {}).get("labels") or {}) and matches_fields(obj)
         ]
         items.sort(key=_key)  # the apiserver lists in key order

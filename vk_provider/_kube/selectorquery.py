@@ -81,6 +81,16 @@ def label_matcher(text: str | None) -> LabelMatcher:
     return lambda labels: all(matcher(labels) for matcher in matchers)
 
 
+def required_label(text: str | None) -> tuple[str, str] | None:
+    """A (key, value) every match must carry, from the selector's first `key=value` term: what an
+    index by label can narrow a search to. None when no term requires one value."""
+    for term in _terms(text or ""):
+        match = _EQUALITY.match(term)
+        if match is not None and match["operator"] != "!=":
+            return match["key"], match["value"]
+    return None
+
+
 def _field_value(obj: Mapping[str, Any], path: tuple[str, ...]) -> str:
     value: Any = obj
     for part in path:

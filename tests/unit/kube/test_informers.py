@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from vk_provider._kube.informers import CachedApi, Informers, ResourcePath, Watched, uncached
+from vk_provider._kube.selectorquery import label_matcher
 from vk_provider.kit.kube import KubeApiError, WatchEvent
 
 pytestmark = pytest.mark.unit
@@ -265,5 +266,54 @@ async def test_what_a_mirror_keeps_is_what_every_read_and_write_returns() -> Non
         assert "spec" not in await api.get("/api/v1/namespaces/ns/pods/a")
         written = await api.patch("/api/v1/namespaces/ns/pods/a", {**pod("a", 2), "spec": {"big": "y"}})
         assert "spec" not in written
+    finally:
+        await api.close()
+
+
+async def test_a_list_by_label_reads_its_index_which_follows_every_change() -> None:
+    pods = [pod(f"p{number}", number, app=f"app-{number % 50}") for number in range(500)]
+    stand_in = StandIn({PODS: pods})
+    api = await cached(stand_in)
+    informer = api.informers.informer(ResourcePath.parse(PODS))  # type: ignore[arg-type]
+    looked_at = 0
+
+    def counting(text: str) -> Any:
+        matcher = label_matcher(text)
+
+        def match(labels: Any) -> bool:
+            nonlocal looked_at
+            looked_at += 1
+            return bool(matcher(labels))
+
+        return match
+
+    try:
+        await synced(api, PODS)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("vk_provider._kube.informers.label_matcher", counting)
+
+            async def names(selector: str, namespace: str = "ns") -> list[str]:
+                answer = await api.get(
+                    f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": selector}
+                )
+                return [item["metadata"]["name"] for item in answer["items"]]
+
+            assert await names("app=app-7,tier!=db") == [f"p{n}" for n in sorted(range(7, 500, 50), key=str)]
+            assert looked_at == 10  # the ten pods with app=app-7, not the 500
+            await stand_in.send(PODS, WatchEvent("MODIFIED", pod("p7", 600, app="app-8")))
+            await stand_in.send(PODS, WatchEvent("ADDED", pod("new", 601, app="app-7")))
+            await stand_in.send(
+                PODS, WatchEvent("ADDED", pod("elsewhere", 602, namespace="other", app="app-7"))
+            )
+            await stand_in.send(PODS, WatchEvent("DELETED", pod("p57", 603, app="app-7")))
+            seven = await names("app=app-7")
+            assert "new" in seven
+            assert not {"p7", "p57", "elsewhere"} & set(seven)
+            assert "p7" in await names("app = app-8")
+            assert await names("app=app-7", namespace="other") == ["elsewhere"]
+            informer.remember(pod("new", 700, app="app-9"))  # a write's answer moves it too
+            assert "new" not in await names("app=app-7")
+            assert "new" in await names("app=app-9")
+            assert len(await names("app in (app-1,app-2)")) == 20  # no one value required: all are looked at
     finally:
         await api.close()

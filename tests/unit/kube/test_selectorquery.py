@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vk_provider._kube.selectorquery import InvalidSelectorQuery, field_matcher, label_matcher
+from vk_provider._kube.selectorquery import InvalidSelectorQuery, field_matcher, label_matcher, required_label
 
 LABELS = {"app": "web", "tier": "gpu", "pool": "a"}
 
@@ -59,3 +59,23 @@ def test_field_selectors_on_the_fields_callers_use() -> None:
 
 def test_a_field_the_cache_cannot_evaluate_is_left_to_the_apiserver() -> None:
     assert field_matcher("spec.schedulerName=default-scheduler") is None
+
+
+@pytest.mark.parametrize(
+    ("selector", "required"),
+    [
+        ("app=web", ("app", "web")),
+        ("tier!=db, app == web", ("app", "web")),
+        ("env in (a), app=web,x", ("app", "web")),
+        ("app!=web,x", None),
+        ("app in (a,b)", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_the_value_a_selector_requires_is_what_an_index_can_narrow_by(
+    selector: str | None, required: tuple[str, str] | None
+) -> None:
+    assert required_label(selector) == required
+    if required is not None and selector is not None:
+        assert not label_matcher(selector)({"x": "1", "env": "a"})  # without it nothing matches
