@@ -20,7 +20,7 @@ from typing import Any
 from vk_provider._kube.informers import Informers
 from vk_provider._kube.watching import Reflector, uid_of
 from vk_provider.kit.kube import KubeApi, RawObject
-from vk_provider.offload.claims import Claims, Conflict, resolve_claims
+from vk_provider.offload.claims import Claims, Conflict, RouteClaim, live_claim, resolve_claims
 from vk_provider.offload.names import offloads_path
 from vk_provider.offload.retained import RetainedRoute, kept_routes_reflector, retained_routes
 
@@ -37,14 +37,20 @@ class RouteClaims:
         self._losers: dict[str, Conflict] = {}
         self._latest: tuple[Claims, dict[str, Any]] | None = None
         """The claims as of the mirror's last change, with the resourceVersion of each Offload they read."""
+        self._claims: dict[str, RouteClaim | None] = {}
+        """Per Offload uid, its claim when the claims were last resolved."""
         self._shared = informers is not None and namespace is None
         """Whether the Offloads are the controller's own cluster-wide mirror (one copy, not two); a
         controller of one namespace mirrors only it, so the claims keep a cluster-wide one of their own."""
         if informers is not None and namespace is None:
-            self.offloads = informers.watch(offloads_path(None), self._changed).reflector
+            self.offloads = informers.watch(offloads_path(None), self._offload_changed).reflector
         else:
             self.offloads = Reflector(
-                api, offloads_path(None), query={}, on_change=self._changed, description="offload claims"
+                api,
+                offloads_path(None),
+                query={},
+                on_change=self._offload_changed,
+                description="offload claims",
             )
         self.kept_routes = kept_routes_reflector(api, None, self._changed)
 
@@ -98,12 +104,26 @@ class RouteClaims:
     def _kept(self) -> list[RetainedRoute]:
         return retained_routes(self.kept_routes.objects.values())
 
+    async def _offload_changed(self, uid: str) -> None:
+        offload = self.offloads.objects.get(uid)
+        unchanged = (
+            offload is not None
+            and self._latest is not None
+            and uid in self._claims
+            and live_claim(offload) == self._claims[uid]
+        )
+        if offload is not None and self._latest is not None and unchanged:
+            # Its status, or a field no claim reads, changed: the last resolution stands for this
+            # version too. A wave of a thousand migrations writes statuses, not routes.
+            self._latest[1][uid] = (offload.get("metadata") or {}).get("resourceVersion")
+            return
+        await self._changed(uid)
+
     async def _changed(self, _uid: str) -> None:
-        resolved = resolve_claims(self.offloads.objects.values(), self._kept())
-        versions = {
-            uid: (obj.get("metadata") or {}).get("resourceVersion")
-            for uid, obj in self.offloads.objects.items()
-        }
+        objects = self.offloads.objects
+        self._claims = {uid: live_claim(obj) for uid, obj in objects.items()}
+        resolved = resolve_claims(objects.values(), self._kept())
+        versions = {uid: (obj.get("metadata") or {}).get("resourceVersion") for uid, obj in objects.items()}
         self._latest = (resolved, versions)
         losers = dict(resolved.losers)
         changed = {
