@@ -19,9 +19,11 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from vk_provider.kit.apibudget import ApiBudget
+from vk_provider.kit.apibudgetmetrics import ApiBudgetCollector
 from vk_provider.kit.buildinfo import register_build_info
 from vk_provider.offload.status import OffloadStatus, Phase
 
@@ -38,6 +40,7 @@ MIGRATION_ENDINGS: tuple[tuple[str, str], ...] = (
 )
 """(outcome, reason) of every way the reconciler ends a migration (`Reconciler._decide`)."""
 LOST_SIDES = ("home", "away")
+QUEUE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 WARM_STATES = ("wanted", "ready")
 
 
@@ -133,6 +136,42 @@ class ControllerMetrics:
             namespace=NAMESPACE,
             registry=self.registry,
         )
+        # How the Offloads' work queue keeps up: a step that lands late either waited for a worker
+        # (queue wait, depth) or spent its time in the pass (pass seconds, the API budget's waits).
+        self._queue_wait = Histogram(
+            "queue_wait_seconds",
+            "Time an Offload due for a pass waited in the work queue for a free worker.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+            buckets=QUEUE_BUCKETS,
+        )
+        self._pass_seconds = Histogram(
+            "pass_seconds",
+            "Time one reconcile pass over an Offload took, its reads, router checks and writes included.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+            buckets=QUEUE_BUCKETS,
+        )
+        self._queue_depth = Gauge(
+            "queue_depth",
+            "Offloads due for a pass and waiting for a worker, at the scrape.",
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self._queue_depth.set_function(lambda: 0.0)  # until the leader's queue is there to ask
+
+    def set_api_budget_source(self, budget: ApiBudget) -> None:
+        """Report the API client's pacing (its 429s, its pace, its waits) at each scrape."""
+        self.registry.register(ApiBudgetCollector(budget, NAMESPACE))
+
+    def set_queue_depth_source(self, depth: Callable[[], int]) -> None:
+        self._queue_depth.set_function(lambda: float(depth()))
+
+    def queue_waited(self, seconds: float) -> None:
+        self._queue_wait.observe(seconds)
+
+    def pass_took(self, seconds: float) -> None:
+        self._pass_seconds.observe(seconds)
 
     def set_leader_source(self, leading: Callable[[], bool]) -> None:
         """Read whether this replica leads from `leading` at each scrape (the elector stays the truth)."""

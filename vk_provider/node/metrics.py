@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
@@ -23,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from vk_provider.kit.apibudget import ApiBudget
+from vk_provider.kit.apibudgetmetrics import ApiBudgetCollector
 from vk_provider.kit.buildinfo import register_build_info
 from vk_provider.node.admission import FIXED_REFUSALS
 
@@ -153,7 +153,7 @@ class DaemonMetrics:
 
     def set_api_budget_source(self, budget: ApiBudget) -> None:
         """Report the API client's pacing (its 429s, its pace, its waits) at each scrape."""
-        self.registry.register(_ApiBudgetCollector(budget))
+        self.registry.register(ApiBudgetCollector(budget, NAMESPACE))
 
     def set_serving_certificate_source(
         self,
@@ -217,39 +217,6 @@ class DaemonMetrics:
     def exposition(self) -> bytes:
         """The registry in the classic Prometheus text format (0.0.4), which every agent reads."""
         return generate_latest(self.registry)
-
-
-class _ApiBudgetCollector(Collector):
-    """Reads the `ApiBudget` at scrape time: the request path only keeps plain counters, so watching
-    the pace costs the node nothing between scrapes."""
-
-    def __init__(self, budget: ApiBudget) -> None:
-        self._budget = budget
-
-    def collect(self) -> Iterator[Metric]:
-        throttled = CounterMetricFamily(
-            f"{NAMESPACE}_api_throttled",
-            "Requests the apiserver answered 429 (or 5xx with Retry-After), by request class.",
-            labels=["class"],
-        )
-        waited = CounterMetricFamily(
-            f"{NAMESPACE}_api_wait_seconds",
-            "Time requests waited for their class's pace or Retry-After pause, by request class.",
-            labels=["class"],
-        )
-        pace = GaugeMetricFamily(
-            f"{NAMESPACE}_api_pace_qps",
-            "The class's current pace in requests a second; 0 when unpaced (no 429 lately, no ceiling).",
-            labels=["class"],
-        )
-        for name, limiter in self._budget.limiters.items():
-            throttled.add_metric([name], limiter.throttled)
-            waited.add_metric([name], limiter.waited_seconds)
-            qps = limiter.qps
-            pace.add_metric([name], 0.0 if math.isinf(qps) else qps)
-        yield throttled
-        yield waited
-        yield pace
 
 
 class _ServingCertificateCollector(Collector):

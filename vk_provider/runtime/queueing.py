@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from vk_provider.kit.backoff import jittered_backoff_seconds
@@ -25,8 +26,11 @@ Requeue = float | None
 
 
 class KeyedQueue:
-    def __init__(self) -> None:
+    def __init__(self, *, on_wait: Callable[[float], None] | None = None) -> None:
+        """`on_wait(seconds)` is told, for each key a worker takes, how long it waited ready for one."""
+        self._on_wait = on_wait
         self._ready: asyncio.Queue[str] = asyncio.Queue()
+        self._ready_since: dict[str, float] = {}
         self._queued: set[str] = set()
         self._active: set[str] = set()
         self._dirty: set[str] = set()
@@ -39,6 +43,7 @@ class KeyedQueue:
         if key in self._queued:
             return
         self._queued.add(key)
+        self._ready_since[key] = time.monotonic()
         self._ready.put_nowait(key)
 
     def add_after(self, key: str, delay_seconds: float) -> None:
@@ -60,6 +65,9 @@ class KeyedQueue:
         key = await self._ready.get()
         self._queued.discard(key)
         self._active.add(key)
+        since = self._ready_since.pop(key, None)
+        if self._on_wait is not None and since is not None:
+            self._on_wait(time.monotonic() - since)
         return key
 
     def done(self, key: str) -> None:
@@ -134,9 +142,11 @@ class WorkLoop:
         what: str,
         on_failure: FailureHandler = retry_after_backoff,
         expected_errors: tuple[type[Exception], ...] = (),
+        on_pass: Callable[[float], None] | None = None,
     ) -> None:
         """`what` names a key in log lines ("pod", "offload"); failures of `expected_errors` are logged
-        in one line, any other with its traceback."""
+        in one line, any other with its traceback. `on_pass(seconds)` is told each pass's length."""
+        self._on_pass = on_pass
         self.queue = queue
         self._reconcile = reconcile
         self._backoff = backoff
@@ -155,9 +165,11 @@ class WorkLoop:
 
     async def process(self, key: str) -> None:
         """One pass for `key`, and what its outcome means for the queue."""
+        started = time.monotonic()
         try:
             requeue = await self._reconcile(key)
         except Exception as error:
+            self._passed(started)
             if not isinstance(error, self._expected):
                 logger.exception("%s %s: the pass failed unexpectedly", self._what, key)
             retry = await self._on_failure(key, error)
@@ -174,9 +186,14 @@ class WorkLoop:
             )
             self.queue.add_after(key, delay)
         else:
+            self._passed(started)
             self._backoff.reset(key)
             if requeue is not None:
                 self.queue.add_after(key, requeue)
+
+    def _passed(self, started: float) -> None:
+        if self._on_pass is not None:
+            self._on_pass(time.monotonic() - started)
 
     def forget(self, key: str) -> None:
         """The key's object is gone: drop its backoff and any pending retry."""

@@ -112,7 +112,9 @@ def _xds() -> list[Family]:
 
 
 def _controller() -> list[Family]:
-    return registry_families(ControllerMetrics().registry)
+    metrics = ControllerMetrics()
+    metrics.set_api_budget_source(ApiBudget())
+    return registry_families(metrics.registry)
 
 
 def _policy() -> list[Family]:

@@ -154,3 +154,45 @@ async def test_workers_never_hold_the_same_key_at_once() -> None:
     assert passes == 2  # the two changes while held make one more pass, not two
     assert work.queue.depth == 0
     assert overlaps == []
+
+
+async def test_each_key_reports_its_wait_for_a_worker_and_the_length_of_its_pass() -> None:
+    """What an operator reads when steps land late: time queued for a worker, time in the pass."""
+    waits: list[float] = []
+    passes: list[float] = []
+    release, both_passed = asyncio.Event(), asyncio.Event()
+
+    def measured(seconds: float) -> None:
+        passes.append(seconds)
+        if len(passes) == 2:
+            both_passed.set()
+
+    async def slow_then_failing(key: str) -> Requeue:
+        await release.wait()
+        if key == "b":
+            raise RuntimeError("b fails")
+        return None
+
+    work = WorkLoop(
+        KeyedQueue(on_wait=waits.append),
+        slow_then_failing,
+        backoff=BACKOFF,
+        what="thing",
+        on_pass=measured,
+        expected_errors=(RuntimeError,),
+    )
+    work.queue.add("a")
+    work.queue.add("b")
+    worker = asyncio.create_task(work.run_worker())  # one worker: b waits while a's pass runs
+    try:
+        await asyncio.sleep(0.05)  # a's pass holds the worker (noqa: sleep-ok)
+        release.set()
+        await asyncio.wait_for(both_passed.wait(), 5)
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        work.queue.close()
+    assert len(waits) == 2
+    assert waits[0] < 0.05 <= waits[1]  # b was ready all along, and waited for a's pass
+    assert passes[0] >= 0.05  # a's pass, with its wait on `release`
+    assert len(passes) == 2  # a failing pass is measured too
