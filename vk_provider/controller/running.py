@@ -55,7 +55,14 @@ from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
 from vk_provider.runtime.flagaliases import add_deprecated_alias
 from vk_provider.runtime.flagenvironment import boolean
-from vk_provider.runtime.flagtypes import host_port, port, positive_seconds, seconds_with_unit, whole_number
+from vk_provider.runtime.flagtypes import (
+    host_port,
+    port,
+    positive_seconds,
+    requests_per_second,
+    seconds_with_unit,
+    whole_number,
+)
 from vk_provider.runtime.logsetup import add_log_arguments, configure_logging
 from vk_provider.runtime.queueing import Backoff, KeyedQueue, Requeue, WorkLoop
 from vk_provider.runtime.signals import until_signalled
@@ -175,6 +182,22 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         default=4,
         metavar="N",
         help="Offloads reconciled at once (default: 4)",
+    )
+    parser.add_argument(
+        "--api-qps",
+        type=requests_per_second,
+        default=0.0,
+        metavar="QPS",
+        help="hard ceiling on requests a second to the apiserver (watches excluded); below it the "
+        "controller slows down on the apiserver's 429s, and its --concurrent-reconciles bound how many "
+        "requests it has in flight. 0 = no ceiling (default: 0)",
+    )
+    parser.add_argument(
+        "--api-burst",
+        type=whole_number(0),
+        default=0,
+        metavar="N",
+        help="requests the --api-qps ceiling lets through at once (default: 0 = --api-qps)",
     )
     add_leader_election_arguments(parser)
     parser.add_argument(
@@ -318,16 +341,20 @@ class Controller:
         namespace: str | None,
         workers: int,
         claims: RouteClaims | None = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self._claims = claims
-        self._queue = KeyedQueue()
+        self._queue = KeyedQueue(on_wait=metrics.queue_waited if metrics is not None else None)
         self._loop = WorkLoop(
             self._queue,
             self._reconcile,
             backoff=Backoff(initial_seconds=0.5, max_seconds=30.0),
             what="offload",
             expected_errors=(KubeApiError, aiohttp.ClientError, OSError, TimeoutError),
+            on_pass=metrics.pass_took if metrics is not None else None,
         )
+        if metrics is not None:
+            metrics.set_queue_depth_source(lambda: self._queue.depth)
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
@@ -424,6 +451,7 @@ async def lead_term(
         namespace=arguments.namespace,
         workers=arguments.concurrent_reconciles,
         claims=claims,
+        metrics=metrics,
     )
     try:
         if not arguments.policy:
@@ -446,10 +474,12 @@ async def lead_term(
 
 
 async def serve_controller(arguments: argparse.Namespace, stop: asyncio.Event) -> None:
-    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
+    budget = ApiBudget(qps=arguments.api_qps, burst=arguments.api_burst)
+    api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=budget)
     identity = arguments.leader_election_identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
     events = EventRecorder(api, host=identity, component=COMPONENT)
     metrics = ControllerMetrics()  # kept across leader terms: counters only grow
+    metrics.set_api_budget_source(api.budget)
     # Reads of what is watched come from mirrors, the data planes' lists of router pods included.
     reads = cached_reads(api, namespace=arguments.namespace, policy=arguments.policy)
     data_planes = configured_data_planes(reads, arguments, metrics)

@@ -34,6 +34,17 @@ def seconds(text: str) -> float:
     return number
 
 
+def requests_per_second(text: str) -> float:
+    """A rate in requests a second, 0 or more (0 meaning no ceiling)."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of requests a second, got {text!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 requests a second or more, got {text!r}")
+    return number
+
+
 def positive_seconds(text: str) -> float:
     """A number of seconds greater than 0 (an interval or a timeout that 0 would make meaningless)."""
     number = _number(text)
