@@ -78,6 +78,9 @@ from vk_provider.offload.status import RUNNING_PHASES, InvalidStatus, OffloadSta
 from vk_provider.runtime.queueing import Requeue
 
 MISSING_RESYNC_SECONDS = 10.0
+ROUTER_LAG_REPORTED_AFTER_SECONDS = 3.0
+"""Routers behind a step's weight for less than this (from when it was written) are waited for
+without a status write: picking the step up takes them a second or two."""
 
 
 class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, SpillingOver):
@@ -262,6 +265,11 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
         self._event(work.offload, "Normal", "MigrationStarted", message)
         return 0.0
 
+    def _just_moved(self, work: Pass) -> bool:
+        """Whether the weight moved less than ROUTER_LAG_REPORTED_AFTER_SECONDS ago."""
+        moved = work.current.progress_at
+        return moved is not None and (work.now - moved).total_seconds() < ROUTER_LAG_REPORTED_AFTER_SECONDS
+
     def _deadline_passed(self, work: Pass) -> bool:
         progress = work.current.progress_at or work.now
         return (work.now - progress).total_seconds() > work.spec.strategy.progress_deadline_seconds
@@ -380,6 +388,11 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
         except RouterUnreachable as error:
             lagging = str(error)
         if lagging:
+            if self._just_moved(work) and not self._deadline_passed(work):
+                # Routers apply a step within a second or two of its status write. Saying so in the
+                # status costs one write per step and Offload (a wave of a hundred saturated the
+                # controller's requests with them) and tells nobody anything: a lag that lasts is said.
+                return POLL_SECONDS
             return self._waiting(work, "WaitingForRouters", lagging)
         step_key = (work.current.step_index or 0, weight, work.current.consecutive_failures)
         started = self._intervals.get(spec.key)
