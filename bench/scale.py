@@ -431,6 +431,38 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         ],
         rows,
     )
+    lines += ["", "## The controller's work queue during the wave (its own metrics)", ""]
+    rows = []
+    for size in report["sizes"]:
+        queue = (size.get("wave") or {}).get("controller_queue")
+        if not queue:
+            continue
+        waited, passes = queue["queue_wait_seconds"], queue["pass_seconds"]
+        rows.append(
+            [
+                f"N={size['offloads']}",
+                str(passes["count"]),
+                cell(waited["p50"], "{:.3f}"),
+                cell(waited["p99"], "{:.3f}"),
+                cell(passes["p50"], "{:.3f}"),
+                cell(passes["p99"], "{:.3f}"),
+                cell(queue["api_budget_wait_seconds"], "{:.1f}"),
+                str(queue["max_queue_depth"]),
+            ]
+        )
+    lines += markdown_table(
+        [
+            "size",
+            "passes",
+            "queue wait p50 s",
+            "queue wait p99 s",
+            "pass p50 s",
+            "pass p99 s",
+            "API budget wait s (all passes)",
+            "deepest queue",
+        ],
+        rows,
+    )
     lines += ["", "## Targets", ""]
     lines += markdown_table(
         ["target", "measured", "verdict"],

@@ -162,9 +162,11 @@ def router(folder: Path, kubeconfig: Path, *, namespace: str | None) -> tuple[Pr
 
 def controller(
     folder: Path, kubeconfig: Path, *, router_admin_url: str, namespace: str | None, lease_name: str
-) -> Process:
-    """The controller with its policy loop, as deployed (the policy's default 2 s interval)."""
+) -> tuple[Process, str]:
+    """The controller with its policy loop, as deployed (the policy's default 2 s interval), not
+    started, and its admin URL (its metrics: the work queue's waits and the API budget's)."""
     scope = ["--namespace", namespace] if namespace else []
+    admin = PortPicker().pick()
     argv = [
         *VK_PROVIDER,
         "controller",
@@ -177,8 +179,10 @@ def controller(
         SYSTEM_NAMESPACE,
         "--leader-election-lease-name",
         lease_name,
+        "--admin-listen",
+        f"127.0.0.1:{admin}",
     ]
-    return Process("controller", "controller", argv, folder / "controller.log")
+    return Process("controller", "controller", argv, folder / "controller.log"), f"http://127.0.0.1:{admin}"
 
 
 def backend(folder: Path) -> tuple[Process, int]:

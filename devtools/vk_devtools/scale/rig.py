@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures
-from vk_devtools.scale import attribution, fleet, services
+from vk_devtools.scale import attribution, controllerqueue, fleet, services
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.offloadcli.holds import flip_annotations
@@ -99,7 +99,7 @@ class ScaleRig:
         self.processes: list[fleet.Process] = []
         self.services = 0
         self.fillers = 0
-        self.router_url = self.router_admin_url = ""
+        self.router_url = self.router_admin_url = self.controller_admin_url = ""
         self.backend_port = 0
         self._keep_alive: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -143,15 +143,14 @@ class ScaleRig:
         )
         self._launch(router)
         await self._until(self._router_ready, "the router ready", 120)
-        self._launch(
-            fleet.controller(
-                folder,
-                kubeconfigs["controller"],
-                router_admin_url=self.router_admin_url,
-                namespace=settings.namespace if settings.scoped else None,
-                lease_name=f"scale-{settings.tag}",
-            )
+        controller, self.controller_admin_url = fleet.controller(
+            folder,
+            kubeconfigs["controller"],
+            router_admin_url=self.router_admin_url,
+            namespace=settings.namespace if settings.scoped else None,
+            lease_name=f"scale-{settings.tag}",
         )
+        self._launch(controller)
         await services.create_ignoring_conflict(
             self.api,
             "/apis/offload.vk-provider.dev/v1alpha1/offloadpolicies",
@@ -246,6 +245,11 @@ class ScaleRig:
     async def _router_ready(self) -> bool:
         async with self.session.get(f"{self.router_admin_url}/-/readyz") as response:
             return response.status == 200
+
+    async def controller_metrics(self) -> str:
+        async with self.session.get(f"{self.controller_admin_url}/metrics") as response:
+            response.raise_for_status()
+            return await response.text()
 
     async def router_routes(self) -> dict[str, dict[str, Any]]:
         """The router's routes by Offload name (the rig's namespace only)."""
@@ -466,6 +470,8 @@ class ScaleRig:
         outcomes: list[Outcome] = []
         try:
             await asyncio.sleep(lead_seconds)  # load before the flips, as measured (noqa: sleep-ok)
+            queue_before = controllerqueue.QueueReading.parse(await self.controller_metrics())
+            max_depth = 0
             sent = time.monotonic()
             sent_wall = datetime.now(UTC)
             body = {
@@ -496,7 +502,14 @@ class ScaleRig:
                     tracker.saw_routes(await self.router_routes(), now)
                 with contextlib.suppress(KubeApiError):
                     tracker.saw_offloads(await self.offloads(), now)
+                with contextlib.suppress(aiohttp.ClientError, OSError, ValueError):
+                    max_depth = max(max_depth, controllerqueue.depth(await self.controller_metrics()))
                 await asyncio.sleep(POLL_SECONDS)  # sampling the router and the Offloads (noqa: sleep-ok)
+            queue = controllerqueue.between(
+                queue_before,
+                controllerqueue.QueueReading.parse(await self.controller_metrics()),
+                max_depth=max_depth,
+            )
             await asyncio.sleep(
                 tail_seconds
             )  # load after the last move, to count late failures (noqa: sleep-ok)
@@ -516,6 +529,7 @@ class ScaleRig:
             "requests": len(outcomes),
             "failed": len(failed),
             "failed_by_kind": kinds,
+            "controller_queue": queue,
         }
 
     # --- the policy's decision --------------------------------------------------------------------
