@@ -265,10 +265,17 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
         self._event(work.offload, "Normal", "MigrationStarted", message)
         return 0.0
 
-    def _just_moved(self, work: Pass) -> bool:
-        """Whether the weight moved less than ROUTER_LAG_REPORTED_AFTER_SECONDS ago."""
+    def _wait_for_routers(self, work: Pass, lagging: str) -> Requeue:
         moved = work.current.progress_at
-        return moved is not None and (work.now - moved).total_seconds() < ROUTER_LAG_REPORTED_AFTER_SECONDS
+        just_moved = (
+            moved is not None and (work.now - moved).total_seconds() < ROUTER_LAG_REPORTED_AFTER_SECONDS
+        )
+        if just_moved and not self._deadline_passed(work):
+            # Routers apply a step within a second or two of its status write. Saying so in the
+            # status costs one write per step and Offload (a wave of a hundred saturated the
+            # controller's requests with them) and tells nobody anything: a lag that lasts is said.
+            return POLL_SECONDS
+        return self._waiting(work, "WaitingForRouters", lagging)
 
     def _deadline_passed(self, work: Pass) -> bool:
         progress = work.current.progress_at or work.now
@@ -388,12 +395,7 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
         except RouterUnreachable as error:
             lagging = str(error)
         if lagging:
-            if self._just_moved(work) and not self._deadline_passed(work):
-                # Routers apply a step within a second or two of its status write. Saying so in the
-                # status costs one write per step and Offload (a wave of a hundred saturated the
-                # controller's requests with them) and tells nobody anything: a lag that lasts is said.
-                return POLL_SECONDS
-            return self._waiting(work, "WaitingForRouters", lagging)
+            return self._wait_for_routers(work, lagging)
         step_key = (work.current.step_index or 0, weight, work.current.consecutive_failures)
         started = self._intervals.get(spec.key)
         if started is None or started.step_key != step_key:
