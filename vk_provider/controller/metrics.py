@@ -19,27 +19,18 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from vk_provider.controller.offloadseries import LOST_SIDES, OffloadSeries
 from vk_provider.kit.apibudget import ApiBudget
 from vk_provider.kit.apibudgetmetrics import ApiBudgetCollector
 from vk_provider.kit.buildinfo import register_build_info
-from vk_provider.offload.status import OffloadStatus, Phase
+from vk_provider.offload.status import OffloadStatus
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 NAMESPACE = "vk_provider_controller"
 
-MIGRATION_ENDINGS: tuple[tuple[str, str], ...] = (
-    (Phase.SUCCEEDED.value, "Succeeded"),
-    (Phase.SUCCEEDED.value, "EmergencyMigration"),
-    (Phase.ROLLED_BACK.value, "GatesFailed"),
-    (Phase.ROLLED_BACK.value, "Aborted"),
-    (Phase.ROLLED_BACK.value, "SevereFailure"),
-    (Phase.FAILED.value, "ProgressDeadlineExceeded"),
-)
-"""(outcome, reason) of every way the reconciler ends a migration (`Reconciler._decide`)."""
-LOST_SIDES = ("home", "away")
 QUEUE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 WARM_STATES = ("wanted", "ready")
 
@@ -55,50 +46,10 @@ class ControllerMetrics:
             registry=self.registry,
         )
         self._leader.set_function(lambda: 0.0)  # until the elector is there to ask
-        self._emergencies = Counter(
-            "emergency_migrations",
-            "Emergency migrations started because the serving side lost its endpoints, by the side lost.",
-            ["namespace", "name", "lost_side"],
-            namespace=NAMESPACE,
-            registry=self.registry,
-        )
-        self._ended = Counter(
-            "migrations_ended",
-            "Migrations that ended, by outcome (Succeeded, RolledBack, Failed) and reason (GatesFailed, "
-            "Aborted, SevereFailure, ProgressDeadlineExceeded, ...).",
-            ["namespace", "name", "outcome", "reason"],
-            namespace=NAMESPACE,
-            registry=self.registry,
-        )
-        self._severe = Counter(
-            "severe_rollbacks",
-            "Migrations rolled back at once because the receiving side's error rate was severe.",
-            ["namespace", "name"],
-            namespace=NAMESPACE,
-            registry=self.registry,
-        )
-        # Per Offload, as its status says at the controller's last look; only the leader has them.
-        self._away_weight = Gauge(
-            "offload_away_weight",
-            "The Offload's status.awayWeight: the percentage of its requests routed away.",
-            ["namespace", "name"],
-            namespace=NAMESPACE,
-            registry=self.registry,
-        )
-        self._phase = Gauge(
-            "offload_phase",
-            "1 for the Offload's status.phase, 0 for every other phase (all 0 before its first status).",
-            ["namespace", "name", "phase"],
-            namespace=NAMESPACE,
-            registry=self.registry,
-        )
-        self._step = Gauge(
-            "offload_step",
-            "The Offload's status.stepIndex: the index of the current weight in status.steps.",
-            ["namespace", "name"],
-            namespace=NAMESPACE,
-            registry=self.registry,
-        )
+        # Per Offload: its counters, and its gauges as its status says at the controller's last look
+        # (only the leader has those); plain numbers, written out at the scrape.
+        self._offloads = OffloadSeries(NAMESPACE)
+        self.registry.register(self._offloads)
         self._replicas = Gauge(
             "offload_replicas",
             "A spill-over Offload's replicas on each side (status.spillOver), by side and by whether ready.",
@@ -179,17 +130,11 @@ class ControllerMetrics:
 
     def offload_seen(self, namespace: str, name: str) -> None:
         """Start the Offload's counters at 0 (see the module), once; later calls change nothing."""
-        for outcome, reason in MIGRATION_ENDINGS:
-            self._ended.labels(namespace, name, outcome, reason)
-        for side in LOST_SIDES:
-            self._emergencies.labels(namespace, name, side)
-        self._severe.labels(namespace, name)
+        self._offloads.seen(namespace, name)
 
     def offload_status(self, namespace: str, name: str, status: OffloadStatus) -> None:
-        self._away_weight.labels(namespace, name).set(status.away_weight or 0)
-        self._step.labels(namespace, name).set(status.step_index or 0)
-        for phase in Phase:
-            self._phase.labels(namespace, name, phase.value).set(1 if status.phase is phase else 0)
+        phase = status.phase.value if status.phase is not None else None
+        self._offloads.status(namespace, name, status.away_weight or 0, status.step_index or 0, phase)
         self._spill_over(namespace, name, status.spill_over)
         self._warm_replicas(namespace, name, status.warm)
 
@@ -228,22 +173,14 @@ class ControllerMetrics:
     def offload_gone(self, namespace: str, name: str) -> None:
         """Drop a deleted Offload's gauges. Its counters stay: removing them could lose the last
         increment (a migration that ended just before the deletion) before any scrape saw it."""
-        with contextlib.suppress(KeyError):
-            self._away_weight.remove(namespace, name)
-        with contextlib.suppress(KeyError):
-            self._step.remove(namespace, name)
-        for phase in Phase:
-            with contextlib.suppress(KeyError):
-                self._phase.remove(namespace, name, phase.value)
+        self._offloads.forget_status(namespace, name)
         self._forget_spill_over(namespace, name)
         self._forget_warm(namespace, name)
 
     def forget_offloads(self) -> None:
         """Drop every Offload's gauges when this replica stops leading: a standby's would go stale."""
+        self._offloads.forget_statuses()
         for gauge in (
-            self._away_weight,
-            self._phase,
-            self._step,
             self._replicas,
             self._capacity_weight,
             self._away_cost,
@@ -255,13 +192,13 @@ class ControllerMetrics:
         self._strays.set(count)
 
     def migration_ended(self, namespace: str, name: str, outcome: str, reason: str) -> None:
-        self._ended.labels(namespace, name, outcome, reason).inc()
+        self._offloads.migration_ended(namespace, name, outcome, reason)
 
     def emergency_migration(self, namespace: str, name: str, lost_side: str) -> None:
-        self._emergencies.labels(namespace, name, lost_side).inc()
+        self._offloads.emergency_migration(namespace, name, lost_side)
 
     def severe_rollback(self, namespace: str, name: str) -> None:
-        self._severe.labels(namespace, name).inc()
+        self._offloads.severe_rollback(namespace, name)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

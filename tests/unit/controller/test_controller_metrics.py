@@ -9,7 +9,8 @@ import pytest
 
 from vk_provider import __version__
 from vk_provider._kube.events import EventRecorder
-from vk_provider.controller.metrics import MIGRATION_ENDINGS, ControllerMetrics
+from vk_provider.controller.metrics import ControllerMetrics
+from vk_provider.controller.offloadseries import MIGRATION_ENDINGS
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.kit.kube import KubeApiError
 from vk_provider.offload.names import offload_path
@@ -182,3 +183,23 @@ def test_the_away_replicas_kept_warm_are_gauges_gone_with_status_warm() -> None:
     metrics.offload_status("team", "chat", OffloadStatus(away_weight=0, warm=warm))
     metrics.offload_gone("team", "chat")
     assert value(metrics, series, namespace="team", offload="chat", state="ready") is None
+
+
+def test_an_ending_outside_the_known_list_gets_its_own_series() -> None:
+    metrics = ControllerMetrics()
+    metrics.offload_seen("team", "chat")
+    metrics.migration_ended("team", "chat", "Failed", "SomethingNew")
+    metrics.emergency_migration("team", "chat", "home")
+    metrics.severe_rollback("team", "chat")
+    labels = {"namespace": "team", "name": "chat"}
+    assert value(metrics, ENDED, **labels, outcome="Failed", reason="SomethingNew") == 1
+    assert (
+        value(metrics, "vk_provider_controller_emergency_migrations_total", **labels, lost_side="home") == 1
+    )
+    assert (
+        value(metrics, "vk_provider_controller_emergency_migrations_total", **labels, lost_side="away") == 0
+    )
+    assert value(metrics, "vk_provider_controller_severe_rollbacks_total", **labels) == 1
+    created = value(metrics, "vk_provider_controller_severe_rollbacks_created", **labels)
+    assert created is not None  # rate() and increase() see when the series began
+    assert created > 0
