@@ -179,9 +179,9 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--concurrent-reconciles",
         type=whole_number(1),
-        default=4,
+        default=16,
         metavar="N",
-        help="Offloads reconciled at once (default: 4)",
+        help="Offloads reconciled at once (default: 16)",
     )
     parser.add_argument(
         "--api-qps",
