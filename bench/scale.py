@@ -411,6 +411,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
                 cell(first.get("p50"), "{:.2f}"),
                 cell(later.get("p50"), "{:.2f}"),
                 cell(later.get("p99"), "{:.2f}"),
+                cell((wave.get("later_step_controller_seconds") or {}).get("p50"), "{:.2f}"),
+                cell((wave.get("later_step_router_seconds") or {}).get("p50"), "{:.2f}"),
                 f"{wave['failed']}/{wave['requests']}" if wave else "—",
                 size.get("error", ""),
             ]
@@ -426,6 +428,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
             "first step p50 s",
             "later step p50 s",
             "later step p99 s",
+            "of which controller p50 s",
+            "of which routers p50 s",
             "failed",
             "error",
         ],

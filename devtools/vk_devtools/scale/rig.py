@@ -620,6 +620,8 @@ class WaveTracker:
         """name -> away weight -> when the router first showed it (s after the flips were sent)."""
         self.step_started: dict[str, dict[int, float]] = {name: {} for name in names}
         """name -> away weight -> status.stepStartedAt (s after the flips were sent) while at it."""
+        self.status_seen: dict[str, dict[int, float]] = {name: {} for name in names}
+        """name -> away weight -> when the status first showed it (s after the flips were sent)."""
         self.ended: dict[str, tuple[str, float]] = {}
         self.interval = float(services.STRATEGY["stepIntervalSeconds"])
 
@@ -638,6 +640,8 @@ class WaveTracker:
             if status.get("targetPlacement") != "away":
                 continue
             weight, started = status.get("awayWeight"), status.get("stepStartedAt")
+            if isinstance(weight, int):
+                self.status_seen[name].setdefault(weight, now - self.sent)
             stamp = parse_timestamp(str(started)) if started else None
             if isinstance(weight, int) and stamp is not None:
                 self.step_started[name].setdefault(weight, (stamp - self.sent_wall).total_seconds())
@@ -667,8 +671,26 @@ class WaveTracker:
                     later.append(max(0.0, seen[weight] - (started + self.interval)))
         return first, later
 
+    def later_step_parts(self) -> tuple[list[float], list[float]]:
+        """A later step split in two, seconds: the controller's part, from when the step was due to
+        the status showing its weight (stepStartedAt has whole seconds: up to 1 s too long), and the
+        routers' part, from the status showing the weight to the router showing it (both seen by
+        the same polls, so their 0.25 s steps fall on both ends alike)."""
+        steps = [int(weight) for weight in services.STRATEGY["toAwaySteps"]]
+        controller, routers = [], []
+        for name in self.names:
+            status, seen = self.status_seen[name], self.router_seen[name]
+            for previous, weight in itertools.pairwise(steps):
+                started = self.step_started[name].get(previous)
+                if weight in status and started is not None:
+                    controller.append(max(0.0, status[weight] - (started + self.interval)))
+                if weight in status and weight in seen:
+                    routers.append(max(0.0, seen[weight] - status[weight]))
+        return controller, routers
+
     def report(self) -> dict[str, Any]:
         first, later = self.step_latencies()
+        controller_part, router_part = self.later_step_parts()
         ends = [seconds for _, seconds in self.ended.values()]
         outcomes: dict[str, int] = {}
         for phase, _ in self.ended.values():
@@ -679,6 +701,8 @@ class WaveTracker:
             "outcomes": outcomes,
             "first_step_seconds": _summary(first),
             "later_step_seconds": _summary(later),
+            "later_step_controller_seconds": _summary(controller_part),
+            "later_step_router_seconds": _summary(router_part),
         }
 
 
