@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from vk_provider._kube.events import EventRecorder, EventType, InvolvedObject
+from vk_provider.kit.bounded import gather_bounded
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.kit.timestamps import format_timestamp
 from vk_provider.offload.names import API_VERSION, KIND
@@ -52,6 +54,8 @@ from vk_provider.policy.waiting import by_stage, waits
 logger = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_SECONDS = 2.0
+TAINT_CONCURRENCY = 16
+"""Nodes tainted or untainted at once (each a read and a PATCH)."""
 EXPECTED_ERRORS = (KubeApiError, aiohttp.ClientError, OSError, TimeoutError)
 # The Event reason of each decision (the design's names); skips and deferrals carry theirs in the message.
 EVENT_REASONS = {
@@ -410,22 +414,25 @@ class PolicyController:
         policy, policy_object, observation, memory, now = run.unpacked()
         reason = EVENT_REASONS[decision.action]
         kind: EventType = "Warning" if decision.action is Action.TAINT_UNHEALTHY else "Normal"
-        done = []
-        for node in decision.nodes:
+
+        async def change(node: str) -> bool:
             if decision.action is Action.RESERVE:
-                changed = await actuate.add_taint(self._api, node, policy.reservation)
-            elif decision.action is Action.TAINT_UNHEALTHY:
+                return await actuate.add_taint(self._api, node, policy.reservation)
+            if decision.action is Action.TAINT_UNHEALTHY:
                 taint = Taint(policy.health.taint_key, decision.reason, policy.health.taint_effect)
-                changed = await actuate.add_taint(self._api, node, taint)
-            else:
-                key = policy.reservation.key if decision.action is Action.RELEASE else policy.health.taint_key
-                changed = await actuate.remove_taint(self._api, node, key)
-            if changed:
-                done.append(node)
-                message = (
-                    f"{decision.reason}: {decision.message}" if decision.message else str(decision.reason)
-                )
-                self._events.record(_involved_node(observation, node), kind, reason, message)
+                return await actuate.add_taint(self._api, node, taint)
+            key = policy.reservation.key if decision.action is Action.RELEASE else policy.health.taint_key
+            return await actuate.remove_taint(self._api, node, key)
+
+        # A pool of 200 nodes reserved one PATCH after another took seconds before the first flip.
+        results = await gather_bounded(
+            [functools.partial(change, node) for node in decision.nodes], TAINT_CONCURRENCY
+        )
+        done = [node for node, changed in zip(decision.nodes, results, strict=True) if changed is True]
+        for node in done:
+            message = f"{decision.reason}: {decision.message}" if decision.message else str(decision.reason)
+            self._events.record(_involved_node(observation, node), kind, reason, message)
+        failed = next((result for result in results if isinstance(result, BaseException)), None)
         if done:
             message = f"{decision.reason}: {', '.join(done)}" + (
                 f" ({decision.message})" if decision.message else ""
@@ -433,6 +440,8 @@ class PolicyController:
             self._events.record(policy_object, kind, reason, message)
             if decision.action in RECORDED:
                 self._record(memory, now, dataclasses.replace(decision, nodes=tuple(done)))
+        if failed is not None:
+            raise failed  # what was done is recorded; the pass's failure handling takes the rest
 
     def _record(self, memory: Memory, now: datetime, decision: Decision) -> None:
         entry = decision_entry(now, decision)

@@ -27,6 +27,7 @@ import aiohttp
 
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures
 from vk_devtools.scale import attribution, controllerqueue, fleet, services
+from vk_provider.kit.bounded import run_bounded
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.offloadcli.holds import flip_annotations
@@ -128,7 +129,7 @@ class ScaleRig:
             self._launch(daemon)
         await self._until(lambda: self._nodes_ready([d.name for d in daemons]), "the node daemons Ready", 180)
         registered = settings.registered_nodes
-        await services.bounded(
+        await run_bounded(
             [
                 functools.partial(
                     fleet.register_node, self.api, name, settings.pool_label, fleet.REGISTERED_NODE_GPUS
@@ -283,7 +284,7 @@ class ScaleRig:
             )
             for index in range(self.services, count)
         ]
-        await services.bounded(calls, CREATE_CONCURRENCY)
+        await run_bounded(calls, CREATE_CONCURRENCY)
         self.services = count
 
     async def add_pods(self) -> int:
@@ -311,7 +312,7 @@ class ScaleRig:
         ]
         self.fillers = fillers
         path = f"/api/v1/namespaces/{namespace}/pods"
-        await services.bounded(
+        await run_bounded(
             [functools.partial(services.create_ignoring_conflict, self.api, path, body) for body in bodies],
             CREATE_CONCURRENCY,
         )

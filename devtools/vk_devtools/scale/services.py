@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from vk_devtools.scale.fleet import GPU, RUNS_PODS_LABEL
@@ -46,20 +46,6 @@ def service_name(index: int) -> str:
 
 def host_of(index: int, domain: str) -> str:
     return f"{service_name(index)}.{domain}"
-
-
-async def bounded(calls: Iterable[Callable[[], Awaitable[Any]]], concurrency: int) -> None:
-    """Run the calls at most `concurrency` at a time; the first error is raised once all are done."""
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(call: Callable[[], Awaitable[Any]]) -> None:
-        async with gate:
-            await call()
-
-    results = await asyncio.gather(*(one(call) for call in calls), return_exceptions=True)
-    errors = [result for result in results if isinstance(result, BaseException)]
-    if errors:
-        raise errors[0]
 
 
 async def create_ignoring_conflict(api: KubeApi, path: str, body: Mapping[str, Any]) -> None:
