@@ -100,50 +100,49 @@ async def test_an_offload_being_deleted_still_holds_its_route_or_not() -> None:
     assert not await claims.holds(second)
 
 
-async def test_passes_over_offloads_the_mirror_already_judged_resolve_no_claims_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _twenty_offloads() -> list[dict[str, Any]]:
     offloads = [_offload(f"ns{index}", f"2026-01-01T10:00:{index:02d}Z") for index in range(20)]
     for index, offload in enumerate(offloads):
         offload["metadata"]["resourceVersion"] = str(100 + index)
-    claims, _ = _claims(None, *offloads)
-    resolutions = 0
-    real = resolve_claims
+    return offloads
+
+
+def _counting_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[None]:
+    """One entry per resolution of the claims from now on."""
+    resolutions: list[None] = []
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal resolutions
-        resolutions += 1
-        return real(*args, **kwargs)
+        resolutions.append(None)
+        return resolve_claims(*args, **kwargs)
 
     monkeypatch.setattr(claims_module, "resolve_claims", counted)
+    return resolutions
+
+
+async def test_passes_over_offloads_the_mirror_already_judged_resolve_no_claims_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    offloads = _twenty_offloads()
+    claims, _ = _claims(None, *offloads)
+    resolutions = _counting_resolutions(monkeypatch)
     await claims._changed("uid-ns0")
     verdicts = [await claims.conflict(offload) for offload in offloads for _ in range(5)]
-    assert resolutions == 1  # the change's own; a hundred passes read it
+    assert len(resolutions) == 1  # the change's own; a hundred passes read it
     assert [verdict.winner if verdict else None for verdict in verdicts[5::5]] == ["ns0/tokens"] * 19
     newer = {**offloads[3], "metadata": {**offloads[3]["metadata"], "resourceVersion": "999"}}
     await claims.conflict(newer)  # read fresher than the mirror: judged anew
-    assert resolutions == 2
+    assert len(resolutions) == 2
 
 
 async def test_a_status_change_resolves_nothing_and_a_route_change_resolves_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A wave writes every Offload's status many times: each write must not resolve every claim."""
-    offloads = [_offload(f"ns{index}", f"2026-01-01T10:00:{index:02d}Z") for index in range(20)]
-    for index, offload in enumerate(offloads):
-        offload["metadata"]["resourceVersion"] = str(100 + index)
+    offloads = _twenty_offloads()
     claims, queued = _claims(None, *offloads)
-    resolutions = 0
-    real = resolve_claims
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal resolutions
-        resolutions += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(claims_module, "resolve_claims", counted)
+    resolutions = _counting_resolutions(monkeypatch)
     await claims._offload_changed("uid-ns0")
-    assert resolutions == 1
+    assert len(resolutions) == 1
     for version in range(200, 300):  # the status of ns5 moves on, its route does not
         claims.offloads.objects["uid-ns5"] = {
             **offloads[5],
@@ -151,13 +150,13 @@ async def test_a_status_change_resolves_nothing_and_a_route_change_resolves_agai
             "status": {"awayWeight": version % 100},
         }
         await claims._offload_changed("uid-ns5")
-    assert resolutions == 1
+    assert len(resolutions) == 1
     assert (await claims.conflict(claims.offloads.objects["uid-ns5"])) is not None  # still ns0's host
-    assert resolutions == 1  # the read of the latest version reused the resolution
+    assert len(resolutions) == 1  # the read of the latest version reused the resolution
     rerouted = {**offloads[5], "spec": {"route": {"hosts": ["own.test"]}}}
     rerouted["metadata"] = {**offloads[5]["metadata"], "resourceVersion": "400"}
     claims.offloads.objects["uid-ns5"] = rerouted
     await claims._offload_changed("uid-ns5")
-    assert resolutions == 2
+    assert len(resolutions) == 2
     assert await claims.conflict(rerouted) is None  # its own host now: it wins
     assert "ns5/tokens" in queued  # its standing changed, so it is queued again
