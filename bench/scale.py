@@ -571,7 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pool-daemons", type=bounded_int("--pool-daemons", 1, 4), default=2, help="of M, mock daemons"
     )
     parser.add_argument("--away-daemons", type=bounded_int("--away-daemons", 1, 2), default=1)
-    parser.add_argument("--filler-daemons", type=bounded_int("--filler-daemons", 0, 2), default=1)
+    parser.add_argument("--filler-daemons", type=bounded_int("--filler-daemons", 0, 4), default=1)
     parser.add_argument(
         "--pods", type=bounded_int("--pods", 0, 10_000), default=2000, help="P (default 2000)"
     )

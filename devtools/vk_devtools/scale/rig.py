@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import ipaddress
 import itertools
 import math
 import statistics
@@ -65,6 +66,16 @@ class RigSettings:
             raise ValueError(f"pool_nodes {self.pool_nodes} is below pool_daemons {self.pool_daemons}")
         if self.pool_daemons < 1 or self.away_daemons < 1:
             raise ValueError("pool_daemons and away_daemons: at least 1 each")
+
+    @property
+    def filler_daemon_indexes(self) -> range:
+        """The filler daemons' places in `pod_cidrs` (after the pool's and the away daemons)."""
+        first = self.pool_daemons + self.away_daemons
+        return range(first, first + self.filler_daemons)
+
+    def pod_addresses(self, daemon: int) -> int:
+        """Pod addresses the daemon at this place in `pod_cidrs` hands out (less network and broadcast)."""
+        return ipaddress.IPv4Network(self.pod_cidrs[daemon]).num_addresses - 2
 
     @property
     def domain(self) -> str:
@@ -304,6 +315,12 @@ class ScaleRig:
         fillers = max(0, settings.pods - settings.max_services * settings.replicas - len(bodies))
         if fillers and not settings.filler_daemons:
             raise RigError(f"{fillers} filler pods wanted, but no filler daemon (filler_daemons=0)")
+        room = sum(settings.pod_addresses(daemon) for daemon in settings.filler_daemon_indexes)
+        if fillers > room:
+            raise RigError(
+                f"{fillers} filler pods wanted, but the {settings.filler_daemons} filler daemons' pod "
+                f"networks hold {room} addresses: give more filler daemons"
+            )
         bodies += [
             services.filler_pod(
                 f"filler-{index:05d}", f"scale-{settings.tag}-filler-{index % settings.filler_daemons}"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from vk_devtools.scale import attribution
-from vk_devtools.scale.rig import WaveTracker
+from vk_devtools.scale.rig import RigSettings, WaveTracker
 
 
 def dispatched(schema: str, value: int, level: str = "workload-high") -> str:
@@ -84,5 +85,17 @@ def test_a_later_step_counts_from_when_it_was_due_the_first_from_the_flip() -> N
     first, later = tracker.step_latencies()
     assert first == [5.0]
     assert later == [pytest.approx(11.0 - (6.0 + 2.0))]
+    controller_part, router_part = tracker.later_step_parts()
+    assert controller_part == [pytest.approx(12.0 - (6.0 + 2.0))]  # the status was seen at 12
+    assert router_part == [0.0]  # the router's poll came first in that round: never negative
     assert tracker.done()
     assert tracker.report()["wave_seconds"] == 12.0
+
+
+def test_filler_daemons_come_after_the_pool_and_away_daemons_and_hold_their_networks(tmp_path: Path) -> None:
+    cidrs = [f"10.{index}.0.0/20" for index in range(6)]
+    settings = RigSettings(
+        tmp_path, "scale", cidrs, max_services=10, pool_daemons=2, pool_nodes=2, filler_daemons=3
+    )
+    assert list(settings.filler_daemon_indexes) == [3, 4, 5]  # after 2 pool daemons and 1 away daemon
+    assert sum(settings.pod_addresses(index) for index in settings.filler_daemon_indexes) == 3 * 4094
