@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -151,6 +152,7 @@ def set_condition(
     return [condition if item.get("type") == kind else dict(item) for item in conditions]
 
 
+@functools.cache
 def _key(name: str) -> str:
     """`away_weight` -> `awayWeight`: the CRD spells every status key in lower camel case."""
     head, *rest = name.split("_")
