@@ -4,6 +4,7 @@ each answer holds every route, so one read serves them all (a real aiohttp serve
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -94,4 +95,37 @@ async def test_a_failed_read_fails_its_waiters_and_the_next_caller_asks_again(
         assert views[0].away_weight == 1
         assert counting.reads["status"] == 2
     finally:
+        await directory.close()
+
+
+async def test_a_status_the_same_as_the_last_is_not_decoded_again(
+    router: tuple[CountingRouter, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counting, url = router
+    counting.release.set()
+    decoded: list[None] = []
+    real = json.loads
+
+    def counted(text: bytes) -> object:
+        decoded.append(None)
+        return real(text)
+
+    monkeypatch.setattr("vk_provider.controller.routers.json.loads", counted)
+    clock = [0.0]
+    monkeypatch.setattr("vk_provider.controller.routers.time.monotonic", lambda: clock[0])
+    directory = RouterDirectory(None, urls=[url])
+    try:
+        for moment in range(5):  # five reads, each past the sharing window
+            clock[0] = moment * 10.0
+            views = await directory.views("ml", "svc-7")
+            assert views[0].away_weight == 7
+        assert counting.reads["status"] == 5
+        assert len(decoded) == 1
+        ROUTES[7]["away_weight"] = 70  # the router's answer changes: decoded again
+        clock[0] = 100.0
+        assert (await directory.views("ml", "svc-7"))[0].away_weight == 70
+        assert len(decoded) == 2
+        assert (await directory.views("ml", "absent"))[0].away_weight is None
+    finally:
+        ROUTES[7]["away_weight"] = 7
         await directory.close()
