@@ -40,7 +40,7 @@ from vk_provider.controller.reads import cached_reads
 from vk_provider.controller.reconciler import Reconciler
 from vk_provider.controller.routers import RouterDirectory
 from vk_provider.kit.apibudget import ApiBudget
-from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError, RawObject
 from vk_provider.kit.kubeconfigs import daemon_kubeconfig
 from vk_provider.kit.probes import Readiness, add_probe_routes
 from vk_provider.offload.names import (
@@ -50,6 +50,7 @@ from vk_provider.offload.names import (
     VERSION_ANNOTATION,
     offloads_path,
 )
+from vk_provider.offload.status import RUNNING_PHASES
 from vk_provider.policy.controller import DEFAULT_INTERVAL_SECONDS, PolicyController
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.policy.names import UNHEALTHY_TAINT_KEY
@@ -344,7 +345,9 @@ class Controller:
         metrics: ControllerMetrics | None = None,
     ) -> None:
         self._claims = claims
-        self._queue = KeyedQueue(on_wait=metrics.queue_waited if metrics is not None else None)
+        self._queue = KeyedQueue(
+            on_wait=metrics.queue_waited if metrics is not None else None, priority=self._urgency
+        )
         self._loop = WorkLoop(
             self._queue,
             self._reconcile,
@@ -358,6 +361,8 @@ class Controller:
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
+        self._uids: dict[str, str] = {}
+        """namespace/name -> uid, to find a queued key's Offload in the mirror."""
         self._namespace = namespace
         # The reconciler reads Offloads from this very mirror: a pass queued by a change reads that change.
         # It may hold every namespace's (the policy reads them all): only ours are queued.
@@ -370,11 +375,21 @@ class Controller:
             if self._namespace is not None and metadata.get("namespace") != self._namespace:
                 return
             self._keys[uid] = f"{metadata['namespace']}/{metadata['name']}"
+            self._uids[self._keys[uid]] = uid
         key = self._keys.get(uid)
         if key is not None:
             self._queue.add(key)
         if offload is None:
-            self._keys.pop(uid, None)
+            gone = self._keys.pop(uid, None)
+            if gone is not None and self._uids.get(gone) == uid:
+                del self._uids[gone]
+
+    def _urgency(self, key: str) -> int:
+        """0 for an Offload with work to do now (a migration under way, a spec not yet acted on, a
+        deletion), 1 for one only watched: in a wave of 100 migrations among 1,000 Offloads, the
+        watched ones' passes every few seconds queued the steps behind them (16.7 s, p50)."""
+        offload = self.offloads.objects.get(self._uids.get(key, ""))
+        return 0 if offload is None or has_work(offload) else 1
 
     async def run(self) -> None:
         try:
@@ -389,6 +404,16 @@ class Controller:
     async def _reconcile(self, key: str) -> Requeue:
         namespace, name = key.split("/", 1)
         return await self._reconciler.reconcile(namespace, name)
+
+
+def has_work(offload: RawObject) -> bool:
+    metadata = offload.get("metadata") or {}
+    status = offload.get("status") or {}
+    return (
+        bool(metadata.get("deletionTimestamp"))
+        or status.get("observedGeneration") != metadata.get("generation")
+        or status.get("phase") in {phase.value for phase in RUNNING_PHASES}
+    )
 
 
 def leader_elector(api: KubeApi, arguments: argparse.Namespace, identity: str) -> LeaderElector:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,12 +27,28 @@ Requeue = float | None
 
 
 class KeyedQueue:
-    def __init__(self, *, on_wait: Callable[[float], None] | None = None) -> None:
+    """Keys ready for a worker, most urgent first, then in the order they became ready.
+
+    `priority(key)`, asked when a key is queued, ranks it (lower first; 0 by default): a controller
+    that watches a thousand objects every few seconds can put the few with work to do ahead of the
+    many it only looks at. A key queued again with a more urgent rank moves up; a less urgent one
+    keeps its place.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_wait: Callable[[float], None] | None = None,
+        priority: Callable[[str], int] | None = None,
+    ) -> None:
         """`on_wait(seconds)` is told, for each key a worker takes, how long it waited ready for one."""
         self._on_wait = on_wait
-        self._ready: asyncio.Queue[str] = asyncio.Queue()
+        self._priority = priority
+        self._ready: asyncio.PriorityQueue[tuple[int, int, str]] = asyncio.PriorityQueue()
+        self._order = itertools.count()
         self._ready_since: dict[str, float] = {}
-        self._queued: set[str] = set()
+        self._queued: dict[str, int] = {}
+        """Key -> the rank it is queued at (an entry of another rank in `_ready` is stale)."""
         self._active: set[str] = set()
         self._dirty: set[str] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -40,11 +57,13 @@ class KeyedQueue:
         if key in self._active:
             self._dirty.add(key)
             return
-        if key in self._queued:
+        rank = self._priority(key) if self._priority is not None else 0
+        queued = self._queued.get(key)
+        if queued is not None and queued <= rank:
             return
-        self._queued.add(key)
-        self._ready_since[key] = time.monotonic()
-        self._ready.put_nowait(key)
+        self._queued[key] = rank
+        self._ready_since.setdefault(key, time.monotonic())
+        self._ready.put_nowait((rank, next(self._order), key))
 
     def add_after(self, key: str, delay_seconds: float) -> None:
         """Queue `key` after a delay; an earlier pending delay for the same key wins."""
@@ -62,8 +81,11 @@ class KeyedQueue:
         self.add(key)
 
     async def get(self) -> str:
-        key = await self._ready.get()
-        self._queued.discard(key)
+        while True:
+            rank, _, key = await self._ready.get()
+            if self._queued.get(key) == rank:
+                break  # else a stale entry: the key moved up, or was taken already
+        del self._queued[key]
         self._active.add(key)
         since = self._ready_since.pop(key, None)
         if self._on_wait is not None and since is not None:
@@ -84,7 +106,7 @@ class KeyedQueue:
 
     @property
     def depth(self) -> int:
-        return self._ready.qsize()
+        return len(self._queued)
 
     def close(self) -> None:
         for timer in self._timers.values():

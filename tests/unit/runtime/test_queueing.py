@@ -52,3 +52,24 @@ def test_backoff_doubles_up_to_its_cap_with_jitter_and_resets() -> None:
     assert backoff.failures("k") == 6
     backoff.reset("k")
     assert backoff.next_delay("k") <= 1
+
+
+async def test_urgent_keys_go_first_and_a_queued_key_made_urgent_moves_up() -> None:
+    urgent: set[str] = set()
+    queue = KeyedQueue(priority=lambda key: 0 if key in urgent else 1)
+    for key in ("watched-1", "watched-2", "watched-3"):
+        queue.add(key)
+    urgent.add("moving")
+    queue.add("moving")
+    urgent.add("watched-3")  # its flip arrived while it waited as a watched key
+    queue.add("watched-3")
+    queue.add("watched-1")  # queued again at the same rank: keeps its place
+    assert queue.depth == 4
+    taken = [await queue.get() for _ in range(4)]
+    assert taken == ["moving", "watched-3", "watched-1", "watched-2"]
+    assert queue.depth == 0
+    for key in taken:
+        queue.done(key)
+    queue.add("watched-3")  # its stale low-rank entry is gone: it is queued once, and taken once
+    assert await queue.get() == "watched-3"
+    assert queue.depth == 0
