@@ -361,12 +361,11 @@ class Controller:
         self._reconciler = reconciler
         self._workers = workers
         self._keys: dict[str, str] = {}
-        self._uids: dict[str, str] = {}
-        """namespace/name -> uid, to find a queued key's Offload in the mirror."""
         self._namespace = namespace
         # The reconciler reads Offloads from this very mirror: a pass queued by a change reads that change.
         # It may hold every namespace's (the policy reads them all): only ours are queued.
-        self.offloads = reads.informers.watch(offloads_path(namespace), self._changed).reflector
+        self._offloads = reads.informers.watch(offloads_path(namespace), self._changed)
+        self.offloads = self._offloads.reflector
 
     async def _changed(self, uid: str) -> None:
         offload = self.offloads.objects.get(uid)
@@ -375,20 +374,18 @@ class Controller:
             if self._namespace is not None and metadata.get("namespace") != self._namespace:
                 return
             self._keys[uid] = f"{metadata['namespace']}/{metadata['name']}"
-            self._uids[self._keys[uid]] = uid
         key = self._keys.get(uid)
         if key is not None:
             self._queue.add(key)
         if offload is None:
-            gone = self._keys.pop(uid, None)
-            if gone is not None and self._uids.get(gone) == uid:
-                del self._uids[gone]
+            self._keys.pop(uid, None)
 
     def _urgency(self, key: str) -> int:
         """0 for an Offload with work to do now (a migration under way, a spec not yet acted on, a
         deletion), 1 for one only watched: in a wave of 100 migrations among 1,000 Offloads, the
         watched ones' passes every few seconds queued the steps behind them (16.7 s, p50)."""
-        offload = self.offloads.objects.get(self._uids.get(key, ""))
+        namespace, _, name = key.partition("/")
+        offload = self._offloads.get((namespace, name))
         return 0 if offload is None or has_work(offload) else 1
 
     async def run(self) -> None:
@@ -412,7 +409,7 @@ def has_work(offload: RawObject) -> bool:
     return (
         bool(metadata.get("deletionTimestamp"))
         or status.get("observedGeneration") != metadata.get("generation")
-        or status.get("phase") in {phase.value for phase in RUNNING_PHASES}
+        or status.get("phase") in RUNNING_PHASES  # a StrEnum: its members equal their strings
     )
 
 
