@@ -9,19 +9,17 @@
   more). Usable endpoints are the fewest any worker can use (each worker ejects endpoints on its own
   failed connections).
 - `/-/metrics`: the workers' series summed sample by sample (counters, histogram buckets), with the
-  supervisor's own series beside them. `_created` series are dropped: a sum of creation times means
-  nothing.
+  supervisor's own series beside them, read and summed as lines of text (`families_of`). `_created`
+  series are dropped: a sum of creation times means nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from vk_provider.router.workerprotocol import WorkerStatus
 
@@ -88,50 +86,93 @@ def merged_endpoint_counts(
 
 CUMULATIVE_TYPES = frozenset({"counter", "histogram", "summary"})
 
-
-def parsed_families(text: str) -> list[Metric]:
-    """An exposition's families without the `_created` companions of its cumulative ones."""
-    families = list(text_string_to_metric_families(text))
-    cumulative = {family.name for family in families if family.type in CUMULATIVE_TYPES}
-    return [
-        family
-        for family in families
-        if not (family.type == "gauge" and family.name.removesuffix("_created") in cumulative)
-    ]
+_value_text: Callable[[float], str] = floatToGoString
+"""A sample's value as prometheus_client writes it (typed here: the library's function is not)."""
 
 
-def summed(groups: Iterable[Iterable[Metric]]) -> list[Metric]:
-    """The families of all `groups`, each sample (name and labels) summed over the groups."""
-    kinds: dict[str, Metric] = {}
-    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+@dataclasses.dataclass(eq=False)
+class ExposedFamily:
+    """One metric family of a text exposition, as lines: its `# HELP`/`# TYPE` lines as written, and
+    each sample's value by its series (the sample's name and labels, as written)."""
+
+    header: str
+    kind: str
+    samples: dict[str, float]
+
+    @property
+    def cumulative(self) -> bool:
+        return self.kind in CUMULATIVE_TYPES
+
+
+Families = dict[str, ExposedFamily]
+"""Families by name (a counter's without `_total`), in the order first seen."""
+
+
+def families_of(text: str, *, keep: Callable[[str], bool] | None = None) -> Families:
+    """The families of an exposition prometheus_client wrote (version 0.0.4), read line by line.
+
+    Why not prometheus_client's parser: it decodes every label of every sample, a few seconds per
+    scrape of a router with a thousand routes, where summing needs each series only as a key
+    (workers running the same code write the same series the same way). `keep` picks families by
+    name; the `_created` companions of cumulative families are left out (a sum of creation times
+    means nothing).
+    """
+    families: Families = {}
+    cumulative: set[str] = set()
+    help_line = ""
+    current: ExposedFamily | None = None
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# HELP "):
+            help_line = line
+            continue
+        if line.startswith("# TYPE "):
+            _, _, declared, kind = line.split(" ", 3)
+            name = declared.removesuffix("_total") if kind == "counter" else declared
+            if kind in CUMULATIVE_TYPES:
+                cumulative.add(name)
+            created = kind == "gauge" and declared.endswith("_created")
+            if (created and declared.removesuffix("_created") in cumulative) or (
+                keep is not None and not keep(name)
+            ):
+                current = None
+            else:
+                current = families.setdefault(name, ExposedFamily(f"{help_line}\n{line}\n", kind, {}))
+            help_line = ""
+            continue
+        if line.startswith("#") or current is None:
+            continue
+        series, _, value = line.rpartition(" ")
+        current.samples[series] = current.samples.get(series, 0.0) + float(value)
+    return families
+
+
+def summed(groups: Iterable[Families]) -> Families:
+    """The families of all `groups`, each series summed over the groups."""
+    result: Families = {}
     for group in groups:
-        for family in group:
-            if family.name not in kinds:
-                kinds[family.name] = family
-                values[family.name] = {}
-            samples = values[family.name]
-            for sample in family.samples:
-                key = (sample.name, tuple(sorted(sample.labels.items())))
-                samples[key] = samples.get(key, 0.0) + sample.value
-    result = []
-    for name, kind in kinds.items():
-        family = Metric(name, kind.documentation, kind.type)
-        for (sample_name, labels), value in values[name].items():
-            family.add_sample(sample_name, dict(labels), value)
-        result.append(family)
+        for name, family in group.items():
+            total = result.get(name)
+            if total is None:
+                result[name] = ExposedFamily(family.header, family.kind, dict(family.samples))
+                continue
+            samples = total.samples
+            for series, value in family.samples.items():
+                samples[series] = samples.get(series, 0.0) + value
     return result
 
 
-class _Families(Collector):
-    def __init__(self, families: Sequence[Metric]) -> None:
-        self._families = families
-
-    def collect(self) -> Iterable[Metric]:
-        return iter(self._families)
+def cumulative_only(families: Families) -> Families:
+    return {name: family for name, family in families.items() if family.cumulative}
 
 
-def exposition_of(families: Sequence[Metric]) -> bytes:
-    """The text exposition of `families`, as prometheus_client writes any registry's."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(families))
-    return generate_latest(registry)
+def exposition_of(*groups: Families) -> bytes:
+    """The text exposition of the families of `groups`, one after the other, as prometheus_client
+    writes it."""
+    lines = []
+    for families in groups:
+        for family in families.values():
+            lines.append(family.header)
+            lines.extend(f"{series} {_value_text(value)}\n" for series, value in family.samples.items())
+    return "".join(lines).encode()

@@ -39,15 +39,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.core import Metric
 
 from vk_provider.kit.buildinfo import register_build_info
 from vk_provider.router.admin import JSON, METRICS_PATH, STATUS_PATH, TEXT, AdminAnswer
 from vk_provider.router.merging import (
-    CUMULATIVE_TYPES,
+    Families,
+    cumulative_only,
     exposition_of,
+    families_of,
     merged_status,
-    parsed_families,
     summed,
 )
 from vk_provider.router.metrics import CONTENT_TYPE, NAMESPACE, RouterMetrics
@@ -110,7 +110,7 @@ class Worker:
     reading: asyncio.Task[None] | None = None
     listening: bool = False
     """Serving, as far as the supervisor knows: answered `Start`, and its channel is open."""
-    last_metrics: list[Metric] = dataclasses.field(default_factory=list)
+    last_metrics: Families = dataclasses.field(default_factory=dict)
     """Its families at the last scrape; the cumulative ones stay in the sum once it exits."""
     gone: bool = False
     serving_since: float = 0.0
@@ -164,7 +164,7 @@ class Supervisor:
         self._command = tuple(command)
         self._workers: dict[int, Worker] = {}
         self._keepers: list[asyncio.Task[None]] = []
-        self._retired: list[Metric] = []
+        self._retired: Families = {}
         self._stopping = False
         self.registry = CollectorRegistry(auto_describe=True)
         register_build_info(self.registry)  # here, once: the workers' families are summed
@@ -269,8 +269,7 @@ class Supervisor:
         worker.channel.close()
         if self._workers.get(worker.slot) is worker:
             del self._workers[worker.slot]
-        cumulative = [family for family in worker.last_metrics if family.type in CUMULATIVE_TYPES]
-        self._retired = summed([self._retired, cumulative])
+        self._retired = summed([self._retired, cumulative_only(worker.last_metrics)])
 
     async def _keep_serving(self, worker: Worker) -> None:
         """Start the slot's worker again whenever it exits, until the router stops."""
@@ -356,18 +355,13 @@ class Supervisor:
         ]
         for worker, reply in replies:
             if isinstance(reply, bytes):
-                families = parsed_families(reply.decode())
-                worker.last_metrics = [
-                    family for family in families if family.name not in SUPERVISOR_FAMILIES
-                ]
-        own = [
-            family
-            for family in parsed_families(self.router.metrics.exposition().decode())
-            if family.name in FEED_FAMILIES
-        ]
-        own += parsed_families(generate_latest(self.registry).decode())
+                worker.last_metrics = families_of(
+                    reply.decode(), keep=lambda name: name not in SUPERVISOR_FAMILIES
+                )
         workers = summed([self._retired, *(worker.last_metrics for worker, _ in replies)])
-        return exposition_of(workers + own)
+        feed = families_of(self.router.metrics.exposition().decode(), keep=FEED_FAMILIES.__contains__)
+        own = families_of(generate_latest(self.registry).decode())
+        return exposition_of(workers, feed, own)
 
     async def _ask_serving(self, query: object) -> list[tuple[Worker, object]]:
         """Every serving worker's reply to `query`. A worker that exits meanwhile is left out (what

@@ -18,13 +18,20 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.router import Backend, backends, route, table
 from vk_provider import __version__
 from vk_provider.controller.sideindex import parse_side_sample
 from vk_provider.router import Endpoint, RouterMetrics, RouteTable
-from vk_provider.router.merging import exposition_of, merged_status, parsed_families, summed
+from vk_provider.router.merging import (
+    cumulative_only,
+    exposition_of,
+    families_of,
+    merged_status,
+    summed,
+)
 from vk_provider.router.proxy import ProxySettings
 from vk_provider.router.running import add_router_arguments, cpu_quota, usable_cpus
 from vk_provider.router.workerprotocol import (
@@ -133,7 +140,7 @@ def worker_metrics(requests: int, errors: int, seconds: float) -> RouterMetrics:
 def test_metrics_are_summed_sample_by_sample_as_the_controller_reads_them() -> None:
     first, second = worker_metrics(10, 1, 0.004), worker_metrics(5, 2, 0.2)
     texts = [metrics.exposition().decode() for metrics in (first, second)]
-    merged = exposition_of(summed(parsed_families(text) for text in texts)).decode()
+    merged = exposition_of(summed(families_of(text) for text in texts)).decode()
 
     expected = parse_side_sample(texts[0], "ml", "chat", "away") + parse_side_sample(
         texts[1], "ml", "chat", "away"
@@ -145,6 +152,67 @@ def test_metrics_are_summed_sample_by_sample_as_the_controller_reads_them() -> N
     assert "_created" not in merged  # a sum of creation times means nothing
     names = [family.name for family in text_string_to_metric_families(merged)]
     assert len(names) == len(set(names))
+
+
+def registry_of_a_worker(served: dict[str, int], *, in_flight: float) -> CollectorRegistry:
+    """A registry with each kind of family, and label values that a naive reader would split wrongly."""
+    registry = CollectorRegistry()
+    requests = Counter("requests", "Requests.", ["route", "reason"], registry=registry)
+    for name, count in served.items():
+        requests.labels(name, 'no "upstream", at all\\').inc(count)
+    latency = Histogram("latency_seconds", "Latency.", ["route"], buckets=(0.1, 1.0), registry=registry)
+    for name, count in served.items():
+        for _ in range(count):
+            latency.labels(name).observe(0.5)
+    Gauge("in_flight", "Requests in flight.", registry=registry).set(in_flight)
+    Counter("worker_restarts", "A supervisor's own family.", registry=registry).inc()
+    return registry
+
+
+def parsed_sums(texts: list[str]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """What prometheus_client's own parser reads from `texts`, each sample summed over them."""
+    sums: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                sums[key] = sums.get(key, 0.0) + sample.value
+    return sums
+
+
+def test_the_text_sum_reads_as_prometheus_clients_parser_sums() -> None:
+    """The workers' expositions are summed as lines of text: the result must read, through
+    prometheus_client's parser, as the sum of what that parser reads from each, with a series only one
+    worker has, escaped label values, a histogram and a gauge; without `_created` series, and without
+    the families `keep` leaves out (a counter's by its name without `_total`)."""
+    texts = [
+        generate_latest(registry_of_a_worker({"chat": 3, "only-here": 2}, in_flight=4)).decode(),
+        generate_latest(registry_of_a_worker({"chat": 5}, in_flight=1)).decode(),
+    ]
+    assert "_created" in texts[0]
+    keep = lambda name: name != "worker_restarts"  # noqa: E731
+    merged = exposition_of(summed(families_of(text, keep=keep) for text in texts)).decode()
+
+    expected = {
+        key: value
+        for key, value in parsed_sums(texts).items()
+        if not key[0].endswith("_created") and not key[0].startswith("worker_restarts")
+    }
+    assert parsed_sums([merged]) == expected
+    assert expected[("requests_total", (("reason", 'no "upstream", at all\\'), ("route", "chat")))] == 8
+    assert expected[("latency_seconds_bucket", (("le", "1.0"), ("route", "only-here")))] == 2
+    assert expected[("in_flight", ())] == 5
+    kinds = {family.name: family.type for family in text_string_to_metric_families(merged)}
+    assert kinds == {"requests": "counter", "latency_seconds": "histogram", "in_flight": "gauge"}
+
+
+def test_a_retired_worker_leaves_its_counters_not_its_gauges() -> None:
+    text = generate_latest(registry_of_a_worker({"chat": 3}, in_flight=4)).decode()
+    retired = cumulative_only(families_of(text))
+    assert sorted(retired) == ["latency_seconds", "requests", "worker_restarts"]
+    again = exposition_of(summed([retired, families_of(text)])).decode()
+    assert parsed_sums([again])[("in_flight", ())] == 4
+    assert parsed_sums([again])[("latency_seconds_count", (("route", "chat"),))] == 6
 
 
 # --- Restarting --------------------------------------------------------------------------------
