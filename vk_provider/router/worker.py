@@ -42,6 +42,7 @@ from vk_provider.router.workerprotocol import (
     StartFailed,
     StatusQuery,
     Stop,
+    TableChange,
     WorkerStatus,
 )
 from vk_provider.runtime import eventloop
@@ -87,9 +88,20 @@ class WorkerState:
         self._stop = stop
 
     def on_notice(self, message: object) -> None:
-        if isinstance(message, NumberedTable):
-            # One stream carries the tables in the supervisor's order: the last one is the newest.
-            self.router.update(message.table)
+        if isinstance(message, TableChange):
+            # One stream carries `Start` and the changes in the supervisor's order, so each change
+            # applies to the table before it; if one does not, stop, to be started again with the
+            # whole table, rather than serve a table the supervisor never built.
+            if message.base != self.sequence:
+                logger.error(
+                    "table %d is a change to table %d, but this worker serves table %d: stopping",
+                    message.sequence,
+                    message.base,
+                    self.sequence,
+                )
+                self._stop.set()
+                return
+            self.router.update(message.applied_to(self.router.table))
             self.sequence = message.sequence
         elif isinstance(message, Stop):
             self._stop.set()

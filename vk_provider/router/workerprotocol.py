@@ -7,7 +7,7 @@ socketpair reaches no third process. A message is a `Request` (wants a `Reply` w
 `Reply`, or a notice (any other message: a new table, `Stop`).
 
 Supervisor to worker: the `Start` request (settings and the current table; answered `Listening` or
-`StartFailed`), `NumberedTable` and `Stop` notices, `StatusQuery` and `MetricsQuery` requests (the
+`StartFailed`), `TableChange` and `Stop` notices, `StatusQuery` and `MetricsQuery` requests (the
 supervisor merges the answers for the admin listener). Workers ask nothing of the supervisor.
 """
 
@@ -21,12 +21,12 @@ import logging
 import pickle
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from vk_provider.router.proxy import ProxySettings
-from vk_provider.routetable.table import RouteTable
+from vk_provider.routetable.table import Route, RouteTable
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,41 @@ class NumberedTable:
 
     sequence: int
     table: RouteTable
+
+
+@dataclasses.dataclass(frozen=True)
+class TableChange:
+    """Table `sequence` as a change to table `base`: what a worker serving `base` applies.
+
+    Why not the whole table: a status change of one Offload changes one route, but a thousand routes
+    pickle to about 400 KB, which the supervisor pickled once per worker and each worker unpickled, on
+    every change of any Offload. A change carries the routes that changed; those that did not are
+    named by key, which keeps the new table's order without a rule of its own.
+    """
+
+    sequence: int
+    base: int
+    routes: tuple[Route | str, ...]
+    """The new table's routes in order: a route that is new or changed, or the key of one that the base
+    table holds as it is."""
+    host_owners: Mapping[str, str] | None
+    """The new table's host owners; None when they are the base table's."""
+
+    @classmethod
+    def between(cls, base: NumberedTable, new: NumberedTable) -> TableChange:
+        kept = {route.key: route for route in base.table.routes}
+        routes = tuple(
+            route.key if (same := kept.get(route.key)) is route or same == route else route
+            for route in new.table.routes
+        )
+        owners = None if new.table.host_owners == base.table.host_owners else new.table.host_owners
+        return cls(new.sequence, base.sequence, routes, owners)
+
+    def applied_to(self, base: RouteTable) -> RouteTable:
+        kept = {route.key: route for route in base.routes}
+        routes = (kept[route] if isinstance(route, str) else route for route in self.routes)
+        owners = base.host_owners if self.host_owners is None else self.host_owners
+        return RouteTable.of(routes, owners)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,8 +9,9 @@ of the away endpoints (not N workers probing every endpoint), and one table vers
 each table the supervisor's `TableFeed` builds is numbered and pushed to every worker, so workers
 never hold different readings of the cluster for longer than a push takes, and `/-/status` can say
 exactly which table every worker serves. The cost: each new table travels over a pipe to every
-worker (pickled; tens of Offloads make a few kilobytes) instead of being built where it is used
-(`vk_provider.router.workerprotocol`).
+worker instead of being built where it is used, as the change from the table before it (the routes
+that changed, and the keys of the others: a few kilobytes for one change among a thousand routes;
+`vk_provider.router.workerprotocol.TableChange`).
 
 A worker starts from a `Start` request that carries the current table and answers only once it
 listens, so no worker serves without a table (never a 404 for a route that exists), and `start()`
@@ -63,6 +64,7 @@ from vk_provider.router.workerprotocol import (
     StartFailed,
     StatusQuery,
     Stop,
+    TableChange,
     WorkerConfig,
     WorkerStatus,
 )
@@ -182,12 +184,15 @@ class Supervisor:
         ).set_function(lambda: len(self.serving()))
 
     def update(self, table: RouteTable) -> None:
-        """Number `table` and push it to every worker (those starting too: they take it after `Start`)."""
+        """Number `table` and push it to every worker (those starting too: they take it after `Start`),
+        as the change from the table before it, which every worker serves or is about to (one
+        stream per worker carries `Start` and the changes in order)."""
+        base = self._numbered()
         self.sequence += 1
         self.router.update(table)
-        numbered = self._numbered()
+        change = TableChange.between(base, self._numbered())
         for worker in self._workers.values():
-            worker.channel.send(numbered)
+            worker.channel.send(change)
 
     def _numbered(self) -> NumberedTable:
         return NumberedTable(self.sequence, self.router.table)

@@ -32,14 +32,16 @@ from vk_provider.router.merging import (
     merged_status,
     summed,
 )
-from vk_provider.router.proxy import ProxySettings
+from vk_provider.router.proxy import ProxySettings, Router
 from vk_provider.router.running import add_router_arguments, cpu_quota, usable_cpus
+from vk_provider.router.worker import WorkerState
 from vk_provider.router.workerprotocol import (
     Channel,
     Listening,
     NumberedTable,
     Request,
     Start,
+    TableChange,
     WorkerConfig,
     WorkerStatus,
 )
@@ -121,6 +123,49 @@ def test_a_route_missing_from_any_worker_is_left_out() -> None:
     ahead = status(1, 4, entry("chat", generation=1, weight=0), entry("new", generation=1, weight=0))
     document = merged_status([ahead, behind], active_checks={}, table=4)
     assert [route["name"] for route in document["routes"]] == ["chat"]
+
+
+# --- Tables pushed as changes ----------------------------------------------------------------------
+
+
+def test_a_table_travels_as_the_change_from_the_one_before() -> None:
+    """Workers get the routes that changed and the keys of those that did not, and rebuild the very
+    table the supervisor holds: order, changed, added and removed routes, and host owners."""
+    home = (Endpoint("http://10.0.0.1:80"),)
+    kept, changed, removed = (route(home=home, name=name) for name in ("a", "b", "c"))
+    base = NumberedTable(4, RouteTable.of([kept, changed, removed], {"chat.example": "ml"}))
+    new_routes = [route(home=home, name="0-new"), kept, route(home=home, name="b", weight=50)]
+    new = NumberedTable(5, RouteTable.of(new_routes, {"chat.example": "ml"}))
+
+    change = TableChange.between(base, new)
+    assert (change.sequence, change.base) == (5, 4)
+    assert change.routes == (new_routes[0], "ml/a", new_routes[2])
+    assert change.host_owners is None  # the same as the base table's
+    assert change.applied_to(base.table) == new.table
+
+    claimed = NumberedTable(6, RouteTable.of(new_routes, {"chat.example": "other"}))
+    again = TableChange.between(new, claimed)
+    assert again.routes == ("ml/0-new", "ml/a", "ml/b")
+    assert again.applied_to(new.table) == claimed.table
+
+
+def test_a_worker_that_gets_a_change_to_a_table_it_does_not_serve_stops() -> None:
+    """It would otherwise serve a table the supervisor never built; stopped, it is started again with
+    the whole table."""
+    first = NumberedTable(1, table(route(home=(Endpoint("http://10.0.0.1:80"),))))
+    stop = asyncio.Event()
+    state = WorkerState(0, Router(first.table), first, stop)
+    second = NumberedTable(2, table(route(home=(Endpoint("http://10.0.0.2:80"),), generation=2)))
+    skipped = NumberedTable(3, table(route(home=(Endpoint("http://10.0.0.3:80"),), generation=3)))
+
+    state.on_notice(TableChange.between(second, skipped))
+    assert stop.is_set()
+    assert (state.sequence, state.router.table) == (1, first.table)
+
+    stop.clear()
+    state.on_notice(TableChange.between(first, second))
+    assert not stop.is_set()
+    assert (state.sequence, state.router.table) == (2, second.table)
 
 
 # --- The sum of the workers' metrics --------------------------------------------------------------
