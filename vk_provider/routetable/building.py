@@ -525,6 +525,15 @@ class _OffloadReading:
         return f"{self.namespace}/{self.name}"
 
 
+OffloadTableReading = tuple[_OffloadReading, RouteClaim | None]
+
+
+def offload_table_reading(offload: Mapping[str, Any]) -> OffloadTableReading:
+    """All that `build_routes` reads of an Offload: its route without endpoints (or why it makes
+    none) and its claim. Two Offloads with equal readings make the same table."""
+    return _read_offload(offload), live_claim(offload)
+
+
 def _read_offload(offload: Mapping[str, Any]) -> _OffloadReading:
     metadata = _mapping(offload.get("metadata"))
     namespace = _text(metadata.get("namespace"))

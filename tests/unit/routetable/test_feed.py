@@ -269,3 +269,40 @@ def test_a_new_table_is_logged_by_the_routes_it_changed_not_all_of_them(
         feed_module._log_changes(before, after)
     (message,) = [record.getMessage() for record in caplog.records]
     assert message == "route table updated (99 routes): ml/m1 away=50%; removed ml/m0"
+
+
+async def test_an_offload_wakes_a_rebuild_only_when_what_the_table_reads_of_it_changed() -> None:
+    """The controller writes an Offload's status several times per step (gates, conditions); only its
+    weight, spec and identity make the table, so only those wake a rebuild."""
+    feed = TableFeed(None, lambda table: None)  # type: ignore[arg-type]
+
+    async def woken_by(offload: dict[str, Any] | None) -> bool:
+        feed._wake.clear()
+        if offload is None:
+            feed.offloads.objects.pop("o", None)
+        else:
+            feed.offloads.objects["o"] = offload
+        await feed.offload_changed("o")
+        return feed._wake.is_set()
+
+    def changed(**status: Any) -> dict[str, Any]:
+        offload: dict[str, Any] = copy.deepcopy(OFFLOAD)
+        offload["status"].update(status)
+        return offload
+
+    assert await woken_by(copy.deepcopy(OFFLOAD))  # a new Offload
+    gated = changed(conditions=[{"type": "Progressing", "status": "True", "reason": "StepGated"}])
+    gated["metadata"]["resourceVersion"] = "2"
+    assert not await woken_by(gated)
+    assert not await woken_by(changed(phase="Shifting", stepStartedAt="2026-12-07T18:00:00Z"))
+    assert await woken_by(changed(phase="Migrating"))  # unreadable: the route is left out, with why
+    assert await woken_by(changed(phase="Shifting"))
+    assert await woken_by(changed(phase="Shifting", awayWeight=50))
+    assert not await woken_by(changed(phase="Shifting", awayWeight=50, observedGeneration=1))
+    rerouted = changed(phase="Shifting", awayWeight=50)
+    rerouted["spec"]["route"]["hosts"] = ["chat.test", "chat.example"]
+    assert await woken_by(rerouted)
+    broken = copy.deepcopy(rerouted)
+    del broken["spec"]["home"]["service"]
+    assert await woken_by(broken)  # now left out of the table, with the reason
+    assert await woken_by(None)  # deleted
