@@ -19,8 +19,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from prometheus_client.utils import floatToGoString
-
+from vk_provider.router.sidecounts import value_text
 from vk_provider.router.workerprotocol import WorkerStatus
 
 ENDPOINT_COUNT_MERGES: dict[str, Callable[[Iterable[int]], int]] = {
@@ -85,9 +84,6 @@ def merged_endpoint_counts(
 
 
 CUMULATIVE_TYPES = frozenset({"counter", "histogram", "summary"})
-
-_value_text: Callable[[float], str] = floatToGoString
-"""A sample's value as prometheus_client writes it (typed here: the library's function is not)."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -174,5 +170,5 @@ def exposition_of(*groups: Families) -> bytes:
     for families in groups:
         for family in families.values():
             lines.append(family.header)
-            lines.extend(f"{series} {_value_text(value)}\n" for series, value in family.samples.items())
+            lines.extend(f"{series} {value_text(value)}\n" for series, value in family.samples.items())
     return "".join(lines).encode()

@@ -9,91 +9,23 @@ Like the kubelet's metrics, they live in their own `CollectorRegistry`, so two r
 process (tests) never share series.
 
 The two series every request touches (its status class and its latency) are kept in plain integers
-per route and side (`SideCounts`), resolved once and turned into Prometheus families only when
-scraped: prometheus_client's `labels()` and `observe()` cost a few microseconds per request in
-locks, label tuples and bucket loops, a tenth of the router's whole budget per request. Their
-series names and labels are those prometheus_client would give them.
+per route and side and written as text when scraped (`vk_provider.router.sidecounts`); the rest are
+prometheus_client's.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.registry import Collector
 
 from vk_provider.kit.buildinfo import register_build_info
+from vk_provider.router.sidecounts import SideCounts, SideCountsText
 from vk_provider.routetable.table import Side
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 NAMESPACE = "vk_provider_router"
-
-_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-"""Fine at the low end: the gates compare p99s of fast inference endpoints."""
-
-
-def status_class(status: int) -> str:
-    return f"{status // 100}xx"
-
-
-class SideCounts:
-    """What one route's side answered: requests per status class and a latency histogram."""
-
-    __slots__ = ("buckets", "by_class", "count", "total_seconds")
-
-    def __init__(self) -> None:
-        self.by_class: dict[int, int] = {}
-        self.buckets = [0] * (len(_LATENCY_BUCKETS) + 1)  # the last one is +Inf
-        self.count = 0
-        self.total_seconds = 0.0
-
-    def record(self, status: int, seconds: float) -> None:
-        hundreds = status // 100
-        self.by_class[hundreds] = self.by_class.get(hundreds, 0) + 1
-        self.buckets[bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
-        self.count += 1
-        self.total_seconds += seconds
-
-
-class _ResponseCollector(Collector):
-    """Exposes the `SideCounts` as `requests_total` and `response_header_seconds`."""
-
-    def __init__(self, sides: dict[tuple[str, str, str], SideCounts]) -> None:
-        self._sides = sides
-
-    def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            f"{NAMESPACE}_requests",
-            "Requests answered by an upstream, by route, side and status class (2xx, 5xx, ...).",
-            labels=["namespace", "name", "side", "code"],
-        )
-        latency = HistogramMetricFamily(
-            f"{NAMESPACE}_response_header_seconds",
-            "Time from the request's arrival to the upstream's response headers.",
-            labels=["namespace", "name", "side"],
-        )
-        for (namespace, name, side), counts in list(self._sides.items()):
-            for hundreds, count in sorted(counts.by_class.items()):
-                requests.add_metric([namespace, name, side, f"{hundreds}xx"], count)
-            cumulative = 0
-            buckets: list[tuple[str, float]] = []
-            for bound, count in zip((*_LATENCY_BUCKETS, float("inf")), counts.buckets, strict=True):
-                cumulative += count
-                buckets.append((_bucket_label(bound), cumulative))
-            latency.add_metric([namespace, name, side], buckets, counts.total_seconds)
-        yield requests
-        yield latency
-
-    def describe(self) -> Iterator[Metric]:
-        return iter(())
-
-
-def _bucket_label(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(bound)
-
 
 CLIENT_REFUSAL_REASONS = (
     "header_timeout",
@@ -114,7 +46,7 @@ class RouterMetrics:
         if build_info:
             register_build_info(self.registry)
         self._sides: dict[tuple[str, str, str], SideCounts] = {}
-        self.registry.register(_ResponseCollector(self._sides))
+        self._sides_text = SideCountsText(NAMESPACE)
         self._errors = Counter(
             "errors",
             "Requests that failed at the proxy (no upstream answer, or a broken response), by reason.",
@@ -215,6 +147,11 @@ class RouterMetrics:
             counts = self._sides[key] = SideCounts()
         return counts
 
+    def answered(self) -> int:
+        """Requests answered by an upstream, over all routes and sides (a worker's share of the port's
+        traffic)."""
+        return sum(counts.count for counts in self._sides.values())
+
     def error(self, namespace: str, name: str, side: Side, reason: str) -> None:
         self._errors.labels(namespace, name, side, reason).inc()
 
@@ -262,4 +199,4 @@ class RouterMetrics:
         self._unmatched.inc()
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        return self._sides_text.exposition(self._sides).encode() + generate_latest(self.registry)

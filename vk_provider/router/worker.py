@@ -26,7 +26,6 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from vk_provider.router.metrics import NAMESPACE
 from vk_provider.router.proxy import Router
 from vk_provider.router.running import drain
 from vk_provider.router.server import start
@@ -63,19 +62,6 @@ def die_with_supervisor() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         logger.warning("cannot ask to die with the supervisor: %s", os.strerror(ctypes.get_errno()))
-
-
-def answered_requests(router: Router) -> int:
-    """Requests this worker relayed an answer for (all routes and sides): how the port's traffic
-    spreads over the workers, read from the counters the router keeps anyway."""
-    return int(
-        sum(
-            sample.value
-            for family in router.metrics.registry.collect()
-            if family.name == f"{NAMESPACE}_requests"
-            for sample in family.samples
-        )
-    )
 
 
 class WorkerState:
@@ -115,7 +101,7 @@ class WorkerState:
                 pid=os.getpid(),
                 sequence=self.sequence,
                 in_flight=self.router.in_flight,
-                requests=answered_requests(self.router),
+                requests=self.router.metrics.answered(),
                 document=self.router.status(),
             )
         if isinstance(body, MetricsQuery):
