@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
+from vk_provider.controller.routers import SHARED_FOR_SECONDS, RouterDirectory, RouterUnreachable
 
 pytestmark = pytest.mark.unit
 
@@ -128,4 +128,31 @@ async def test_a_status_the_same_as_the_last_is_not_decoded_again(
         assert (await directory.views("ml", "absent"))[0].away_weight is None
     finally:
         ROUTES[7]["away_weight"] = 7
+        await directory.close()
+
+
+async def test_a_read_answers_callers_for_a_moment_after_it_ends_however_long_it_took(
+    router: tuple[CountingRouter, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of a busy router can take longer than the sharing window: counted from the read's start,
+    the window would be over when it ends, and every later caller would read again."""
+    counting, url = router
+    clock = [0.0]
+    monkeypatch.setattr("vk_provider.controller.routers.time.monotonic", lambda: clock[0])
+    directory = RouterDirectory(None, urls=[url])
+    try:
+        first = asyncio.create_task(directory.views("ml", "svc-1"))
+        await asyncio.wait_for(counting.arrived["status"].wait(), 10)
+        clock[0] = 3.0  # the read takes 3 s
+        joining = asyncio.create_task(directory.views("ml", "svc-2"))  # comes while it is under way
+        counting.release.set()
+        assert (await first)[0].away_weight == 1
+        assert (await joining)[0].away_weight == 2
+        clock[0] = 3.0 + SHARED_FOR_SECONDS  # just within the window after its end
+        assert (await directory.views("ml", "svc-3"))[0].away_weight == 3
+        assert counting.reads["status"] == 1
+        clock[0] = 3.0 + SHARED_FOR_SECONDS + 0.01  # past it: read again
+        assert (await directory.views("ml", "svc-4"))[0].away_weight == 4
+        assert counting.reads["status"] == 2
+    finally:
         await directory.close()
