@@ -34,6 +34,7 @@ from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.offloadcli.holds import flip_annotations
 
 POLL_SECONDS = 0.25
+WATCH_SECONDS = 300
 DEPTH_SAMPLE_SECONDS = 2.0
 """How often a wave reads the controller's queue depth from its metrics."""
 CREATE_CONCURRENCY = 16
@@ -339,13 +340,39 @@ class ScaleRig:
 
     # --- settling ---------------------------------------------------------------------------------
 
+    def _offloads_path(self) -> str:
+        return f"{services.API}/namespaces/{self.settings.namespace}/offloads"
+
+    def _offloads_query(self) -> dict[str, str]:
+        return {"labelSelector": f"{services.RUN_LABEL}={self.settings.tag}"}
+
     async def offloads(self) -> list[RawObject]:
-        listing = await self.api.get(
-            f"{services.API}/namespaces/{self.settings.namespace}/offloads",
-            query={"labelSelector": f"{services.RUN_LABEL}={self.settings.tag}"},
-        )
-        items: list[RawObject] = listing.get("items") or []
+        items: list[RawObject] = (await self._offloads_listing()).get("items") or []
         return items
+
+    async def _offloads_listing(self) -> RawObject:
+        return await self.api.get(self._offloads_path(), query=self._offloads_query())
+
+    async def follow_offloads(self, tracker: WaveTracker, version: str) -> None:
+        """Hand `tracker` every change of the Offloads as it happens, from `version` on, until
+        cancelled. Polling them missed steps at N = 1,000: a list of a thousand Offloads took long
+        enough for a 2 s step to pass between two polls (52 of 100 later steps seen)."""
+        while True:
+            try:
+                async for event in self.api.watch(
+                    self._offloads_path(),
+                    query={**self._offloads_query(), "resourceVersion": version},
+                    timeout_seconds=WATCH_SECONDS,
+                ):
+                    version = event.object.get("metadata", {}).get("resourceVersion", version)
+                    if event.type in ("ADDED", "MODIFIED"):
+                        tracker.saw_offloads([event.object], time.monotonic())
+            except KubeApiError as error:
+                if not error.gone:
+                    raise
+                listing = await self._offloads_listing()  # too old a version: start from a list
+                tracker.saw_offloads(listing.get("items") or [], time.monotonic())
+                version = listing["metadata"]["resourceVersion"]
 
     async def serving(self) -> bool:
         """Every service's Offload Idle and its route at the router with its home replicas usable."""
@@ -493,6 +520,7 @@ class ScaleRig:
             queue_before = controllerqueue.QueueReading.parse(await self.controller_metrics())
             max_depth = 0
             depth_due = 0.0
+            version = (await self._offloads_listing())["metadata"]["resourceVersion"]
             sent = time.monotonic()
             sent_wall = datetime.now(UTC)
             body = {
@@ -511,25 +539,30 @@ class ScaleRig:
             )
             patched = time.monotonic() - sent
             tracker = WaveTracker(set(names), sent, sent_wall)
-            deadline = sent + timeout_seconds
-            while not tracker.done():
-                if time.monotonic() > deadline:
-                    raise RigError(
-                        f"the wave did not end within {timeout_seconds:.0f} s: {tracker.pending()}"
-                    )
-                self._check_alive()
-                now = time.monotonic()
-                with contextlib.suppress(aiohttp.ClientError, OSError, ValueError):
-                    tracker.saw_routes(await self.router_routes(), now)
-                with contextlib.suppress(KubeApiError):
-                    tracker.saw_offloads(await self.offloads(), now)
-                if now >= depth_due:
-                    # Not every poll: with 1,000 Offloads the exposition is 19,000 series, and
-                    # writing it four times a second took a quarter of the controller's CPU.
-                    depth_due = now + DEPTH_SAMPLE_SECONDS
+            following = asyncio.create_task(self.follow_offloads(tracker, version))
+            try:
+                deadline = sent + timeout_seconds
+                while not tracker.done():
+                    if following.done():
+                        following.result()  # the watch failed: say why
+                        raise RigError("the watch of the Offloads ended")
+                    if time.monotonic() > deadline:
+                        raise RigError(
+                            f"the wave did not end within {timeout_seconds:.0f} s: {tracker.pending()}"
+                        )
+                    self._check_alive()
+                    now = time.monotonic()
                     with contextlib.suppress(aiohttp.ClientError, OSError, ValueError):
-                        max_depth = max(max_depth, controllerqueue.depth(await self.controller_metrics()))
-                await asyncio.sleep(POLL_SECONDS)  # sampling the router and the Offloads (noqa: sleep-ok)
+                        tracker.saw_routes(await self.router_routes(), now)
+                    if now >= depth_due:
+                        # Not every poll: with 1,000 Offloads the exposition is 19,000 series, and
+                        # writing it four times a second took a quarter of the controller's CPU.
+                        depth_due = now + DEPTH_SAMPLE_SECONDS
+                        with contextlib.suppress(aiohttp.ClientError, OSError, ValueError):
+                            max_depth = max(max_depth, controllerqueue.depth(await self.controller_metrics()))
+                    await asyncio.sleep(POLL_SECONDS)  # sampling the router (noqa: sleep-ok)
+            finally:
+                following.cancel()
             queue = controllerqueue.between(
                 queue_before,
                 controllerqueue.QueueReading.parse(await self.controller_metrics()),
