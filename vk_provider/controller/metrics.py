@@ -16,7 +16,7 @@ Offload, before any scrape saw the 0), so the lists below need not be complete t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
@@ -200,8 +200,10 @@ class ControllerMetrics:
     def severe_rollback(self, namespace: str, name: str) -> None:
         self._offloads.severe_rollback(namespace, name)
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+    def exposition(self, names: Collection[str] = ()) -> bytes:
+        """Every series, or only those of `names` (sample names, e.g. `..._queue_wait_seconds_bucket`),
+        collected only from the collectors that make them."""
+        return generate_latest(self.registry.restricted_registry(names) if names else self.registry)
 
 
 def _number(value: Any) -> float:

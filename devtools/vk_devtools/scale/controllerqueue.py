@@ -19,6 +19,13 @@ from vk_provider.controller.metrics import NAMESPACE
 QUEUE_WAIT = f"{NAMESPACE}_queue_wait_seconds"
 PASS = f"{NAMESPACE}_pass_seconds"
 API_WAIT = f"{NAMESPACE}_api_wait_seconds"
+DEPTH = f"{NAMESPACE}_queue_depth"
+READING_SERIES = (
+    *(f"{name}_{part}" for name in (QUEUE_WAIT, PASS) for part in ("bucket", "sum")),
+    f"{API_WAIT}_total",
+)
+"""The series a `QueueReading` reads, to ask the controller for those alone."""
+DEPTH_SERIES = (DEPTH,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +82,6 @@ def between(before: QueueReading, after: QueueReading, *, max_depth: int) -> dic
 
 def depth(text: str) -> int:
     for family in text_string_to_metric_families(text):
-        if family.name == f"{NAMESPACE}_queue_depth":
+        if family.name == DEPTH:
             return int(family.samples[0].value)
     return 0

@@ -23,3 +23,22 @@ async def test_metrics_healthz_and_readyz_share_the_port(unused_tcp_port: int) -
                 assert response.status == 200
     finally:
         await runner.cleanup()
+
+
+async def test_metrics_named_in_the_query_are_the_only_ones_written(unused_tcp_port: int) -> None:
+    """A tool following one figure asks for it by name, and gets that series alone."""
+    metrics = ControllerMetrics()
+    metrics.offload_seen("ml", "chat")
+    runner = await serve_metrics(metrics, "127.0.0.1", unused_tcp_port)
+    base = f"http://127.0.0.1:{unused_tcp_port}/metrics"
+    depth = "vk_provider_controller_queue_depth"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(base) as response:
+                everything = await response.text()
+            async with session.get(base, params=[("name[]", depth)]) as response:
+                named = await response.text()
+        assert 'name="chat"' in everything
+        assert [line.split()[0] for line in named.splitlines() if not line.startswith("#")] == [depth]
+    finally:
+        await runner.cleanup()

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from vk_devtools.scale import attribution
+from tests.unit.kit.test_apibudget import FakeClock
+from vk_devtools.scale import attribution, controllerqueue
 from vk_devtools.scale.rig import RigSettings, WaveTracker
+from vk_provider.controller.metrics import ControllerMetrics
+from vk_provider.kit.apibudget import ApiBudget
 
 
 def dispatched(schema: str, value: int, level: str = "workload-high") -> str:
@@ -99,3 +102,21 @@ def test_filler_daemons_come_after_the_pool_and_away_daemons_and_hold_their_netw
     )
     assert list(settings.filler_daemon_indexes) == [3, 4, 5]  # after 2 pool daemons and 1 away daemon
     assert sum(settings.pod_addresses(index) for index in settings.filler_daemon_indexes) == 3 * 4094
+
+
+def test_the_queue_readings_series_are_all_a_reading_takes() -> None:
+    """The rig asks the controller for these series alone: read from them, a reading and the depth
+    are what the whole exposition gives."""
+    metrics = ControllerMetrics()
+    metrics.set_api_budget_source(ApiBudget(clock=FakeClock()))
+    metrics.set_queue_depth_source(lambda: 7)
+    metrics.queue_waited(0.3)
+    metrics.pass_took(0.02)
+    metrics.offload_seen("ml", "chat")
+    whole = metrics.exposition().decode()
+    named = metrics.exposition(controllerqueue.READING_SERIES).decode()
+    assert controllerqueue.QueueReading.parse(named) == controllerqueue.QueueReading.parse(whole)
+    assert controllerqueue.QueueReading.parse(named).sums[controllerqueue.QUEUE_WAIT] == 0.3
+    assert "api_wait_seconds_total" in named
+    assert 'name="chat"' not in named
+    assert controllerqueue.depth(metrics.exposition(controllerqueue.DEPTH_SERIES).decode()) == 7
