@@ -10,7 +10,10 @@ It copies the parts of an LLM server that a migration between home and away has 
   Kubernetes keeps sending traffic, and only the migration's health gates can notice;
 - a client can provoke a 500 itself (`PROVOKE_ERROR_HEADER`), as a prompt that crashes a model
   server would: every replica, home or away, answers it alike, which the gates must not take for a
-  failing side.
+  failing side;
+- `--max-running` requests generate at once and the others wait their turn, and `GET /metrics`
+  publishes the batch (running, waiting, KV-cache use) under vLLM's names, which an endpoint picker
+  reads to choose a replica (`vk_devtools.demo.batch`).
 
 Every response names the replica in `X-Served-By`, so a client can tell which side served it.
 """
@@ -28,12 +31,13 @@ import os
 import random
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from vk_devtools.demo.batch import Batch, Generation
 from vk_devtools.sse import encode_event, open_event_stream
 from vk_provider.runtime.signals import until_signalled
 
@@ -47,6 +51,7 @@ COMPLETIONS_PATH = "/v1/completions"
 MAX_TOKENS_LIMIT = 4096
 DEFAULT_MAX_TOKENS = 16
 SSE_DONE = encode_event("[DONE]")
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 LATE_REQUEST_SETTLE = 0.1
 """Seconds a connection accepted just before the listener closed gets to send its request."""
@@ -79,6 +84,10 @@ class TokenServerSettings:
     drain_delay: float = 0.0
     """Seconds to keep listening after SIGTERM with healthz at 503, so readiness probes see the
     drop and the endpoint is removed before new connections start being refused."""
+    max_running: int = 0
+    """Completions generated at once; the others wait their turn (0: no bound)."""
+    kv_cache_tokens: int = 8192
+    """The KV cache, in tokens: what `vllm:kv_cache_usage_perc` is a share of."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +107,7 @@ class ServerState:
     def __init__(self, settings: TokenServerSettings, rng: random.Random) -> None:
         self.settings = settings
         self.draining = False
+        self.batch = Batch(max_running=settings.max_running, kv_cache_tokens=settings.kv_cache_tokens)
         self._rng = rng
         self._handlers: set[asyncio.Task[object]] = set()
         self._idle = asyncio.Event()
@@ -205,19 +215,27 @@ async def _completions(request: web.Request) -> web.StreamResponse:
         return error_response(400, "invalid_request", "the body must be JSON")
     state = request.app[STATE]
     tokens = tokens_for(completion.prompt, completion.max_tokens)
-    if not completion.stream:
-        name = state.settings.name
-        return web.json_response({"text": " ".join(tokens), "tokens": len(tokens), "served_by": name})
-    return await _stream(request, state.settings, tokens)
+    async with state.batch.generation(prompt_tokens=len(completion.prompt.split())) as generation:
+        if not completion.stream:
+            generation.generated = len(tokens)
+            name = state.settings.name
+            return web.json_response({"text": " ".join(tokens), "tokens": len(tokens), "served_by": name})
+        return await _stream(request, state.settings, tokens, generation)
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = request.app[STATE].batch.exposition()
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
 
 async def _stream(
-    request: web.Request, settings: TokenServerSettings, tokens: list[str]
+    request: web.Request, settings: TokenServerSettings, tokens: list[str], generation: Generation
 ) -> web.StreamResponse:
     response = await open_event_stream(request)
     try:
         for index, token in enumerate(tokens):
             await asyncio.sleep(settings.token_delay)
+            generation.generated += 1
             event = {"index": index, "token": token, "served_by": settings.name}
             await response.write(encode_event(json.dumps(event)))
         await response.write(SSE_DONE)
@@ -263,6 +281,7 @@ def make_app(settings: TokenServerSettings, *, rng: random.Random | None = None)
     app.on_response_prepare.append(_before_response)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/", _index)
+    app.router.add_get("/metrics", _metrics)
     app.router.add_post(COMPLETIONS_PATH, _completions)
     return app
 
@@ -362,6 +381,16 @@ def _seconds(text: str) -> float:
     return seconds
 
 
+def _count(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        count = int(text)
+        if count < least:
+            raise argparse.ArgumentTypeError(f"{text} is less than {least}")
+        return count
+
+    return parse
+
+
 def _fraction(text: str) -> float:
     fraction = float(text)
     if not 0 <= fraction <= 1:
@@ -398,6 +427,18 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> To
     parser.add_argument(
         "--drain-delay", type=_seconds, default=env("DRAIN_DELAY") or str(defaults.drain_delay)
     )
+    parser.add_argument(
+        "--max-running",
+        type=_count(0),
+        default=env("MAX_RUNNING") or str(defaults.max_running),
+        help="completions generated at once, the others wait (default: 0, no bound)",
+    )
+    parser.add_argument(
+        "--kv-cache-tokens",
+        type=_count(1),
+        default=env("KV_CACHE_TOKENS") or str(defaults.kv_cache_tokens),
+        help="the KV cache's size in tokens, of which vllm:kv_cache_usage_perc is the share held",
+    )
     args = parser.parse_args(argv)
     return TokenServerSettings(
         name=args.name or socket.gethostname(),
@@ -408,6 +449,8 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> To
         error_rate=args.error_rate,
         shutdown_grace=args.shutdown_grace,
         drain_delay=args.drain_delay,
+        max_running=args.max_running,
+        kv_cache_tokens=args.kv_cache_tokens,
     )
 
 

@@ -197,8 +197,10 @@ def test_flags_win_over_environment_variables_which_win_over_defaults() -> None:
         "TOKENS_TOKEN_DELAY": "0.5",
         "TOKENS_FAIL_FILE": "/srv/fail",
         "TOKENS_ERROR_RATE": "0.25",
+        "TOKENS_MAX_RUNNING": "4",
     }
-    settings = parse_settings(["--port", "9002", "--error-rate", "0", "--shutdown-grace", "3"], environ)
+    argv = ["--port", "9002", "--error-rate", "0", "--shutdown-grace", "3", "--kv-cache-tokens", "100"]
+    settings = parse_settings(argv, environ)
     assert settings == TokenServerSettings(
         name="from-env",
         host="127.0.0.2",
@@ -207,6 +209,8 @@ def test_flags_win_over_environment_variables_which_win_over_defaults() -> None:
         fail_file=Path("/srv/fail"),
         error_rate=0.0,
         shutdown_grace=3.0,
+        max_running=4,
+        kv_cache_tokens=100,
     )
     # An empty variable is unset: TOKENS_FAIL_FILE="" must not make "." the fail file.
     assert parse_settings([], {"TOKENS_FAIL_FILE": "", "TOKENS_NAME": ""}) == TokenServerSettings()
@@ -220,6 +224,8 @@ def test_flags_win_over_environment_variables_which_win_over_defaults() -> None:
         (["--port", "70000"], {}),
         ([], {"TOKENS_PORT": "http"}),
         ([], {"TOKENS_ERROR_RATE": "nan"}),
+        (["--max-running", "-1"], {}),
+        ([], {"TOKENS_KV_CACHE_TOKENS": "0"}),
     ],
 )
 def test_invalid_values_exit_with_a_usage_error(argv: list[str], environ: dict[str, str]) -> None:
