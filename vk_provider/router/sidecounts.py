@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping
 
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -46,6 +47,9 @@ class SideCounts:
         self.total_seconds += seconds
 
 
+REQUESTS_HELP = "Requests answered by an upstream, by route, side and status class (2xx, 5xx, ...)."
+LATENCY_HELP = "Time from the request's arrival to the upstream's response headers."
+
 value_text: Callable[[float], str] = floatToGoString
 """A sample's value as prometheus_client writes it (typed here: the library's function is not)."""
 
@@ -61,10 +65,8 @@ class SideCountsText:
         self._requests = f"{prefix}_requests_total"
         self._latency = f"{prefix}_response_header_seconds"
         self._headers = (
-            f"# HELP {self._requests} Requests answered by an upstream, by route, side and status "
-            f"class (2xx, 5xx, ...).\n# TYPE {self._requests} counter\n",
-            f"# HELP {self._latency} Time from the request's arrival to the upstream's response "
-            f"headers.\n# TYPE {self._latency} histogram\n",
+            f"# HELP {self._requests} {REQUESTS_HELP}\n# TYPE {self._requests} counter\n",
+            f"# HELP {self._latency} {LATENCY_HELP}\n# TYPE {self._latency} histogram\n",
         )
         self._written: dict[tuple[str, str, str], tuple[int, str, str]] = {}
         """Per side: its count when last written, and its lines of each family."""
@@ -100,3 +102,16 @@ class SideCountsText:
             + f"{self._latency}_sum{{{labels}}} {value_text(counts.total_seconds)}\n"
         )
         return requests, latency
+
+
+def described_families(prefix: str) -> list[Metric]:
+    """The two families as prometheus_client would hold them, without series: what a list of every
+    metric (docs/reference/metrics.md) reads, since no registry holds these."""
+    return [
+        CounterMetricFamily(
+            f"{prefix}_requests", REQUESTS_HELP, labels=["namespace", "name", "side", "code"]
+        ),
+        HistogramMetricFamily(
+            f"{prefix}_response_header_seconds", LATENCY_HELP, labels=["namespace", "name", "side"]
+        ),
+    ]

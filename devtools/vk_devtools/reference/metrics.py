@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,8 +26,10 @@ from vk_provider.kubelet.stats import ContainerSample, PodSample, render_resourc
 from vk_provider.node.metrics import CertificateTimes, DaemonMetrics
 from vk_provider.policy.metrics import PolicyMetrics
 from vk_provider.provider import PodRef
+from vk_provider.router.metrics import NAMESPACE as ROUTER_NAMESPACE
 from vk_provider.router.metrics import RouterMetrics
 from vk_provider.router.proxy import ProxySettings
+from vk_provider.router.sidecounts import described_families
 from vk_provider.router.workerprotocol import WorkerConfig
 from vk_provider.router.workers import Supervisor
 from vk_provider.xds.server import XdsServer
@@ -63,15 +66,22 @@ def registry_families(registry: CollectorRegistry) -> list[Family]:
     its metric objects and on the families a custom collector builds)."""
     found: dict[str, Family] = {}
     for collector in list(registry._collector_to_names):
-        metrics = collector.collect()
         names = tuple(collector._labelnames) if isinstance(collector, MetricWrapperBase) else None
-        for metric in metrics:
-            labels = names if names is not None else tuple(getattr(metric, "_labelnames", ()))
-            seen = {key for sample in metric.samples for key in sample.labels} - _SAMPLE_SUFFIX_LABELS
-            labels = (*labels, *sorted(seen - set(labels)))
-            name = f"{metric.name}_total" if metric.type == "counter" else metric.name
-            found[name] = Family(name, metric.type, labels, metric.documentation)
+        for family in metric_families(collector.collect(), labels=names):
+            found[family.name] = family
     return sorted(found.values())
+
+
+def metric_families(metrics: Iterable[Metric], *, labels: tuple[str, ...] | None = None) -> list[Family]:
+    """Each of `metrics` as a Family: its labels are `labels` if given, else those the family keeps
+    (`_labelnames`), then any other its samples carry."""
+    families = []
+    for metric in metrics:
+        own = labels if labels is not None else tuple(getattr(metric, "_labelnames", ()))
+        seen = {key for sample in metric.samples for key in sample.labels} - _SAMPLE_SUFFIX_LABELS
+        name = f"{metric.name}_total" if metric.type == "counter" else metric.name
+        families.append(Family(name, metric.type, (*own, *sorted(seen - set(own))), metric.documentation))
+    return families
 
 
 def _node() -> list[Family]:
@@ -99,7 +109,9 @@ def _node_resources() -> list[Family]:
 
 
 def _router() -> list[Family]:
-    return registry_families(RouterMetrics(build_info=True).registry)
+    # The per-side series are written as text (`router.sidecounts`), outside the registry.
+    written = metric_families(described_families(ROUTER_NAMESPACE))
+    return sorted([*registry_families(RouterMetrics(build_info=True).registry), *written])
 
 
 def _router_supervisor() -> list[Family]:

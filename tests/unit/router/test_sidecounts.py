@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from vk_provider.router.sidecounts import LATENCY_BUCKETS, SideCounts, SideCountsText
+from vk_provider.router.sidecounts import LATENCY_BUCKETS, SideCounts, SideCountsText, described_families
 
 PREFIX = "vk_provider_router"
 Sides = dict[tuple[str, str, str], SideCounts]
@@ -74,3 +74,21 @@ def test_the_text_is_prometheus_clients_byte_for_byte_as_sides_answer_and_go() -
     del sides[("odd", 'quote"back\\slash\nline', "away")]
     assert text.exposition(sides) == reference(sides)
     assert 'quote\\"' not in text.exposition(sides)
+
+
+def test_the_described_families_are_the_written_ones() -> None:
+    """The reference of every metric reads them from `described_families`: the same names, types and
+    help as the text, and the labels the text writes."""
+
+    class Described(Collector):
+        def collect(self) -> Iterator[Metric]:
+            return iter(described_families(PREFIX))
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Described())
+    assert generate_latest(registry).decode() == SideCountsText(PREFIX).exposition({})
+    labels = {family.name: getattr(family, "_labelnames", ()) for family in described_families(PREFIX)}
+    assert labels == {
+        f"{PREFIX}_requests": ("namespace", "name", "side", "code"),
+        f"{PREFIX}_response_header_seconds": ("namespace", "name", "side"),
+    }
