@@ -28,13 +28,13 @@ import aiohttp
 
 from vk_devtools.demo.load import LoadGenerator, LoadSettings, Outcome, failures
 from vk_devtools.scale import attribution, controllerqueue, fleet, services
+from vk_provider._kube.watching import Reflector
 from vk_provider.kit.bounded import run_bounded
 from vk_provider.kit.kube import MERGE_PATCH, KubeApi, KubeApiError, RawObject
 from vk_provider.kit.timestamps import parse_timestamp
 from vk_provider.offloadcli.holds import flip_annotations
 
 POLL_SECONDS = 0.25
-WATCH_SECONDS = 300
 DEPTH_SAMPLE_SECONDS = 2.0
 """How often a wave reads the controller's queue depth from its metrics."""
 CREATE_CONCURRENCY = 16
@@ -350,32 +350,28 @@ class ScaleRig:
         return {"labelSelector": f"{services.RUN_LABEL}={self.settings.tag}"}
 
     async def offloads(self) -> list[RawObject]:
-        items: list[RawObject] = (await self._offloads_listing()).get("items") or []
+        listing = await self.api.get(self._offloads_path(), query=self._offloads_query())
+        items: list[RawObject] = listing.get("items") or []
         return items
 
-    async def _offloads_listing(self) -> RawObject:
-        return await self.api.get(self._offloads_path(), query=self._offloads_query())
+    def offloads_followed(self, tracker: WaveTracker) -> Reflector:
+        """The Offloads mirrored by a watch, each change handed to `tracker` as it comes (run it,
+        cancel it when done). Polling them missed steps at N = 1,000: a list of a thousand Offloads
+        took long enough for a 2 s step to pass between two polls (52 of 100 later steps seen)."""
 
-    async def follow_offloads(self, tracker: WaveTracker, version: str) -> None:
-        """Hand `tracker` every change of the Offloads as it happens, from `version` on, until
-        cancelled. Polling them missed steps at N = 1,000: a list of a thousand Offloads took long
-        enough for a 2 s step to pass between two polls (52 of 100 later steps seen)."""
-        while True:
-            try:
-                async for event in self.api.watch(
-                    self._offloads_path(),
-                    query={**self._offloads_query(), "resourceVersion": version},
-                    timeout_seconds=WATCH_SECONDS,
-                ):
-                    version = event.object.get("metadata", {}).get("resourceVersion", version)
-                    if event.type in ("ADDED", "MODIFIED"):
-                        tracker.saw_offloads([event.object], time.monotonic())
-            except KubeApiError as error:
-                if not error.gone:
-                    raise
-                listing = await self._offloads_listing()  # too old a version: start from a list
-                tracker.saw_offloads(listing.get("items") or [], time.monotonic())
-                version = listing["metadata"]["resourceVersion"]
+        async def changed(uid: str) -> None:
+            offload = reflector.objects.get(uid)
+            if offload is not None:
+                tracker.saw_offloads([offload], time.monotonic())
+
+        reflector = Reflector(
+            self.api,
+            self._offloads_path(),
+            query=self._offloads_query(),
+            on_change=changed,
+            description="the wave's offloads",
+        )
+        return reflector
 
     async def serving(self) -> bool:
         """Every service's Offload Idle and its route at the router with its home replicas usable."""
@@ -525,7 +521,6 @@ class ScaleRig:
             )
             max_depth = 0
             depth_due = 0.0
-            version = (await self._offloads_listing())["metadata"]["resourceVersion"]
             sent = time.monotonic()
             sent_wall = datetime.now(UTC)
             body = {
@@ -544,13 +539,10 @@ class ScaleRig:
             )
             patched = time.monotonic() - sent
             tracker = WaveTracker(set(names), sent, sent_wall)
-            following = asyncio.create_task(self.follow_offloads(tracker, version))
+            following = asyncio.create_task(self.offloads_followed(tracker).run())
             try:
                 deadline = sent + timeout_seconds
                 while not tracker.done():
-                    if following.done():
-                        following.result()  # the watch failed: say why
-                        raise RigError("the watch of the Offloads ended")
                     if time.monotonic() > deadline:
                         raise RigError(
                             f"the wave did not end within {timeout_seconds:.0f} s: {tracker.pending()}"
