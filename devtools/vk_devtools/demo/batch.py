@@ -84,6 +84,10 @@ class Batch:
         return generate_latest(registry)
 
 
+KV_BLOCK_TOKENS = 16
+"""Tokens per KV-cache block, as vLLM's default: `vllm:cache_config_info` reports the cache in blocks."""
+
+
 class _BatchCollector(Collector):
     def __init__(self, batch: Batch) -> None:
         self._batch = batch
@@ -99,6 +103,20 @@ class _BatchCollector(Collector):
             gauge = GaugeMetricFamily(name, documentation, labels=["model_name"])
             gauge.add_metric([MODEL_NAME], value)
             yield gauge
+        # vLLM's info gauges, whose labels carry the facts: an endpoint picker reads both (and logs
+        # an error on every scrape without them). No LoRA adapters; the cache as 16-token blocks.
+        lora = GaugeMetricFamily(
+            "vllm:lora_requests_info",
+            "Running stats on LoRA requests.",
+            labels=["max_lora", "running_lora_adapters", "waiting_lora_adapters"],
+        )
+        lora.add_metric(["0", "", ""], 1.0)
+        yield lora
+        cache = GaugeMetricFamily(
+            "vllm:cache_config_info", "Information of the KV cache.", labels=["block_size", "num_gpu_blocks"]
+        )
+        cache.add_metric([str(KV_BLOCK_TOKENS), str(-(-batch.kv_cache_tokens // KV_BLOCK_TOKENS))], 1.0)
+        yield cache
         finished = CounterMetricFamily(
             "vllm:request_success", "Count of successfully processed requests.", labels=["model_name"]
         )

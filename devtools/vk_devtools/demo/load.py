@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import AsyncIterable, Callable, Hashable, Iterable, Sequence
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -72,6 +72,9 @@ class LoadSettings:
     short_request: ShortRequest = "completion"
     """What a short request is: a non-streamed completion, or `GET /`."""
     prompt: str = "the quick brown fox"
+    model: str = "tokens"
+    """The body's `model`: OpenAI's API requires it, and an InferencePool's endpoint picker refuses a
+    completion without one (400); the token server ignores it."""
     extra_headers: tuple[tuple[str, str], ...] = ()
     """Headers sent with every request besides Host, e.g. one that makes the server fail it."""
 
@@ -274,14 +277,17 @@ class LoadGenerator:
             failure = f"unexpected {type(error).__name__}"
         self._record(attempt, failure)
 
+    def _body(self, tokens: int) -> dict[str, Any]:
+        return {"model": self.settings.model, "prompt": self.settings.prompt, "max_tokens": tokens}
+
     async def _send(self, session: aiohttp.ClientSession, attempt: _Attempt, index: int) -> str | None:
         tokens = self.settings.stream_tokens
         completions_url = self._completions_urls[index % len(self._completions_urls)]
         if attempt.kind == "stream":
-            body = {"prompt": self.settings.prompt, "max_tokens": tokens, "stream": True}
+            body = {**self._body(tokens), "stream": True}
             request = session.post(completions_url, json=body)
         elif self.settings.short_request == "completion":
-            body = {"prompt": self.settings.prompt, "max_tokens": tokens, "stream": False}
+            body = {**self._body(tokens), "stream": False}
             request = session.post(completions_url, json=body)
         else:
             request = session.get(self._root_urls[index % len(self._root_urls)])

@@ -105,4 +105,13 @@ async def test_the_servers_metrics_follow_its_batch_under_vllms_names() -> None:
             response.release()
         await poll(gauges, (0.0, 0.0, 0.0))
         async with session.get(url + "/metrics") as response:
-            assert 'vllm:request_success_total{model_name="tokens"} 2.0' in await response.text()
+            text = await response.text()
+        assert 'vllm:request_success_total{model_name="tokens"} 2.0' in text
+        # The info gauges an endpoint picker reads too: no LoRA, the cache in 16-token blocks.
+        infos = {
+            family.name: family.samples[0].labels
+            for family in text_string_to_metric_families(text)
+            if family.name in ("vllm:lora_requests_info", "vllm:cache_config_info")
+        }
+        assert infos["vllm:lora_requests_info"]["max_lora"] == "0"
+        assert infos["vllm:cache_config_info"] == {"block_size": "16", "num_gpu_blocks": "63"}
