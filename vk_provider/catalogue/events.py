@@ -333,6 +333,27 @@ EVENTS: tuple[EventReason, ...] = (
         "to the home Service.",
     ),
     EventReason(
+        "InferencePoolNotFound",
+        "Warning",
+        "Offload",
+        CONTROLLER,
+        "InferencePool data plane: the InferencePool the Offload names (or its CRD) does not exist.",
+    ),
+    EventReason(
+        "InferencePoolInOtherNamespace",
+        "Warning",
+        "Offload",
+        CONTROLLER,
+        "InferencePool data plane: the Offload names an InferencePool outside its own namespace.",
+    ),
+    EventReason(
+        "EndpointPickerRefMissing",
+        "Warning",
+        "Offload",
+        CONTROLLER,
+        "InferencePool data plane: the InferencePool names no endpoint picker (spec.endpointPickerRef).",
+    ),
+    EventReason(
         "MigrationStarted", "Normal", "Offload", CONTROLLER, "A migration toward `spec.placement` started."
     ),
     EventReason(
@@ -676,6 +697,9 @@ _OFFLOAD_READY_PROBLEMS = (
     ("HTTPRouteNotFound", "the HTTPRoute does not exist"),
     ("HTTPRouteRuleNotFound", "no rule of the HTTPRoute is the Offload's"),
     ("HTTPRouteRuleNotOwned", "the rule sends to other Services too"),
+    ("InferencePoolNotFound", "the InferencePool does not exist"),
+    ("InferencePoolInOtherNamespace", "the InferencePool is in another namespace"),
+    ("EndpointPickerRefMissing", "the InferencePool names no endpoint picker"),
 )
 _OUTCOMES = (
     ("Succeeded", "the migration ended where it was going"),

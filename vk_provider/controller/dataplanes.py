@@ -158,19 +158,13 @@ class EnvoyFleet:
         return None  # the xDS server watches the Offload's status
 
     async def views(self, spec: OffloadSpec) -> list[RouteView]:
-        namespace, name = spec.namespace, spec.name
-        status = await self._status()
+        return await self._views_of(spec, await self._status())
+
+    async def _views_of(self, spec: OffloadSpec, status: Mapping[str, Any]) -> list[RouteView]:
         envoys = [str(envoy.get("node")) for envoy in status.get("envoys") or () if envoy.get("node")]
         if not envoys:
             raise RouterUnreachable(f"no Envoy is connected to the xDS server {self._xds_url}")
-        route = next(
-            (
-                entry
-                for entry in status.get("routes") or ()
-                if entry.get("namespace") == namespace and entry.get("name") == name
-            ),
-            None,
-        ) or {"endpoints": {}, "applied": {}, "away_weight": None}
+        route = route_entry(status, spec) or {"endpoints": {}, "applied": {}, "away_weight": None}
         endpoints = route.get("endpoints") or {}
         usable = {side: int((endpoints.get(side) or {}).get("usable", 0)) for side in ("home", "away")}
         weights = route.get("applied") or {}
@@ -228,6 +222,18 @@ class EnvoyFleet:
         await self._admins.close()
 
 
+def route_entry(status: Mapping[str, Any], spec: OffloadSpec) -> Mapping[str, Any] | None:
+    """The Offload's route in the xDS server's status document, or None (not in its table)."""
+    return next(
+        (
+            entry
+            for entry in status.get("routes") or ()
+            if entry.get("namespace") == spec.namespace and entry.get("name") == spec.name
+        ),
+        None,
+    )
+
+
 def _weight(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -244,6 +250,7 @@ class DataPlanes:
             configured = ", ".join(sorted(self._planes)) or "none"
             hint = {
                 "envoy": " (start the controller with --envoy-xds-url)",
+                "inferencepool": " (start the controller with --envoy-xds-url)",
                 "gatewayapi": " (start the controller with --gateway-api)",
             }.get(spec.data_plane, "")
             raise DataPlaneNotConfigured(

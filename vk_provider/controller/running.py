@@ -35,6 +35,7 @@ from vk_provider.controller.dataplanes import (
 )
 from vk_provider.controller.gatewayapi import GatewayRoutes
 from vk_provider.controller.homemetrics import HomeMetrics
+from vk_provider.controller.inferencepool import InferencePools
 from vk_provider.controller.metrics import CONTENT_TYPE, ControllerMetrics
 from vk_provider.controller.reads import cached_reads
 from vk_provider.controller.reconciler import Reconciler
@@ -602,21 +603,27 @@ def configured_data_planes(
         home_metrics = HomeMetrics(prometheus) if prometheus else None
         planes.append(GatewayRoutes(api, routers(), gateways=gateways, home_metrics=home_metrics))
     if arguments.envoy_xds_url:
-        admins = RouterDirectory(
-            api,
-            urls=arguments.envoy_stats_urls,
-            namespace=arguments.envoy_namespace,
-            selector=arguments.envoy_selector,
-            port=arguments.envoy_stats_port,
-            metrics_path=ENVOY_STATS_PATH,
-            kind="envoy",
-        )
+
+        def admins() -> RouterDirectory:
+            return RouterDirectory(
+                api,
+                urls=arguments.envoy_stats_urls,
+                namespace=arguments.envoy_namespace,
+                selector=arguments.envoy_selector,
+                port=arguments.envoy_stats_port,
+                metrics_path=ENVOY_STATS_PATH,
+                kind="envoy",
+            )
+
+        strays_seen = metrics.envoy_strays if metrics is not None else None
+        expected = arguments.envoy_expected_count
         planes.append(
-            EnvoyFleet(
-                arguments.envoy_xds_url,
-                admins,
-                expected_count=arguments.envoy_expected_count,
-                strays_seen=metrics.envoy_strays if metrics is not None else None,
+            EnvoyFleet(arguments.envoy_xds_url, admins(), expected_count=expected, strays_seen=strays_seen)
+        )
+        # The same Envoys, for the Offloads whose home side is an InferencePool.
+        planes.append(
+            InferencePools(
+                api, arguments.envoy_xds_url, admins(), expected_count=expected, strays_seen=strays_seen
             )
         )
     return DataPlanes(*planes)

@@ -86,9 +86,10 @@ LEGACY_AWAY_TOLERATIONS: tuple[Mapping[str, str], ...] = (
 """The CRD's default tolerations in earlier versions, stored like `LEGACY_AWAY_NODE_SELECTOR`."""
 
 
-DATA_PLANES = ("builtin", "envoy", "gatewayapi")
-"""What can carry an Offload's traffic (`spec.traffic.dataPlane`): our router, Envoys we drive, or
-the weights of an HTTPRoute that a Gateway API implementation serves."""
+DATA_PLANES = ("builtin", "envoy", "gatewayapi", "inferencepool")
+"""What can carry an Offload's traffic (`spec.traffic.dataPlane`): our router, Envoys we drive, the
+weights of an HTTPRoute that a Gateway API implementation serves, or Envoys we drive whose home side
+is an InferencePool (each home request placed by the pool's endpoint picker)."""
 DEFAULT_DATA_PLANE = "builtin"
 
 
@@ -176,6 +177,16 @@ class GatewayRoute:
 
 
 @dataclasses.dataclass(frozen=True)
+class PoolRef:
+    """The InferencePool an `inferencepool` Offload's home side is (`spec.traffic.inferencePool`)."""
+
+    name: str
+    namespace: str
+    """As written, defaulted to the Offload's: the controller refuses any other (its pods would not
+    be this Offload's home side)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class RouteSpec:
     """Which requests are the Offload's (`spec.route`), and who else may route under its hosts."""
 
@@ -213,6 +224,8 @@ class OffloadSpec:
     """Which data plane the weights are applied on and the gates read (`DATA_PLANES`)."""
     gateway_route: GatewayRoute | None = None
     """Set exactly when `data_plane` is `gatewayapi`."""
+    inference_pool: PoolRef | None = None
+    """Set exactly when `data_plane` is `inferencepool`."""
     route: RouteSpec = RouteSpec()
     created: str = ""
     """`metadata.creationTimestamp`: the age of the Offload's route claim."""
@@ -368,6 +381,19 @@ def _gateway_route(traffic: Mapping[str, Any]) -> GatewayRoute:
         away_port=_integer(away.get("port"), "spec.traffic.awayService.port", 80, minimum=1, maximum=65535),
         away_namespace=namespace,
     )
+
+
+def _inference_pool(traffic: Mapping[str, Any], namespace: str) -> PoolRef:
+    pool = _mapping(traffic.get("inferencePool"), "spec.traffic.inferencePool")
+    if not pool:
+        raise InvalidSpec(
+            "spec.traffic.dataPlane inferencepool needs spec.traffic.inferencePool (the InferencePool "
+            "whose pods are the home side)"
+        )
+    pool_namespace = pool.get("namespace") or namespace
+    if not isinstance(pool_namespace, str):
+        raise InvalidSpec(f"spec.traffic.inferencePool.namespace must be a namespace, not {pool_namespace!r}")
+    return PoolRef(_name(pool.get("name"), "spec.traffic.inferencePool.name"), pool_namespace)
 
 
 def _names(value: Any, field: str) -> tuple[str, ...]:
@@ -554,8 +580,9 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
             f"metadata.name is {len(name)} characters, more than {MAX_NAME_LENGTH}: it must fit in the "
             f"{OFFLOAD_LABEL} label of the away pods; recreate the Offload with a shorter name"
         )
+    namespace = _name(metadata.get("namespace"), "metadata.namespace")
     return OffloadSpec(
-        namespace=_name(metadata.get("namespace"), "metadata.namespace"),
+        namespace=namespace,
         name=name,
         uid=str(metadata.get("uid") or ""),
         generation=_integer(metadata.get("generation"), "metadata.generation", 0),
@@ -640,6 +667,7 @@ def parse_offload(offload: Mapping[str, Any]) -> OffloadSpec:
         flip_strategy=_flip_strategy(annotations.get(FLIP_STRATEGY_ANNOTATION)),
         data_plane=data_plane,
         gateway_route=_gateway_route(traffic) if data_plane == "gatewayapi" else None,
+        inference_pool=_inference_pool(traffic, namespace) if data_plane == "inferencepool" else None,
         route=_route(spec),
         created=str(metadata.get("creationTimestamp") or ""),
         replicas=total_replicas,

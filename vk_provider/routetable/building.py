@@ -56,6 +56,12 @@ the path of the pod's readiness probe (`httpGet`), else `/`.
 An Offload on the `gatewayapi` data plane gets the route of the router's away-only role: away weight
 100 whatever its status says (the gateway has drawn the side already).
 
+An Offload on the `inferencepool` data plane names an InferencePool (`spec.traffic.inferencePool`)
+whose pods are its home side; its route carries the pool's endpoint picker (`EndpointPicker`): the
+ready endpoints of the Service the pool's `endpointPickerRef` names, read from that Service's trusted
+EndpointSlices like a home Service's, and the pool's `failureMode`. A missing pool or reference is the
+picker's `problem`, never a skipped route: the home side keeps serving as the pool's failure mode says.
+
 An Offload that cannot make a `Route` (no hosts and no path prefix, a prefix not starting with `/`, no
 home Service, a weight outside 0..100, no name) is skipped: `build_table` logs a warning for it, and
 `build_routes` returns it as a `SkippedOffload` for callers that want to report it (e.g. as an event).
@@ -99,7 +105,7 @@ from vk_provider.offload.names import (
 from vk_provider.offload.retained import RetainedRoute, retained_routes
 from vk_provider.offload.status import OffloadStatus
 from vk_provider.routetable.signingscope import SigningScope
-from vk_provider.routetable.table import Endpoint, Route, RouteMatch, RouteTable
+from vk_provider.routetable.table import Endpoint, EndpointPicker, Route, RouteMatch, RouteTable
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +114,8 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 GATEWAY_API = "gatewayapi"
 """An Offload whose weights a gateway applies (`spec.traffic.dataPlane`): the router serves its away
 share only, so its route sends everything away (falling back home only if no away endpoint is usable)."""
+INFERENCE_POOL = "inferencepool"
+"""An Offload whose home side is an InferencePool: its route carries the pool's endpoint picker."""
 HTTP_PORT_NAME = "http"
 """The EndpointSlice port name preferred over the first port."""
 UNTRUSTED_ANNOTATIONS: Final = (TRAFFIC_ADDRESS_ANNOTATION, TRAFFIC_AUTH_ANNOTATION)
@@ -339,16 +347,24 @@ class BuildMemo:
         home_service: tuple[str, str],
         home_index: _Index,
         away_index: _Index,
+        *,
+        picker: EndpointPicker | None = None,
     ) -> Route:
-        """The Offload's route (`template`, from its reading) with its endpoints: the last build's
-        when nothing in it changed."""
+        """The Offload's route (`template`, from its reading) with its endpoints and picker: the last
+        build's when nothing in it changed."""
         home = _endpoints(home_index.get(home_service, {}))
         away = _endpoints(away_index.get((template.namespace, template.name), {}))
         last = self._routes.get(id(offload))
-        if last is not None and last[0] is template and last[1].home == home and last[1].away == away:
+        if (
+            last is not None
+            and last[0] is template
+            and last[1].home == home
+            and last[1].away == away
+            and last[1].picker == picker
+        ):
             route = last[1]
         else:
-            route = dataclasses.replace(template, home=home, away=away)
+            route = dataclasses.replace(template, home=home, away=away, picker=picker)
         self._built[id(offload)] = (template, route)
         return route
 
@@ -365,6 +381,7 @@ def build_table(
     slice_managers: SliceManagers | None = None,
     traffic_keys: Sequence[TrafficKey] = (),
     accept_unsigned: bool = False,
+    inference_pools: Iterable[Mapping[str, Any]] = (),
 ) -> RouteTable:
     """The route table for these objects; each skipped Offload is logged as a warning."""
     result = build_routes(
@@ -378,6 +395,7 @@ def build_table(
         slice_managers=slice_managers,
         traffic_keys=traffic_keys,
         accept_unsigned=accept_unsigned,
+        inference_pools=inference_pools,
     )
     for skipped in result.skipped:
         logger.warning("offload %s left out of the route table: %s", skipped.key, skipped.reason)
@@ -396,6 +414,7 @@ def build_routes(
     slice_managers: SliceManagers | None = None,
     traffic_keys: Sequence[TrafficKey] = (),
     accept_unsigned: bool = False,
+    inference_pools: Iterable[Mapping[str, Any]] = (),
     memo: BuildMemo | None = None,
 ) -> BuildResult:
     """The route table for these objects, plus the Offloads skipped as invalid or losing their
@@ -409,6 +428,9 @@ def build_routes(
     the router takes (default: SageMaker's runtime hosts only), `slice_managers` whose EndpointSlices
     are home endpoints (default: Kubernetes' EndpointSlice controller's only). `traffic_keys` verify
     the away pods' seals (none: no away pod is taken); `accept_unsigned` takes a pod with no seal.
+    `inference_pools` are the InferencePools the `inferencepool` Offloads may name: each such route
+    gets its pool's endpoint picker (`EndpointPicker`), its addresses the ready endpoints of the
+    Service the pool's `endpointPickerRef` names, read like a home Service's.
 
     `memo`, kept by the caller from one build to the next, holds what each object read to: an object
     handed in again (the same object, not an equal copy) is not read again, so a rebuild after one
@@ -427,11 +449,15 @@ def build_routes(
     routes: list[Route] = []
     skipped: list[SkippedOffload] = []
     readings = [(offload, memo.offload(offload)) for offload in offloads]
+    pools = {_identity(_mapping(pool.get("metadata")))[:2]: pool for pool in inference_pools}
     for offload, reading in readings:
         if reading.template is None:
             skipped.append(SkippedOffload(reading.namespace, reading.name, reading.error))
             continue
-        routes.append(memo.route(offload, reading.template, reading.home_service, home_index, away_index))
+        picker = None if reading.pool is None else _picker(reading.pool, pools, home_index)
+        routes.append(
+            memo.route(offload, reading.template, reading.home_service, home_index, away_index, picker=picker)
+        )
     routed = {route.key for route in routes}
     claims = memo.resolved_claims(
         [offload for offload, reading in readings if reading.key in routed], list(kept_routes)
@@ -519,6 +545,8 @@ class _OffloadReading:
     template: Route | None
     """The route with no endpoints yet (None when the Offload cannot make one)."""
     error: str = ""
+    pool: tuple[str, str] | None = None
+    """(namespace, name) of the InferencePool an `inferencepool` Offload's home side is."""
 
     @property
     def key(self) -> str:
@@ -543,7 +571,38 @@ def _read_offload(offload: Mapping[str, Any]) -> _OffloadReading:
         template = _route_template(offload, namespace, name)
     except ValueError as error:
         return _OffloadReading(namespace, name, home_service, None, str(error))
-    return _OffloadReading(namespace, name, home_service, template)
+    return _OffloadReading(namespace, name, home_service, template, pool=_pool_ref(offload, namespace))
+
+
+def _pool_ref(offload: Mapping[str, Any], namespace: str) -> tuple[str, str] | None:
+    traffic = _mapping(_mapping(offload.get("spec")).get("traffic"))
+    if traffic.get("dataPlane") != INFERENCE_POOL:
+        return None
+    pool = _mapping(traffic.get("inferencePool"))
+    return (_text(pool.get("namespace")) or namespace, _text(pool.get("name")))
+
+
+def _picker(
+    pool_ref: tuple[str, str], pools: Mapping[tuple[str, str], Mapping[str, Any]], home_index: _Index
+) -> EndpointPicker:
+    """The pool's endpoint picker: the ready endpoints of the Service its `endpointPickerRef` names
+    (in the pool's namespace), or the problem that leaves none to ask."""
+    namespace, name = pool_ref
+    key = f"{namespace}/{name}"
+    pool = pools.get(pool_ref)
+    if pool is None:
+        return EndpointPicker(key, problem=f"InferencePool {key} not found")
+    reference = _mapping(_mapping(pool.get("spec")).get("endpointPickerRef"))
+    fail_open = reference.get("failureMode") == "FailOpen"
+    service = _text(reference.get("name"))
+    if not service or (reference.get("kind") or "Service") != "Service" or reference.get("group"):
+        problem = f"InferencePool {key} names no endpoint picker Service (spec.endpointPickerRef)"
+        return EndpointPicker(key, fail_open=fail_open, problem=problem)
+    found = home_index.get((namespace, service), {})
+    addresses = tuple(
+        sorted(url.removeprefix("http://") for url, endpoint in found.items() if not endpoint.terminating)
+    )
+    return EndpointPicker(key, addresses, fail_open)
 
 
 def _route_template(offload: Mapping[str, Any], namespace: str, name: str) -> Route:

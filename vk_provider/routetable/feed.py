@@ -38,6 +38,7 @@ from vk_provider._kube.watching import Reflector
 from vk_provider.kit.kube import KubeApi, resource_path
 from vk_provider.kit.traffic_signature import SecretLocation, TrafficKey, keys_of
 from vk_provider.offload.homeslices import MANAGED_BY_LABEL, SliceManagers
+from vk_provider.offload.inferencepools import inference_pools_path
 from vk_provider.offload.names import (
     FOREIGN_NODE_REASON,
     OFFLOAD_LABEL,
@@ -96,6 +97,8 @@ class TableFeed:
     nodes, refused traffic-auth markers and untrusted EndpointSlices (its `run` is the caller's).
     `signing_scope` and `slice_managers` are handed to `build_routes`, with the keys of the
     `traffic_key_secret` (default: `vk-provider-traffic-key` in `default`) and `accept_unsigned`.
+    `inference_pools` mirrors InferencePools too (their CRD must be installed), for the routes of the
+    `inferencepool` data plane.
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class TableFeed:
         slice_managers: SliceManagers | None = None,
         traffic_key_secret: SecretLocation | None = None,
         accept_unsigned: bool = False,
+        inference_pools: bool = False,
     ) -> None:
         self._apply = apply
         self._metrics = metrics
@@ -178,6 +182,17 @@ class TableFeed:
             on_change=self._changed,
             description="traffic key",
         )
+        self.inference_pools = (
+            Reflector(
+                api,
+                inference_pools_path(namespace),
+                query={},
+                on_change=self._changed,
+                description="inference pools",
+            )
+            if inference_pools
+            else None
+        )
         self._reflectors = (
             self.offloads,
             self.endpoint_slices,
@@ -185,6 +200,7 @@ class TableFeed:
             self.virtual_nodes,
             self.kept_routes,
             self.traffic_key,
+            *((self.inference_pools,) if self.inference_pools is not None else ()),
         )
 
     async def _changed(self, _uid: str) -> None:
@@ -223,6 +239,7 @@ class TableFeed:
             slice_managers=self._slice_managers,
             traffic_keys=self._traffic_keys(),
             accept_unsigned=self._accept_unsigned,
+            inference_pools=self.inference_pools.objects.values() if self.inference_pools else (),
             memo=self._memo,
         )
         self.rebuilds += 1

@@ -145,9 +145,12 @@ async def watching_cluster(
     apply: Callable[[RouteTable], None],
     metrics: FeedMetrics | None,
     stop: asyncio.Event,
+    *,
+    inference_pools: bool = False,
 ) -> AsyncIterator[TableFeed | None]:
     """The cluster's route tables handed to `apply` while inside; yields the feed once its first
-    table is applied, or None when `stop` came first. Raises why, when the watches die before."""
+    table is applied, or None when `stop` came first. Raises why, when the watches die before.
+    `inference_pools`: mirror InferencePools too (the xDS server's `--inference-pools`)."""
     api = await KubeApi.from_kubeconfig(arguments.kubeconfig, budget=ApiBudget(qps=20, burst=40))
     events = EventRecorder(api, host=socket.gethostname(), component="vk-provider-router")
     feed = TableFeed(
@@ -161,6 +164,7 @@ async def watching_cluster(
         slice_managers=slice_managers_of(arguments),
         traffic_key_secret=traffic_key_secret_of(arguments),
         accept_unsigned=arguments.accept_unsigned_traffic_addresses,
+        inference_pools=inference_pools,
     )
     feed_task = asyncio.create_task(feed.run(), name="route-feed")
     events_task = asyncio.create_task(events.run(), name="router-events")

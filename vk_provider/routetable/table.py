@@ -71,6 +71,23 @@ class RouteMatch:
 
 
 @dataclasses.dataclass(frozen=True)
+class EndpointPicker:
+    """The endpoint picker of an InferencePool whose pods are a route's home side (the `inferencepool`
+    data plane): every home request asks it which pod to go to (Envoy's external processing)."""
+
+    pool: str
+    """`namespace/name` of the InferencePool."""
+    addresses: tuple[str, ...] = ()
+    """`ip:port` of the picker's ready endpoints (sorted); none while it has none."""
+    fail_open: bool = False
+    """The pool's `failureMode` is FailOpen: when the picker does not answer, a home request goes to a
+    home endpoint of Envoy's choosing; FailClose (the default) fails it."""
+    problem: str = ""
+    """Why the pool gives no picker to ask ('' when `addresses` are its picker's): the pool or its
+    `endpointPickerRef` is missing."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Route:
     """The routing of one Offload: its match, the weight it applies, and both sides' endpoints."""
 
@@ -82,6 +99,9 @@ class Route:
     """Percent of new requests that go away, 0..100."""
     home: tuple[Endpoint, ...] = ()
     away: tuple[Endpoint, ...] = ()
+    picker: EndpointPicker | None = None
+    """Set for an Offload whose home side is an InferencePool; our router ignores it (the Envoys of
+    the `inferencepool` data plane ask the picker)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.away_weight <= 100:

@@ -51,10 +51,14 @@ class UpstreamTrust:
         return {"system_root_certs": {}}
 
 
-def home_cluster(name: str) -> dict[str, Any]:
+def home_cluster(name: str, *, load_balancing_policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`load_balancing_policy` replaces least-request balancing (an InferencePool's picked pods)."""
     cluster = _common(name, http_filters=[])
     cluster["type"] = "EDS"
     cluster["eds_cluster_config"] = {"eds_config": {"ads": {}, "resource_api_version": "V3"}}
+    if load_balancing_policy is not None:
+        del cluster["lb_policy"]
+        cluster["load_balancing_policy"] = load_balancing_policy
     return cluster
 
 

@@ -76,6 +76,12 @@ def add_xds_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="CA bundle Envoy trusts for TLS endpoints (default: the system's roots)",
     )
+    parser.add_argument(
+        "--inference-pools",
+        action="store_true",
+        help="watch InferencePools (their CRD must be installed) for the Offloads of the inferencepool "
+        "data plane: each home request asks the pool's endpoint picker which pod to go to",
+    )
     add_trust_arguments(parser)
     add_check_arguments(parser)
     add_log_arguments(parser)
@@ -91,7 +97,9 @@ async def serve(arguments: argparse.Namespace, stop: asyncio.Event, tls: ServerT
     async def tables(apply: Callable[[RouteTable], None]) -> None:
         # No feed metrics: the xDS server's /-/metrics are its own series (`vk_provider.xds.status`);
         # ignored objects and active checks are counted in the router's.
-        async with watching_cluster(arguments, apply, None, stop) as feed:
+        async with watching_cluster(
+            arguments, apply, None, stop, inference_pools=arguments.inference_pools
+        ) as feed:
             if feed is not None:
                 logger.info(
                     "serving xDS on %s:%d; Envoy listeners on port %d", host, port, arguments.envoy_port

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vk_provider.xds.names import LISTENER_NAME, LISTENER_TYPE, ROUTE_CONFIGURATION_NAME, type_url
+from vk_provider.xds.pickers import ext_proc_filter
 from vk_provider.xds.routes import STREAM_IDLE_TIMEOUT
 
 CONNECTION_MANAGER_TYPE = type_url(
@@ -31,6 +32,9 @@ def listener(address: str, port: int) -> dict[str, Any]:
         # Envoy is the edge here: it appends the client's address to X-Forwarded-For, as the router does.
         "use_remote_address": True,
         "http_filters": [
+            # Off but for the home share of an InferencePool's route (`pickers`); always there, so the
+            # first such route changes the routes only, never the listener (whose change drains).
+            ext_proc_filter(),
             {
                 "name": "envoy.filters.http.router",
                 "typed_config": {
@@ -38,7 +42,7 @@ def listener(address: str, port: int) -> dict[str, Any]:
                     # Envoy's own x-envoy-* request headers tell endpoints nothing they need.
                     "suppress_envoy_headers": True,
                 },
-            }
+            },
         ],
     }
     return {"@type": LISTENER_TYPE, **http_listener(LISTENER_NAME, address, port, connection_manager)}

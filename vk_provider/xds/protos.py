@@ -25,6 +25,9 @@ _MODULES = (
     "envoy.extensions.filters.http.aws_request_signing.v3.aws_request_signing_pb2",
     "envoy.extensions.transport_sockets.tls.v3.tls_pb2",
     "envoy.extensions.retry.host.previous_hosts.v3.previous_hosts_pb2",
+    "envoy.extensions.filters.http.ext_proc.v3.ext_proc_pb2",
+    "envoy.extensions.load_balancing_policies.override_host.v3.override_host_pb2",
+    "envoy.extensions.load_balancing_policies.least_request.v3.least_request_pb2",
 )
 
 

@@ -1,7 +1,8 @@
 """A route table in Envoy's terms: the resources one xDS version carries.
 
 One listener, one route configuration, and per route a home cluster (EDS, with its load assignment)
-and an away cluster (endpoints inline); see `listener`, `routes` and `clusters` for the why of each.
+and an away cluster (endpoints inline), and per InferencePool a home side names, its endpoint picker's
+cluster (EDS too); see `listener`, `routes`, `clusters` and `pickers` for the why of each.
 Every resource is parsed into its protobuf message here, so a field Envoy does not know fails the
 build (and the tests), not the Envoy that receives it.
 
@@ -29,6 +30,12 @@ from vk_provider.xds.names import (
     LOAD_ASSIGNMENT_TYPE,
     ROUTE_CONFIGURATION_TYPE,
     cluster_name,
+)
+from vk_provider.xds.pickers import (
+    picked_host_policy,
+    picker_cluster,
+    picker_cluster_name,
+    picker_load_assignment,
 )
 from vk_provider.xds.routes import route_configuration
 from vk_provider.xds.sides import LeftOut, RoutePlan, SidePlan, plan_route
@@ -77,7 +84,7 @@ class ResourceCache:
         self._used_virtual_hosts: dict[str, Message] = {}
 
     def route(self, route: Route, trust: UpstreamTrust) -> _RouteResources:
-        key = (route.namespace, route.name, route.home, route.away, trust)
+        key = (route.namespace, route.name, route.home, route.away, route.picker, trust)
         found = self._used_routes.get(key) or self._routes.get(key)
         if found is None:
             found = _route_resources(route, trust)
@@ -106,18 +113,25 @@ class _RouteResources:
     home_cluster: tuple[str, any_pb2.Any]
     load_assignment: tuple[str, any_pb2.Any]
     away_cluster: tuple[str, any_pb2.Any]
+    picker_cluster: tuple[str, any_pb2.Any] | None = None
+    """An InferencePool's endpoint picker, for a route whose home side is one, and its endpoints."""
+    picker_assignment: tuple[str, any_pb2.Any] | None = None
 
 
 def _route_resources(route: Route, trust: UpstreamTrust) -> _RouteResources:
     plan = plan_route(route)
     home = cluster_name(route, "home")
     away = cluster_name(route, "away")
+    picker = route.picker if route.picker is not None and not route.picker.problem else None
+    policy = picked_host_policy() if picker is not None else None
     return _RouteResources(
         plan.home,
         plan.away,
-        (home, pack(home_cluster(home))),
+        (home, pack(home_cluster(home, load_balancing_policy=policy))),
         (home, pack(home_load_assignment(home, plan.home))),
         (away, pack(away_cluster(away, plan.away, trust))),
+        None if picker is None else (picker_cluster_name(picker), pack(picker_cluster(picker))),
+        None if picker is None else (picker_cluster_name(picker), pack(picker_load_assignment(picker))),
     )
 
 
@@ -138,8 +152,10 @@ def build_resources(
             (clusters, made.home_cluster),
             (assignments, made.load_assignment),
             (clusters, made.away_cluster),
+            *(((clusters, made.picker_cluster),) if made.picker_cluster is not None else ()),
+            *(((assignments, made.picker_assignment),) if made.picker_assignment is not None else ()),
         ):
-            resources[name] = packed
+            resources[name] = packed  # a pool's picker: one cluster, however many routes name it
     configuration = route_configuration(plans, table.host_owners)
     # Parsed a virtual host at a time (the cache keeps those a change leaves as they were), then put
     # together: the message parsing the whole configuration's JSON at once would give.

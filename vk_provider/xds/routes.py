@@ -23,6 +23,7 @@ from typing import Any
 
 from vk_provider.routetable.table import SIDES, Side
 from vk_provider.xds.names import ROUTE_CONFIGURATION_NAME, ROUTE_CONFIGURATION_TYPE, cluster_name, type_url
+from vk_provider.xds.pickers import asked, enabling
 from vk_provider.xds.sides import RoutePlan
 
 STREAM_IDLE_TIMEOUT = "600s"
@@ -117,12 +118,15 @@ def _route(plan: RoutePlan) -> dict[str, Any]:
             "body": {"inline_string": f"no usable endpoint for {route.key}\n"},
         }
         return entry
+    clusters: list[dict[str, Any]] = []
+    for side, share in weights.items():
+        cluster: dict[str, Any] = {"name": cluster_name(route, side), "weight": share}
+        if side == "home" and route.picker is not None and asked(route.picker):
+            # Only the home share asks the pool's picker: the away share does not wait on it.
+            cluster["typed_per_filter_config"] = enabling(route.picker)
+        clusters.append(cluster)
     entry["route"] = {
-        "weighted_clusters": {
-            "clusters": [
-                {"name": cluster_name(route, side), "weight": share} for side, share in weights.items()
-            ]
-        },
+        "weighted_clusters": {"clusters": clusters},
         # Away endpoints carry their own Host (a provider's front routes by it); home ones carry none,
         # so home pods keep the client's. The client's Host goes along as X-Forwarded-Host.
         "auto_host_rewrite": True,

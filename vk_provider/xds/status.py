@@ -7,7 +7,9 @@ which weight that version gives each route. So the controller asks this server, 
 Envoy. The document keeps the router's words where the two overlap (a route's `namespace`, `name`,
 `away_weight`, `endpoints.<side>.total` and `usable`) and adds, per route, `applied`: each connected
 Envoy's node id → the route's weight in the newest version it has ACKed, or null when that version
-does not carry the route, is older than the history, or the Envoy has ACKed nothing yet.
+does not carry the route, is older than the history, or the Envoy has ACKed nothing yet. A route whose
+home side is an InferencePool has `picker` too: the pool, its picker's addresses, whether it fails open,
+and the problem that leaves it none ('' when there is none).
 
 Everything is read at request (or scrape) time from the server's own bookkeeping: serving it costs
 the xDS streams nothing.
@@ -62,7 +64,7 @@ def _in_type_order(nacks: Iterable[Nack]) -> list[Nack]:
 
 
 def _route_entry(server: XdsServer, route: Route, acked: dict[str, int]) -> dict[str, Any]:
-    return {
+    entry: dict[str, Any] = {
         "namespace": route.namespace,
         "name": route.name,
         "away_weight": route.away_weight,
@@ -72,6 +74,15 @@ def _route_entry(server: XdsServer, route: Route, acked: dict[str, int]) -> dict
             for node, version in sorted(acked.items())
         },
     }
+    if route.picker is not None:
+        # The InferencePool's endpoint picker the home share asks: the controller checks it answers.
+        entry["picker"] = {
+            "pool": route.picker.pool,
+            "addresses": list(route.picker.addresses),
+            "fail_open": route.picker.fail_open,
+            "problem": route.picker.problem,
+        }
+    return entry
 
 
 def _side_counts(route: Route) -> dict[str, dict[str, int]]:

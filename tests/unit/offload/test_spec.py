@@ -18,6 +18,7 @@ from vk_provider.offload.spec import (
     MAX_AWAY_REPLICAS,
     GatewayRoute,
     InvalidSpec,
+    PoolRef,
     RouteSpec,
     parse_offload,
 )
@@ -111,7 +112,7 @@ def test_the_old_default_placement_reads_as_ours(
         (
             ("spec", "traffic"),
             {"dataPlane": "istio"},
-            "dataPlane must be one of builtin, envoy, gatewayapi, not 'istio'",
+            "dataPlane must be one of builtin, envoy, gatewayapi, inferencepool, not 'istio'",
         ),
         (("spec", "traffic"), {"dataPlane": "gatewayapi"}, "needs spec.traffic.httpRoute .*awayService"),
         (
@@ -127,6 +128,12 @@ def test_the_old_default_placement_reads_as_ours(
                 "awayService": {"name": "r"},
             },
             "spec.traffic.httpRoute.rule must be a rule's name",
+        ),
+        (("spec", "traffic"), {"dataPlane": "inferencepool"}, "needs spec.traffic.inferencePool"),
+        (
+            ("spec", "traffic"),
+            {"dataPlane": "inferencepool", "inferencePool": {"namespace": "team"}},
+            "spec.traffic.inferencePool.name must name an object",
         ),
         (("spec", "traffic"), "envoy", "spec.traffic must be an object"),
         (("spec", "route"), {"allowedNamespaces": "team"}, "allowedNamespaces must be a list"),
@@ -156,6 +163,15 @@ def test_a_gatewayapi_offload_names_its_route_rule_and_away_service() -> None:
         "chat-route", "completions", "vk-provider-router", 8080, "vk-provider-system"
     )
     assert parse_offload(MINIMAL).gateway_route is None
+
+
+def test_an_inferencepool_offload_names_its_pool_in_its_own_namespace_by_default() -> None:
+    offload = copy.deepcopy(MINIMAL)
+    offload["spec"]["traffic"] = {"dataPlane": "inferencepool", "inferencePool": {"name": "chat-pool"}}
+    assert parse_offload(offload).inference_pool == PoolRef("chat-pool", offload["metadata"]["namespace"])
+    offload["spec"]["traffic"]["inferencePool"]["namespace"] = "other"
+    assert parse_offload(offload).inference_pool == PoolRef("chat-pool", "other")
+    assert parse_offload(MINIMAL).inference_pool is None
 
 
 def test_the_severe_gate_and_the_emergency_default_to_the_crd() -> None:

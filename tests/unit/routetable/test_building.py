@@ -32,7 +32,7 @@ from vk_provider.routetable.building import (
     UnverifiedPod,
 )
 from vk_provider.routetable.signingscope import SigningScope
-from vk_provider.routetable.table import RouteTable
+from vk_provider.routetable.table import EndpointPicker, RouteTable
 
 from .sealing import OTHER_KEY, TEST_KEY, seal_condition
 
@@ -988,3 +988,57 @@ def test_the_feed_keeps_an_away_pods_identity_and_not_its_spec() -> None:
         "containers": [{"readinessProbe": {"httpGet": {"path": "/health"}}}],
         "nodeName": VIRTUAL_NODE,
     }
+
+
+def _pooled(pool: dict[str, str]) -> dict[str, Any]:
+    offload = _offload()
+    offload["spec"]["traffic"] = {"dataPlane": "inferencepool", "inferencePool": pool}
+    return offload
+
+
+def _pool(name: str = "chat-pool", *, picker: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selector": {"matchLabels": {"app": "chat"}}, "targetPorts": [{"number": 8080}]}
+    if picker is not None:
+        spec["endpointPickerRef"] = picker
+    return {"metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"}, "spec": spec}
+
+
+def test_a_pooled_offloads_route_carries_its_pools_picker_read_from_the_pickers_service() -> None:
+    picker_slice = _slice(
+        [_endpoint("10.0.0.9"), _endpoint("10.0.0.10", ready=False)],
+        service="chat-epp",
+        name="chat-epp-x",
+        ports=[{"name": "grpc", "port": 9002}],
+    )
+    pool = _pool(picker={"name": "chat-epp", "port": {"number": 9002}, "failureMode": "FailOpen"})
+    (route,) = build_table(
+        [_pooled({"name": "chat-pool"})], [picker_slice], [], inference_pools=[pool]
+    ).routes
+    assert route.picker == EndpointPicker("ml/chat-pool", ("10.0.0.9:9002",), fail_open=True)
+    (plain,) = build_table([_offload()], [picker_slice], [], inference_pools=[pool]).routes
+    assert plain.picker is None
+
+
+def test_a_missing_pool_or_picker_reference_is_the_pickers_problem_never_a_skipped_route() -> None:
+    (missing,) = build_table([_pooled({"name": "chat-pool"})], [], []).routes
+    assert missing.picker == EndpointPicker("ml/chat-pool", problem="InferencePool ml/chat-pool not found")
+    (unnamed,) = build_table([_pooled({"name": "chat-pool"})], [], [], inference_pools=[_pool()]).routes
+    assert unnamed.picker is not None
+    assert "names no endpoint picker Service" in unnamed.picker.problem
+    elsewhere = _pooled({"name": "chat-pool", "namespace": "other"})
+    (foreign,) = build_table([elsewhere], [], [], inference_pools=[_pool()]).routes
+    assert foreign.picker is not None
+    assert foreign.picker.problem == "InferencePool other/chat-pool not found"
+
+
+def test_a_pickers_new_endpoint_makes_a_new_route_through_the_memo() -> None:
+    memo = building.BuildMemo()
+    offloads = [_pooled({"name": "chat-pool"})]
+    pools = [_pool(picker={"name": "chat-epp"})]
+    first = building.build_routes(offloads, [], [], inference_pools=pools, memo=memo).table.routes[0]
+    assert first.picker == EndpointPicker("ml/chat-pool")
+    picker_slice = _slice([_endpoint("10.0.0.9")], service="chat-epp", name="chat-epp-x")
+    second = building.build_routes(
+        offloads, [picker_slice], [], inference_pools=pools, memo=memo
+    ).table.routes[0]
+    assert second.picker == EndpointPicker("ml/chat-pool", ("10.0.0.9:8080",))

@@ -36,7 +36,12 @@ def test_the_listener_takes_its_routes_from_rds_over_ads_and_never_times_a_strea
     }
     assert manager["request_timeout"] == "0s"
     assert manager["stream_idle_timeout"] == "600s"
-    assert [f["name"] for f in manager["http_filters"]] == ["envoy.filters.http.router"]
+    # The endpoint picker's filter is there, off, for the routes whose home side is an InferencePool.
+    assert [f["name"] for f in manager["http_filters"]] == [
+        "envoy.filters.http.ext_proc",
+        "envoy.filters.http.router",
+    ]
+    assert manager["http_filters"][0]["disabled"] is True
     entry = route_entry(resources, "default/chat", "chat.example.com")["route"]
     assert (entry["timeout"], entry["idle_timeout"]) == ("0s", "600s")
 
