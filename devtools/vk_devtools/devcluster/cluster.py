@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vk_devtools.devcluster import (
+    endpointpicker,
     envoy,
     incluster,
     localnode,
@@ -44,7 +45,7 @@ from vk_devtools.devcluster import (
     traffic,
     xdscerts,
 )
-from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION
+from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION, BinaryCache
 from vk_devtools.devcluster.kubeconfigs import write_kubeconfig
 from vk_devtools.devcluster.pki import (
     CertificateAuthority,
@@ -61,6 +62,9 @@ SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 ENVOY_REPLICAS = ("envoy-0", "envoy-1")
 """The `envoy` data plane's replicas: two, so "applied" means every replica ACKed."""
+ENVOY_DATA_PLANES = ("envoy", "inferencepool")
+"""The data planes whose traffic goes through those Envoys (`inferencepool`: an InferencePool's endpoint
+picker places the home share)."""
 PREFERRED_PORTS = {
     "etcd-client": 2379,
     "etcd-peer": 2380,
@@ -957,11 +961,16 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     `envoy` data plane, also the xDS server and the Envoys, and the example's Offload on them)."""
     state = launch.state
     ports = state.ports
+    pooled = settings.data_plane == "inferencepool"
+    if pooled:  # before the xDS server, which lists InferencePools from its start
+        endpointpicker.install_crds(state.bin_dir, state.kubeconfig, state.directory / "inference-pool")
     _install_example(state, data_plane=settings.data_plane)
+    if pooled:
+        _install_example_pool(state, out)
     router = traffic.router_argv(state.kubeconfig, ports["router"], admin_port=ports["router-admin"])
     _start_served(launch, "router", router, settings.start_timeout_seconds)
     envoy_arguments: list[str] = []
-    if settings.data_plane == "envoy":
+    if settings.data_plane in ENVOY_DATA_PLANES:
         envoy_arguments = _start_envoys(launch, settings)
     _controller, record = processes.start(
         "controller",
@@ -972,12 +981,36 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     url = launch.state.traffic_url
     through = (
         f"{len(ENVOY_REPLICAS)} Envoys on {url} (xDS from vk-provider xds), beside the router"
-        if settings.data_plane == "envoy"
+        if settings.data_plane in ENVOY_DATA_PLANES
         else f"the router on {url}"
     )
     print(
         f"traffic goes through {through}; the migration controller is running; "
         f"example service: {traffic.EXAMPLE_NAME} (Host: {traffic.EXAMPLE_HOST})",
+        file=out,
+    )
+
+
+def _install_example_pool(state: ClusterState, out: TextIO) -> None:
+    """The InferencePool over the example's pods and its endpoint picker, a pod of the home node."""
+    binary = BinaryCache.for_build(endpointpicker.ENDPOINT_PICKER).ensure(wait=True, out=out) / "epp"
+    free = PortPicker(LOOPBACK)
+    objects = endpointpicker.pool_objects(
+        namespace="default",
+        pool=traffic.EXAMPLE_POOL,
+        app=traffic.EXAMPLE_NAME,
+        target_port=8080,
+        node=localnode.HOME.name,
+        binary=binary,
+        kubeconfig=state.kubeconfig,
+        ports=endpointpicker.PickerPorts(grpc=free.pick(), health=free.pick(), metrics=free.pick()),
+    )
+    manifest = state.directory / "inference-pool" / "example-pool.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    traffic.kubectl_apply(state.bin_dir, state.kubeconfig, "apply", "-f", str(manifest))
+    print(
+        f"InferencePool {traffic.EXAMPLE_POOL} over the example's pods, its endpoint picker "
+        f"(gateway-api-inference-extension {endpointpicker.VERSION}) a pod of {localnode.HOME.name}",
         file=out,
     )
 
@@ -1056,6 +1089,7 @@ def _start_envoys(launch: _Launch, settings: ClusterSettings) -> list[str]:
             status_port=ports["xds-status"],
             envoy_port=ports["envoy"],
             tls_arguments=certificates.server_arguments(),
+            inference_pools=settings.data_plane == "inferencepool",
         ),
         settings.start_timeout_seconds,
     )

@@ -22,6 +22,7 @@ from vk_devtools import image as building_image
 from vk_devtools import release as releasing
 from vk_devtools.devcluster import (
     cluster,
+    endpointpicker,
     envoygateway,
     helm,
     hints,
@@ -55,12 +56,15 @@ BUILDS: list[GoBuild] = [
     metricsserver.METRICS_SERVER,
     kueue.KUEUE,
     envoygateway.ENVOY_GATEWAY,
+    endpointpicker.ENDPOINT_PICKER,
     helm.HELM,
     CONTROL_PLANE_1_35,
 ]
 """What `dev build` builds: everything `dev up` can start (Kueue: `dev up --with-kueue`), Envoy
-Gateway, which the tests of the `gatewayapi` data plane run, Helm, which the chart's tests run, and the
-1.35 control plane, which the tests on the oldest supported minor run (last: nothing else waits for it)."""
+Gateway, which the tests of the `gatewayapi` data plane run, the Gateway API Inference Extension's
+endpoint picker, which serves an InferencePool's picks to such a gateway, Helm, which the chart's tests
+run, and the 1.35 control plane, which the tests on the oldest supported minor run (last: nothing else
+waits for it)."""
 
 
 def builds_for(kubernetes_version: str | None) -> list[GoBuild]:

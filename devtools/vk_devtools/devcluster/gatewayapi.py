@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from vk_devtools.devcluster.building import module_source
-from vk_devtools.devcluster.traffic import kubectl_apply
+from vk_devtools.devcluster.traffic import apply_crds
 
 MODULE = "sigs.k8s.io/gateway-api"
 VERSION = "v1.6.1"
@@ -38,18 +38,4 @@ def standard_crds() -> list[dict[str, Any]]:
 def install_crds(bin_dir: Path, kubeconfig: Path, folder: Path) -> list[str]:
     """Apply the CRDs (server-side: one of them is larger than a client-side apply's annotation may
     be) and wait until they are Established; their names."""
-    crds = standard_crds()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"gateway-api-{VERSION}-standard.yaml"
-    path.write_text(yaml.safe_dump_all(crds))
-    kubectl_apply(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(path))
-    names = [str(crd["metadata"]["name"]) for crd in crds]
-    kubectl_apply(
-        bin_dir,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        *(f"crd/{name}" for name in names),
-    )
-    return names
+    return apply_crds(bin_dir, kubeconfig, folder / f"gateway-api-{VERSION}-standard.yaml", standard_crds())

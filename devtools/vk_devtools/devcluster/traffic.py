@@ -29,6 +29,8 @@ TRAINING = MANIFESTS / "examples" / "training.yaml"
 TRAINING_JOB = MANIFESTS / "examples" / "training-job.yaml"
 """The demo's training: a gang (a PodGroup and its Job) that needs every GPU of the home node."""
 EXAMPLE_NAME = "tokens"
+EXAMPLE_POOL = "tokens-pool"
+"""The InferencePool over the example's pods (`dev up --data-plane inferencepool`)."""
 EXAMPLE_HOST = "tokens.demo"
 LEASE_NAMESPACE = "default"
 
@@ -59,13 +61,33 @@ def install_crds(bin_dir: Path, kubeconfig: Path) -> None:
     )
 
 
+def apply_crds(bin_dir: Path, kubeconfig: Path, path: Path, crds: list[dict[str, Any]]) -> list[str]:
+    """Write `crds` to `path`, apply them server-side (a CRD may be larger than a client-side apply's
+    annotation may be, and a later pin's takes its fields over) and wait until they are Established;
+    their names."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(crds))
+    kubectl_apply(bin_dir, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(path))
+    names = [str(crd["metadata"]["name"]) for crd in crds]
+    kubectl_apply(
+        bin_dir,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        *(f"crd/{name}" for name in names),
+    )
+    return names
+
+
 def install(bin_dir: Path, kubeconfig: Path, *, data_plane: str = "builtin") -> None:
     """The CRDs, then the example service and its Offload (its traffic on `data_plane`), the training
     PriorityClass and the OffloadPolicy."""
     install_crds(bin_dir, kubeconfig)
     kubectl_apply(bin_dir, kubeconfig, "apply", "-f", str(EXAMPLE), "-f", str(TRAINING))
     if data_plane != "builtin":
-        traffic = json.dumps({"spec": {"traffic": {"dataPlane": data_plane}}})
+        pool = {"inferencePool": {"name": EXAMPLE_POOL}} if data_plane == "inferencepool" else {}
+        traffic = json.dumps({"spec": {"traffic": {"dataPlane": data_plane, **pool}}})
         kubectl_apply(
             bin_dir,
             kubeconfig,
@@ -112,10 +134,17 @@ def router_argv(kubeconfig: Path, port: int, *, admin_port: int) -> list[str]:
 
 
 def xds_argv(
-    kubeconfig: Path, *, port: int, status_port: int, envoy_port: int, tls_arguments: list[str]
+    kubeconfig: Path,
+    *,
+    port: int,
+    status_port: int,
+    envoy_port: int,
+    tls_arguments: list[str],
+    inference_pools: bool = False,
 ) -> list[str]:
-    """`vk-provider xds` for the Envoys of `dev up --data-plane envoy`, on loopback, with the mutual
-    TLS flags `tls_arguments` (`XdsCertificates.server_arguments`)."""
+    """`vk-provider xds` for the Envoys of `dev up --data-plane envoy` (or `inferencepool`: then it
+    watches InferencePools too), on loopback, with the mutual TLS flags `tls_arguments`
+    (`XdsCertificates.server_arguments`)."""
     return [
         sys.executable,
         "-m",
@@ -130,6 +159,7 @@ def xds_argv(
         "--envoy-port",
         str(envoy_port),
         *tls_arguments,
+        *(["--inference-pools"] if inference_pools else []),
     ]
 
 
