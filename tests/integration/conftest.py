@@ -33,7 +33,7 @@ from tests.integration.migration_rig import RigFor, StartNode, rig_factory
 from tests.integration.netns import unavailable_reason
 from tests.integration.remote_plane import RemotePlane, start_remote_plane
 from tests.integration.waiting import wait_for
-from vk_devtools.devcluster import cluster, gatewayapi
+from vk_devtools.devcluster import cluster, endpointpicker, gatewayapi
 from vk_devtools.devcluster.building import DEFAULT_KUBERNETES_VERSION, BinaryCache, cache_root
 from vk_devtools.devcluster.envoy import envoy_binary
 from vk_devtools.devcluster.helm import helm_binary
@@ -295,6 +295,20 @@ def gateway_api_crds(
 
 
 @pytest.fixture(scope="session")
+def inference_pool_crd(
+    control_plane: cluster.ClusterState,
+    tmp_path_factory: pytest.TempPathFactory,
+    one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]],
+) -> list[str]:
+    """The Gateway API Inference Extension's InferencePool CRD (pinned, from the module proxy),
+    Established; left in place. The `inferencepool` xDS server lists pools from its start."""
+    with one_worker_at_a_time():
+        return endpointpicker.install_crds(
+            control_plane.bin_dir, control_plane.kubeconfig, tmp_path_factory.mktemp("inference-pool")
+        )
+
+
+@pytest.fixture(scope="session")
 def envoy_gateway(
     control_plane: cluster.ClusterState,
     gateway_api_crds: list[str],
@@ -322,6 +336,8 @@ TRAFFIC_ENVOY = TRAFFIC.parent / "traffic-envoy"
 ENVOY_COMPONENT = TRAFFIC.parent / "components" / "envoy"
 TRAFFIC_GATEWAY_API = TRAFFIC.parent / "traffic-gatewayapi"
 GATEWAY_API_COMPONENT = TRAFFIC.parent / "components" / "gatewayapi"
+TRAFFIC_INFERENCE_POOL = TRAFFIC.parent / "traffic-inferencepool"
+INFERENCE_POOL_COMPONENT = TRAFFIC.parent / "components" / "inferencepool"
 
 
 @pytest.fixture(scope="session")
@@ -331,7 +347,8 @@ def traffic_rbac(
     one_worker_at_a_time: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> None:
     """The router's, controller's and xDS server's ServiceAccounts and RBAC from manifests/traffic,
-    manifests/components/envoy and manifests/components/gatewayapi, left in place.
+    manifests/components/envoy, manifests/components/gatewayapi and manifests/components/inferencepool,
+    left in place.
 
     The kustomizations (without and with Envoy, with the Gateway API) are validated by a server-side
     dry run; their Deployments are not applied, since the test plane has no image to run them: tests
@@ -345,7 +362,7 @@ def apply_traffic_rbac(
 ) -> None:
     with one_worker_at_a_time():
         kubectl("apply", "-f", str(TRAFFIC.parent / "base" / "namespace.yaml"))
-        for kustomization in (TRAFFIC, TRAFFIC_ENVOY, TRAFFIC_GATEWAY_API):
+        for kustomization in (TRAFFIC, TRAFFIC_ENVOY, TRAFFIC_GATEWAY_API, TRAFFIC_INFERENCE_POOL):
             dry_run = kubectl("apply", "-k", str(kustomization), "--dry-run=server")
             assert "(server dry run)" in dry_run.stdout
         for path in (
@@ -353,6 +370,7 @@ def apply_traffic_rbac(
             TRAFFIC / "rbac-controller.yaml",
             ENVOY_COMPONENT / "rbac-xds.yaml",
             GATEWAY_API_COMPONENT / "rbac-gatewayapi.yaml",
+            INFERENCE_POOL_COMPONENT / "rbac-inferencepool.yaml",
         ):
             kubectl("apply", "-f", str(path))
 

