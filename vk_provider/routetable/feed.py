@@ -87,6 +87,12 @@ class _ObjectRef(Protocol):
 _RefT = TypeVar("_RefT", bound=_ObjectRef)
 
 
+POOLS_MISSING = (
+    "the inferencepool routes find no pool, and serve home without its endpoint picker, until the Gateway "
+    "API Inference Extension's InferencePool CRD is installed"
+)
+
+
 class TableFeed:
     """Mirrors what the routes depend on and hands each new table to `apply`.
 
@@ -97,8 +103,8 @@ class TableFeed:
     nodes, refused traffic-auth markers and untrusted EndpointSlices (its `run` is the caller's).
     `signing_scope` and `slice_managers` are handed to `build_routes`, with the keys of the
     `traffic_key_secret` (default: `vk-provider-traffic-key` in `default`) and `accept_unsigned`.
-    `inference_pools` mirrors InferencePools too (their CRD must be installed), for the routes of the
-    `inferencepool` data plane.
+    `inference_pools` mirrors InferencePools too, for the routes of the `inferencepool` data plane;
+    while the cluster does not serve them (`POOLS_MISSING`), those routes have no picker to ask.
     """
 
     def __init__(
@@ -189,6 +195,7 @@ class TableFeed:
                 query={},
                 on_change=self._changed,
                 description="inference pools",
+                missing_type=POOLS_MISSING,
             )
             if inference_pools
             else None

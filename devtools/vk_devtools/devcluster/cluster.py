@@ -962,7 +962,7 @@ def _start_traffic(launch: _Launch, settings: ClusterSettings, out: TextIO) -> N
     state = launch.state
     ports = state.ports
     pooled = settings.data_plane == "inferencepool"
-    if pooled:  # before the xDS server, which lists InferencePools from its start
+    if pooled:  # before the xDS server: it lists InferencePools from its start
         endpointpicker.install_crds(state.bin_dir, state.kubeconfig, state.directory / "inference-pool")
     _install_example(state, data_plane=settings.data_plane)
     if pooled:
