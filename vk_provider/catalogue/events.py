@@ -347,6 +347,13 @@ EVENTS: tuple[EventReason, ...] = (
         "InferencePool data plane: the Offload names an InferencePool outside its own namespace.",
     ),
     EventReason(
+        "InferencePoolNotHomeService",
+        "Warning",
+        "Offload",
+        CONTROLLER,
+        "InferencePool data plane: the pool selects other pods than the home Service, or another port.",
+    ),
+    EventReason(
         "EndpointPickerRefMissing",
         "Warning",
         "Offload",
@@ -700,6 +707,7 @@ _OFFLOAD_READY_PROBLEMS = (
     ("InferencePoolNotFound", "the InferencePool does not exist"),
     ("InferencePoolInOtherNamespace", "the InferencePool is in another namespace"),
     ("EndpointPickerRefMissing", "the InferencePool names no endpoint picker"),
+    ("InferencePoolNotHomeService", "the InferencePool's pods or port are not the home Service's"),
 )
 _OUTCOMES = (
     ("Succeeded", "the migration ended where it was going"),

@@ -3,8 +3,11 @@
 Weights, "applied" and the gates are the `envoy` plane's (`EnvoyFleet`): the xDS server says which
 weight every Envoy has ACKed, each Envoy's statistics count each side. What this plane adds:
 
-- `check`: the InferencePool the Offload names exists, in the Offload's namespace, and names its
-  endpoint picker; otherwise the Offload is not Ready (a condition and an Event) and nothing moves;
+- `check`: the InferencePool the Offload names exists, in the Offload's namespace, names its
+  endpoint picker, and its pods and port are the home Service's (the Envoys' home endpoints are the
+  Service's: a pick outside them would fall back, unsaid, to Envoy's own balancing); otherwise the
+  Offload is not Ready (a condition and an Event) and nothing moves. Pools and Services are read
+  from the controller's mirrors (`vk_provider.controller.reads`), not asked of the apiserver per pass;
 - a step waits while the pool's picker does not answer: every home request asks it which pod to go
   to, so moving weight while it is stopped would move requests onto a side that waits (FailClose) or
   is placed without it (FailOpen). The picker's addresses are the ones the xDS server gave the Envoys
@@ -21,7 +24,7 @@ from typing import Any
 from vk_provider.controller.dataplanes import EnvoyFleet, route_entry
 from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.routers import RouterDirectory, RouterUnreachable, RouteView
-from vk_provider.kit.kube import KubeApi, KubeApiError
+from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 from vk_provider.offload.inferencepools import inference_pool_path
 from vk_provider.offload.spec import OffloadSpec, PoolRef
 
@@ -70,12 +73,49 @@ class InferencePools(EnvoyFleet):
                 f'InferencePool "{pool.name}" names no endpoint picker (spec.endpointPickerRef); '
                 "nothing is moved until it does",
             )
+        try:
+            service = await self._api.get(
+                resource_path("v1", "services", namespace=spec.namespace, name=spec.home_service)
+            )
+        except KubeApiError as error:
+            raise RouterUnreachable(f'reading Service "{spec.home_service}": {error}') from None
+        mismatch = pool_mismatch(found, service)
+        if mismatch:
+            raise RouteProblem(
+                "InferencePoolNotHomeService",
+                f'InferencePool "{pool.name}" {mismatch} (the Envoys send home requests to the Service\'s '
+                "endpoints, so a pod the picker chose outside them would not be reached); nothing is moved "
+                "until they agree",
+            )
 
     async def views(self, spec: OffloadSpec) -> list[RouteView]:
         status = await self._status()
         views = await self._views_of(spec, status)
         await _picker_answers(_pool_of(spec), (route_entry(status, spec) or {}).get("picker"))
         return views
+
+
+def pool_mismatch(pool: Mapping[str, Any], service: Mapping[str, Any]) -> str:
+    """How the pool's pods or port differ from the home Service's ('' when they agree): the pool must
+    select only pods the Service selects (its labels a superset of the Service's selector), and its
+    target ports must include the port the Service sends to (when the Service names it by number)."""
+    pool_spec = pool.get("spec") or {}
+    service_spec = service.get("spec") or {}
+    labels = (pool_spec.get("selector") or {}).get("matchLabels") or {}
+    selector = service_spec.get("selector") or {}
+    differing = sorted(key for key, value in selector.items() if labels.get(key) != value)
+    if differing:
+        wanted = ", ".join(f"{key}={selector[key]}" for key in differing)
+        return f"selects pods the home Service does not (its selector lacks {wanted})"
+    pool_ports = {port.get("number") for port in pool_spec.get("targetPorts") or ()}
+    service_ports = [port.get("targetPort", port.get("port")) for port in service_spec.get("ports") or ()]
+    numbered = [port for port in service_ports if isinstance(port, int)]
+    if numbered and not pool_ports & set(numbered):
+        return (
+            f"targets port(s) {sorted(p for p in pool_ports if p is not None)}, not the home Service's "
+            f"{sorted(numbered)}"
+        )
+    return ""
 
 
 def _pool_of(spec: OffloadSpec) -> PoolRef:

@@ -3,7 +3,8 @@
 Every type either reads on every pass, or on every Offload's resync: the Offloads themselves, their
 Deployments and Services, pods (home and away pods, router pods, training pods), nodes (the pool and
 the nodes of home pods), namespaces (a policy's namespace selector), Jobs and native PodGroups
-(training demand), and Kueue's AdmissionChecks, Workloads and queues. Mirrored once per leader term
+(training demand), Kueue's AdmissionChecks, Workloads and queues, and InferencePools (the
+`inferencepool` data plane's check). Mirrored once per leader term
 (`vk_provider._kube.informers`), they cost the apiserver one watch each, not a request per pass per
 object. Types a process never reads (Kueue on a cluster without it) are never watched: a mirror starts
 on its first read. HTTPRoutes, EndpointSlices and Leases are read rarely or written as read: direct.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from vk_provider._kube.informers import CachedApi, Informers, Watched
 from vk_provider.kit.kube import KubeApi, RawObject, resource_path
+from vk_provider.offload.inferencepools import inference_pools_path
 from vk_provider.offload.names import offloads_path
 from vk_provider.policy.admission.names import KUEUE_API_VERSION
 from vk_provider.policy.names import policies_path
@@ -56,6 +58,7 @@ WATCHED = [
     Watched(resource_path(KUEUE_API_VERSION, "workloads")),
     Watched(resource_path(KUEUE_API_VERSION, "clusterqueues"), namespaced=False),
     Watched(resource_path(KUEUE_API_VERSION, "localqueues")),
+    Watched(inference_pools_path()),
 ]
 
 

@@ -7,15 +7,19 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.unit.controller.offload_plane import NAME, NAMESPACE, MemoryApi
 from vk_devtools.devcluster.pki import CertificateAuthority
 from vk_provider.controller import inferencepool
 from vk_provider.controller.dataplanes import DataPlanes
+from vk_provider.controller.httproutes import RouteProblem
 from vk_provider.controller.inferencepool import InferencePools
 from vk_provider.controller.routers import RouterDirectory, RouterUnreachable
-from vk_provider.offload.spec import PoolRef, parse_offload
+from vk_provider.offload.inferencepools import inference_pool_path
+from vk_provider.offload.spec import OffloadSpec, PoolRef, parse_offload
 from vk_provider.routetable.table import Endpoint, EndpointPicker, Route, RouteMatch, RouteTable
 from vk_provider.xds.server import XdsServer
 from vk_provider.xds.status import status_document
@@ -116,3 +120,85 @@ def test_an_inferencepool_offload_is_driven_by_the_pools_plane() -> None:
         },
     }
     assert DataPlanes(pools).of(parse_offload(offload)) is pools
+
+
+def _pool(labels: dict[str, str], ports: list[int], picker: str | None = "chat-pool-epp") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": labels},
+        "targetPorts": [{"number": p} for p in ports],
+    }
+    if picker is not None:
+        spec["endpointPickerRef"] = {"name": picker, "port": {"number": 9002}}
+    return {"metadata": {"name": "chat-pool", "namespace": "team"}, "spec": spec}
+
+
+SERVICE = {"spec": {"selector": {"app": "chat"}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}
+
+
+@pytest.mark.parametrize(
+    ("pool", "words"),
+    [
+        (_pool({"app": "chat"}, [8080]), ""),
+        (_pool({"app": "chat", "tier": "gpu"}, [8080]), ""),  # a subset of the Service's pods
+        (
+            _pool({"app": "other"}, [8080]),
+            "selects pods the home Service does not (its selector lacks app=chat)",
+        ),
+        (_pool({"app": "chat"}, [9000]), "targets port(s) [9000], not the home Service's [8080]"),
+    ],
+)
+def test_a_pool_must_be_the_home_services_pods_at_its_port(pool: dict[str, Any], words: str) -> None:
+    assert inferencepool.pool_mismatch(pool, SERVICE) == words
+
+
+def test_a_service_naming_its_target_port_is_not_compared_by_number() -> None:
+    named = {"spec": {"selector": {"app": "chat"}, "ports": [{"port": 80, "targetPort": "http"}]}}
+    assert inferencepool.pool_mismatch(_pool({"app": "chat"}, [9000]), named) == ""
+
+
+def _offload(pool: dict[str, str]) -> OffloadSpec:
+    return parse_offload(
+        {
+            "metadata": {"namespace": NAMESPACE, "name": NAME},
+            "spec": {
+                "home": {"deployment": NAME, "service": NAME},
+                "placement": "home",
+                "route": {"hosts": ["chat.test"]},
+                "traffic": {"dataPlane": "inferencepool", "inferencePool": pool},
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("pool", "stored", "reason"),
+    [
+        ({"name": "chat-pool"}, None, "InferencePoolNotFound"),
+        (
+            {"name": "chat-pool", "namespace": "elsewhere"},
+            _pool({"app": "chat"}, [8080]),
+            "InferencePoolInOtherNamespace",
+        ),
+        ({"name": "chat-pool"}, _pool({"app": "chat"}, [8080], picker=None), "EndpointPickerRefMissing"),
+        ({"name": "chat-pool"}, _pool({"app": "else"}, [8080]), "InferencePoolNotHomeService"),
+    ],
+)
+async def test_an_offload_the_pool_cannot_carry_is_refused_with_the_reason(
+    pool: dict[str, str], stored: dict[str, Any] | None, reason: str
+) -> None:
+    api = MemoryApi()
+    api.objects[f"/api/v1/namespaces/{NAMESPACE}/services/{NAME}"] = SERVICE
+    if stored is not None:
+        api.objects[inference_pool_path(NAMESPACE, "chat-pool")] = stored
+    plane = InferencePools(api, "http://127.0.0.1:9", RouterDirectory(None, urls=["http://127.0.0.1:9"]))  # type: ignore[arg-type]
+    with pytest.raises(RouteProblem) as raised:
+        await plane.check(_offload(pool))
+    assert raised.value.reason == reason
+
+
+async def test_a_pool_of_the_home_services_pods_with_a_picker_is_carried() -> None:
+    api = MemoryApi()
+    api.objects[f"/api/v1/namespaces/{NAMESPACE}/services/{NAME}"] = SERVICE
+    api.objects[inference_pool_path(NAMESPACE, "chat-pool")] = _pool({"app": "chat"}, [8080])
+    plane = InferencePools(api, "http://127.0.0.1:9", RouterDirectory(None, urls=["http://127.0.0.1:9"]))  # type: ignore[arg-type]
+    await plane.check(_offload({"name": "chat-pool"}))
