@@ -205,6 +205,8 @@ async def test_a_stopped_picker_holds_the_step_and_says_why_then_it_completes(ri
                 )
                 held_for = time.monotonic() - stopped
                 assert status["awayWeight"] == 50, status  # it held the step
+                progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+                assert progressing["reason"] == "WaitingForEndpointPicker", progressing
             finally:
                 rig.picker.signal(signal.SIGCONT)
                 resumed = time.monotonic()

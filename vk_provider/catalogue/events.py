@@ -878,6 +878,10 @@ CONDITIONS: tuple[Condition, ...] = (
                 "the receiving side has fewer ready replicas than `readyThresholdPercent` asks",
             ),
             ("WaitingForRouters", "routers do not yet apply the weight or see enough endpoints"),
+            (
+                "WaitingForEndpointPicker",
+                "the InferencePool's endpoint picker has no ready endpoint or does not answer",
+            ),
             ("RouterUnreachable", "a data plane replica cannot be asked"),
             ("NotEnoughData", "too few requests to judge the gates"),
             ("ReplacingUnhealthyHome", "home pods on unhealthy nodes are being replaced"),

@@ -28,6 +28,13 @@ from vk_provider.kit.kube import KubeApi, KubeApiError, resource_path
 from vk_provider.offload.inferencepools import inference_pool_path
 from vk_provider.offload.spec import OffloadSpec, PoolRef
 
+
+class PickerUnavailable(RouterUnreachable):
+    """The pool's endpoint picker cannot place home requests now: the step waits, and says so."""
+
+    waiting_reason = "WaitingForEndpointPicker"
+
+
 PICKER_ANSWER_SECONDS = 3.0
 """How long a picker may take to answer a TLS handshake before it counts as not answering."""
 
@@ -125,15 +132,15 @@ def _pool_of(spec: OffloadSpec) -> PoolRef:
 
 
 async def _picker_answers(pool: PoolRef, picker: Mapping[str, Any] | None) -> None:
-    """RouterUnreachable, saying why, unless one of the pool's picker addresses answers."""
+    """PickerUnavailable, saying why, unless one of the pool's picker addresses answers."""
     named = f"InferencePool {pool.namespace}/{pool.name}"
     if not isinstance(picker, Mapping):
-        raise RouterUnreachable(f"the xDS server gives the Envoys no endpoint picker for {named} yet")
+        raise PickerUnavailable(f"the xDS server gives the Envoys no endpoint picker for {named} yet")
     if picker.get("problem"):
-        raise RouterUnreachable(f"the Envoys have no endpoint picker to ask: {picker['problem']}")
+        raise PickerUnavailable(f"the Envoys have no endpoint picker to ask: {picker['problem']}")
     addresses = [str(address) for address in picker.get("addresses") or ()]
     if not addresses:
-        raise RouterUnreachable(
+        raise PickerUnavailable(
             f"the endpoint picker of {named} has no ready endpoint: home requests cannot be placed"
         )
     silences = await asyncio.gather(*(_silence(address) for address in addresses))
@@ -141,7 +148,7 @@ async def _picker_answers(pool: PoolRef, picker: Mapping[str, Any] | None) -> No
         said = "; ".join(
             f"{address}: {silence}" for address, silence in zip(addresses, silences, strict=True)
         )
-        raise RouterUnreachable(
+        raise PickerUnavailable(
             f"the endpoint picker of {named} does not answer ({said}); every home request waits on it, "
             "so the step waits until it answers"
         )

@@ -265,7 +265,7 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
         self._event(work.offload, "Normal", "MigrationStarted", message)
         return 0.0
 
-    def _wait_for_routers(self, work: Pass, lagging: str) -> Requeue:
+    def _wait_for_routers(self, work: Pass, lagging: str, reason: str = "WaitingForRouters") -> Requeue:
         moved = work.current.progress_at
         just_moved = (
             moved is not None and (work.now - moved).total_seconds() < ROUTER_LAG_REPORTED_AFTER_SECONDS
@@ -275,7 +275,7 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
             # status costs one write per step and Offload (a wave of a hundred saturated the
             # controller's requests with them) and tells nobody anything: a lag that lasts is said.
             return POLL_SECONDS
-        return self._waiting(work, "WaitingForRouters", lagging)
+        return self._waiting(work, reason, lagging)
 
     def _deadline_passed(self, work: Pass) -> bool:
         progress = work.current.progress_at or work.now
@@ -388,14 +388,15 @@ class Reconciler(EmergencyWatch, Deletion, StepIntervals, UnhealthyHome, Spillin
         weight = work.weight
         side = receiving_side(work.direction)
         samples = Scrape({})
+        reason = None
         try:
             lagging = await self._lagging_routers(spec, weight)
             if not lagging:
                 samples = await self._sample(spec, side, weight)
         except RouterUnreachable as error:
-            lagging = str(error)
+            lagging, reason = str(error), error.waiting_reason
         if lagging:
-            return self._wait_for_routers(work, lagging)
+            return self._wait_for_routers(work, lagging, reason or "WaitingForRouters")
         step_key = (work.current.step_index or 0, weight, work.current.consecutive_failures)
         started = self._intervals.get(spec.key)
         if started is None or started.step_key != step_key:

@@ -35,6 +35,9 @@ judges a window that ended more than this before it asked."""
 class RouterUnreachable(Exception):
     """A router could not be asked; the step waits (the migration's progress deadline bounds it)."""
 
+    waiting_reason: str | None = None
+    """The `Progressing` reason of the wait, when something more precise than a router's."""
+
 
 @dataclasses.dataclass(frozen=True)
 class RouteView:

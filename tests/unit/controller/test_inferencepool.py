@@ -69,6 +69,7 @@ async def test_a_silent_picker_holds_the_step_and_is_named(
     with pytest.raises(RouterUnreachable) as raised:
         await inferencepool._picker_answers(POOL, picker(silent_picker))
     message = str(raised.value)
+    assert raised.value.waiting_reason == "WaitingForEndpointPicker"  # Progressing's reason
     assert "the endpoint picker of InferencePool ml/chat-pool does not answer" in message
     assert f"{silent_picker}: no answer within 0.5 s" in message
     assert "the step waits until it answers" in message

@@ -92,6 +92,8 @@ DYNAMIC_SITES = {
     "vk_provider/policy/admission/checks.py::_write": "EVENT_REASONS by verdict, else AdmissionCheckRejected",
     "vk_provider/controller/reconciler.py::reconcile": "_missing()'s (reason, message)",
     "vk_provider/controller/reconciler.py::_waiting": "its callers' reasons (checked there)",
+    "vk_provider/controller/reconciler.py::_wait_for_routers": "WaitingForRouters, or the wait's own "
+    "(RouterUnreachable.waiting_reason: WaitingForEndpointPicker)",
 }
 """The calls whose reason or type is not spelled at the call, by site, with where it comes from: each
 value there is a reason of the catalogue too (the literals it is made of are checked below). A new
