@@ -102,6 +102,7 @@ def test_the_picker_serves_one_pool_and_finds_the_plane_through_its_environment(
         "--metrics-endpoint-auth=false",
         "--enable-pprof=false",
         "--zap-log-level=info",
+        "--refresh-metrics-interval=250ms",
         "--grpc-port=9002",
         "--grpc-health-port=9003",
         "--metrics-port=9090",
