@@ -159,7 +159,14 @@ async def test_two_workers_serve_migrate_and_survive_a_kill(rig_for: RigFor) -> 
         document = await router_document(rig)
         (route,) = [route for route in document["routes"] if route["name"] == NAME]
         assert (route["generation"], route["away_weight"]) == (generation, 100)
-        assert {worker["table"] for worker in document["workers"]} == {document["table"]}
+
+        async def converged() -> bool:
+            # The table may change again after the flip (a pod's status, a check's verdict): every
+            # worker takes the newest one within moments of the supervisor.
+            found = await router_document(rig)
+            return {worker["table"] for worker in found["workers"]} == {found["table"]}
+
+        await wait_for(converged, timeout_seconds=30, what="both workers on the supervisor's table")
         # The active checks are the supervisor's, reported once whoever answers.
         checked = await wait_for_healthy_checks(rig, REPLICAS)
         assert len(checked["active_checks"]) == REPLICAS

@@ -68,6 +68,10 @@ async def watch_gang(
             stage = gang.get("waitingFor")
             if gang.get("name") == job and stage and stage not in stages:
                 stages.append(stage)
+        # The gang's pods are read before the home pods: a gang seen bound while home pods are seen
+        # after it is a gang that got GPUs they held. Read the other way round, a home pod that left
+        # between the two reads made a gang bound after it look bound before it.
+        members = await job_pods(rig, job)
         moved = await rig.offload(offload)
         phase = (moved.get("status") or {}).get("phase")
         if (
@@ -78,7 +82,6 @@ async def watch_gang(
             finalizing = time.monotonic()
         if finalizing is not None and home_gone is None and not await home_pods(rig, offload):
             home_gone = time.monotonic()
-        members = await job_pods(rig, job)
         return len(members) == pods and all(pod["spec"].get("nodeName") for pod in members)
 
     await wait_for(
