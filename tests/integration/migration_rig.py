@@ -626,9 +626,14 @@ async def wait_for_not_ready(
         reported, timeout_seconds=60, what=f"Ready=False {reason}; {controller.log_tail()}"
     )
     namespace = offload_path.split("/namespaces/")[1].split("/", maxsplit=1)[0]
-    events = await api.get(
-        f"/api/v1/namespaces/{namespace}/events",
-        query={"fieldSelector": f"involvedObject.kind=Offload,reason={reason}"},
-    )
-    assert events["items"], f"no {reason} Event"
+
+    async def recorded() -> bool:
+        # Events are posted apart from the status write, and may land a moment after it.
+        events = await api.get(
+            f"/api/v1/namespaces/{namespace}/events",
+            query={"fieldSelector": f"involvedObject.kind=Offload,reason={reason}"},
+        )
+        return bool(events["items"])
+
+    await wait_for(recorded, timeout_seconds=30, what=f"a {reason} Event; {controller.log_tail()}")
     return status
